@@ -1,0 +1,238 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"net/netip"
+	"net/textproto"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Load reads, decodes, defaults and validates the config file at path.
+//
+// On failure the error is an Errors listing every problem, one per line,
+// each as "FILE:LINE: FIELD: message" with FILE the path as given, e.g.
+//
+//	config.yaml:14: upstreams[1].weight: must be > 0, got -2
+//
+// A file that cannot be read gives "FILE: cannot read: REASON" (and
+// errors.Is(err, fs.ErrNotExist) holds for a missing one); an empty file, or
+// one holding only comments, gives "FILE: empty config".
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		reason := err
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			reason = pe.Err
+		}
+		return nil, Errors{{File: path, Msg: "cannot read: " + reason.Error(), err: err}}
+	}
+	return Parse(path, data)
+}
+
+// Parse decodes, defaults and validates a config held in data; file names it
+// in errors and becomes Config.File. Errors are as for Load.
+func Parse(file string, data []byte) (*Config, error) {
+	d := newDecoder(file)
+	root, err := d.root(data)
+	if err != nil {
+		return nil, err
+	}
+	c := &Config{File: file}
+	d.decode(root, c)
+	applyDefaults(c, d.has)
+	d.validate(c)
+	if len(d.errs) > 0 {
+		d.errs.sortByLine()
+		return nil, d.errs
+	}
+	return c, nil
+}
+
+// yamlLine matches the line yaml.v3 puts in its syntax errors.
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// root parses data as one YAML document whose root is a mapping.
+func (d *decoder) root(data []byte) (*yaml.Node, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	err := dec.Decode(&doc)
+	if err == io.EOF {
+		return nil, Errors{{File: d.file, Msg: "empty config"}}
+	}
+	if err != nil {
+		return nil, Errors{d.yamlError(err)}
+	}
+	if len(doc.Content) != 1 || isNull(doc.Content[0]) {
+		return nil, Errors{{File: d.file, Msg: "empty config"}}
+	}
+	root := doc.Content[0]
+	d.rootPos = pos{max(root.Line, 1), root.Column}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case err == io.EOF:
+	case err != nil:
+		return nil, Errors{d.yamlError(err)}
+	default:
+		return nil, Errors{{File: d.file, Line: extra.Line, Msg: "more than one YAML document; want exactly one"}}
+	}
+	if resolve(root).Kind != yaml.MappingNode {
+		return nil, Errors{{File: d.file, Line: d.rootPos.line, Msg: "must be a mapping of fields like `listen: 127.0.0.1:8080`, got " + describe(root)}}
+	}
+	return root, nil
+}
+
+// yamlError turns a yaml.v3 syntax error into a FieldError, keeping the
+// line yaml reports (it reports none for some errors).
+func (d *decoder) yamlError(err error) *FieldError {
+	e := &FieldError{File: d.file, Msg: "invalid YAML: " + err.Error(), err: err}
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		if line, err := strconv.Atoi(m[1]); err == nil {
+			e.Line, e.Msg = line, "invalid YAML: "+m[2]
+		}
+	} else if s, ok := strings.CutPrefix(err.Error(), "yaml: "); ok {
+		e.Msg = "invalid YAML: " + s
+	}
+	return e
+}
+
+// Defaults for fields absent from the file. See applyDefaults.
+const (
+	defaultListen          = "127.0.0.1:8080"
+	defaultAdminListen     = "127.0.0.1:9901"
+	defaultShutdownTimeout = 15 * time.Second
+	defaultUpstreamHeader  = "X-Upstream"
+	defaultPointsPerWeight = 160
+	defaultMaxHeaderBytes  = 65536
+)
+
+// applyDefaults fills every field absent from the file (has(field) false)
+// with its default; present fields are kept as written, even when zero,
+// so validation sees an explicit 0 or "" and can reject it. It is the only
+// place defaults are set.
+func applyDefaults(c *Config, has func(field string) bool) {
+	str := func(f string, dst *string, v string) {
+		if !has(f) {
+			*dst = v
+		}
+	}
+	dur := func(f string, dst *time.Duration, v time.Duration) {
+		if !has(f) {
+			*dst = v
+		}
+	}
+	num := func(f string, dst *int, v int) {
+		if !has(f) {
+			*dst = v
+		}
+	}
+
+	str("listen", &c.Listen, defaultListen)
+	str("admin_listen", &c.AdminListen, defaultAdminListen)
+	dur("shutdown_timeout", &c.ShutdownTimeout, defaultShutdownTimeout)
+	str("upstream_header", &c.UpstreamHeader, defaultUpstreamHeader)
+	if !has("trusted_proxies") {
+		c.TrustedProxies = []netip.Prefix{}
+	}
+	// access_log defaults to false, the zero value.
+
+	if !has("hash.key") {
+		c.Hash.Key = []KeySource{
+			{Kind: KeyCookie, Name: "session"},
+			{Kind: KeyHeader, Name: textproto.CanonicalMIMEHeaderKey("X-User-ID")},
+			{Kind: KeyQuery, Name: "user"},
+			{Kind: KeyURI},
+		}
+	}
+	str("hash.on_missing", &c.Hash.OnMissing, "random")
+	str("hash.cookie.name", &c.Hash.Cookie.Name, "ringlb_affinity")
+	dur("hash.cookie.ttl", &c.Hash.Cookie.TTL, 24*time.Hour)
+	if !has("hash.cookie.http_only") {
+		c.Hash.Cookie.HTTPOnly = true
+	}
+
+	// Under placement nginx an absent points_per_weight is also 160, nginx's
+	// fixed value; an explicit other value is a validation error.
+	num("ring.points_per_weight", &c.Ring.PointsPerWeight, defaultPointsPerWeight)
+	if !has("ring.load_factor") {
+		c.Ring.LoadFactor = 1.25
+	}
+	str("ring.placement", &c.Ring.Placement, "ringlb")
+	str("ring.on_unavailable", &c.Ring.OnUnavailable, "remap")
+	// slow_start defaults to 0s, the zero value.
+
+	for i := range c.Upstreams {
+		if !has(index("upstreams", i) + ".weight") {
+			c.Upstreams[i].Weight = 1
+		}
+	}
+
+	if c.Health != nil { // present: fill its absent fields
+		h := c.Health
+		str("health.path", &h.Path, "/healthz")
+		dur("health.interval", &h.Interval, 2*time.Second)
+		dur("health.timeout", &h.Timeout, time.Second)
+		num("health.rise", &h.Rise, 2)
+		num("health.fall", &h.Fall, 3)
+		if !has("health.expect_status") {
+			h.ExpectStatus = StatusRange{Min: 200, Max: 399}
+		}
+	}
+
+	num("breaker.consecutive_failures", &c.Breaker.ConsecutiveFailures, 5)
+	if !has("breaker.failure_statuses") {
+		c.Breaker.FailureStatuses = []int{502, 503, 504}
+	}
+	dur("breaker.open_timeout", &c.Breaker.OpenTimeout, 5*time.Second)
+	dur("breaker.max_open_timeout", &c.Breaker.MaxOpenTimeout, 60*time.Second)
+
+	num("retries", &c.Retries, 1)
+	dur("timeouts.dial", &c.Timeouts.Dial, 2*time.Second)
+	dur("timeouts.response_header", &c.Timeouts.ResponseHeader, 30*time.Second)
+	dur("timeouts.idle_conn", &c.Timeouts.IdleConn, 90*time.Second)
+	num("max_header_bytes", &c.MaxHeaderBytes, defaultMaxHeaderBytes)
+}
+
+// Points returns how many ring points an upstream of the given weight owns:
+// round(PointsPerWeight × weight), rounding halves away from zero (as the
+// ring package does).
+func (r Ring) Points(weight float64) int {
+	p := math.Round(float64(r.PointsPerWeight) * weight)
+	if p > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int(p)
+}
+
+// TotalPoints returns the number of points on the ring: the sum of every
+// upstream's Points.
+func (c *Config) TotalPoints() int {
+	n := 0
+	for _, u := range c.Upstreams {
+		n += c.Ring.Points(u.Weight)
+	}
+	return n
+}
+
+// Summary describes a loaded config in one line, e.g.
+// "config.yaml: ok: 4 upstreams, 640 points, placement ringlb"; the command
+// appends what config does not know, such as the ring version.
+func (c *Config) Summary() string {
+	s := "s"
+	if len(c.Upstreams) == 1 {
+		s = ""
+	}
+	return fmt.Sprintf("%s: ok: %d upstream%s, %d points, placement %s",
+		c.File, len(c.Upstreams), s, c.TotalPoints(), c.Ring.Placement)
+}

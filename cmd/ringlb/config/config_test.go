@@ -1,0 +1,699 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rootConfig is the documented default config at the repository root.
+const rootConfig = "../../../config.yaml"
+
+// up is a minimal valid upstreams block; cases put it last so the lines
+// they test come first and stay put.
+const up = "upstreams:\n  - name: a\n    url: http://127.0.0.1:9001\n"
+
+func mustParse(t *testing.T, src string) *Config {
+	t.Helper()
+	c, err := Parse("c.yaml", []byte(src))
+	if err != nil {
+		t.Fatalf("Parse: unexpected error:\n%v", err)
+	}
+	return c
+}
+
+func mustURL(t *testing.T, s string) *Upstream {
+	t.Helper()
+	c := mustParse(t, "upstreams:\n  - name: x\n    url: "+s+"\n")
+	return &c.Upstreams[0]
+}
+
+// defaults is what a config holding only one upstream decodes to.
+func defaults(t *testing.T) *Config {
+	u := mustURL(t, "http://127.0.0.1:9001")
+	return &Config{
+		File:            "c.yaml",
+		Listen:          "127.0.0.1:8080",
+		AdminListen:     "127.0.0.1:9901",
+		ShutdownTimeout: 15 * time.Second,
+		UpstreamHeader:  "X-Upstream",
+		TrustedProxies:  []netip.Prefix{},
+		AccessLog:       false,
+		Hash: Hash{
+			Key: []KeySource{
+				{Kind: KeyCookie, Name: "session"},
+				{Kind: KeyHeader, Name: "X-User-Id"},
+				{Kind: KeyQuery, Name: "user"},
+				{Kind: KeyURI},
+			},
+			OnMissing: "random",
+			Cookie:    AffinityCookie{Name: "ringlb_affinity", TTL: 24 * time.Hour, Secure: false, HTTPOnly: true},
+		},
+		Ring:      Ring{PointsPerWeight: 160, LoadFactor: 1.25, Placement: "ringlb", SlowStart: 0, OnUnavailable: "remap"},
+		Upstreams: []Upstream{{Name: "a", URL: u.URL, Weight: 1, Addr: "127.0.0.1:9001"}},
+		Health:    nil,
+		Breaker: Breaker{
+			ConsecutiveFailures: 5,
+			FailureStatuses:     []int{502, 503, 504},
+			OpenTimeout:         5 * time.Second,
+			MaxOpenTimeout:      60 * time.Second,
+		},
+		Retries:        1,
+		Timeouts:       Timeouts{Dial: 2 * time.Second, ResponseHeader: 30 * time.Second, IdleConn: 90 * time.Second},
+		MaxHeaderBytes: 65536,
+	}
+}
+
+func TestMinimalConfigGetsDefaults(t *testing.T) {
+	got := mustParse(t, up)
+	if want := defaults(t); !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+}
+
+// The root config.yaml documents every field with its default value, so
+// it must decode to the defaults, plus the health block it turns on and
+// its four upstreams.
+func TestRootConfigIsTheDefaults(t *testing.T) {
+	got, err := Load(rootConfig)
+	if err != nil {
+		t.Fatalf("Load(%s): %v", rootConfig, err)
+	}
+	want := defaults(t)
+	want.File = rootConfig
+	want.Health = &Health{
+		Path:         "/healthz",
+		Interval:     2 * time.Second,
+		Timeout:      time.Second,
+		Rise:         2,
+		Fall:         3,
+		ExpectStatus: StatusRange{200, 399},
+	}
+	want.Upstreams = nil
+	for i := 1; i <= 4; i++ {
+		u := mustURL(t, fmt.Sprintf("http://127.0.0.1:900%d", i))
+		want.Upstreams = append(want.Upstreams, Upstream{Name: fmt.Sprintf("app-%d", i), URL: u.URL, Weight: 1, Addr: u.Addr})
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+	if s, want := got.Summary(), rootConfig+": ok: 4 upstreams, 640 points, placement ringlb"; s != want {
+		t.Errorf("Summary() = %q, want %q", s, want)
+	}
+}
+
+func TestParseGood(t *testing.T) {
+	tests := []struct {
+		name  string
+		src   string
+		check func(t *testing.T, c *Config)
+	}{
+		{
+			name: "explicit values",
+			src: `listen: 0.0.0.0:80
+admin_listen: "[::1]:9000"
+shutdown_timeout: 1m30s
+upstream_header: X-Backend
+trusted_proxies: [10.1.2.3/8, 192.168.0.1, "::1", "fd00::/8"]
+access_log: true
+hash:
+  key:
+    - header: x-user-id
+    - ip
+    - path
+  on_missing: cookie
+  cookie: {name: aff, ttl: 1h, secure: true, http_only: false}
+ring: {points_per_weight: 100, load_factor: 2, slow_start: 30s}
+upstreams:
+  - name: app-1
+    url: https://backend.example:8443/
+    weight: 2.5
+  - name: app_2.x:y
+    url: http://[::1]:9002
+    weight: 0x10
+health: {path: "/ready?deep=1", interval: 10s, timeout: 9s, rise: 1, fall: 1, expect_status: 200}
+breaker: {consecutive_failures: 0, failure_statuses: [], open_timeout: 1s, max_open_timeout: 1s}
+retries: 0
+timeouts: {dial: 100ms, response_header: 1s, idle_conn: 1h}
+max_header_bytes: 1024
+`,
+			check: func(t *testing.T, c *Config) {
+				want := defaults(t)
+				want.Listen, want.AdminListen = "0.0.0.0:80", "[::1]:9000"
+				want.ShutdownTimeout = 90 * time.Second
+				want.UpstreamHeader = "X-Backend"
+				want.TrustedProxies = []netip.Prefix{
+					netip.MustParsePrefix("10.0.0.0/8"),
+					netip.MustParsePrefix("192.168.0.1/32"),
+					netip.MustParsePrefix("::1/128"),
+					netip.MustParsePrefix("fd00::/8"),
+				}
+				want.AccessLog = true
+				want.Hash = Hash{
+					Key:       []KeySource{{KeyHeader, "X-User-Id"}, {Kind: KeyIP}, {Kind: KeyPath}},
+					OnMissing: "cookie",
+					Cookie:    AffinityCookie{Name: "aff", TTL: time.Hour, Secure: true, HTTPOnly: false},
+				}
+				want.Ring = Ring{PointsPerWeight: 100, LoadFactor: 2, Placement: "ringlb", SlowStart: 30 * time.Second, OnUnavailable: "remap"}
+				want.Upstreams = []Upstream{
+					{Name: "app-1", URL: mustURL(t, "https://backend.example:8443/").URL, Weight: 2.5, Addr: "backend.example:8443"},
+					{Name: "app_2.x:y", URL: mustURL(t, "http://[::1]:9002").URL, Weight: 16, Addr: "[::1]:9002"},
+				}
+				want.Health = &Health{Path: "/ready?deep=1", Interval: 10 * time.Second, Timeout: 9 * time.Second, Rise: 1, Fall: 1, ExpectStatus: StatusRange{200, 200}}
+				want.Breaker = Breaker{ConsecutiveFailures: 0, FailureStatuses: []int{}, OpenTimeout: time.Second, MaxOpenTimeout: time.Second}
+				want.Retries = 0
+				want.Timeouts = Timeouts{Dial: 100 * time.Millisecond, ResponseHeader: time.Second, IdleConn: time.Hour}
+				want.MaxHeaderBytes = 1024
+				if !reflect.DeepEqual(c, want) {
+					t.Errorf("got  %+v\nwant %+v", c, want)
+				}
+				if got := c.TotalPoints(); got != 250+1600 {
+					t.Errorf("TotalPoints() = %d, want 1850", got)
+				}
+			},
+		},
+		{
+			name: "nginx placement",
+			src: `ring: {placement: nginx, load_factor: 0}
+upstreams:
+  - {name: a, url: "http://10.0.0.1", weight: 2}
+  - {name: b, url: "http://10.0.0.2:80", weight: 1}
+  - {name: c, url: "https://10.0.0.1:8443"}
+`,
+			check: func(t *testing.T, c *Config) {
+				if c.Ring.Placement != "nginx" || c.Ring.PointsPerWeight != 160 || c.Ring.LoadFactor != 0 {
+					t.Errorf("Ring = %+v", c.Ring)
+				}
+				// Identities are host[:port] as written, with no default port added.
+				var addrs []string
+				for _, u := range c.Upstreams {
+					addrs = append(addrs, u.Addr)
+				}
+				if want := []string{"10.0.0.1", "10.0.0.2:80", "10.0.0.1:8443"}; !reflect.DeepEqual(addrs, want) {
+					t.Errorf("Addrs = %q, want %q", addrs, want)
+				}
+				if got := c.Summary(); got != "c.yaml: ok: 3 upstreams, 640 points, placement nginx" {
+					t.Errorf("Summary() = %q", got)
+				}
+			},
+		},
+		{
+			name: "nginx placement with explicit points_per_weight 160",
+			src:  "ring: {placement: nginx, points_per_weight: 160}\n" + up,
+			check: func(t *testing.T, c *Config) {
+				if c.Ring.PointsPerWeight != 160 {
+					t.Errorf("PointsPerWeight = %d", c.Ring.PointsPerWeight)
+				}
+			},
+		},
+		{
+			name: "fail closed",
+			src:  "ring: {on_unavailable: fail, load_factor: 0, slow_start: 0s}\n" + up,
+			check: func(t *testing.T, c *Config) {
+				if c.Ring.OnUnavailable != "fail" || c.Ring.LoadFactor != 0 || c.Ring.SlowStart != 0 {
+					t.Errorf("Ring = %+v", c.Ring)
+				}
+			},
+		},
+		{
+			name: "explicit zeros where zero is valid",
+			src:  "shutdown_timeout: 0s\nretries: 0\nring: {load_factor: 0}\nbreaker: {consecutive_failures: 0}\naccess_log: false\n" + up,
+			check: func(t *testing.T, c *Config) {
+				if c.ShutdownTimeout != 0 || c.Retries != 0 || c.Ring.LoadFactor != 0 || c.Breaker.ConsecutiveFailures != 0 {
+					t.Errorf("zeros replaced by defaults: %+v", c)
+				}
+			},
+		},
+		{
+			name: "empty upstream_header turns it off",
+			src:  "upstream_header: \"\"\n" + up,
+			check: func(t *testing.T, c *Config) {
+				if c.UpstreamHeader != "" {
+					t.Errorf("UpstreamHeader = %q, want empty", c.UpstreamHeader)
+				}
+			},
+		},
+		{
+			name: "empty health block enables checks with defaults",
+			src:  "health: {}\n" + up,
+			check: func(t *testing.T, c *Config) {
+				want := &Health{Path: "/healthz", Interval: 2 * time.Second, Timeout: time.Second, Rise: 2, Fall: 3, ExpectStatus: StatusRange{200, 399}}
+				if !reflect.DeepEqual(c.Health, want) {
+					t.Errorf("Health = %+v, want %+v", c.Health, want)
+				}
+			},
+		},
+		{
+			name: "expect_status forms",
+			src:  "health: {expect_status: \"200-299\"}\n" + up,
+			check: func(t *testing.T, c *Config) {
+				if c.Health.ExpectStatus != (StatusRange{200, 299}) || c.Health.ExpectStatus.String() != "200-299" {
+					t.Errorf("ExpectStatus = %v", c.Health.ExpectStatus)
+				}
+			},
+		},
+		{
+			name: "ephemeral ports never overlap",
+			src:  "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\n" + up,
+			check: func(t *testing.T, c *Config) {
+				if c.Listen != "127.0.0.1:0" || c.AdminListen != "127.0.0.1:0" {
+					t.Errorf("listeners = %q %q", c.Listen, c.AdminListen)
+				}
+			},
+		},
+		{
+			name:  "same port on different hosts",
+			src:   "listen: 127.0.0.1:8080\nadmin_listen: 127.0.0.2:8080\n" + up,
+			check: func(t *testing.T, c *Config) {},
+		},
+		{
+			name: "anchors and aliases",
+			src: `timeouts: {dial: &t 3s, response_header: *t, idle_conn: *t}
+upstreams:
+  - {name: a, url: &u http://127.0.0.1:1, weight: &w 3}
+  - {name: b, url: http://127.0.0.1:2, weight: *w}
+`,
+			check: func(t *testing.T, c *Config) {
+				if c.Timeouts.ResponseHeader != 3*time.Second || c.Upstreams[1].Weight != 3 {
+					t.Errorf("aliases not followed: %+v %+v", c.Timeouts, c.Upstreams)
+				}
+			},
+		},
+		{
+			name: "weight giving one point",
+			src:  "ring: {points_per_weight: 1}\nupstreams:\n  - {name: a, url: http://h, weight: 0.5}\n",
+			check: func(t *testing.T, c *Config) {
+				if got := c.Ring.Points(0.5); got != 1 {
+					t.Errorf("Points(0.5) = %d, want 1 (halves round away from zero)", got)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.check(t, mustParse(t, tt.src))
+		})
+	}
+}
+
+// errorCases map a config to the exact error text Parse("c.yaml", ...)
+// must return, one problem per line.
+var errorCases = []struct {
+	name string
+	src  string
+	want string
+}{
+	// The file as a whole.
+	{"empty file", "", "c.yaml: empty config"},
+	{"only comments", "# nothing here\n\n   \n# still nothing\n", "c.yaml: empty config"},
+	{"empty document", "---\n", "c.yaml: empty config"},
+	{"null document", "~\n", "c.yaml: empty config"},
+	{"malformed YAML", "listen: [1,\nretries: 2\n", "c.yaml:2: invalid YAML: did not find expected ',' or ']'"},
+	{"bad indentation", "listen: a\n  retries: 2\n", "c.yaml:2: invalid YAML: mapping values are not allowed in this context"},
+	{"tab indentation", "ring:\n\tload_factor: 2\n", "c.yaml:2: invalid YAML: found character that cannot start any token"},
+	{"root is a list", "- listen: a\n", "c.yaml:1: must be a mapping of fields like `listen: 127.0.0.1:8080`, got a list"},
+	{"root is a string", "hello\n", "c.yaml:1: must be a mapping of fields like `listen: 127.0.0.1:8080`, got \"hello\""},
+	{"two documents", up + "---\n" + up, "c.yaml:4: more than one YAML document; want exactly one"},
+
+	// Unknown and repeated fields.
+	{"unknown top-level field", "listn: :80\n" + up, "c.yaml:1: listn: unknown field"},
+	{"unknown nested field", "ring:\n  load_facter: 2\n" + up, "c.yaml:2: ring.load_facter: unknown field"},
+	{"unknown deeply nested field", "hash:\n  cookie:\n    nmae: x\n" + up, "c.yaml:3: hash.cookie.nmae: unknown field"},
+	{"unknown upstream field", "upstreams:\n  - name: a\n    url: http://h\n    wieght: 2\n", "c.yaml:4: upstreams[0].wieght: unknown field"},
+	{"odd unknown field name", "\"a b\\n\": 1\n" + up, "c.yaml:1: \"a b\\n\": unknown field"},
+	{"repeated field", "retries: 1\nretries: 2\n" + up, "c.yaml:2: retries: repeated field (first at line 1)"},
+	{"merge key", "base: &b {dial: 1s}\n" + up, "c.yaml:1: base: unknown field"},
+	{"merge key in block", "timeouts:\n  <<: {dial: 1s}\n" + up, "c.yaml:2: timeouts.<<: merge keys are not supported"},
+
+	// Wrong types.
+	{"string wanted", "listen: [a]\n" + up, "c.yaml:1: listen: must be a string, got a list"},
+	{"null string", "upstream_header:\n" + up, "c.yaml:1: upstream_header: must be a string, got null"},
+	{"integer wanted", "retries: two\n" + up, "c.yaml:1: retries: must be an integer, got \"two\""},
+	{"integer not float", "retries: 1.5\n" + up, "c.yaml:1: retries: must be an integer, got 1.5"},
+	{"number wanted", "upstreams:\n  - {name: a, url: http://h, weight: \"2\"}\n", "c.yaml:2: upstreams[0].weight: must be a number, got \"2\""},
+	{"finite number", "ring: {load_factor: .nan}\n" + up, "c.yaml:1: ring.load_factor: must be a finite number, got .nan"},
+	{"bool wanted", "access_log: yes\n" + up, "c.yaml:1: access_log: must be true or false, got \"yes\""},
+	{"mapping wanted", "ring: 5\n" + up, "c.yaml:1: ring: must be a mapping, got 5"},
+	{"null block", "health:\n" + up, "c.yaml:1: health: must be a mapping, got null"},
+	{"list wanted", "upstreams: {name: a}\n", "c.yaml:1: upstreams: must be a list, got a mapping"},
+	{"upstream not a mapping", up + "  - app-2\n", "c.yaml:4: upstreams[1]: must be a mapping, got \"app-2\""},
+	{"bare integer duration", "shutdown_timeout: 5\n" + up, "c.yaml:1: shutdown_timeout: must be a duration like 2s, got 5"},
+	{"bad duration", "timeouts:\n  dial: soon\n" + up, "c.yaml:2: timeouts.dial: must be a duration like 2s, got \"soon\""},
+	{"status list item type", "breaker:\n  failure_statuses: [502, x]\n" + up, "c.yaml:2: breaker.failure_statuses[1]: must be an integer, got \"x\""},
+
+	// Top-level values.
+	{"negative shutdown_timeout", "shutdown_timeout: -1s\n" + up, "c.yaml:1: shutdown_timeout: must be >= 0, got -1s"},
+	{"bad upstream_header", "upstream_header: X Upstream\n" + up, "c.yaml:1: upstream_header: must be a valid header name (or \"\" to turn it off), got \"X Upstream\""},
+	{"bad trusted proxy", "trusted_proxies:\n  - 10.0.0.0/8\n  - 10.0.0.0/33\n  - fe80::1%eth0\n" + up,
+		"c.yaml:3: trusted_proxies[1]: must be a CIDR like 10.0.0.0/8 or an IP address, got \"10.0.0.0/33\"\n" +
+			"c.yaml:4: trusted_proxies[2]: must be a CIDR like 10.0.0.0/8 or an IP address, got \"fe80::1%eth0\""},
+	{"negative retries", "retries: -1\n" + up, "c.yaml:1: retries: must be >= 0, got -1"},
+	{"zero timeout", "timeouts: {dial: 0s, idle_conn: -1s}\n" + up,
+		"c.yaml:1: timeouts.dial: must be > 0, got 0s\nc.yaml:1: timeouts.idle_conn: must be > 0, got -1s"},
+	{"small max_header_bytes", "max_header_bytes: 100\n" + up, "c.yaml:1: max_header_bytes: must be >= 1024, got 100"},
+
+	// Listeners.
+	{"listen without port", "listen: localhost\n" + up, "c.yaml:1: listen: must be host:port with a port 0-65535, got \"localhost\""},
+	{"listen port out of range", "listen: :70000\n" + up, "c.yaml:1: listen: must be host:port with a port 0-65535, got \":70000\""},
+	{"listen named port", "admin_listen: localhost:http\n" + up, "c.yaml:1: admin_listen: must be host:port with a port 0-65535, got \"localhost:http\""},
+	{"same listener", "listen: 127.0.0.1:9000\nadmin_listen: 127.0.0.1:9000\n" + up,
+		"c.yaml:2: admin_listen: overlaps listen (127.0.0.1:9000); the admin listener needs its own address"},
+	{"admin on wildcard of proxy port", "admin_listen: 0.0.0.0:8080\n" + up,
+		"c.yaml:1: admin_listen: overlaps listen (127.0.0.1:8080); the admin listener needs its own address"},
+	{"proxy on empty-host wildcard", "listen: :9901\n" + up,
+		"c.yaml:1: admin_listen: overlaps listen (:9901); the admin listener needs its own address"},
+	{"ipv6 wildcard", "listen: \"[::]:9000\"\nadmin_listen: \"[::1]:9000\"\n" + up,
+		"c.yaml:2: admin_listen: overlaps listen ([::]:9000); the admin listener needs its own address"},
+
+	// Hash.
+	{"empty key list", "hash:\n  key: []\n" + up, "c.yaml:2: hash.key: must list at least one source"},
+	{"key sources", "hash:\n  key:\n    - uri\n    - cookie\n    - {uri: x}\n    - foo: 1\n    - [1]\n    - {cookie: a, header: b}\n    - header: \"\"\n    - header: X Y\n    - query:\n    - 7\n" + up,
+		"c.yaml:4: hash.key[1]: cookie needs a name, like `cookie: NAME`\n" +
+			"c.yaml:5: hash.key[2].uri: takes no name; write `- uri`\n" +
+			"c.yaml:6: hash.key[3]: unknown key source \"foo\"; want uri, path, ip, `cookie: NAME`, `header: NAME` or `query: NAME`\n" +
+			"c.yaml:7: hash.key[4]: must be uri, path, ip, `cookie: NAME`, `header: NAME` or `query: NAME`, got a list\n" +
+			"c.yaml:8: hash.key[5]: must be one source per list item (uri, path, ip, `cookie: NAME`, `header: NAME` or `query: NAME`), got a mapping with 2 entries\n" +
+			"c.yaml:9: hash.key[6].header: must not be empty\n" +
+			"c.yaml:10: hash.key[7].header: must be a valid header name, got \"X Y\"\n" +
+			"c.yaml:11: hash.key[8].query: must be a string, got null\n" +
+			"c.yaml:12: hash.key[9]: unknown key source 7; want uri, path, ip, `cookie: NAME`, `header: NAME` or `query: NAME`"},
+	{"bad on_missing", "hash: {on_missing: sometimes}\n" + up, "c.yaml:1: hash.on_missing: must be random, reject or cookie, got \"sometimes\""},
+	{"bad affinity cookie", "hash:\n  on_missing: cookie\n  cookie:\n    name: \"a;b\"\n    ttl: 0s\n" + up,
+		"c.yaml:4: hash.cookie.name: must be a valid cookie name, got \"a;b\"\nc.yaml:5: hash.cookie.ttl: must be > 0, got 0s"},
+
+	// Ring.
+	{"load_factor 1", "ring:\n  load_factor: 1\n" + up, "c.yaml:2: ring.load_factor: must be 0 (off) or > 1, got 1"},
+	{"load_factor in (0,1)", "ring: {load_factor: 0.5}\n" + up, "c.yaml:1: ring.load_factor: must be 0 (off) or > 1, got 0.5"},
+	{"negative load_factor", "ring: {load_factor: -2}\n" + up, "c.yaml:1: ring.load_factor: must be 0 (off) or > 1, got -2"},
+	{"explicit zero points_per_weight", "ring: {points_per_weight: 0}\n" + up, "c.yaml:1: ring.points_per_weight: must be > 0, got 0"},
+	{"huge points_per_weight", "ring: {points_per_weight: 20000}\n" + up, "c.yaml:1: ring.points_per_weight: must be <= 10000, got 20000"},
+	{"bad placement", "ring: {placement: maglev}\n" + up, "c.yaml:1: ring.placement: must be ringlb or nginx, got \"maglev\""},
+	{"negative slow_start", "ring: {slow_start: -1s}\n" + up, "c.yaml:1: ring.slow_start: must be >= 0, got -1s"},
+	{"bad on_unavailable", "ring: {on_unavailable: retry}\n" + up, "c.yaml:1: ring.on_unavailable: must be remap or fail, got \"retry\""},
+	{"fail with defaults", "ring:\n  on_unavailable: fail\n" + up,
+		"c.yaml:2: ring.on_unavailable: fail requires ring.load_factor: 0 (got 1.25) and ring.slow_start: 0s (got 0s)"},
+	{"fail with slow start", "ring: {on_unavailable: fail, load_factor: 0, slow_start: 10s}\n" + up,
+		"c.yaml:1: ring.on_unavailable: fail requires ring.load_factor: 0 (got 0) and ring.slow_start: 0s (got 10s)"},
+	{"nginx with points_per_weight", "ring:\n  placement: nginx\n  points_per_weight: 100\n" + up,
+		"c.yaml:3: ring.points_per_weight: must be unset or 160 under placement nginx, got 100"},
+	{"nginx with explicit zero points_per_weight", "ring: {placement: nginx, points_per_weight: 0}\n" + up,
+		"c.yaml:1: ring.points_per_weight: must be unset or 160 under placement nginx, got 0"},
+	{"nginx fractional weight", "ring: {placement: nginx}\nupstreams:\n  - {name: a, url: http://h, weight: 1.5}\n",
+		"c.yaml:3: upstreams[0].weight: must be a whole number under placement nginx, got 1.5"},
+	{"nginx duplicate identity", "ring: {placement: nginx}\nupstreams:\n  - {name: a, url: http://h:1}\n  - {name: b, url: https://h:1}\n",
+		"c.yaml:4: upstreams[1].url: host \"h:1\" is also upstreams[0]'s; placement nginx identifies upstreams by host[:port] as written"},
+
+	// Upstreams.
+	{"no upstreams", "listen: 127.0.0.1:8080\n", "c.yaml:1: upstreams: required: list at least one upstream"},
+	{"empty upstreams", "retries: 1\nupstreams: []\n", "c.yaml:2: upstreams: must list at least one upstream"},
+	{"missing name and url", "upstreams:\n  - weight: 1\n", "c.yaml:2: upstreams[0].name: required\nc.yaml:2: upstreams[0].url: required"},
+	{"empty name", "upstreams:\n  - {name: \"\", url: http://h}\n", "c.yaml:2: upstreams[0].name: must not be empty"},
+	{"bad name", "upstreams:\n  - {name: \"app #1\", url: http://h}\n", "c.yaml:2: upstreams[0].name: must use only letters, digits and \"-_.:\", got \"app #1\""},
+	{"duplicate name", up + "  - name: b\n    url: http://127.0.0.1:9002\n  - name: a\n    url: http://127.0.0.1:9003\n",
+		"c.yaml:6: upstreams[2].name: \"a\" is already the name of upstreams[0]"},
+	{"duplicate url", "upstreams:\n  - {name: a, url: \"http://Example.com\"}\n  - {name: b, url: \"http://example.com:80/\"}\n",
+		"c.yaml:3: upstreams[1].url: \"http://example.com:80/\" is the same address as upstreams[0].url"},
+	{"url without scheme", "upstreams:\n  - {name: a, url: \"127.0.0.1:9001\"}\n",
+		"c.yaml:2: upstreams[0].url: must be an absolute http:// or https:// URL, got \"127.0.0.1:9001\": first path segment in URL cannot contain colon"},
+	{"relative url", "upstreams:\n  - {name: a, url: /app}\n", "c.yaml:2: upstreams[0].url: must be an absolute http:// or https:// URL, got \"/app\""},
+	{"ftp url", "upstreams:\n  - {name: a, url: \"ftp://h\"}\n", "c.yaml:2: upstreams[0].url: must be an absolute http:// or https:// URL, got \"ftp://h\""},
+	{"url with path", "upstreams:\n  - {name: a, url: \"http://h/api\"}\n",
+		"c.yaml:2: upstreams[0].url: must not have a path (requests keep their own path; ringlb proxies to the upstream's root), got \"http://h/api\""},
+	{"url with query", "upstreams:\n  - {name: a, url: \"http://h/?a=1\"}\n", "c.yaml:2: upstreams[0].url: must not have a query or fragment, got \"http://h/?a=1\""},
+	{"url with fragment", "upstreams:\n  - {name: a, url: \"http://h#x\"}\n", "c.yaml:2: upstreams[0].url: must not have a query or fragment, got \"http://h#x\""},
+	{"url with user", "upstreams:\n  - {name: a, url: \"http://u:p@h\"}\n", "c.yaml:2: upstreams[0].url: must not contain user info, got \"http://u:p@h\""},
+	{"url with bad port", "upstreams:\n  - {name: a, url: \"http://h:70000\"}\n", "c.yaml:2: upstreams[0].url: port must be 1-65535, got \"http://h:70000\""},
+	{"url with empty port", "upstreams:\n  - {name: a, url: \"http://h:\"}\n", "c.yaml:2: upstreams[0].url: has an empty port, got \"http://h:\""},
+	{"url without host", "upstreams:\n  - {name: a, url: \"http://:80\"}\n", "c.yaml:2: upstreams[0].url: must have a host, got \"http://:80\""},
+	{"negative weight", "# line 1\n" + strings.Repeat("\n", 8) + "upstreams:\n  - name: a\n    url: http://h:1\n  - name: b\n    url: http://h:2\n    weight: -2\n",
+		"c.yaml:15: upstreams[1].weight: must be > 0, got -2"},
+	{"zero weight", "upstreams:\n  - {name: a, url: http://h, weight: 0}\n", "c.yaml:2: upstreams[0].weight: must be > 0, got 0"},
+	{"weight giving no points", "upstreams:\n  - {name: a, url: http://h, weight: 0.003}\n",
+		"c.yaml:2: upstreams[0].weight: too small: gives round(160 × 0.003) = 0 ring points"},
+	{"weight giving too many points", "upstreams:\n  - {name: a, url: http://h, weight: 1e9}\n",
+		"c.yaml:2: upstreams[0].weight: too large: gives round(160 × 1e+09) > 1000000 ring points"},
+
+	// Health.
+	{"health timeout not below interval", "health:\n  timeout: 3s\n" + up, "c.yaml:2: health.timeout: must be < health.interval (2s), got 3s"},
+	{"health zero values", "health:\n  interval: 0s\n  timeout: -1s\n  rise: 0\n  fall: -1\n" + up,
+		"c.yaml:2: health.interval: must be > 0, got 0s\n" +
+			"c.yaml:3: health.timeout: must be > 0, got -1s\n" +
+			"c.yaml:4: health.rise: must be >= 1, got 0\n" +
+			"c.yaml:5: health.fall: must be >= 1, got -1"},
+	{"health path", "health: {path: healthz}\n" + up, "c.yaml:1: health.path: must start with \"/\", got \"healthz\""},
+	{"health path with space", "health: {path: \"/a b\"}\n" + up, "c.yaml:1: health.path: must be a valid request path, got \"/a b\""},
+	{"expect_status out of range", "health: {expect_status: 600}\n" + up, "c.yaml:1: health.expect_status: must be within 100-599, got 600"},
+	{"expect_status reversed", "health: {expect_status: \"399-200\"}\n" + up, "c.yaml:1: health.expect_status: must be a range MIN-MAX with MIN <= MAX, got 399-200"},
+	{"expect_status garbage", "health: {expect_status: 2xx}\n" + up, "c.yaml:1: health.expect_status: must be a status like 200 or a range like \"200-399\", got \"2xx\""},
+
+	// Breaker.
+	{"breaker values", "breaker:\n  consecutive_failures: -1\n  failure_statuses: [502, 99, 600]\n  open_timeout: 10s\n  max_open_timeout: 5s\n" + up,
+		"c.yaml:2: breaker.consecutive_failures: must be >= 0 (0 turns breakers off), got -1\n" +
+			"c.yaml:3: breaker.failure_statuses[1]: must be an HTTP status 100-599, got 99\n" +
+			"c.yaml:3: breaker.failure_statuses[2]: must be an HTTP status 100-599, got 600\n" +
+			"c.yaml:5: breaker.max_open_timeout: must be >= breaker.open_timeout (10s), got 5s"},
+	{"breaker zero open_timeout", "breaker: {open_timeout: 0s}\n" + up, "c.yaml:1: breaker.open_timeout: must be > 0, got 0s"},
+
+	// Several problems at once, reported in line order.
+	{"many problems", `listen: localhost
+shutdown_timeout: 5
+ring:
+  load_factor: 0.9
+  colour: blue
+hash:
+  key: []
+upstreams:
+  - name: a
+    url: ftp://h
+  - name: a
+    url: http://h
+    weight: -2
+health:
+  timeout: 5s
+extra: true
+`,
+		`c.yaml:1: listen: must be host:port with a port 0-65535, got "localhost"
+c.yaml:2: shutdown_timeout: must be a duration like 2s, got 5
+c.yaml:4: ring.load_factor: must be 0 (off) or > 1, got 0.9
+c.yaml:5: ring.colour: unknown field
+c.yaml:7: hash.key: must list at least one source
+c.yaml:10: upstreams[0].url: must be an absolute http:// or https:// URL, got "ftp://h"
+c.yaml:11: upstreams[1].name: "a" is already the name of upstreams[0]
+c.yaml:13: upstreams[1].weight: must be > 0, got -2
+c.yaml:15: health.timeout: must be < health.interval (2s), got 5s
+c.yaml:16: extra: unknown field`},
+	// A field of the wrong type is reported once, not again by checks that
+	// depend on it.
+	{"no cascade from a type error", "health: {interval: 5, timeout: 3s}\nring: {points_per_weight: x}\nupstreams:\n  - {name: a, url: http://h, weight: 0.0001}\n",
+		"c.yaml:1: health.interval: must be a duration like 2s, got 5\nc.yaml:2: ring.points_per_weight: must be an integer, got \"x\""},
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, tt := range errorCases {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse("c.yaml", []byte(tt.src))
+			if err == nil {
+				t.Fatalf("Parse succeeded (%+v), want error:\n%s", c, tt.want)
+			}
+			if c != nil {
+				t.Errorf("Parse returned a config with its error")
+			}
+			if got := err.Error(); got != tt.want {
+				t.Errorf("error:\ngot:\n%s\nwant:\n%s", got, tt.want)
+			}
+			var errs Errors
+			if !errors.As(err, &errs) || len(errs) != strings.Count(tt.want, "\n")+1 {
+				t.Errorf("errors.As(Errors) = %v, %d problems", errs, len(errs))
+			}
+		})
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	t.Run("missing file", func(t *testing.T) {
+		p := filepath.Join(dir, "nope.yaml")
+		_, err := Load(p)
+		if err == nil || err.Error() != p+": cannot read: no such file or directory" {
+			t.Fatalf("err = %v", err)
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("errors.Is(err, fs.ErrNotExist) = false")
+		}
+	})
+	t.Run("directory", func(t *testing.T) {
+		if _, err := Load(dir); err == nil || !strings.HasPrefix(err.Error(), dir+": cannot read: ") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("empty file", func(t *testing.T) {
+		p := write("empty.yaml", "")
+		if _, err := Load(p); err == nil || err.Error() != p+": empty config" {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("comments only", func(t *testing.T) {
+		p := write("comments.yaml", "# listen: :80\n\n")
+		if _, err := Load(p); err == nil || err.Error() != p+": empty config" {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("errors name the path as given", func(t *testing.T) {
+		p := write("bad.yaml", up+"    weight: -2\n")
+		if _, err := Load(p); err == nil || err.Error() != p+":4: upstreams[0].weight: must be > 0, got -2" {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("good file", func(t *testing.T) {
+		p := write("good.yaml", up)
+		c, err := Load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.File != p {
+			t.Errorf("File = %q, want %q", c.File, p)
+		}
+	})
+}
+
+func TestErrorsForAdmin(t *testing.T) {
+	_, err := Parse("c.yaml", []byte("retries: -1\nbogus: 1\n"+up))
+	var errs Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("errors.As(%v, *Errors) = false", err)
+	}
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "retries" || fe.Line != 1 {
+		t.Errorf("errors.As(*FieldError) = %+v", fe)
+	}
+	b, jerr := json.Marshal(errs)
+	if jerr != nil {
+		t.Fatal(jerr)
+	}
+	want := `[{"file":"c.yaml","line":1,"field":"retries","message":"must be \u003e= 0, got -1"},` +
+		`{"file":"c.yaml","line":2,"field":"bogus","message":"unknown field"}]`
+	if string(b) != want {
+		t.Errorf("JSON:\ngot  %s\nwant %s", b, want)
+	}
+}
+
+// Defaults apply to absent fields only: an explicit invalid zero is
+// reported, never replaced.
+func TestExplicitZeroIsNotAbsent(t *testing.T) {
+	for _, src := range []string{
+		"ring: {points_per_weight: 0}\n",
+		"health: {interval: 0s}\n",
+		"health: {rise: 0}\n",
+		"timeouts: {dial: 0s}\n",
+		"max_header_bytes: 0\n",
+		"hash: {cookie: {ttl: 0s}}\n",
+		"hash: {cookie: {name: \"\"}}\n",
+		"hash: {on_missing: \"\"}\n",
+		"ring: {placement: \"\"}\n",
+		"breaker: {open_timeout: 0s}\n",
+		"listen: \"\"\n",
+		"upstreams:\n  - {name: a, url: http://h, weight: 0}\n",
+	} {
+		if !strings.HasPrefix(src, "upstreams") {
+			src += up
+		}
+		if _, err := Parse("c.yaml", []byte(src)); err == nil {
+			t.Errorf("Parse(%q) succeeded; an explicit zero must not get the default", src)
+		}
+	}
+}
+
+// errLine is the shape of every line of a Parse error.
+var errLine = regexp.MustCompile(`^f\.yaml(:[1-9][0-9]*)?: \S`)
+
+func FuzzParse(f *testing.F) {
+	if data, err := os.ReadFile(rootConfig); err == nil {
+		f.Add(data)
+	}
+	f.Add([]byte(up))
+	for _, tt := range errorCases {
+		f.Add([]byte(tt.src))
+	}
+	f.Add([]byte("a: &a [*a]\n"))
+	f.Add([]byte("hash: {key: [&k {cookie: x}, *k]}\n" + up))
+	f.Add([]byte("? [a]\n: 1\n"))
+	f.Add([]byte("upstreams: !!binary aGVsbG8=\n"))
+	f.Add([]byte("\xff\xfe"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse("f.yaml", data)
+		if err == nil {
+			checkInvariants(t, c)
+			return
+		}
+		if c != nil {
+			t.Fatalf("config returned with error %v", err)
+		}
+		var errs Errors
+		if !errors.As(err, &errs) || len(errs) == 0 {
+			t.Fatalf("error %T %v is not a non-empty Errors", err, err)
+		}
+		lines := strings.Split(err.Error(), "\n")
+		if len(lines) != len(errs) {
+			t.Fatalf("%d problems printed on %d lines:\n%s", len(errs), len(lines), err)
+		}
+		for i, l := range lines {
+			if !errLine.MatchString(l) {
+				t.Fatalf("badly formed error line %q", l)
+			}
+			if e := errs[i]; e.Line > 0 && !strings.HasPrefix(l, fmt.Sprintf("f.yaml:%d: ", e.Line)) {
+				t.Fatalf("line %q does not start with its line number %d", l, e.Line)
+			}
+		}
+	})
+}
+
+// checkInvariants checks what users of a successfully parsed Config rely on.
+func checkInvariants(t *testing.T, c *Config) {
+	t.Helper()
+	if len(c.Upstreams) == 0 {
+		t.Fatal("no upstreams")
+	}
+	if len(c.Hash.Key) == 0 {
+		t.Fatal("no key sources")
+	}
+	for _, k := range c.Hash.Key {
+		if k.Kind == "" {
+			t.Fatalf("zero key source in %+v", c.Hash.Key)
+		}
+	}
+	for _, u := range c.Upstreams {
+		if u.URL == nil || u.Addr != u.URL.Host || (u.URL.Scheme != "http" && u.URL.Scheme != "https") {
+			t.Fatalf("bad upstream %+v", u)
+		}
+		if p := c.Ring.Points(u.Weight); p < 1 || math.IsNaN(u.Weight) {
+			t.Fatalf("upstream %s has %d points", u.Name, p)
+		}
+	}
+	if c.Ring.LoadFactor != 0 && c.Ring.LoadFactor <= 1 {
+		t.Fatalf("load factor %v", c.Ring.LoadFactor)
+	}
+	if h := c.Health; h != nil && (h.Timeout >= h.Interval || h.Timeout <= 0 || h.Rise < 1 || h.Fall < 1) {
+		t.Fatalf("bad health %+v", h)
+	}
+	if c.Breaker.MaxOpenTimeout < c.Breaker.OpenTimeout || c.Breaker.OpenTimeout <= 0 {
+		t.Fatalf("bad breaker %+v", c.Breaker)
+	}
+}

@@ -1,0 +1,582 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"net/textproto"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"gopkg.in/yaml.v3"
+)
+
+// The file is decoded into a yaml.Node and walked by hand against a small
+// schema (a map from key to handler per mapping) rather than with
+// yaml.Decoder.KnownFields: custom UnmarshalYAML methods lose KnownFields
+// (go-yaml issue 460), and walking the tree lets us report every problem,
+// with its line and full field path, instead of stopping at the first.
+//
+// The decoder records the line of every field present in the file; a
+// field's presence is what the defaults look at (absent fields only) and
+// its line is where validation reports it. A field whose value has the
+// wrong type is marked bad, and validation stays silent about it and
+// everything under it, so one mistake gives one message.
+
+// decoder collects problems for one file.
+type decoder struct {
+	file    string
+	rootPos pos
+	lines   map[string]pos  // field path → position of its key (or sequence item)
+	bad     map[string]bool // field paths whose value could not be decoded
+	errs    Errors
+}
+
+func newDecoder(file string) *decoder {
+	return &decoder{file: file, rootPos: pos{1, 1}, lines: map[string]pos{}, bad: map[string]bool{}}
+}
+
+// pos is a position in the file; the column only orders problems that
+// share a line.
+type pos struct{ line, col int }
+
+func nodePos(n *yaml.Node) pos { return pos{n.Line, n.Column} }
+
+// errorAt records a problem at an explicit position.
+func (d *decoder) errorAt(at pos, field, format string, args ...any) {
+	d.errs = append(d.errs, &FieldError{File: d.file, Line: at.line, Field: field, Msg: fmt.Sprintf(format, args...), col: at.col})
+}
+
+// invalid records a validation problem with field, at the line of the field
+// or, when it is absent, of its nearest present parent. It says nothing
+// when the field or a parent of it failed to decode.
+func (d *decoder) invalid(field, format string, args ...any) {
+	if d.isBad(field) {
+		return
+	}
+	d.errorAt(d.lineOf(field), field, format, args...)
+}
+
+// has reports whether field is present in the file.
+func (d *decoder) has(field string) bool {
+	_, ok := d.lines[field]
+	return ok
+}
+
+func (d *decoder) lineOf(field string) pos {
+	for p := field; p != ""; p = parent(p) {
+		if l, ok := d.lines[p]; ok {
+			return l
+		}
+	}
+	return d.rootPos
+}
+
+func (d *decoder) isBad(field string) bool {
+	for p := field; p != ""; p = parent(p) {
+		if d.bad[p] {
+			return true
+		}
+	}
+	return false
+}
+
+// parent strips the last component of a field path:
+// upstreams[1].weight → upstreams[1] → upstreams → "".
+func parent(p string) string {
+	i := strings.LastIndexAny(p, ".[")
+	if i < 0 {
+		return ""
+	}
+	return p[:i]
+}
+
+func join(p, key string) string {
+	if p == "" {
+		return key
+	}
+	return p + "." + key
+}
+
+func index(p string, i int) string { return p + "[" + strconv.Itoa(i) + "]" }
+
+// typeErr records that field's value n is not of the wanted type.
+func (d *decoder) typeErr(field string, n *yaml.Node, want string) {
+	d.bad[field] = true
+	d.errorAt(d.lineOrNode(field, n), field, "must be %s, got %s", want, describe(n))
+}
+
+// badValue records that field's value cannot be used, with a message.
+func (d *decoder) badValue(field string, n *yaml.Node, format string, args ...any) {
+	d.bad[field] = true
+	d.errorAt(d.lineOrNode(field, n), field, format, args...)
+}
+
+func (d *decoder) lineOrNode(field string, n *yaml.Node) pos {
+	if l, ok := d.lines[field]; ok {
+		return l
+	}
+	if n != nil && n.Line > 0 {
+		return nodePos(n)
+	}
+	return d.lineOf(field)
+}
+
+// resolve follows aliases to the node they name.
+func resolve(n *yaml.Node) *yaml.Node {
+	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 100; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" }
+
+// describe names a value for "got ..." in messages: strings quoted, other
+// scalars as written, collections by kind.
+func describe(n *yaml.Node) string {
+	n = resolve(n)
+	switch n.Kind {
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!null":
+			return "null"
+		case "!!int", "!!float", "!!bool":
+			return short(n.Value)
+		}
+		return strconv.Quote(short(n.Value))
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.MappingNode:
+		return "a mapping"
+	}
+	return "an unsupported value"
+}
+
+// short truncates long values quoted in messages.
+func short(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+// quoteKey renders a field name for a path; odd ones are quoted so a path
+// is always one printable line.
+func quoteKey(k string) string {
+	for _, r := range k {
+		if !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return strconv.Quote(short(k))
+		}
+	}
+	if k == "" {
+		return `""`
+	}
+	return k
+}
+
+type handler func(field string, v *yaml.Node)
+
+// mapping walks mapping n at path p, calling the handler of each known key
+// and reporting unknown and repeated keys. It returns false when n is not a
+// mapping.
+func (d *decoder) mapping(p string, n *yaml.Node, fields map[string]handler) bool {
+	n = resolve(n)
+	if n.Kind != yaml.MappingNode {
+		d.typeErr(p, n, "a mapping")
+		return false
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := resolve(n.Content[i]), n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			d.errorAt(nodePos(k), p, "field names must be strings, got %s", describe(k))
+			continue
+		}
+		if k.ShortTag() == "!!merge" {
+			d.errorAt(nodePos(k), join(p, "<<"), "merge keys are not supported")
+			continue
+		}
+		f := join(p, quoteKey(k.Value))
+		h, ok := fields[k.Value]
+		if !ok {
+			d.errorAt(nodePos(k), f, "unknown field")
+			continue
+		}
+		if first, dup := seen[k.Value]; dup {
+			d.errorAt(nodePos(k), f, "repeated field (first at line %d)", first)
+			continue
+		}
+		seen[k.Value] = k.Line
+		d.lines[f] = nodePos(k)
+		h(f, v)
+	}
+	return true
+}
+
+// sequence walks sequence n at path p, calling item for each entry with
+// its path (p[i]). It returns false when n is not a sequence.
+func (d *decoder) sequence(p string, n *yaml.Node, item func(i int, field string, v *yaml.Node)) bool {
+	n = resolve(n)
+	if n.Kind != yaml.SequenceNode {
+		d.typeErr(p, n, "a list")
+		return false
+	}
+	for i, v := range n.Content {
+		f := index(p, i)
+		d.lines[f] = nodePos(v)
+		item(i, f, v)
+	}
+	return true
+}
+
+func (d *decoder) str(f string, n *yaml.Node) (string, bool) {
+	n = resolve(n)
+	if n.Kind != yaml.ScalarNode || isNull(n) {
+		d.typeErr(f, n, "a string")
+		return "", false
+	}
+	return n.Value, true
+}
+
+func (d *decoder) integer(f string, n *yaml.Node) (int, bool) {
+	n = resolve(n)
+	var v int
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&v) != nil {
+		d.typeErr(f, n, "an integer")
+		return 0, false
+	}
+	return v, true
+}
+
+func (d *decoder) number(f string, n *yaml.Node) (float64, bool) {
+	n = resolve(n)
+	var v float64
+	if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!int" && n.ShortTag() != "!!float") || n.Decode(&v) != nil {
+		d.typeErr(f, n, "a number")
+		return 0, false
+	}
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		d.typeErr(f, n, "a finite number")
+		return 0, false
+	}
+	return v, true
+}
+
+func (d *decoder) boolean(f string, n *yaml.Node) (bool, bool) {
+	n = resolve(n)
+	var v bool
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || n.Decode(&v) != nil {
+		d.typeErr(f, n, "true or false")
+		return false, false
+	}
+	return v, true
+}
+
+func (d *decoder) duration(f string, n *yaml.Node) (time.Duration, bool) {
+	n = resolve(n)
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
+		d.typeErr(f, n, "a duration like 2s")
+		return 0, false
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		d.typeErr(f, n, "a duration like 2s")
+		return 0, false
+	}
+	return v, true
+}
+
+// Handler constructors: decode the value into dst when it has the right type.
+
+func (d *decoder) toStr(dst *string) handler {
+	return func(f string, n *yaml.Node) {
+		if v, ok := d.str(f, n); ok {
+			*dst = v
+		}
+	}
+}
+
+func (d *decoder) toInt(dst *int) handler {
+	return func(f string, n *yaml.Node) {
+		if v, ok := d.integer(f, n); ok {
+			*dst = v
+		}
+	}
+}
+
+func (d *decoder) toFloat(dst *float64) handler {
+	return func(f string, n *yaml.Node) {
+		if v, ok := d.number(f, n); ok {
+			*dst = v
+		}
+	}
+}
+
+func (d *decoder) toBool(dst *bool) handler {
+	return func(f string, n *yaml.Node) {
+		if v, ok := d.boolean(f, n); ok {
+			*dst = v
+		}
+	}
+}
+
+func (d *decoder) toDuration(dst *time.Duration) handler {
+	return func(f string, n *yaml.Node) {
+		if v, ok := d.duration(f, n); ok {
+			*dst = v
+		}
+	}
+}
+
+// decode fills c from the root mapping. Absent fields stay zero; see
+// applyDefaults.
+func (d *decoder) decode(root *yaml.Node, c *Config) {
+	d.mapping("", root, map[string]handler{
+		"listen":           d.toStr(&c.Listen),
+		"admin_listen":     d.toStr(&c.AdminListen),
+		"shutdown_timeout": d.toDuration(&c.ShutdownTimeout),
+		"upstream_header":  d.toStr(&c.UpstreamHeader),
+		"trusted_proxies":  func(f string, n *yaml.Node) { d.trustedProxies(f, n, c) },
+		"access_log":       d.toBool(&c.AccessLog),
+		"hash":             func(f string, n *yaml.Node) { d.hash(f, n, &c.Hash) },
+		"ring":             func(f string, n *yaml.Node) { d.ring(f, n, &c.Ring) },
+		"upstreams":        func(f string, n *yaml.Node) { d.upstreams(f, n, c) },
+		"health": func(f string, n *yaml.Node) {
+			c.Health = &Health{}
+			d.health(f, n, c.Health)
+		},
+		"breaker":          func(f string, n *yaml.Node) { d.breaker(f, n, &c.Breaker) },
+		"retries":          d.toInt(&c.Retries),
+		"timeouts":         func(f string, n *yaml.Node) { d.timeouts(f, n, &c.Timeouts) },
+		"max_header_bytes": d.toInt(&c.MaxHeaderBytes),
+	})
+}
+
+func (d *decoder) trustedProxies(f string, n *yaml.Node, c *Config) {
+	c.TrustedProxies = []netip.Prefix{}
+	d.sequence(f, n, func(_ int, f string, n *yaml.Node) {
+		s, ok := d.str(f, n)
+		if !ok {
+			return
+		}
+		p, ok := parsePrefix(s)
+		if !ok {
+			d.badValue(f, n, "must be a CIDR like 10.0.0.0/8 or an IP address, got %s", describe(n))
+			return
+		}
+		c.TrustedProxies = append(c.TrustedProxies, p)
+	})
+}
+
+// parsePrefix reads a CIDR (host bits are cleared: 10.1.2.3/8 is
+// 10.0.0.0/8) or a bare IP address, which stands for itself (/32 or /128).
+func parsePrefix(s string) (netip.Prefix, bool) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, false
+		}
+		return p.Masked(), true
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" {
+		return netip.Prefix{}, false
+	}
+	return netip.PrefixFrom(a, a.BitLen()), true
+}
+
+func (d *decoder) hash(f string, n *yaml.Node, h *Hash) {
+	d.mapping(f, n, map[string]handler{
+		"key": func(f string, n *yaml.Node) {
+			h.Key = []KeySource{}
+			d.sequence(f, n, func(_ int, f string, n *yaml.Node) {
+				h.Key = append(h.Key, d.keySource(f, n))
+			})
+		},
+		"on_missing": d.toStr(&h.OnMissing),
+		"cookie": func(f string, n *yaml.Node) {
+			d.mapping(f, n, map[string]handler{
+				"name":      d.toStr(&h.Cookie.Name),
+				"ttl":       d.toDuration(&h.Cookie.TTL),
+				"secure":    d.toBool(&h.Cookie.Secure),
+				"http_only": d.toBool(&h.Cookie.HTTPOnly),
+			})
+		},
+	})
+}
+
+const keySourceForm = "uri, path, ip, `cookie: NAME`, `header: NAME` or `query: NAME`"
+
+// keySource decodes one hash.key entry: a bare uri, path or ip, or a
+// one-entry mapping cookie|header|query: NAME. On failure it returns the
+// zero KeySource (and f is marked bad, so validation skips it).
+func (d *decoder) keySource(f string, n *yaml.Node) KeySource {
+	n = resolve(n)
+	switch {
+	case n.Kind == yaml.ScalarNode && !isNull(n):
+		switch k := KeyKind(n.Value); k {
+		case KeyURI, KeyPath, KeyIP:
+			return KeySource{Kind: k}
+		case KeyCookie, KeyHeader, KeyQuery:
+			d.badValue(f, n, "%s needs a name, like `%s: NAME`", k, k)
+			return KeySource{}
+		}
+		d.badValue(f, n, "unknown key source %s; want %s", describe(n), keySourceForm)
+		return KeySource{}
+	case n.Kind == yaml.MappingNode:
+		if len(n.Content) != 2 {
+			d.badValue(f, n, "must be one source per list item (%s), got a mapping with %d entries", keySourceForm, len(n.Content)/2)
+			return KeySource{}
+		}
+		k, v := resolve(n.Content[0]), n.Content[1]
+		if k.Kind != yaml.ScalarNode {
+			d.badValue(f, n, "must be %s, got a mapping with key %s", keySourceForm, describe(k))
+			return KeySource{}
+		}
+		kf := join(f, quoteKey(k.Value))
+		switch kind := KeyKind(k.Value); kind {
+		case KeyCookie, KeyHeader, KeyQuery:
+			d.lines[kf] = nodePos(k)
+			name, ok := d.str(kf, v)
+			if !ok {
+				d.bad[f] = true
+				return KeySource{}
+			}
+			if kind == KeyHeader {
+				name = textproto.CanonicalMIMEHeaderKey(name)
+			}
+			return KeySource{Kind: kind, Name: name}
+		case KeyURI, KeyPath, KeyIP:
+			d.badValue(kf, k, "takes no name; write `- %s`", kind)
+			d.bad[f] = true
+			return KeySource{}
+		}
+		d.badValue(f, k, "unknown key source %s; want %s", describe(k), keySourceForm)
+		return KeySource{}
+	}
+	d.typeErr(f, n, keySourceForm)
+	return KeySource{}
+}
+
+func (d *decoder) ring(f string, n *yaml.Node, r *Ring) {
+	d.mapping(f, n, map[string]handler{
+		"points_per_weight": d.toInt(&r.PointsPerWeight),
+		"load_factor":       d.toFloat(&r.LoadFactor),
+		"placement":         d.toStr(&r.Placement),
+		"slow_start":        d.toDuration(&r.SlowStart),
+		"on_unavailable":    d.toStr(&r.OnUnavailable),
+	})
+}
+
+func (d *decoder) upstreams(f string, n *yaml.Node, c *Config) {
+	c.Upstreams = []Upstream{}
+	d.sequence(f, n, func(i int, f string, n *yaml.Node) {
+		c.Upstreams = append(c.Upstreams, Upstream{})
+		u := &c.Upstreams[i]
+		d.mapping(f, n, map[string]handler{
+			"name": d.toStr(&u.Name),
+			"url": func(f string, n *yaml.Node) {
+				s, ok := d.str(f, n)
+				if !ok {
+					return
+				}
+				p, err := url.Parse(s)
+				if err != nil {
+					var ue *url.Error
+					if errors.As(err, &ue) {
+						err = ue.Err
+					}
+					d.badValue(f, n, "must be an absolute http:// or https:// URL, got %s: %v", describe(n), err)
+					return
+				}
+				u.URL, u.Addr = p, p.Host
+			},
+			"weight": d.toFloat(&u.Weight),
+		})
+	})
+}
+
+func (d *decoder) health(f string, n *yaml.Node, h *Health) {
+	d.mapping(f, n, map[string]handler{
+		"path":     d.toStr(&h.Path),
+		"interval": d.toDuration(&h.Interval),
+		"timeout":  d.toDuration(&h.Timeout),
+		"rise":     d.toInt(&h.Rise),
+		"fall":     d.toInt(&h.Fall),
+		"expect_status": func(f string, n *yaml.Node) {
+			r, ok := parseStatusRange(resolve(n))
+			if !ok {
+				d.typeErr(f, n, `a status like 200 or a range like "200-399"`)
+				return
+			}
+			h.ExpectStatus = r
+		},
+	})
+}
+
+// parseStatusRange reads 200, "200" or "200-399". Bounds are checked by
+// validation.
+func parseStatusRange(n *yaml.Node) (StatusRange, bool) {
+	if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!int" && n.ShortTag() != "!!str") {
+		return StatusRange{}, false
+	}
+	lo, hi, isRange := strings.Cut(n.Value, "-")
+	if !isRange {
+		hi = lo
+	}
+	a, ok1 := statusCode(lo)
+	b, ok2 := statusCode(hi)
+	if !ok1 || !ok2 {
+		return StatusRange{}, false
+	}
+	return StatusRange{Min: a, Max: b}, true
+}
+
+// statusCode reads 1 to 3 decimal digits, allowing spaces around them.
+func statusCode(s string) (int, bool) {
+	s = strings.TrimSpace(s)
+	if len(s) == 0 || len(s) > 3 {
+		return 0, false
+	}
+	v := 0
+	for _, c := range []byte(s) {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int(c-'0')
+	}
+	return v, true
+}
+
+func (d *decoder) breaker(f string, n *yaml.Node, b *Breaker) {
+	d.mapping(f, n, map[string]handler{
+		"consecutive_failures": d.toInt(&b.ConsecutiveFailures),
+		"failure_statuses": func(f string, n *yaml.Node) {
+			b.FailureStatuses = []int{}
+			d.sequence(f, n, func(_ int, f string, n *yaml.Node) {
+				v, _ := d.integer(f, n)
+				b.FailureStatuses = append(b.FailureStatuses, v)
+			})
+		},
+		"open_timeout":     d.toDuration(&b.OpenTimeout),
+		"max_open_timeout": d.toDuration(&b.MaxOpenTimeout),
+	})
+}
+
+func (d *decoder) timeouts(f string, n *yaml.Node, t *Timeouts) {
+	d.mapping(f, n, map[string]handler{
+		"dial":            d.toDuration(&t.Dial),
+		"response_header": d.toDuration(&t.ResponseHeader),
+		"idle_conn":       d.toDuration(&t.IdleConn),
+	})
+}

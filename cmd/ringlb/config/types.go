@@ -1,0 +1,141 @@
+// Package config decodes, defaults and validates ringlb's YAML config file.
+//
+// Load reads a file strictly (unknown fields are errors), applies the
+// defaults documented on each field, and validates the result, reporting
+// every problem at once, each as "FILE:LINE: FIELD.PATH: message".
+package config
+
+import (
+	"net/netip"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Config is a decoded, defaulted and validated config file.
+type Config struct {
+	// File is the path the config was read from, as given to Load.
+	File string
+
+	Listen          string        // listen; default 127.0.0.1:8080
+	AdminListen     string        // admin_listen; default 127.0.0.1:9901
+	ShutdownTimeout time.Duration // shutdown_timeout; default 15s
+	UpstreamHeader  string        // upstream_header; default X-Upstream; "" turns it off
+	// TrustedProxies is trusted_proxies; default none. Entries are CIDRs
+	// (host bits cleared: 10.1.2.3/8 reads as 10.0.0.0/8) or bare IPs, which
+	// stand for themselves (/32 or /128).
+	TrustedProxies []netip.Prefix
+	AccessLog      bool // access_log; default false: one log line per request when true
+
+	Hash      Hash
+	Ring      Ring
+	Upstreams []Upstream
+	Health    *Health // nil when the health block is absent: no active checks
+	Breaker   Breaker
+	Retries   int // retries; default 1
+	Timeouts  Timeouts
+	// MaxHeaderBytes caps request headers; larger ones get 431. Default 65536.
+	MaxHeaderBytes int
+}
+
+// KeyKind names a key source.
+type KeyKind string
+
+// The key sources, in the order SPEC lists them.
+const (
+	KeyCookie KeyKind = "cookie"
+	KeyHeader KeyKind = "header"
+	KeyQuery  KeyKind = "query"
+	KeyURI    KeyKind = "uri"
+	KeyPath   KeyKind = "path"
+	KeyIP     KeyKind = "ip"
+)
+
+// KeySource is one entry of hash.key. Name is the cookie, header or query
+// parameter name; empty for uri, path and ip.
+type KeySource struct {
+	Kind KeyKind
+	Name string
+}
+
+// Hash is the hash block.
+type Hash struct {
+	// Key is ordered: the first source present on a request gives its key.
+	// Default: cookie session, header X-User-ID, query user, uri.
+	Key []KeySource
+	// OnMissing is random (default), reject or cookie.
+	OnMissing string
+	Cookie    AffinityCookie
+}
+
+// AffinityCookie is hash.cookie, used when on_missing is cookie.
+type AffinityCookie struct {
+	Name     string        // default ringlb_affinity
+	TTL      time.Duration // default 24h
+	Secure   bool          // default false
+	HTTPOnly bool          // default true
+}
+
+// Ring is the ring block.
+type Ring struct {
+	PointsPerWeight int     // default 160
+	LoadFactor      float64 // default 1.25; 0 turns bounded loads off; else > 1
+	Placement       string  // ringlb (default) or nginx
+	SlowStart       time.Duration
+	OnUnavailable   string // remap (default) or fail
+}
+
+// Upstream is one entry of upstreams.
+type Upstream struct {
+	// Name is the upstream's identity on the ring under placement ringlb:
+	// non-empty, unique, made of ASCII letters, digits and "-_.:".
+	Name string
+	// URL is absolute http or https with a host and no user info, path
+	// (other than "/"), query or fragment; no two upstreams share one
+	// (compared as scheme://host:port, default ports filled in).
+	URL    *url.URL
+	Weight float64 // default 1; > 0; whole under placement nginx
+	// Addr is the URL's host[:port] exactly as written (nginx placement's identity).
+	Addr string
+}
+
+// Health is the health block.
+type Health struct {
+	Path     string        // default /healthz
+	Interval time.Duration // default 2s
+	Timeout  time.Duration // default 1s; < Interval
+	Rise     int           // default 2
+	Fall     int           // default 3
+	// ExpectStatus is the inclusive range of passing statuses; default 200-399.
+	ExpectStatus StatusRange
+}
+
+// StatusRange is an inclusive range of HTTP status codes.
+type StatusRange struct{ Min, Max int }
+
+// Contains reports whether code is in the range.
+func (r StatusRange) Contains(code int) bool { return code >= r.Min && code <= r.Max }
+
+// String formats the range as written in the config: "200-399", or "200"
+// when Min == Max.
+func (r StatusRange) String() string {
+	if r.Min == r.Max {
+		return strconv.Itoa(r.Min)
+	}
+	return strconv.Itoa(r.Min) + "-" + strconv.Itoa(r.Max)
+}
+
+// Breaker is the breaker block.
+type Breaker struct {
+	ConsecutiveFailures int           // default 5; 0 turns breakers off
+	FailureStatuses     []int         // default [502, 503, 504]
+	OpenTimeout         time.Duration // default 5s
+	MaxOpenTimeout      time.Duration // default 60s; >= OpenTimeout
+}
+
+// Timeouts is the timeouts block.
+type Timeouts struct {
+	Dial           time.Duration // default 2s
+	ResponseHeader time.Duration // default 30s
+	IdleConn       time.Duration // default 90s
+}

@@ -1,0 +1,378 @@
+package config
+
+import (
+	"math"
+	"net"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Limits that keep a config from building an unreasonably large ring.
+const (
+	maxPointsPerWeight = 10000
+	maxPointsPerMember = 1_000_000
+	maxPointsTotal     = 10_000_000
+	minMaxHeaderBytes  = 1024
+)
+
+// validate checks the defaulted config and records every problem.
+func (d *decoder) validate(c *Config) {
+	d.validateListeners(c)
+	if c.ShutdownTimeout < 0 {
+		d.invalid("shutdown_timeout", "must be >= 0, got %s", c.ShutdownTimeout)
+	}
+	if c.UpstreamHeader != "" && !isToken(c.UpstreamHeader) {
+		d.invalid("upstream_header", "must be a valid header name (or \"\" to turn it off), got %q", short(c.UpstreamHeader))
+	}
+	d.validateHash(&c.Hash)
+	d.validateRing(&c.Ring)
+	d.validateUpstreams(c)
+	if c.Health != nil {
+		d.validateHealth(c.Health)
+	}
+	d.validateBreaker(&c.Breaker)
+	if c.Retries < 0 {
+		d.invalid("retries", "must be >= 0, got %d", c.Retries)
+	}
+	positive("timeouts.dial", c.Timeouts.Dial, d)
+	positive("timeouts.response_header", c.Timeouts.ResponseHeader, d)
+	positive("timeouts.idle_conn", c.Timeouts.IdleConn, d)
+	if c.MaxHeaderBytes < minMaxHeaderBytes {
+		d.invalid("max_header_bytes", "must be >= %d, got %d", minMaxHeaderBytes, c.MaxHeaderBytes)
+	}
+}
+
+func positive(f string, v time.Duration, d *decoder) {
+	if v <= 0 {
+		d.invalid(f, "must be > 0, got %s", v)
+	}
+}
+
+// listener is a parsed listen address.
+type listener struct {
+	host string
+	port int
+}
+
+// parseListen reads host:port with a numeric port 0-65535 (0: any free
+// port). The host may be empty (all interfaces).
+func parseListen(s string) (listener, bool) {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil || port == "" || len(port) > 5 || strings.Trim(port, "0123456789") != "" {
+		return listener{}, false
+	}
+	p, _ := strconv.Atoi(port)
+	if p > 65535 {
+		return listener{}, false
+	}
+	return listener{host: host, port: p}, true
+}
+
+func (l listener) wildcard() bool {
+	if l.host == "" {
+		return true
+	}
+	a, err := netip.ParseAddr(l.host)
+	return err == nil && a.IsUnspecified()
+}
+
+// overlaps reports whether two listeners would contend for the same
+// socket: same port (not 0, which picks a free one) and the same host, or
+// either host a wildcard.
+func (l listener) overlaps(o listener) bool {
+	if l.port == 0 || l.port != o.port {
+		return false
+	}
+	if l.wildcard() || o.wildcard() {
+		return true
+	}
+	a, errA := netip.ParseAddr(l.host)
+	b, errB := netip.ParseAddr(o.host)
+	if errA == nil && errB == nil {
+		return a.Unmap().WithZone("") == b.Unmap().WithZone("")
+	}
+	return strings.EqualFold(l.host, o.host)
+}
+
+func (d *decoder) validateListeners(c *Config) {
+	l, okL := parseListen(c.Listen)
+	if !okL {
+		d.invalid("listen", "must be host:port with a port 0-65535, got %q", short(c.Listen))
+	}
+	a, okA := parseListen(c.AdminListen)
+	if !okA {
+		d.invalid("admin_listen", "must be host:port with a port 0-65535, got %q", short(c.AdminListen))
+	}
+	if okL && okA && l.overlaps(a) && !d.isBad("listen") {
+		d.invalid("admin_listen", "overlaps listen (%s); the admin listener needs its own address", c.Listen)
+	}
+}
+
+func (d *decoder) validateHash(h *Hash) {
+	if d.has("hash.key") && len(h.Key) == 0 {
+		d.invalid("hash.key", "must list at least one source")
+	}
+	for i, k := range h.Key {
+		f := index("hash.key", i)
+		if k.Kind == "" {
+			continue // decoding failed and said why
+		}
+		nf := f + "." + string(k.Kind)
+		switch {
+		case k.Kind != KeyCookie && k.Kind != KeyHeader && k.Kind != KeyQuery:
+		case k.Name == "":
+			d.invalid(nf, "must not be empty")
+		case (k.Kind == KeyCookie || k.Kind == KeyHeader) && !isToken(k.Name):
+			d.invalid(nf, "must be a valid %s name, got %q", k.Kind, short(k.Name))
+		}
+	}
+	switch h.OnMissing {
+	case "random", "reject", "cookie":
+	default:
+		d.invalid("hash.on_missing", "must be random, reject or cookie, got %q", short(h.OnMissing))
+	}
+	if !isToken(h.Cookie.Name) {
+		d.invalid("hash.cookie.name", "must be a valid cookie name, got %q", short(h.Cookie.Name))
+	}
+	positive("hash.cookie.ttl", h.Cookie.TTL, d)
+}
+
+func (d *decoder) validateRing(r *Ring) {
+	switch r.Placement {
+	case "ringlb", "nginx":
+	default:
+		d.invalid("ring.placement", "must be ringlb or nginx, got %q", short(r.Placement))
+	}
+	switch {
+	case r.Placement == "nginx" && !d.isBad("ring.placement"):
+		if r.PointsPerWeight != defaultPointsPerWeight {
+			d.invalid("ring.points_per_weight", "must be unset or %d under placement nginx, got %d", defaultPointsPerWeight, r.PointsPerWeight)
+		}
+	case r.PointsPerWeight <= 0:
+		d.invalid("ring.points_per_weight", "must be > 0, got %d", r.PointsPerWeight)
+	case r.PointsPerWeight > maxPointsPerWeight:
+		d.invalid("ring.points_per_weight", "must be <= %d, got %d", maxPointsPerWeight, r.PointsPerWeight)
+	}
+	if r.LoadFactor != 0 && !(r.LoadFactor > 1) {
+		d.invalid("ring.load_factor", "must be 0 (off) or > 1, got %s", fmtFloat(r.LoadFactor))
+	}
+	if r.SlowStart < 0 {
+		d.invalid("ring.slow_start", "must be >= 0, got %s", r.SlowStart)
+	}
+	switch r.OnUnavailable {
+	case "remap":
+	case "fail":
+		// Overflow and warm-up both serve keys away from their owner.
+		if (r.LoadFactor != 0 || r.SlowStart != 0) && !d.isBad("ring.load_factor") && !d.isBad("ring.slow_start") {
+			d.invalid("ring.on_unavailable", "fail requires ring.load_factor: 0 (got %s) and ring.slow_start: 0s (got %s)",
+				fmtFloat(r.LoadFactor), r.SlowStart)
+		}
+	default:
+		d.invalid("ring.on_unavailable", "must be remap or fail, got %q", short(r.OnUnavailable))
+	}
+}
+
+// validName reports whether an upstream name is usable: non-empty, made of
+// ASCII letters, digits and "-_.:". Names appear in the ring hash (NAME#i,
+// so no '#'), in the upstream header, metric labels, log lines, URLs of
+// the admin pages and the simulate command's -add NAME=WEIGHT (so no '=');
+// a small safe alphabet keeps all of those unambiguous.
+func validName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' || r == ':') {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *decoder) validateUpstreams(c *Config) {
+	if !d.has("upstreams") {
+		d.invalid("upstreams", "required: list at least one upstream")
+		return
+	}
+	if len(c.Upstreams) == 0 {
+		d.invalid("upstreams", "must list at least one upstream")
+		return
+	}
+	nginx := c.Ring.Placement == "nginx"
+	// Points can only be judged once points_per_weight is sound.
+	ppwOK := !d.isBad("ring.points_per_weight") && c.Ring.PointsPerWeight > 0 && c.Ring.PointsPerWeight <= maxPointsPerWeight
+	names := map[string]int{}
+	addrs := map[string]int{} // normalised scheme://host:port
+	idents := map[string]int{}
+	total := 0
+	for i := range c.Upstreams {
+		u := &c.Upstreams[i]
+		f := index("upstreams", i)
+
+		switch {
+		case !d.has(f + ".name"):
+			d.invalid(f+".name", "required")
+		case u.Name == "":
+			d.invalid(f+".name", "must not be empty")
+		case !validName(u.Name):
+			d.invalid(f+".name", "must use only letters, digits and \"-_.:\", got %q", short(u.Name))
+		default:
+			if j, dup := names[u.Name]; dup {
+				d.invalid(f+".name", "%q is already the name of upstreams[%d]", u.Name, j)
+			} else {
+				names[u.Name] = i
+			}
+		}
+
+		switch {
+		case u.URL == nil && !d.has(f+".url"):
+			d.invalid(f+".url", "required")
+		case u.URL == nil:
+			// failed to parse and said so
+		default:
+			if msg := checkURL(u.URL); msg != "" {
+				d.invalid(f+".url", "%s", msg)
+				break
+			}
+			norm := normalURL(u.URL)
+			if j, dup := addrs[norm]; dup {
+				d.invalid(f+".url", "%q is the same address as upstreams[%d].url", short(u.URL.String()), j)
+				break
+			}
+			addrs[norm] = i
+			if nginx {
+				if j, dup := idents[u.Addr]; dup {
+					d.invalid(f+".url", "host %q is also upstreams[%d]'s; placement nginx identifies upstreams by host[:port] as written", short(u.Addr), j)
+					break
+				}
+				idents[u.Addr] = i
+			}
+		}
+
+		w := u.Weight
+		switch {
+		case !(w > 0):
+			d.invalid(f+".weight", "must be > 0, got %s", fmtFloat(w))
+		case nginx && w != math.Trunc(w):
+			d.invalid(f+".weight", "must be a whole number under placement nginx, got %s", fmtFloat(w))
+		case !ppwOK:
+		case c.Ring.Points(w) < 1:
+			d.invalid(f+".weight", "too small: gives round(%d × %s) = 0 ring points", c.Ring.PointsPerWeight, fmtFloat(w))
+		case c.Ring.Points(w) > maxPointsPerMember:
+			d.invalid(f+".weight", "too large: gives round(%d × %s) > %d ring points", c.Ring.PointsPerWeight, fmtFloat(w), maxPointsPerMember)
+		default:
+			total += c.Ring.Points(w)
+		}
+	}
+	if total > maxPointsTotal {
+		d.invalid("upstreams", "the ring would have %d points, more than %d; lower weights or ring.points_per_weight", total, maxPointsTotal)
+	}
+}
+
+// checkURL returns what is wrong with an upstream URL, or "".
+func checkURL(u *url.URL) string {
+	s := strconv.Quote(short(u.String()))
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https", u.Host == "", u.Opaque != "":
+		return "must be an absolute http:// or https:// URL, got " + s
+	case u.User != nil:
+		return "must not contain user info, got " + s
+	case u.Hostname() == "":
+		return "must have a host, got " + s
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.RawFragment != "":
+		return "must not have a query or fragment, got " + s
+	case u.Path != "" && u.Path != "/":
+		return "must not have a path (requests keep their own path; ringlb proxies to the upstream's root), got " + s
+	}
+	if strings.HasSuffix(u.Host, ":") {
+		return "has an empty port, got " + s
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "port must be 1-65535, got " + s
+		}
+	}
+	return ""
+}
+
+// normalURL returns scheme://host:port with the host lower-cased (IP
+// addresses in canonical form) and the scheme's default port made explicit,
+// so two URLs reaching the same server compare equal.
+func normalURL(u *url.URL) string {
+	host := strings.ToLower(u.Hostname())
+	if a, err := netip.ParseAddr(host); err == nil {
+		host = a.Unmap().String()
+	}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	if n, err := strconv.Atoi(port); err == nil {
+		port = strconv.Itoa(n)
+	}
+	return u.Scheme + "://" + net.JoinHostPort(host, port)
+}
+
+func (d *decoder) validateHealth(h *Health) {
+	if !strings.HasPrefix(h.Path, "/") {
+		d.invalid("health.path", "must start with \"/\", got %q", short(h.Path))
+	} else if _, err := url.ParseRequestURI(h.Path); err != nil || strings.ContainsAny(h.Path, " \t\r\n#") {
+		d.invalid("health.path", "must be a valid request path, got %q", short(h.Path))
+	}
+	positive("health.interval", h.Interval, d)
+	positive("health.timeout", h.Timeout, d)
+	if h.Interval > 0 && h.Timeout > 0 && h.Timeout >= h.Interval && !d.isBad("health.interval") {
+		d.invalid("health.timeout", "must be < health.interval (%s), got %s", h.Interval, h.Timeout)
+	}
+	if h.Rise < 1 {
+		d.invalid("health.rise", "must be >= 1, got %d", h.Rise)
+	}
+	if h.Fall < 1 {
+		d.invalid("health.fall", "must be >= 1, got %d", h.Fall)
+	}
+	r := h.ExpectStatus
+	switch {
+	case r.Min < 100 || r.Max > 599:
+		d.invalid("health.expect_status", "must be within 100-599, got %s", r)
+	case r.Min > r.Max:
+		d.invalid("health.expect_status", "must be a range MIN-MAX with MIN <= MAX, got %s", r)
+	}
+}
+
+func (d *decoder) validateBreaker(b *Breaker) {
+	if b.ConsecutiveFailures < 0 {
+		d.invalid("breaker.consecutive_failures", "must be >= 0 (0 turns breakers off), got %d", b.ConsecutiveFailures)
+	}
+	for i, s := range b.FailureStatuses {
+		if s < 100 || s > 599 {
+			d.invalid(index("breaker.failure_statuses", i), "must be an HTTP status 100-599, got %d", s)
+		}
+	}
+	positive("breaker.open_timeout", b.OpenTimeout, d)
+	if b.OpenTimeout > 0 && b.MaxOpenTimeout < b.OpenTimeout && !d.isBad("breaker.open_timeout") {
+		d.invalid("breaker.max_open_timeout", "must be >= breaker.open_timeout (%s), got %s", b.OpenTimeout, b.MaxOpenTimeout)
+	}
+}
+
+// isToken reports whether s is a non-empty RFC 9110 token, the syntax of
+// header and cookie names.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
