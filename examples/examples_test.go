@@ -1,0 +1,385 @@
+package examples
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/ringlb/ringlb/cmd/ringlb/config"
+)
+
+// repoRoot is the module root, relative to this package's directory (the
+// working directory of its tests).
+const repoRoot = ".."
+
+// specMetrics are the metric names of SPEC.md's Metrics section.
+var specMetrics = []string{
+	"ringlb_requests_total",
+	"ringlb_request_duration_seconds",
+	"ringlb_upstream_inflight",
+	"ringlb_upstream_available",
+	"ringlb_breaker_state",
+	"ringlb_ejections_total",
+	"ringlb_overflow_total",
+	"ringlb_retries_total",
+	"ringlb_no_upstream_total",
+	"ringlb_ring_info",
+	"ringlb_config_reloads_total",
+}
+
+// specHistograms are the histograms among specMetrics: Prometheus exposes
+// them as NAME_bucket, NAME_sum and NAME_count.
+var specHistograms = []string{"ringlb_request_duration_seconds"}
+
+// TestConfigsLoad checks that every example config, the config embedded in
+// the Kubernetes ConfigMap and the repository's default config.yaml pass
+// config.Load: the schema is strict, so a renamed field breaks them.
+func TestConfigsLoad(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("configs", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	yml, err := filepath.Glob(filepath.Join("configs", "*.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, yml...)
+	if len(files) < 4 {
+		t.Fatalf("configs/: found %d YAML files %q, want at least 4", len(files), files)
+	}
+	files = append(files, filepath.Join(repoRoot, "config.yaml"))
+
+	k8s, err := configMapConfig(filepath.Join("kubernetes", "ringlb.yaml"), "ringlb", "config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubernetes-configmap-config.yaml")
+	if err := os.WriteFile(path, k8s, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, path)
+
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			if _, err := config.Load(f); err != nil {
+				t.Errorf("config.Load(%q):\n%v", f, err)
+			}
+		})
+	}
+}
+
+// TestKubernetesConfigListensOnAllInterfaces checks the container config
+// binds 0.0.0.0: loopback inside a pod is unreachable by the Service and
+// by the kubelet's probes.
+func TestKubernetesConfigListensOnAllInterfaces(t *testing.T) {
+	data, err := configMapConfig(filepath.Join("kubernetes", "ringlb.yaml"), "ringlb", "config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatalf("config.Load: %v", err)
+	}
+	if cfg.Listen != "0.0.0.0:8080" {
+		t.Errorf("listen = %q, want 0.0.0.0:8080", cfg.Listen)
+	}
+	if cfg.AdminListen != "0.0.0.0:9901" {
+		t.Errorf("admin_listen = %q, want 0.0.0.0:9901", cfg.AdminListen)
+	}
+}
+
+// configMapConfig returns data[key] of the ConfigMap called name in a
+// multi-document Kubernetes manifest.
+func configMapConfig(manifest, name, key string) ([]byte, error) {
+	f, err := os.Open(manifest)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	dec := yaml.NewDecoder(f)
+	for {
+		var doc struct {
+			Kind     string `yaml:"kind"`
+			Metadata struct {
+				Name string `yaml:"name"`
+			} `yaml:"metadata"`
+			Data map[string]string `yaml:"data"`
+		}
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New(manifest + ": no ConfigMap " + name + " with data." + key)
+		}
+		if err != nil {
+			return nil, errors.New(manifest + ": " + err.Error())
+		}
+		if doc.Kind == "ConfigMap" && doc.Metadata.Name == name {
+			v, ok := doc.Data[key]
+			if !ok {
+				return nil, errors.New(manifest + ": ConfigMap " + name + " has no data." + key)
+			}
+			return []byte(v), nil
+		}
+	}
+}
+
+// promtool finds promtool on PATH. Without it the test fails under CI (env
+// CI set) and is skipped elsewhere.
+func promtool(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("promtool not on PATH (CI is set): %v; install it (Debian: apt-get install prometheus)", err)
+		}
+		t.Skipf("promtool not on PATH: %v (Debian: apt-get install prometheus)", err)
+	}
+	return p
+}
+
+// TestPromtool runs promtool over the Prometheus config and alert rules.
+func TestPromtool(t *testing.T) {
+	bin := promtool(t)
+	for _, args := range [][]string{
+		{"check", "config", filepath.Join("prometheus", "prometheus.yml")},
+		{"check", "rules", filepath.Join("prometheus", "alerts.yml")},
+	} {
+		t.Run(strings.Join(args[:2], "_"), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+		})
+	}
+}
+
+// TestAlertMetricNames checks that every alert expression uses only the
+// metric names SPEC.md defines, so a typo cannot make an alert that never
+// fires, and that the rules the operator expects are there.
+func TestAlertMetricNames(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("prometheus", "alerts.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules struct {
+		Groups []struct {
+			Name  string `yaml:"name"`
+			Rules []struct {
+				Alert string `yaml:"alert"`
+				Expr  string `yaml:"expr"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(data, &rules); err != nil {
+		t.Fatalf("alerts.yml: %v", err)
+	}
+
+	known := map[string]bool{}
+	for _, m := range specMetrics {
+		known[m] = true
+	}
+	for _, h := range specHistograms {
+		for _, s := range []string{"_bucket", "_sum", "_count"} {
+			known[h+s] = true
+		}
+	}
+	name := regexp.MustCompile(`ringlb_[a-z_]+`)
+	used := map[string]bool{}
+	var alerts []string
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			alerts = append(alerts, r.Alert)
+			if strings.TrimSpace(r.Expr) == "" {
+				t.Errorf("alert %q: empty expr", r.Alert)
+			}
+			for _, m := range name.FindAllString(r.Expr, -1) {
+				used[m] = true
+				if !known[m] {
+					t.Errorf("alert %q: metric %s is not in SPEC.md's Metrics section", r.Alert, m)
+				}
+			}
+		}
+	}
+	for _, m := range []string{
+		"ringlb_upstream_available",
+		"ringlb_overflow_total",
+		"ringlb_requests_total",
+		"ringlb_no_upstream_total",
+		"ringlb_config_reloads_total",
+	} {
+		if !used[m] {
+			t.Errorf("no alert uses %s", m)
+		}
+	}
+	if len(alerts) < 4 {
+		t.Errorf("alerts.yml has alerts %q, want at least 4", alerts)
+	}
+}
+
+// dockerBuildLine returns the Dockerfile's RUN instruction that runs
+// `go build`, with line continuations joined.
+func dockerBuildLine(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.ReplaceAll(string(data), "\\\n", " ")
+	var found []string
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "RUN ") && strings.Contains(line, "go build") {
+			found = append(found, line)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("Dockerfile: want one RUN line with go build, found %d: %q", len(found), found)
+	}
+	return found[0]
+}
+
+// TestDockerfile checks the Dockerfile's shape: a static, trimmed,
+// version-stamped build of ./cmd/ringlb into a distroless nonroot image.
+func TestDockerfile(t *testing.T) {
+	run := dockerBuildLine(t)
+	for _, want := range []string{
+		"CGO_ENABLED=0",
+		"-trimpath",
+		"-X main.version=${VERSION}",
+		"./cmd/ringlb",
+	} {
+		if !strings.Contains(run, want) {
+			t.Errorf("Dockerfile build line %q lacks %q", run, want)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	df := string(data)
+	for _, want := range []string{
+		"FROM golang:1.26 AS build",
+		"COPY go.mod go.sum ./",
+		"RUN go mod download",
+		"ARG VERSION=dev",
+		"FROM gcr.io/distroless/static-debian12:nonroot",
+		"COPY config.yaml /etc/ringlb/config.yaml",
+		"USER nonroot:nonroot",
+		"EXPOSE 8080 9901",
+		`ENTRYPOINT ["/ringlb", "serve", "-config", "/etc/ringlb/config.yaml"]`,
+	} {
+		if !strings.Contains(df, want) {
+			t.Errorf("Dockerfile lacks %q", want)
+		}
+	}
+	// Dependencies must be downloaded before the sources are copied, or
+	// every source change re-downloads them.
+	if strings.Index(df, "RUN go mod download") > strings.Index(df, "COPY . .") {
+		t.Error("Dockerfile: `RUN go mod download` must come before `COPY . .`")
+	}
+	// The build context must keep what the build needs.
+	ignore, err := os.ReadFile(filepath.Join(repoRoot, ".dockerignore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(ignore), "\n") {
+		l = strings.TrimSpace(l)
+		if slices.Contains([]string{"go.mod", "go.sum", "config.yaml", "cmd", "*.go", "**/*.go"}, l) {
+			t.Errorf(".dockerignore excludes %q, which the build needs", l)
+		}
+	}
+}
+
+// goTool returns the go command that runs this test.
+func goTool(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	p := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("no go command on PATH or in GOROOT: %v", err)
+	}
+	return p
+}
+
+// TestDockerBuildIsStatic runs the Dockerfile's go build on this machine
+// and checks the binary is static, trimmed and stamped: distroless/static
+// has no libc, so a cgo binary would not start in the image.
+func TestDockerBuildIsStatic(t *testing.T) {
+	run := dockerBuildLine(t)
+	if !strings.Contains(run, `-ldflags "-s -w -X main.version=${VERSION}"`) {
+		t.Fatalf("Dockerfile build line %q: the ldflags this test replays changed; update the test", run)
+	}
+	goBin := goTool(t)
+	out := filepath.Join(t.TempDir(), "ringlb")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	build := exec.CommandContext(ctx, goBin, "build", "-trimpath",
+		"-ldflags", "-s -w -X main.version=test", "-o", out, "./cmd/ringlb")
+	build.Dir = repoRoot
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if msg, err := build.CombinedOutput(); err != nil {
+		if ctx.Err() != nil {
+			t.Fatalf("go build timed out: %v\n%s", ctx.Err(), msg)
+		}
+		// Tell a command that does not compile (its own tests report that)
+		// from flags that break the build.
+		plain := exec.CommandContext(ctx, goBin, "build", "-o", os.DevNull, "./cmd/ringlb")
+		plain.Dir = repoRoot
+		if plainMsg, plainErr := plain.CombinedOutput(); plainErr != nil {
+			t.Skipf("cmd/ringlb does not build yet, even without the Dockerfile's flags: %v\n%s", plainErr, plainMsg)
+		}
+		t.Fatalf("the Dockerfile's go build fails where a plain build works: %v\n%s", err, msg)
+	}
+
+	ver, err := exec.CommandContext(ctx, goBin, "version", "-m", out).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go version -m: %v\n%s", err, ver)
+	}
+	// With -trimpath, go records no -ldflags in the binary (they may hold
+	// paths); the version stamp is checked by running the binary below.
+	for _, want := range []string{"CGO_ENABLED=0", "-trimpath=true"} {
+		if !bytes.Contains(ver, []byte(want)) {
+			t.Errorf("go version -m %s lacks %q:\n%s", out, want, ver)
+		}
+	}
+
+	if file, err := exec.LookPath("file"); err == nil {
+		desc, err := exec.CommandContext(ctx, file, out).CombinedOutput()
+		if err != nil {
+			t.Fatalf("file: %v\n%s", err, desc)
+		}
+		if !bytes.Contains(desc, []byte("statically linked")) {
+			t.Errorf("file %s: not statically linked:\n%s", out, desc)
+		}
+	} else {
+		t.Logf("file not on PATH: static linking checked through go version -m only")
+	}
+
+	v, err := exec.CommandContext(ctx, out, "version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s version: %v\n%s", out, err, v)
+	}
+	if !strings.HasPrefix(string(v), "ringlb test") {
+		t.Errorf("%s version = %q, want it to start with \"ringlb test\"", out, v)
+	}
+}
