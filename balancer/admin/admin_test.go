@@ -1,0 +1,218 @@
+package admin
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ringlb/ringlb/balancer"
+)
+
+func setup(t *testing.T, reload ReloadFunc) (*balancer.Balancer, *httptest.Server) {
+	t.Helper()
+	var ups []balancer.UpstreamOptions
+	for _, n := range []string{"a", "<b>"} {
+		u, _ := url.Parse("http://" + strings.Trim(n, "<>") + ".internal:8080")
+		ups = append(ups, balancer.UpstreamOptions{Name: n, URL: u, Addr: u.Host, Weight: 1})
+	}
+	reg := balancer.NewRegistry()
+	b, err := balancer.New(balancer.Options{
+		Upstreams: ups, PointsPerWeight: 160, LoadFactor: 1.25,
+		Key:         []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}},
+		DialTimeout: time.Second,
+	}, reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(NewHandler(b, reg, reload))
+	t.Cleanup(srv.Close)
+	return b, srv
+}
+
+func fetch(t *testing.T, method, u string) (int, http.Header, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, u, nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	return res.StatusCode, res.Header, string(body)
+}
+
+func keys(m map[string]any) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+func decode(t *testing.T, body string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(body), &m); err != nil {
+		t.Fatalf("%v in %s", err, body)
+	}
+	return m
+}
+
+func TestDebugRingShape(t *testing.T) {
+	b, srv := setup(t, nil)
+	code, hdr, body := fetch(t, http.MethodGet, srv.URL+"/debug/ring")
+	if code != 200 || hdr.Get("Content-Type") != "application/json" {
+		t.Fatalf("%d %s", code, hdr.Get("Content-Type"))
+	}
+	m := decode(t, body)
+	if got, want := keys(m), []string{"load_factor", "placement", "points_per_weight", "upstreams", "version"}; !slices.Equal(got, want) {
+		t.Errorf("keys %v, want %v", got, want)
+	}
+	if m["version"] != b.Version() || m["placement"] != "ringlb" || m["points_per_weight"] != 160.0 || m["load_factor"] != 1.25 {
+		t.Errorf("ring %v", m)
+	}
+	ups := m["upstreams"].([]any)
+	if len(ups) != 2 {
+		t.Fatalf("upstreams %v", ups)
+	}
+	u0 := ups[1].(map[string]any) // "a" sorts after "<b>"
+	want := []string{"active_fraction", "available", "breaker", "health", "inflight", "name", "points", "share", "url", "weight"}
+	if got := keys(u0); !slices.Equal(got, want) {
+		t.Errorf("upstream keys %v, want %v", got, want)
+	}
+	if u0["name"] != "a" || u0["url"] != "http://a.internal:8080" || u0["points"] != 160.0 || u0["available"] != true ||
+		u0["health"] != "up" || u0["breaker"] != "closed" || u0["inflight"] != 0.0 || u0["active_fraction"] != 1.0 {
+		t.Errorf("upstream %v", u0)
+	}
+	if s := u0["share"].(float64) + ups[0].(map[string]any)["share"].(float64); s < 0.999 || s > 1.001 {
+		t.Errorf("shares sum to %v", s)
+	}
+}
+
+func TestDebugLookupShape(t *testing.T) {
+	b, srv := setup(t, nil)
+	code, _, body := fetch(t, http.MethodGet, srv.URL+"/debug/lookup?key=user-42")
+	if code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	m := decode(t, body)
+	if got, want := keys(m), []string{"chosen", "hash", "key", "owner", "preference", "skipped"}; !slices.Equal(got, want) {
+		t.Errorf("keys %v, want %v", got, want)
+	}
+	if m["key"] != "user-42" || len(m["hash"].(string)) != 16 || m["chosen"] != m["owner"] || len(m["preference"].([]any)) != 2 || len(m["skipped"].([]any)) != 0 {
+		t.Errorf("lookup %v", m)
+	}
+	owner := m["owner"].(string)
+	b.SetHealthy(owner, false, "test")
+	m = decode(t, func() string { _, _, s := fetch(t, http.MethodGet, srv.URL+"/debug/lookup?key=user-42"); return s }())
+	sk := m["skipped"].([]any)
+	if m["chosen"] == owner || m["chosen"] == nil || len(sk) != 1 {
+		t.Fatalf("owner down: %v", m)
+	}
+	if got := keys(sk[0].(map[string]any)); !slices.Equal(got, []string{"name", "reason"}) || sk[0].(map[string]any)["reason"] != "unhealthy" {
+		t.Errorf("skipped %v", sk)
+	}
+	for _, u := range b.Status().Upstreams {
+		b.SetHealthy(u.Name, false, "test")
+	}
+	m = decode(t, func() string { _, _, s := fetch(t, http.MethodGet, srv.URL+"/debug/lookup?key=user-42"); return s }())
+	if v, ok := m["chosen"]; !ok || v != nil {
+		t.Errorf("all down: chosen %v (present %v), want null", v, ok)
+	}
+
+	code, _, body = fetch(t, http.MethodGet, srv.URL+"/debug/lookup")
+	if code != 400 {
+		t.Errorf("missing key: %d", code)
+	}
+	if m := decode(t, body); keys(m)[0] != "error" {
+		t.Errorf("missing key body %s", body)
+	}
+}
+
+func TestHealthAndReady(t *testing.T) {
+	b, srv := setup(t, nil)
+	if code, _, body := fetch(t, http.MethodGet, srv.URL+"/healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("healthz %d %q", code, body)
+	}
+	if code, _, _ := fetch(t, http.MethodGet, srv.URL+"/readyz"); code != 200 {
+		t.Errorf("readyz %d", code)
+	}
+	b.SetHealthy("a", false, "test")
+	b.SetHealthy("<b>", false, "test")
+	if code, _, _ := fetch(t, http.MethodGet, srv.URL+"/readyz"); code != 503 {
+		t.Errorf("readyz with nothing available: %d", code)
+	}
+	b.SetHealthy("a", true, "test")
+	if code, _, _ := fetch(t, http.MethodGet, srv.URL+"/readyz"); code != 200 {
+		t.Errorf("readyz after recovery: %d", code)
+	}
+}
+
+func TestIndexAndMetrics(t *testing.T) {
+	b, srv := setup(t, nil)
+	code, _, body := fetch(t, http.MethodGet, srv.URL+"/")
+	if code != 200 || !strings.Contains(body, "<path d=\"M") || !strings.Contains(body, "&lt;b&gt;") || strings.Contains(body, "<td><b>") || !strings.Contains(body, b.Version()) {
+		t.Errorf("index %d:\n%s", code, body)
+	}
+	code, _, body = fetch(t, http.MethodGet, srv.URL+"/metrics")
+	for _, want := range []string{
+		`ringlb_ring_info{version="` + b.Version() + `"} 1`,
+		`ringlb_upstream_available{upstream="a"} 1`,
+		`ringlb_upstream_inflight{upstream="a"} 0`,
+		`ringlb_breaker_state{upstream="a"} 0`,
+		`ringlb_ejections_total{reason="breaker",upstream="a"} 0`,
+		`ringlb_overflow_total{upstream="a"} 0`,
+		`ringlb_retries_total{upstream="a"} 0`,
+		`ringlb_no_upstream_total 0`,
+		`ringlb_config_reloads_total{result="ok"} 0`,
+		`ringlb_config_reloads_total{result="error"} 0`,
+		`go_goroutines`,
+		`process_`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if code != 200 {
+		t.Errorf("metrics %d", code)
+	}
+}
+
+func TestReload(t *testing.T) {
+	fail := false
+	var b *balancer.Balancer
+	reload := func() (string, []string, error) {
+		if fail {
+			return "", []string{"config.yaml:14: upstreams[1].weight: must be > 0, got -2", "config.yaml:3: listen: bad"}, errors.New("invalid config")
+		}
+		return b.Version(), nil, nil
+	}
+	b, srv := setup(t, reload)
+	code, _, body := fetch(t, http.MethodPost, srv.URL+"/reload")
+	if m := decode(t, body); code != 200 || !slices.Equal(keys(m), []string{"version"}) || m["version"] != b.Version() {
+		t.Errorf("good reload: %d %s", code, body)
+	}
+	fail = true
+	code, _, body = fetch(t, http.MethodPost, srv.URL+"/reload")
+	m := decode(t, body)
+	if code != 400 || !slices.Equal(keys(m), []string{"errors"}) || len(m["errors"].([]any)) != 2 {
+		t.Errorf("bad reload: %d %s", code, body)
+	}
+	if code, _, _ := fetch(t, http.MethodGet, srv.URL+"/reload"); code != http.StatusMethodNotAllowed {
+		t.Errorf("GET /reload: %d", code)
+	}
+	_, _, metrics := fetch(t, http.MethodGet, srv.URL+"/metrics")
+	for _, want := range []string{`ringlb_config_reloads_total{result="ok"} 1`, `ringlb_config_reloads_total{result="error"} 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}

@@ -1,0 +1,849 @@
+// Package balancer is ringlb's request path: it extracts a key from each
+// request, picks an upstream on the consistent-hash ring (skipping
+// unavailable upstreams and, with bounded loads, full ones), and forwards
+// the request through that upstream's httputil.ReverseProxy, retrying
+// elsewhere when the upstream could not be reached.
+//
+// A Balancer holds an immutable snapshot (ring, upstreams, settings) behind
+// an atomic pointer. A request loads it once and uses it for its pick and
+// every retry; Update builds a new snapshot and swaps it in, so the request
+// path takes no lock. Per-upstream state (in-flight count, availability)
+// lives in Upstream values that outlive reloads while their name stays.
+package balancer
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"math"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"net/textproto"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ringlb/ringlb/ring"
+)
+
+// KeySource is one entry of hash.key: Kind is cookie, header, query, uri,
+// path or ip; Name is the cookie, header or query parameter name (empty
+// for the others).
+type KeySource struct {
+	Kind string
+	Name string
+}
+
+// UpstreamOptions describes one upstream.
+type UpstreamOptions struct {
+	// Name is the upstream's identity on the ring under placement ringlb,
+	// and its label everywhere (metrics, logs, the upstream header).
+	Name string
+	// URL is where requests go: an absolute http or https URL. A path in it
+	// is prefixed to the request path.
+	URL *url.URL
+	// Addr is the URL's host[:port] exactly as written; the identity under
+	// placement nginx.
+	Addr string
+	// Weight is > 0.
+	Weight float64
+}
+
+// Options configures a Balancer. The command fills it from a validated
+// config; New and Update still reject values that cannot work.
+type Options struct {
+	Upstreams []UpstreamOptions
+
+	// Placement is "ringlb" (the default when empty) or "nginx".
+	Placement string
+	// PointsPerWeight is the number of ring points per unit of weight;
+	// required under placement ringlb, 0 or 160 under nginx.
+	PointsPerWeight int
+	// LoadFactor is the bounded-load factor c (> 1); 0 turns bounded loads off.
+	LoadFactor float64
+	// SlowStart, when > 0, is how long an upstream added by a reload (or
+	// readmitted after an ejection) takes to get all its points back.
+	SlowStart time.Duration
+	// OnUnavailable is "remap" (the default when empty: skip clockwise to
+	// the next available upstream) or "fail" (503 when the key's owner is
+	// unavailable; no retry elsewhere).
+	OnUnavailable string
+
+	// Key lists the key sources in order; the first present gives the key.
+	Key []KeySource
+	// OnMissing is what happens when no source is present: "random" (the
+	// default when empty), "reject" (400) or "cookie" (generate an
+	// affinity id and set it as the cookie CookieName).
+	OnMissing string
+	// CookieName, CookieTTL, CookieSecure and CookieHTTPOnly describe the
+	// affinity cookie used by OnMissing "cookie". A TTL of 0 makes it a
+	// session cookie.
+	CookieName     string
+	CookieTTL      time.Duration
+	CookieSecure   bool
+	CookieHTTPOnly bool
+
+	// TrustedProxies are the peers whose X-Forwarded-For the ip key
+	// source believes.
+	TrustedProxies []netip.Prefix
+	// UpstreamHeader, when not empty, is a response header that carries
+	// the name of the upstream that served (or failed) the request.
+	UpstreamHeader string
+	// Retries is how many other upstreams a failed request may be tried on.
+	Retries int
+
+	// DialTimeout, ResponseHeaderTimeout and IdleConnTimeout tune the
+	// shared transport; 0 means no limit.
+	DialTimeout           time.Duration
+	ResponseHeaderTimeout time.Duration
+	IdleConnTimeout       time.Duration
+
+	// AccessLog logs one line per request at level Info.
+	AccessLog bool
+}
+
+const (
+	missingRandom = iota
+	missingReject
+	missingCookie
+)
+
+// snapshot is everything a request needs, fixed when it is built.
+type snapshot struct {
+	ring    *ring.Ring
+	members []member // indexed like ring.Members()
+	opts    Options
+
+	keys       []keyFunc
+	keyDesc    string // "cookie session, header X-User-ID", for 400 answers
+	onMissing  int
+	loadFactor float64
+	fail       bool
+	retries    int
+	slowStart  int64  // nanoseconds
+	header     string // canonical UpstreamHeader, or ""
+
+	// availW is the total weight of available members, as float64 bits;
+	// recomputed (under Balancer.mu) on every availability flip.
+	availW atomic.Uint64
+}
+
+// member is one ring member of a snapshot: the shared Upstream plus what
+// this configuration says about it.
+type member struct {
+	u      *Upstream
+	weight float64
+	points int // round(points_per_weight × weight): slow start's point count
+	url    *url.URL
+	proxy  *httputil.ReverseProxy
+}
+
+// Balancer is the proxy handler. It is safe for concurrent use; create it
+// with New.
+type Balancer struct {
+	snap     atomic.Pointer[snapshot]
+	inflight atomic.Int64 // all upstreams, including draining removed ones
+
+	log    *slog.Logger
+	errLog *log.Logger
+	m      *metrics
+	bufs   bufferPool
+	epoch  time.Time
+	now    func() time.Time
+
+	mu        sync.Mutex // serialises Update, SetHealthy and Close
+	ups       map[string]*Upstream
+	transport *http.Transport
+	tcfg      [3]time.Duration
+}
+
+// New builds a Balancer and registers its metrics on reg (nil: none). It
+// fails on options that cannot work (no upstreams, an unknown key source,
+// a bad weight) and if reg already holds ringlb's metrics.
+func New(opts Options, reg prometheus.Registerer, logger *slog.Logger) (*Balancer, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	b := &Balancer{
+		log:    logger,
+		errLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		epoch:  time.Now(),
+		now:    time.Now,
+		ups:    map[string]*Upstream{},
+		m:      newMetrics(),
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, err := b.buildLocked(opts, true)
+	if err != nil {
+		return nil, err
+	}
+	b.snap.Store(s)
+	b.recomputeLocked()
+	if reg != nil {
+		if err := b.m.register(b, reg); err != nil {
+			b.transport.CloseIdleConnections()
+			return nil, fmt.Errorf("balancer: registering metrics: %w", err)
+		}
+	}
+	logger.Info("ring ready", "version", s.ring.Version(), "upstreams", len(s.members), "placement", string(s.ring.Placement()))
+	return b, nil
+}
+
+// Update reloads: it builds a new snapshot from opts and swaps it in.
+// Requests already running finish on the snapshot they started with.
+// Upstreams keep their state while their name stays; removed ones drain
+// and their metric series are deleted. On error nothing changes.
+func (b *Balancer) Update(opts Options) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	old := b.snap.Load()
+	s, err := b.buildLocked(opts, false)
+	if err != nil {
+		return "", err
+	}
+	b.snap.Store(s)
+	b.recomputeLocked()
+	var added, removed []string
+	for i := range s.members {
+		if old.ring.Index(s.members[i].u.name) < 0 {
+			added = append(added, s.members[i].u.name)
+		}
+	}
+	for i := range old.members {
+		u := old.members[i].u
+		if b.ups[u.name] != u {
+			removed = append(removed, u.name)
+			b.m.retire(u.m)
+		}
+	}
+	b.log.Info("ring reloaded", "version", s.ring.Version(), "previous", old.ring.Version(),
+		"upstreams", len(s.members), "added", added, "removed", removed)
+	return s.ring.Version(), nil
+}
+
+// buildLocked validates opts and builds a snapshot, creating Upstreams for
+// new names and updating b.ups and the transport. Nothing is changed when
+// it fails.
+func (b *Balancer) buildLocked(opts Options, initial bool) (*snapshot, error) {
+	s := &snapshot{opts: opts, loadFactor: opts.LoadFactor, retries: opts.Retries, slowStart: int64(opts.SlowStart)}
+	switch opts.OnUnavailable {
+	case "", "remap":
+	case "fail":
+		s.fail = true
+	default:
+		return nil, fmt.Errorf("balancer: on_unavailable: unknown value %q", opts.OnUnavailable)
+	}
+	switch opts.OnMissing {
+	case "", "random":
+	case "reject":
+		s.onMissing = missingReject
+	case "cookie":
+		s.onMissing = missingCookie
+		if opts.CookieName == "" {
+			return nil, errors.New("balancer: on_missing cookie needs a cookie name")
+		}
+	default:
+		return nil, fmt.Errorf("balancer: on_missing: unknown value %q", opts.OnMissing)
+	}
+	if opts.LoadFactor != 0 && !(opts.LoadFactor > 1) {
+		return nil, fmt.Errorf("balancer: load_factor must be 0 or > 1, got %v", opts.LoadFactor)
+	}
+	if opts.Retries < 0 {
+		return nil, fmt.Errorf("balancer: retries must be >= 0, got %d", opts.Retries)
+	}
+	if opts.UpstreamHeader != "" {
+		s.header = textproto.CanonicalMIMEHeaderKey(opts.UpstreamHeader)
+	}
+	descs := make([]string, 0, len(opts.Key))
+	for i, k := range opts.Key {
+		f, err := newKeyFunc(k, opts.TrustedProxies)
+		if err != nil {
+			return nil, fmt.Errorf("balancer: key[%d]: %w", i, err)
+		}
+		s.keys = append(s.keys, f)
+		descs = append(descs, k.String())
+	}
+	s.keyDesc = strings.Join(descs, ", ")
+
+	byName := make(map[string]UpstreamOptions, len(opts.Upstreams))
+	rm := make([]ring.Member, 0, len(opts.Upstreams))
+	for i, uo := range opts.Upstreams {
+		if uo.Name == "" {
+			return nil, fmt.Errorf("balancer: upstreams[%d]: empty name", i)
+		}
+		if _, dup := byName[uo.Name]; dup {
+			return nil, fmt.Errorf("balancer: upstreams[%d]: duplicate name %q", i, uo.Name)
+		}
+		if uo.URL == nil || (uo.URL.Scheme != "http" && uo.URL.Scheme != "https") || uo.URL.Host == "" {
+			return nil, fmt.Errorf("balancer: upstreams[%d] (%s): url must be absolute http(s), got %v", i, uo.Name, uo.URL)
+		}
+		byName[uo.Name] = uo
+		rm = append(rm, ring.Member{Name: uo.Name, Addr: uo.Addr, Weight: uo.Weight})
+	}
+	r, err := ring.New(rm, ring.Options{Placement: ring.Placement(opts.Placement), PointsPerWeight: opts.PointsPerWeight})
+	if err != nil {
+		return nil, fmt.Errorf("balancer: %w", err)
+	}
+	s.ring = r
+
+	// Validation is over: from here on, state changes.
+	tcfg := [3]time.Duration{opts.DialTimeout, opts.ResponseHeaderTimeout, opts.IdleConnTimeout}
+	if b.transport == nil || tcfg != b.tcfg {
+		if b.transport != nil {
+			b.transport.CloseIdleConnections()
+		}
+		b.transport = newTransport(opts)
+		b.tcfg = tcfg
+	}
+	ups := make(map[string]*Upstream, len(rm))
+	s.members = make([]member, len(r.Members()))
+	for i, rmem := range r.Members() {
+		uo := byName[rmem.Name]
+		u := b.ups[uo.Name]
+		if u == nil {
+			u = &Upstream{name: uo.Name, m: b.m.forUpstream(uo.Name)}
+			if !initial && opts.SlowStart > 0 {
+				u.warmSince.Store(b.clock())
+			}
+		}
+		ups[uo.Name] = u
+		s.members[i] = member{
+			u:      u,
+			weight: uo.Weight,
+			points: int(math.Round(float64(r.PointsPerWeight()) * uo.Weight)),
+			url:    uo.URL,
+			proxy:  b.newProxy(s, u, uo.URL),
+		}
+	}
+	b.ups = ups
+	return s, nil
+}
+
+// recomputeLocked refreshes the current snapshot's available weight.
+// Callers hold b.mu and call it after every availability change, so the
+// last recomputation sees every change.
+func (b *Balancer) recomputeLocked() {
+	s := b.snap.Load()
+	w := 0.0
+	for i := range s.members {
+		if s.members[i].u.Available() {
+			w += s.members[i].weight
+		}
+	}
+	s.availW.Store(math.Float64bits(w))
+}
+
+// clock returns nanoseconds since the balancer started (monotonic), never 0.
+func (b *Balancer) clock() int64 { return int64(b.now().Sub(b.epoch)) + 1 }
+
+// Version returns the current ring's membership version.
+func (b *Balancer) Version() string { return b.snap.Load().ring.Version() }
+
+// RecordReload counts a reload attempt in ringlb_config_reloads_total.
+// Whoever performs a reload calls it once: the admin handler does for
+// POST /reload, the command does for SIGHUP.
+func (b *Balancer) RecordReload(ok bool) {
+	if ok {
+		b.m.reloadOK.Inc()
+	} else {
+		b.m.reloadErr.Inc()
+	}
+}
+
+// SetHealthy records an active health check's verdict for the upstream
+// called name; reason says why (it goes to the log). It has the signature
+// of healthcheck.Reporter, so a Balancer can be handed to the checker
+// directly. Only real transitions count (ringlb_ejections_total{reason=
+// "health"}) and a line is logged when the upstream's availability flips.
+// An upstream coming back up slow-starts when Options.SlowStart > 0.
+// Names not in the current ring (say, just removed by a reload) are
+// ignored.
+func (b *Balancer) SetHealthy(name string, up bool, reason string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	u := b.ups[name]
+	if u == nil {
+		return
+	}
+	was := u.Available()
+	if up {
+		if !u.down.CompareAndSwap(true, false) {
+			return
+		}
+		if b.snap.Load().slowStart > 0 {
+			u.warmSince.Store(b.clock())
+		}
+	} else {
+		if !u.down.CompareAndSwap(false, true) {
+			return
+		}
+		u.m.ejectH.Inc()
+	}
+	b.recomputeLocked()
+	switch now := u.Available(); {
+	case now && !was:
+		b.log.Info("upstream available", "upstream", name, "cause", "health", "reason", reason)
+	case !now && was:
+		b.log.Warn("upstream unavailable", "upstream", name, "cause", "health", "reason", reason)
+	}
+}
+
+// Close releases the transport's idle connections. Requests in flight are
+// not interrupted; the Balancer stays usable.
+func (b *Balancer) Close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.transport.CloseIdleConnections()
+}
+
+// dialError marks an error from dialling an upstream: nothing was sent,
+// so the request may go elsewhere whatever its method.
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
+func newTransport(opts Options) *http.Transport {
+	d := &net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}
+	tlsTimeout := opts.DialTimeout
+	if tlsTimeout == 0 {
+		tlsTimeout = 10 * time.Second
+	}
+	return &http.Transport{
+		Proxy: nil, // never send upstream traffic through $HTTP_PROXY
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, &dialError{err}
+			}
+			return c, nil
+		},
+		MaxIdleConns:          16384,
+		MaxIdleConnsPerHost:   1024,
+		IdleConnTimeout:       opts.IdleConnTimeout,
+		ResponseHeaderTimeout: opts.ResponseHeaderTimeout,
+		TLSHandshakeTimeout:   tlsTimeout,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true,
+		ForceAttemptHTTP2:     false,
+	}
+}
+
+// bufferPool lends ReverseProxy 32 KiB copy buffers. It pools array
+// pointers, so neither Get nor Put allocates.
+type bufferPool struct{ p sync.Pool }
+
+const copyBufferSize = 32 << 10
+
+func (bp *bufferPool) Get() []byte {
+	if a, ok := bp.p.Get().(*[copyBufferSize]byte); ok {
+		return a[:]
+	}
+	return new([copyBufferSize]byte)[:]
+}
+
+func (bp *bufferPool) Put(b []byte) {
+	if cap(b) >= copyBufferSize {
+		bp.p.Put((*[copyBufferSize]byte)(b[:copyBufferSize]))
+	}
+}
+
+func (b *Balancer) newProxy(s *snapshot, u *Upstream, target *url.URL) *httputil.ReverseProxy {
+	p := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			// Rewrite mode drops the inbound X-Forwarded-For; put it back so
+			// SetXForwarded appends the client's address to it.
+			if xff := pr.In.Header["X-Forwarded-For"]; xff != nil {
+				pr.Out.Header["X-Forwarded-For"] = xff
+			}
+			pr.SetXForwarded()
+			pr.Out.Host = pr.In.Host
+		},
+		Transport:    b.transport,
+		BufferPool:   &b.bufs,
+		ErrorLog:     b.errLog,
+		ErrorHandler: recordError,
+	}
+	if s.header != "" {
+		key, val := s.header, []string{u.name}
+		p.ModifyResponse = func(res *http.Response) error {
+			res.Header[key] = val[:1:1] // cap 1: an append elsewhere copies
+			return nil
+		}
+	}
+	return p
+}
+
+// recordError is every ReverseProxy's ErrorHandler: it writes nothing and
+// leaves the error for ServeHTTP, which retries or answers.
+func recordError(w http.ResponseWriter, r *http.Request, err error) {
+	if rw, ok := w.(*responseWriter); ok {
+		rw.err = err
+		return
+	}
+	w.WriteHeader(http.StatusBadGateway)
+}
+
+// ServeHTTP proxies one request. It loads the current snapshot once,
+// hashes the request's key (400 when on_missing is reject and there is
+// none), picks an upstream (503 "no upstream available" when nothing is),
+// and forwards. An attempt that fails before any response byte reached
+// the client is retried on the next distinct available upstream clockwise,
+// up to Options.Retries times: always when the connection was refused or
+// the dial timed out, otherwise only for bodiless GET, HEAD and OPTIONS.
+// When no retry is left the client gets 504 for a timeout and 502
+// otherwise. Upstream responses, 5xx included, pass through as they are;
+// a response that breaks mid-body aborts the client connection
+// (http.ErrAbortHandler) so the client sees it truncated.
+func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	s := b.snap.Load()
+	h, ok := b.position(s, w, r)
+	if !ok {
+		b.accessLog(s, r, nil, http.StatusBadRequest, start, nil)
+		return
+	}
+	rw := &responseWriter{ResponseWriter: w}
+	var body *trackedBody
+	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+		body = &trackedBody{rc: r.Body}
+		r.Body = body
+	}
+	var triedBuf [4]int
+	tried := triedBuf[:0]
+	var last *member
+	defer func() { b.account(s, rw, r, last, start) }()
+	c, _ := b.pick(s, h, tried, nil)
+	if c.Member < 0 {
+		b.noUpstream(s, rw, r, c.Owner)
+		return
+	}
+	for {
+		if c.Overflow >= 0 {
+			s.members[c.Overflow].u.m.overflow.Inc()
+		}
+		m := &s.members[c.Member]
+		last = m
+		nh := len(rw.Header())
+		rw.err = nil
+		b.attempt(m, rw, r)
+		if rw.err == nil || rw.wroteHeader || r.Context().Err() != nil {
+			break
+		}
+		if s.fail || len(tried) >= s.retries || len(rw.Header()) != nh || !retryable(rw.err, r, body) {
+			break
+		}
+		tried = append(tried, c.Member)
+		if c, _ = b.pick(s, h, tried, nil); c.Member < 0 {
+			break // nowhere else to go
+		}
+		m.u.m.retries.Inc()
+	}
+	if rw.err != nil && !rw.wroteHeader {
+		b.writeError(s, rw, r, last)
+	}
+}
+
+// attempt forwards the request to one upstream, holding its in-flight
+// slot until the response is finished, also when the copy panics with
+// http.ErrAbortHandler (which is left to reach net/http).
+func (b *Balancer) attempt(m *member, rw *responseWriter, r *http.Request) {
+	u := m.u
+	u.inflight.Add(1)
+	b.inflight.Add(1)
+	finished := false
+	defer func() {
+		u.inflight.Add(-1)
+		b.inflight.Add(-1)
+		if !finished {
+			b.report(u, outcome{status: rw.status, err: http.ErrAbortHandler, gone: r.Context().Err() != nil})
+		}
+	}()
+	m.proxy.ServeHTTP(rw, r)
+	finished = true
+	if rw.err != nil {
+		b.report(u, outcome{err: rw.err, gone: r.Context().Err() != nil})
+	} else {
+		b.report(u, outcome{status: rw.status})
+	}
+}
+
+// retryable says whether a failed attempt may be repeated elsewhere: any
+// request whose connection was never made (and whose body is untouched),
+// or a bodiless GET, HEAD or OPTIONS.
+func retryable(err error, r *http.Request, body *trackedBody) bool {
+	var de *dialError
+	if errors.As(err, &de) {
+		return body == nil || body.n.Load() == 0
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return body == nil
+	}
+	return false
+}
+
+func isTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// writeError answers a request whose last attempt failed before any byte
+// of a response was written: 504 for a timeout, 502 otherwise (always 502
+// under on_unavailable fail). A departed client gets nothing; it is
+// counted as 499.
+func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, m *member) {
+	if r.Context().Err() != nil {
+		rw.status = 499
+		return
+	}
+	code, msg := http.StatusBadGateway, "bad gateway: upstream "+m.u.name+" failed\n"
+	if !s.fail && isTimeout(rw.err) {
+		code, msg = http.StatusGatewayTimeout, "gateway timeout: upstream "+m.u.name+" timed out\n"
+	}
+	b.log.Debug("upstream failed", "upstream", m.u.name, "method", r.Method, "uri", r.RequestURI, "error", rw.err)
+	if s.header != "" {
+		rw.Header().Set(s.header, m.u.name)
+	}
+	plainError(rw, code, msg)
+}
+
+// noUpstream answers 503: nothing is available, or, under
+// on_unavailable fail, the key's owner is not.
+func (b *Balancer) noUpstream(s *snapshot, rw *responseWriter, r *http.Request, owner int) {
+	b.m.noUpstream.Inc()
+	msg := "no upstream available\n"
+	if s.fail && owner >= 0 {
+		msg = "upstream " + s.members[owner].u.name + " for this key is unavailable\n"
+	}
+	plainError(rw, http.StatusServiceUnavailable, msg)
+}
+
+func plainError(w http.ResponseWriter, code int, msg string) {
+	h := w.Header()
+	h.Del("Content-Length")
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	io.WriteString(w, msg)
+}
+
+// account records the request's metrics and access log line. It runs
+// deferred, so it also sees requests aborted by http.ErrAbortHandler.
+func (b *Balancer) account(s *snapshot, rw *responseWriter, r *http.Request, m *member, start time.Time) {
+	code := rw.status
+	if code == 0 {
+		code = http.StatusOK
+	}
+	if m != nil {
+		m.u.m.code(code).Inc()
+		m.u.m.duration.Observe(time.Since(start).Seconds())
+	}
+	b.accessLog(s, r, m, code, start, rw.err)
+}
+
+func (b *Balancer) accessLog(s *snapshot, r *http.Request, m *member, code int, start time.Time, err error) {
+	if !s.opts.AccessLog {
+		return
+	}
+	name := ""
+	if m != nil {
+		name = m.u.name
+	}
+	attrs := []slog.Attr{
+		slog.String("method", r.Method), slog.String("uri", r.RequestURI),
+		slog.String("remote", r.RemoteAddr), slog.Int("status", code),
+		slog.String("upstream", name), slog.Duration("duration", time.Since(start)),
+	}
+	if err != nil {
+		attrs = append(attrs, slog.String("error", err.Error()))
+	}
+	b.log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+}
+
+// position returns the request's ring position: the hash of its key, the
+// affinity cookie's value first when on_missing is cookie. With no key it
+// follows on_missing; false means a 400 was written.
+func (b *Balancer) position(s *snapshot, w http.ResponseWriter, r *http.Request) (uint64, bool) {
+	if s.onMissing == missingCookie {
+		if v, ok := cookieValue(r.Header, s.opts.CookieName); ok {
+			return s.ring.Hash(v), true
+		}
+	}
+	for _, k := range s.keys {
+		if v, ok := k(r); ok {
+			return s.ring.Hash(v), true
+		}
+	}
+	switch s.onMissing {
+	case missingReject:
+		plainError(w, http.StatusBadRequest, "missing hash key: the request has none of "+s.keyDesc+"\n")
+		return 0, false
+	case missingCookie:
+		var id [16]byte
+		rand.Read(id[:])
+		v := hex.EncodeToString(id[:])
+		http.SetCookie(w, &http.Cookie{
+			Name:     s.opts.CookieName,
+			Value:    v,
+			Path:     "/",
+			MaxAge:   int(s.opts.CookieTTL / time.Second),
+			Secure:   s.opts.CookieSecure,
+			HttpOnly: s.opts.CookieHTTPOnly,
+			SameSite: http.SameSiteLaxMode,
+		})
+		return s.ring.Hash(v), true
+	}
+	return mrand.Uint64(), true
+}
+
+// pick chooses a member for position h, judging each candidate as a
+// request would: unavailable ones (health, breaker) are skipped, tried ones
+// are excluded, slow-starting ones are skipped at inactive points, and
+// under bounded loads full ones are passed over. Under on_unavailable fail
+// only the owner is considered. If only slow start stood in the way, slow
+// start is ignored rather than fail the request. With skipped non-nil the
+// reasons are appended, as /debug/lookup shows them.
+func (b *Balancer) pick(s *snapshot, h uint64, tried []int, skipped []ring.Skip) (ring.Choice, []ring.Skip) {
+	total := b.inflight.Load()
+	availW := math.Float64frombits(s.availW.Load())
+	c := s.loadFactor
+	slow := s.slowStart > 0
+	sawSlow := false
+	var now int64
+	owner := -1
+	if s.fail {
+		owner = s.ring.Owner(h)
+	}
+	judge := func(i, seq int) ring.Reason {
+		if owner >= 0 && i != owner {
+			return ring.Excluded
+		}
+		for _, t := range tried {
+			if t == i {
+				return ring.Excluded
+			}
+		}
+		m := &s.members[i]
+		u := m.u
+		if u.down.Load() {
+			return ring.Unhealthy
+		}
+		if u.breaker.Load() == breakerOpen {
+			return ring.BreakerOpen
+		}
+		if slow {
+			if ws := u.warmSince.Load(); ws != 0 {
+				if now == 0 {
+					now = b.clock()
+				}
+				if f := float64(now-ws) / float64(s.slowStart); f >= 1 {
+					u.warmSince.CompareAndSwap(ws, 0)
+				} else if seq >= ring.ActivePoints(m.points, f) {
+					sawSlow = true
+					return ring.SlowStart
+				}
+			}
+		}
+		if c > 0 && u.inflight.Load() >= ring.Limit(c, total, m.weight, availW) {
+			return ring.Full
+		}
+		return ring.Accept
+	}
+	n0 := len(skipped)
+	ch, skipped := s.ring.Pick(h, judge, skipped)
+	if ch.Member < 0 && sawSlow {
+		slow = false
+		if skipped != nil {
+			skipped = skipped[:n0]
+		}
+		ch, skipped = s.ring.Pick(h, judge, skipped)
+	}
+	return ch, skipped
+}
+
+// trackedBody counts the request body bytes read, so a retry happens only
+// when nothing was sent, and ignores Close, so an attempt's transport
+// cannot close the body a retry still needs (net/http closes it after
+// the handler returns).
+type trackedBody struct {
+	rc io.ReadCloser
+	n  atomic.Int64
+}
+
+func (t *trackedBody) Read(p []byte) (int, error) {
+	n, err := t.rc.Read(p)
+	t.n.Add(int64(n))
+	return n, err
+}
+
+func (t *trackedBody) Close() error { return nil }
+
+// responseWriter notes the status sent to the client and the error of
+// the current attempt, and passes Flush and Hijack through.
+type responseWriter struct {
+	http.ResponseWriter
+	status      int
+	wroteHeader bool
+	err         error
+}
+
+func (w *responseWriter) WriteHeader(code int) {
+	if !w.wroteHeader {
+		if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
+			w.ResponseWriter.WriteHeader(code) // informational: more to come
+			return
+		}
+		w.status, w.wroteHeader = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *responseWriter) Write(p []byte) (int, error) {
+	if !w.wroteHeader {
+		w.status, w.wroteHeader = http.StatusOK, true
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// FlushError flushes buffered data to the client (http.ResponseController
+// and ReverseProxy's streaming use it).
+func (w *responseWriter) FlushError() error {
+	if !w.wroteHeader {
+		w.status, w.wroteHeader = http.StatusOK, true
+	}
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Flush implements http.Flusher.
+func (w *responseWriter) Flush() { _ = w.FlushError() }
+
+// Hijack takes over the connection, for protocol upgrades.
+func (w *responseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil {
+		w.status, w.wroteHeader = http.StatusSwitchingProtocols, true
+	}
+	return c, brw, err
+}
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

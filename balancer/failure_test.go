@@ -1,0 +1,166 @@
+package balancer
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestClientGoneCounts499 checks that a client leaving mid-request frees
+// the in-flight slot, is not retried and is counted as 499.
+func TestClientGoneCounts499(t *testing.T) {
+	a, bb := newBackend(t, "a"), newBackend(t, "b")
+	arrived := make(chan struct{}, 1)
+	for _, be := range []*backend{a, bb} {
+		be.handle = func(w http.ResponseWriter, r *http.Request) {
+			arrived <- struct{}{}
+			<-r.Context().Done()
+		}
+	}
+	reg := NewRegistry()
+	b, err := New(baseOptions(upstreamsOf(t, a, bb)), reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b.ServeHTTP(w, r)
+		close(done)
+	}))
+	defer front.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, front.URL+"/?user=gone", nil)
+	go func() {
+		<-arrived
+		cancel()
+	}()
+	if _, err := front.Client().Do(req); err == nil {
+		t.Fatal("request survived its cancellation")
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("handler did not return")
+	}
+	owner := b.Lookup("gone").Chosen
+	if v := metric(t, reg, "ringlb_requests_total", "upstream="+owner, "code=499"); v != 1 {
+		t.Errorf("ringlb_requests_total{%s,499} = %v", owner, v)
+	}
+	if v := metric(t, reg, "ringlb_retries_total", "upstream="+owner); v != 0 {
+		t.Errorf("a departed client was retried")
+	}
+	if n := b.inflight.Load(); n != 0 {
+		t.Errorf("in flight: %d", n)
+	}
+}
+
+func TestResponseHeaderTimeoutIs504(t *testing.T) {
+	be := newBackend(t, "slow")
+	release := make(chan struct{})
+	defer close(release)
+	be.handle = func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}
+	opts := baseOptions(upstreamsOf(t, be))
+	opts.ResponseHeaderTimeout = 50 * time.Millisecond
+	_, reg, front := proxy(t, opts)
+	code, _, body := get(t, front.Client(), front.URL+"/")
+	if code != http.StatusGatewayTimeout || !strings.Contains(body, "timed out") {
+		t.Errorf("got %d %q, want 504", code, body)
+	}
+	if v := metric(t, reg, "ringlb_requests_total", "upstream=slow", "code=504"); v != 1 {
+		t.Errorf("ringlb_requests_total{slow,504} = %v", v)
+	}
+}
+
+// TestRetryAfterBytesSent: once the request went out, only a bodiless
+// GET, HEAD or OPTIONS moves on; a POST gets 502.
+func TestRetryAfterBytesSent(t *testing.T) {
+	flaky, good := newBackend(t, "flaky"), newBackend(t, "good")
+	flaky.handle = func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		panic(http.ErrAbortHandler) // drop the connection without answering
+	}
+	b, reg, front := proxy(t, baseOptions(upstreamsOf(t, flaky, good)))
+	key := keyOwnedBy(t, b, "flaky")
+	c := front.Client()
+	if code, got, _ := get(t, c, front.URL+"/?user="+key); code != 200 || got != "good" {
+		t.Errorf("GET: %d from %q, want 200 from good", code, got)
+	}
+	res, err := c.Post(front.URL+"/?user="+key, "text/plain", strings.NewReader("not idempotent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadGateway || good.hits.Load() != 1 {
+		t.Errorf("POST: %d, good hit %d times; want 502 and no retry", res.StatusCode, good.hits.Load())
+	}
+	if v := metric(t, reg, "ringlb_retries_total", "upstream=flaky"); v != 1 {
+		t.Errorf("ringlb_retries_total{flaky} = %v, want 1", v)
+	}
+}
+
+// TestReloadChangesURL: an upstream keeps its name (and its keys) while
+// its URL changes; traffic follows the new URL.
+func TestReloadChangesURL(t *testing.T) {
+	old, moved := newBackend(t, "old"), newBackend(t, "moved")
+	opts := baseOptions(upstreamsOf(t, old))
+	opts.Upstreams[0].Name = "app"
+	b, _, front := proxy(t, opts)
+	v1 := b.Version()
+	if _, got, _ := get(t, front.Client(), front.URL+"/"); got != "old" {
+		t.Fatalf("before: %q", got)
+	}
+	opts.Upstreams = upstreamsOf(t, moved)
+	opts.Upstreams[0].Name = "app"
+	v2, err := b.Update(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v1 != v2 {
+		t.Errorf("version changed with the URL only: %s → %s", v1, v2)
+	}
+	if _, got, _ := get(t, front.Client(), front.URL+"/"); got != "moved" {
+		t.Errorf("after: %q", got)
+	}
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	good := baseOptions(upstreamsOf(t, newBackend(t, "a")))
+	reg := NewRegistry()
+	for name, mut := range map[string]func(*Options){
+		"no upstreams":   func(o *Options) { o.Upstreams = nil },
+		"unknown key":    func(o *Options) { o.Key = []KeySource{{Kind: "body"}} },
+		"nameless query": func(o *Options) { o.Key = []KeySource{{Kind: KeyQuery}} },
+		"load factor":    func(o *Options) { o.LoadFactor = 0.5 },
+		"on_missing":     func(o *Options) { o.OnMissing = "guess" },
+		"cookie name":    func(o *Options) { o.OnMissing = "cookie"; o.CookieName = "" },
+		"on_unavailable": func(o *Options) { o.OnUnavailable = "panic" },
+		"weight":         func(o *Options) { o.Upstreams = []UpstreamOptions{{Name: "a", URL: o.Upstreams[0].URL, Weight: -1}} },
+		"url":            func(o *Options) { o.Upstreams = []UpstreamOptions{{Name: "a", URL: mustURL(t, "/rel"), Weight: 1}} },
+		"duplicate": func(o *Options) {
+			o.Upstreams = append(o.Upstreams, o.Upstreams[0])
+		},
+	} {
+		o := good
+		mut(&o)
+		if _, err := New(o, reg, nil); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	// Failed attempts registered nothing: the registry is still free.
+	if _, err := New(good, reg, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(good, reg, nil); err == nil {
+		t.Error("a second balancer on the same registry was accepted")
+	}
+}

@@ -1,0 +1,205 @@
+package balancer
+
+import (
+	"fmt"
+	"net/http"
+	"net/netip"
+	"net/textproto"
+	"net/url"
+	"strings"
+)
+
+// keyFunc extracts one key source from a request; false when the source is
+// absent (or empty) on this request.
+type keyFunc func(*http.Request) (string, bool)
+
+// Key source kinds, as KeySource.Kind spells them.
+const (
+	KeyCookie = "cookie"
+	KeyHeader = "header"
+	KeyQuery  = "query"
+	KeyURI    = "uri"
+	KeyPath   = "path"
+	KeyIP     = "ip"
+)
+
+func newKeyFunc(src KeySource, trusted []netip.Prefix) (keyFunc, error) {
+	switch src.Kind {
+	case KeyCookie:
+		if src.Name == "" {
+			return nil, fmt.Errorf("key source cookie: needs a name")
+		}
+		name := src.Name
+		return func(r *http.Request) (string, bool) { return cookieValue(r.Header, name) }, nil
+	case KeyHeader:
+		if src.Name == "" {
+			return nil, fmt.Errorf("key source header: needs a name")
+		}
+		name := textproto.CanonicalMIMEHeaderKey(src.Name)
+		return func(r *http.Request) (string, bool) {
+			if v := r.Header[name]; len(v) > 0 && v[0] != "" {
+				return v[0], true
+			}
+			return "", false
+		}, nil
+	case KeyQuery:
+		if src.Name == "" {
+			return nil, fmt.Errorf("key source query: needs a name")
+		}
+		name := src.Name
+		return func(r *http.Request) (string, bool) { return queryValue(r.URL.RawQuery, name) }, nil
+	case KeyURI:
+		return func(r *http.Request) (string, bool) {
+			if r.RequestURI != "" {
+				return r.RequestURI, true
+			}
+			// A request built in-process (not read by a server) has no
+			// RequestURI; its URL is the closest thing.
+			u := r.URL.RequestURI()
+			return u, u != ""
+		}, nil
+	case KeyPath:
+		return func(r *http.Request) (string, bool) { return r.URL.Path, r.URL.Path != "" }, nil
+	case KeyIP:
+		return func(r *http.Request) (string, bool) { return clientIP(r, trusted) }, nil
+	}
+	return nil, fmt.Errorf("unknown key source %q", src.Kind)
+}
+
+func (k KeySource) String() string {
+	if k.Name == "" {
+		return k.Kind
+	}
+	return k.Kind + " " + k.Name
+}
+
+// cookieValue returns the value of the first cookie called name with a
+// non-empty value, scanning the Cookie header lines without allocating
+// (http.Request.Cookie parses every cookie).
+func cookieValue(h http.Header, name string) (string, bool) {
+	for _, line := range h["Cookie"] {
+		for line != "" {
+			var part string
+			part, line, _ = strings.Cut(line, ";")
+			part = strings.TrimSpace(part)
+			k, v, ok := strings.Cut(part, "=")
+			if !ok || k != name {
+				continue
+			}
+			if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+				v = v[1 : len(v)-1]
+			}
+			if v != "" {
+				return v, true
+			}
+		}
+	}
+	return "", false
+}
+
+// queryValue returns the first value of the query parameter name in a raw
+// query, unescaping only what needs it; an empty value counts as absent.
+// Pairs that do not unescape are skipped, as url.ParseQuery skips them.
+func queryValue(raw, name string) (string, bool) {
+	for raw != "" {
+		var part string
+		part, raw, _ = strings.Cut(raw, "&")
+		k, v, _ := strings.Cut(part, "=")
+		if strings.ContainsAny(k, "%+") {
+			var err error
+			if k, err = url.QueryUnescape(k); err != nil {
+				continue
+			}
+		}
+		if k != name {
+			continue
+		}
+		if strings.ContainsAny(v, "%+") {
+			var err error
+			if v, err = url.QueryUnescape(v); err != nil {
+				continue
+			}
+		}
+		return v, v != ""
+	}
+	return "", false
+}
+
+// clientIP returns the client's address. Without trusted proxies, or when
+// the peer is not one of them, it is the peer's address. When the peer is
+// trusted, X-Forwarded-For (every header line, comma-separated entries) is
+// walked from the right, skipping trusted entries; the first untrusted
+// entry is the client. If every entry is trusted, the leftmost is used.
+// Spoofed entries a client put in front are never reached.
+func clientIP(r *http.Request, trusted []netip.Prefix) (string, bool) {
+	host := r.RemoteAddr
+	if ap, err := netip.ParseAddrPort(host); err == nil {
+		addr := ap.Addr()
+		if addr.Is4In6() || addr.Zone() != "" {
+			host = addr.Unmap().WithZone("").String()
+		} else {
+			host = hostOnly(host)
+		}
+		if len(trusted) == 0 || !isTrusted(addr, trusted) {
+			return host, true
+		}
+	} else {
+		// Not ip:port (a unix socket, a test): use it whole.
+		return host, host != ""
+	}
+	lines := r.Header["X-Forwarded-For"]
+	leftmost := ""
+	for i := len(lines) - 1; i >= 0; i-- {
+		line := lines[i]
+		for line != "" {
+			var entry string
+			if j := strings.LastIndexByte(line, ','); j >= 0 {
+				entry, line = line[j+1:], line[:j]
+			} else {
+				entry, line = line, ""
+			}
+			entry = strings.TrimSpace(entry)
+			if entry == "" {
+				continue
+			}
+			addr, err := netip.ParseAddr(entry)
+			if err != nil {
+				// Garbage cannot be trusted: it is what the client sent.
+				return entry, true
+			}
+			addr = addr.Unmap().WithZone("")
+			if !isTrusted(addr, trusted) {
+				return addr.String(), true
+			}
+			leftmost = entry
+		}
+	}
+	if leftmost != "" {
+		addr, _ := netip.ParseAddr(leftmost)
+		return addr.Unmap().WithZone("").String(), true
+	}
+	return host, true
+}
+
+func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
+	a = a.Unmap().WithZone("")
+	for _, p := range trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// hostOnly strips the port from "host:port" or "[v6]:port".
+func hostOnly(hostport string) string {
+	i := strings.LastIndexByte(hostport, ':')
+	if i < 0 {
+		return hostport
+	}
+	h := hostport[:i]
+	if len(h) >= 2 && h[0] == '[' && h[len(h)-1] == ']' {
+		h = h[1 : len(h)-1]
+	}
+	return h
+}

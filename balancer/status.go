@@ -1,0 +1,156 @@
+package balancer
+
+import (
+	"math"
+
+	"github.com/ringlb/ringlb/ring"
+)
+
+// RingStatus is a read-only view of the current ring for the admin
+// listener (/debug/ring and the status page).
+type RingStatus struct {
+	Version         string
+	Placement       string
+	PointsPerWeight int
+	LoadFactor      float64
+	Upstreams       []UpstreamStatus
+}
+
+// UpstreamStatus is one upstream in a RingStatus.
+type UpstreamStatus struct {
+	Name      string
+	URL       string
+	Weight    float64
+	Points    int     // points on the ring
+	Share     float64 // fraction of the hash space owned
+	Available bool
+	Health    string // "up" or "down"; "up" before a first probe or without checks
+	Breaker   string // "closed", "half-open" or "open"
+	Inflight  int64
+	// ActiveFraction is the slow-start fraction of points active, 1 unless
+	// slow-starting.
+	ActiveFraction float64
+}
+
+// Status returns the current ring and the live state of its upstreams, in
+// ring member order (by name under placement ringlb).
+func (b *Balancer) Status() RingStatus {
+	s := b.snap.Load()
+	st := RingStatus{
+		Version:         s.ring.Version(),
+		Placement:       string(s.ring.Placement()),
+		PointsPerWeight: s.ring.PointsPerWeight(),
+		LoadFactor:      s.loadFactor,
+		Upstreams:       make([]UpstreamStatus, len(s.members)),
+	}
+	now := b.clock()
+	for i := range s.members {
+		m := &s.members[i]
+		u := m.u
+		health := "up"
+		if u.down.Load() {
+			health = "down"
+		}
+		br := u.breaker.Load()
+		bname := "closed"
+		if br >= 0 && int(br) < len(breakerNames) {
+			bname = breakerNames[br]
+		}
+		st.Upstreams[i] = UpstreamStatus{
+			Name:           u.name,
+			URL:            m.url.String(),
+			Weight:         m.weight,
+			Points:         s.ring.Points(i),
+			Share:          s.ring.Share(i),
+			Available:      u.Available(),
+			Health:         health,
+			Breaker:        bname,
+			Inflight:       u.inflight.Load(),
+			ActiveFraction: s.activeFraction(u, now),
+		}
+	}
+	return st
+}
+
+func (s *snapshot) activeFraction(u *Upstream, now int64) float64 {
+	ws := u.warmSince.Load()
+	if ws == 0 || s.slowStart <= 0 {
+		return 1
+	}
+	return math.Min(1, math.Max(0, float64(now-ws)/float64(s.slowStart)))
+}
+
+// Ready reports whether at least one upstream is available.
+func (b *Balancer) Ready() bool {
+	s := b.snap.Load()
+	for i := range s.members {
+		if s.members[i].u.Available() {
+			return true
+		}
+	}
+	return false
+}
+
+// Skipped is an upstream passed over by a lookup and why: "unhealthy",
+// "breaker_open", "full" or "slow_start".
+type Skipped struct {
+	Name   string
+	Reason string
+}
+
+// LookupResult answers "where would this key go now?".
+type LookupResult struct {
+	Key  string
+	Hash string // the key's ring position in hex (16 digits; 8 under nginx)
+	// Owner owns the key's position, ignoring availability and load.
+	Owner string
+	// Preference lists every upstream once, clockwise from the key.
+	Preference []string
+	// Chosen is where a request with this key would go now, applying
+	// availability, slow start and bounded loads exactly as a request does;
+	// "" when it would get 503.
+	Chosen  string
+	Skipped []Skipped
+}
+
+// Lookup reports how the current ring places key, through the same pick
+// a request makes.
+func (b *Balancer) Lookup(key string) LookupResult {
+	s := b.snap.Load()
+	h := s.ring.Hash(key)
+	res := LookupResult{
+		Key:        key,
+		Hash:       s.ring.FormatHash(h),
+		Owner:      s.members[s.ring.Owner(h)].u.name,
+		Preference: make([]string, 0, len(s.members)),
+		Skipped:    []Skipped{},
+	}
+	s.ring.Walk(h, func(i int) bool {
+		res.Preference = append(res.Preference, s.members[i].u.name)
+		return true
+	})
+	c, skipped := b.pick(s, h, nil, make([]ring.Skip, 0, len(s.members)))
+	if c.Member >= 0 {
+		res.Chosen = s.members[c.Member].u.name
+	}
+	for _, sk := range skipped {
+		res.Skipped = append(res.Skipped, Skipped{Name: s.members[sk.Member].u.name, Reason: sk.Reason.String()})
+	}
+	return res
+}
+
+// Owners samples the ring: it returns the index into Status().Upstreams
+// of the member owning each of n evenly spaced positions around the
+// circle, starting at 0. The admin page draws the ring from it.
+func (b *Balancer) Owners(n int) []int {
+	s := b.snap.Load()
+	if n <= 0 {
+		return nil
+	}
+	out := make([]int, n)
+	step := math.MaxUint64 / uint64(n)
+	for i := range out {
+		out[i] = s.ring.Owner(uint64(i)*step + step/2)
+	}
+	return out
+}

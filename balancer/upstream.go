@@ -1,0 +1,67 @@
+package balancer
+
+import (
+	"sync/atomic"
+)
+
+// Breaker states as ringlb_breaker_state and /debug/ring report them.
+const (
+	breakerClosed   int32 = 0
+	breakerHalfOpen int32 = 1
+	breakerOpen     int32 = 2
+)
+
+var breakerNames = [...]string{"closed", "half-open", "open"}
+
+// Upstream is the live state of one upstream, identified by its name. It
+// outlives reloads for as long as its name stays in the config, so its
+// in-flight count and availability carry over; an upstream removed by a
+// reload drains its in-flight requests and is then dropped.
+//
+// All state is in atomics: the request path reads it without locks. Every
+// change of availability goes through a CompareAndSwap so that logs and
+// metrics fire once per real transition. An Upstream must not be copied.
+type Upstream struct {
+	name string
+
+	inflight atomic.Int64
+	// down is the active health check's verdict; the zero value (up) is
+	// what an upstream counts as before its first probe or without checks.
+	down atomic.Bool
+	// breaker is one of breakerClosed, breakerHalfOpen, breakerOpen.
+	breaker atomic.Int32
+	// warmSince is when slow start began, in nanoseconds on the
+	// balancer's clock; 0 when the upstream is fully active.
+	warmSince atomic.Int64
+
+	m *upstreamMetrics
+}
+
+// Name returns the upstream's name.
+func (u *Upstream) Name() string { return u.name }
+
+// Available reports whether the upstream may take requests: its health
+// check (if any) says up and its breaker is not open. A slow-starting
+// upstream is available.
+func (u *Upstream) Available() bool {
+	return !u.down.Load() && u.breaker.Load() != breakerOpen
+}
+
+// Inflight returns the number of requests in flight to the upstream.
+func (u *Upstream) Inflight() int64 { return u.inflight.Load() }
+
+// outcome is what one attempt against an upstream came to.
+type outcome struct {
+	status int   // status received from the upstream, 0 if none
+	err    error // transport error, nil if a response arrived
+	gone   bool  // the client went away first: says nothing about the upstream
+}
+
+// report is where every attempt's outcome ends up. Circuit breakers (the
+// next step) are fed from here: connection errors, timeouts and the
+// configured failure statuses count as failures; client departures count
+// as nothing.
+func (b *Balancer) report(u *Upstream, o outcome) {
+	_ = u
+	_ = o
+}

@@ -1,0 +1,143 @@
+// Command ringlb is an HTTP reverse proxy that keeps each client's requests
+// on the same upstream with a weighted consistent-hash ring.
+//
+// Usage:
+//
+//	ringlb serve    [-config config.yaml]
+//	ringlb validate [-config config.yaml]
+//	ringlb simulate [-config config.yaml] [-keys N] [-add NAME[=WEIGHT]]... [-remove NAME]...
+//	ringlb demo     [-config config.yaml]
+//	ringlb version
+//
+// Exit codes: 0 ok, 1 bad config or failed run, 2 bad usage.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+)
+
+// version is stamped at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+const usage = `ringlb: a consistent-hash HTTP reverse proxy
+
+Usage:
+  ringlb serve    [-config config.yaml]   run the proxy (also: ringlb with no subcommand)
+  ringlb validate [-config config.yaml]   check a config
+  ringlb simulate [-config config.yaml] [-keys 1000000] [-add NAME[=WEIGHT]]... [-remove NAME]...
+                                          offline: key shares, and keys moved by a membership change
+  ringlb demo     [-config config.yaml]   run demo upstreams in-process with the proxy in front
+  ringlb version                          print the version
+
+Run 'ringlb COMMAND -h' for a command's flags.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run dispatches a command line and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 && (len(args[0]) == 0 || args[0][0] != '-') {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return cmdServe(ctx, args, stdout, stderr)
+	case "validate":
+		return cmdValidate(args, stdout, stderr)
+	case "simulate":
+		return cmdSimulate(args, stdout, stderr)
+	case "demo":
+		return cmdDemo(ctx, args, stdout, stderr)
+	case "version":
+		if len(args) > 0 {
+			fmt.Fprintf(stderr, "ringlb version: takes no arguments\n")
+			return exitUsage
+		}
+		fmt.Fprintf(stdout, "ringlb %s\n", buildVersion())
+		return exitOK
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "ringlb: unknown command %q\n\n%s", cmd, usage)
+		return exitUsage
+	}
+}
+
+// buildVersion is the stamped version, with the VCS revision when the
+// binary was built from a checkout.
+func buildVersion() string {
+	v := version
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " (" + s.Value[:12] + ")"
+			}
+		}
+	}
+	return v
+}
+
+// command is a subcommand's flag set with the streams it reports on.
+type command struct {
+	fs       *flag.FlagSet
+	synopsis string
+	stdout   io.Writer
+	stderr   io.Writer
+}
+
+// newCommand makes a subcommand's flag set with a -config flag.
+func newCommand(name, synopsis string, stdout, stderr io.Writer) (*command, *string) {
+	fs := flag.NewFlagSet("ringlb "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {} // printed by parse, to stdout for -h and stderr otherwise
+	cfg := fs.String("config", "config.yaml", "path of the YAML config file")
+	return &command{fs: fs, synopsis: synopsis, stdout: stdout, stderr: stderr}, cfg
+}
+
+func (c *command) usage(w io.Writer) {
+	fmt.Fprintf(w, "Usage: ringlb %s\n\nFlags:\n", c.synopsis)
+	c.fs.SetOutput(w)
+	c.fs.PrintDefaults()
+	c.fs.SetOutput(c.stderr)
+}
+
+// parse parses args; ok is false when the command should exit at once with
+// code (0 for -h, 2 for bad usage).
+func (c *command) parse(args []string) (code int, ok bool) {
+	if err := c.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			c.usage(c.stdout)
+			return exitOK, false
+		}
+		c.usage(c.stderr)
+		return exitUsage, false
+	}
+	if c.fs.NArg() > 0 {
+		fmt.Fprintf(c.stderr, "%s: unexpected argument %q\n", c.fs.Name(), c.fs.Arg(0))
+		c.usage(c.stderr)
+		return exitUsage, false
+	}
+	return exitOK, true
+}

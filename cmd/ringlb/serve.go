@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/admin"
+	"github.com/ringlb/ringlb/cmd/ringlb/config"
+)
+
+// Server limits a proxy user expects; not in the config file.
+const (
+	readHeaderTimeout = 10 * time.Second
+	idleTimeout       = 120 * time.Second
+)
+
+func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c, path := newCommand("serve", "serve [-config config.yaml]", stdout, stderr)
+	if code, ok := c.parse(args); !ok {
+		return code
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitFail
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	return serve(ctx, *path, cfg, logger, nil)
+}
+
+// balancerOptions converts a config to the balancer's plain options.
+func balancerOptions(cfg *config.Config) balancer.Options {
+	o := balancer.Options{
+		Placement:             cfg.Ring.Placement,
+		PointsPerWeight:       cfg.Ring.PointsPerWeight,
+		LoadFactor:            cfg.Ring.LoadFactor,
+		SlowStart:             cfg.Ring.SlowStart,
+		OnUnavailable:         cfg.Ring.OnUnavailable,
+		OnMissing:             cfg.Hash.OnMissing,
+		CookieName:            cfg.Hash.Cookie.Name,
+		CookieTTL:             cfg.Hash.Cookie.TTL,
+		CookieSecure:          cfg.Hash.Cookie.Secure,
+		CookieHTTPOnly:        cfg.Hash.Cookie.HTTPOnly,
+		TrustedProxies:        cfg.TrustedProxies,
+		UpstreamHeader:        cfg.UpstreamHeader,
+		Retries:               cfg.Retries,
+		DialTimeout:           cfg.Timeouts.Dial,
+		ResponseHeaderTimeout: cfg.Timeouts.ResponseHeader,
+		IdleConnTimeout:       cfg.Timeouts.IdleConn,
+		AccessLog:             cfg.AccessLog,
+	}
+	for _, u := range cfg.Upstreams {
+		o.Upstreams = append(o.Upstreams, balancer.UpstreamOptions{Name: u.Name, URL: u.URL, Addr: u.Addr, Weight: u.Weight})
+	}
+	for _, k := range cfg.Hash.Key {
+		o.Key = append(o.Key, balancer.KeySource{Kind: string(k.Kind), Name: k.Name})
+	}
+	return o
+}
+
+// serve runs the proxy and admin listeners until ctx is done, then drains.
+// ready, if not nil, is called with the bound addresses once both listen.
+func serve(ctx context.Context, path string, cfg *config.Config, logger *slog.Logger, ready func(proxy, admin net.Addr)) int {
+	reg := balancer.NewRegistry()
+	b, err := balancer.New(balancerOptions(cfg), reg, logger)
+	if err != nil {
+		logger.Error("cannot build the balancer", "err", err)
+		return exitFail
+	}
+	defer b.Close()
+
+	// reload re-reads the config file and swaps the new ring in; a bad
+	// config leaves the old one serving.
+	var mu sync.Mutex // serialises reloads from SIGHUP and POST /reload
+	reload := func() (string, []string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		next, err := config.Load(path)
+		if err == nil && (next.Listen != cfg.Listen || next.AdminListen != cfg.AdminListen) {
+			logger.Warn("listen and admin_listen changes take effect on restart",
+				"listen", cfg.Listen, "admin_listen", cfg.AdminListen)
+		}
+		var version string
+		if err == nil {
+			version, err = b.Update(balancerOptions(next))
+		}
+		if err != nil {
+			problems := problemsOf(err)
+			for _, p := range problems {
+				logger.Error("reload rejected, old config keeps serving", "problem", p)
+			}
+			return "", problems, err
+		}
+		return version, nil, nil
+	}
+
+	// Catch SIGHUP before anyone can learn our addresses and send one.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
+	errLog := log.New(&slogWriter{logger}, "", 0)
+	proxySrv := &http.Server{
+		Handler:           b,
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
+		ErrorLog:          errLog,
+	}
+	adminSrv := &http.Server{
+		Handler:           admin.NewHandler(b, reg, reload),
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          errLog,
+	}
+	pl, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		logger.Error("cannot listen", "listen", cfg.Listen, "err", err)
+		return exitFail
+	}
+	al, err := net.Listen("tcp", cfg.AdminListen)
+	if err != nil {
+		pl.Close()
+		logger.Error("cannot listen", "admin_listen", cfg.AdminListen, "err", err)
+		return exitFail
+	}
+	names := make([]string, len(cfg.Upstreams))
+	for i, u := range cfg.Upstreams {
+		names[i] = u.Name + "=" + u.URL.String()
+	}
+	logger.Info("ringlb serving", "listen", pl.Addr().String(), "admin_listen", al.Addr().String(),
+		"upstreams", names, "version", b.Version(), "ringlb", version)
+	if ready != nil {
+		ready(pl.Addr(), al.Addr())
+	}
+
+	errc := make(chan error, 2)
+	go func() { errc <- proxySrv.Serve(pl) }()
+	go func() { errc <- adminSrv.Serve(al) }()
+
+	code := exitOK
+loop:
+	for {
+		select {
+		case <-hup:
+			_, _, err := reload() // POST /reload is counted by the admin handler
+			b.RecordReload(err == nil)
+		case err := <-errc:
+			logger.Error("listener failed", "err", err)
+			code = exitFail
+			break loop
+		case <-ctx.Done():
+			break loop
+		}
+	}
+	logger.Info("shutting down: draining in-flight requests", "timeout", cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, s := range []*http.Server{proxySrv, adminSrv} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				logger.Warn("shutdown did not finish draining", "err", err)
+				s.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	logger.Info("stopped")
+	return code
+}
+
+// slogWriter sends net/http's server error log (TLS handshake errors,
+// panics, accept errors) through slog.
+type slogWriter struct{ l *slog.Logger }
+
+func (w *slogWriter) Write(p []byte) (int, error) {
+	msg := string(p)
+	if n := len(msg); n > 0 && msg[n-1] == '\n' {
+		msg = msg[:n-1]
+	}
+	w.l.Warn(msg, "source", "http")
+	return len(p), nil
+}
+
+// problemsOf lists a config or reload error's problems, one per entry.
+func problemsOf(err error) []string {
+	var errs config.Errors
+	if errors.As(err, &errs) {
+		out := make([]string, len(errs))
+		for i, e := range errs {
+			out[i] = e.Error()
+		}
+		return out
+	}
+	return []string{err.Error()}
+}

@@ -1,0 +1,271 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ringlb/ringlb/cmd/ringlb/config"
+)
+
+// namedBackend answers with its name and can hold requests until released.
+type namedBackend struct {
+	*httptest.Server
+	name string
+}
+
+func startBackends(t *testing.T, n int, hold <-chan struct{}) []namedBackend {
+	t.Helper()
+	var bs []namedBackend
+	for i := 1; i <= n; i++ {
+		name := fmt.Sprintf("app-%d", i)
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/slow" && hold != nil {
+				<-hold
+			}
+			io.WriteString(w, name)
+		}))
+		t.Cleanup(s.Close)
+		bs = append(bs, namedBackend{s, name})
+	}
+	return bs
+}
+
+func backendsYAML(bs []namedBackend) string {
+	var b strings.Builder
+	b.WriteString("upstreams:\n")
+	for _, s := range bs {
+		fmt.Fprintf(&b, "  - name: %s\n    url: %s\n", s.name, s.URL)
+	}
+	return b.String()
+}
+
+// running is a ringlb serving in-process from a config file.
+type running struct {
+	proxy, admin string // base URLs
+	cancel       context.CancelFunc
+	done         chan int
+}
+
+func startServe(t *testing.T, path string) *running {
+	t.Helper()
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{cancel: cancel, done: make(chan int, 1)}
+	ready := make(chan struct{})
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	go func() {
+		r.done <- serve(ctx, path, cfg, logger, func(p, a net.Addr) {
+			r.proxy, r.admin = "http://"+p.String(), "http://"+a.String()
+			close(ready)
+		})
+	}()
+	select {
+	case <-ready:
+	case code := <-r.done:
+		t.Fatalf("serve exited with %d before listening", code)
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not start")
+	}
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+func (r *running) stop(t *testing.T) int {
+	r.cancel()
+	select {
+	case code := <-r.done:
+		r.done <- code // later stops see it too
+		return code
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not stop")
+		return -1
+	}
+}
+
+func get(t *testing.T, url string, hdr ...string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+const listenersYAML = "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\n"
+
+func TestServeAffinityAndReload(t *testing.T) {
+	bs := startBackends(t, 4, nil)
+	path := writeConfig(t, listenersYAML+"hash:\n  key: [header: X-User-ID]\n"+backendsYAML(bs[:3]))
+	r := startServe(t, path)
+
+	owner := map[string]string{}
+	for u := 0; u < 60; u++ {
+		id := fmt.Sprint(u)
+		code, body := get(t, r.proxy+"/", "X-User-ID", id)
+		if code != 200 {
+			t.Fatalf("user %s: status %d", id, code)
+		}
+		owner[id] = body
+		for k := 0; k < 2; k++ {
+			if _, again := get(t, r.proxy+"/", "X-User-ID", id); again != body {
+				t.Fatalf("user %s moved from %s to %s with nothing changed", id, body, again)
+			}
+		}
+	}
+
+	// A bad reload changes nothing.
+	good, _ := os.ReadFile(path)
+	os.WriteFile(path, []byte(listenersYAML+"upstreams: []\n"), 0o644)
+	resp, err := http.Post(r.admin+"/reload", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bad struct{ Errors []string }
+	json.NewDecoder(resp.Body).Decode(&bad)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || len(bad.Errors) == 0 || !strings.Contains(bad.Errors[0], "upstreams") {
+		t.Fatalf("bad reload: status %d, errors %q", resp.StatusCode, bad.Errors)
+	}
+	for id, want := range owner {
+		if _, got := get(t, r.proxy+"/", "X-User-ID", id); got != want {
+			t.Fatalf("after a bad reload user %s moved from %s to %s", id, want, got)
+		}
+	}
+
+	// Adding a fourth upstream by SIGHUP moves keys only to it.
+	os.WriteFile(path, []byte(string(good)+fmt.Sprintf("  - name: %s\n    url: %s\n", bs[3].name, bs[3].URL)), 0o644)
+	before := ringVersion(t, r.admin)
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	deadline := time.Now().Add(10 * time.Second)
+	for ringVersion(t, r.admin) == before {
+		if time.Now().After(deadline) {
+			t.Fatal("SIGHUP did not reload")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	moved := 0
+	for id, was := range owner {
+		_, now := get(t, r.proxy+"/", "X-User-ID", id)
+		if now != was {
+			moved++
+			if now != "app-4" {
+				t.Errorf("user %s moved from %s to %s, not to the newcomer", id, was, now)
+			}
+		}
+	}
+	if moved == 0 {
+		t.Error("no user moved to the newcomer")
+	}
+	_, metrics := get(t, r.admin+"/metrics")
+	for _, want := range []string{`ringlb_config_reloads_total{result="ok"} 1`, `ringlb_config_reloads_total{result="error"} 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+func ringVersion(t *testing.T, admin string) string {
+	t.Helper()
+	_, body := get(t, admin+"/debug/ring")
+	var v struct{ Version string }
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		t.Fatalf("/debug/ring: %v: %s", err, body)
+	}
+	return v.Version
+}
+
+func TestServeDrainsOnShutdown(t *testing.T) {
+	hold := make(chan struct{})
+	bs := startBackends(t, 2, hold)
+	r := startServe(t, writeConfig(t, listenersYAML+"shutdown_timeout: 10s\n"+backendsYAML(bs)))
+
+	const n = 5
+	var wg sync.WaitGroup
+	results := make(chan string, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := http.Get(r.proxy + "/slow")
+			if err != nil {
+				results <- err.Error()
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			results <- fmt.Sprint(resp.StatusCode, " ", string(b))
+		}()
+	}
+	// Wait until all are in flight, then ask ringlb to stop.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, m := get(t, r.admin+"/metrics")
+		if inflightTotal(m) == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("requests never got in flight:\n%s", m)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r.cancel()
+	time.Sleep(50 * time.Millisecond) // let Shutdown close the listener
+	close(hold)
+	wg.Wait()
+	close(results)
+	for res := range results {
+		if !strings.HasPrefix(res, "200 app-") {
+			t.Errorf("in-flight request during shutdown: %s", res)
+		}
+	}
+	if code := r.stop(t); code != exitOK {
+		t.Errorf("exit code %d, want 0", code)
+	}
+}
+
+// inflightTotal sums ringlb_upstream_inflight over upstreams.
+func inflightTotal(metrics string) int {
+	total := 0
+	for _, line := range strings.Split(metrics, "\n") {
+		if strings.HasPrefix(line, "ringlb_upstream_inflight{") {
+			var v float64
+			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
+			total += int(v)
+		}
+	}
+	return total
+}
+
+func TestServeRefusesBusyListener(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	path := writeConfig(t, "listen: "+l.Addr().String()+"\nadmin_listen: 127.0.0.1:0\n"+upstreamsYAML(1))
+	code, _, _ := runCmd(t, "serve", "-config", path)
+	if code != exitFail {
+		t.Errorf("serve on a busy port: exit %d, want %d", code, exitFail)
+	}
+}

@@ -1,0 +1,253 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/ringlb/ringlb/ring"
+)
+
+// listFlag collects a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+func cmdSimulate(args []string, stdout, stderr io.Writer) int {
+	c, path := newCommand("simulate",
+		"simulate [-config config.yaml] [-keys 1000000] [-add NAME[=WEIGHT]]... [-remove NAME]...", stdout, stderr)
+	keys := c.fs.Int("keys", 1000000, "number of synthetic keys")
+	var adds, removes listFlag
+	c.fs.Var(&adds, "add", "add an upstream `NAME[=WEIGHT]` (repeatable; under placement nginx NAME is its host:port)")
+	c.fs.Var(&removes, "remove", "remove the upstream `NAME` (repeatable)")
+	if code, ok := c.parse(args); !ok {
+		return code
+	}
+	if *keys < 1 {
+		fmt.Fprintf(stderr, "ringlb simulate: -keys: must be >= 1, got %d\n", *keys)
+		return exitUsage
+	}
+	cfg, before, err := loadRing(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitFail
+	}
+	members := ringMembers(cfg.Upstreams)
+	after, err := changeMembers(members, adds, removes)
+	if err != nil {
+		fmt.Fprintf(stderr, "ringlb simulate: %v\n", err)
+		return exitUsage
+	}
+	sim := simulation{keys: *keys, before: before}
+	if len(adds)+len(removes) > 0 {
+		sim.after, err = ring.New(after, ringOptions(cfg))
+		if err != nil {
+			fmt.Fprintf(stderr, "ringlb simulate: %v\n", err)
+			return exitFail
+		}
+		sim.beforeList, sim.afterList = members, after
+	}
+	sim.run()
+	sim.print(stdout, adds, removes)
+	return exitOK
+}
+
+// changeMembers applies -add and -remove to a member list. Added members
+// go to the end, as an operator appending to a list would.
+func changeMembers(ms []ring.Member, adds, removes []string) ([]ring.Member, error) {
+	out := slices.Clone(ms)
+	for _, name := range removes {
+		i := slices.IndexFunc(out, func(m ring.Member) bool { return m.Name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("-remove %s: no such upstream", name)
+		}
+		out = slices.Delete(out, i, i+1)
+	}
+	for _, a := range adds {
+		name, w, hasW := strings.Cut(a, "=")
+		weight := 1.0
+		if hasW {
+			var err error
+			weight, err = strconv.ParseFloat(w, 64)
+			if err != nil || !(weight > 0) || math.IsInf(weight, 0) {
+				return nil, fmt.Errorf("-add %s: weight must be a number > 0, got %q", a, w)
+			}
+		}
+		if name == "" {
+			return nil, fmt.Errorf("-add %s: empty name", a)
+		}
+		if slices.ContainsFunc(out, func(m ring.Member) bool { return m.Name == name }) {
+			return nil, fmt.Errorf("-add %s: upstream %s exists already", a, name)
+		}
+		out = append(out, ring.Member{Name: name, Addr: name, Weight: weight})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("the change leaves no upstream")
+	}
+	return out, nil
+}
+
+// simulation hashes synthetic keys onto one ring, or two for a change.
+type simulation struct {
+	keys          int
+	before, after *ring.Ring
+	// beforeList and afterList are the member lists in config order, for
+	// hash mod N.
+	beforeList, afterList []ring.Member
+
+	countBefore []int // keys per member of before
+	countAfter  []int // keys per member of after
+	moved       int
+	modMoved    int
+	flows       map[[2]string]int // from, to → keys moved
+}
+
+func (s *simulation) run() {
+	s.countBefore = make([]int, s.before.Len())
+	if s.after != nil {
+		s.countAfter = make([]int, s.after.Len())
+		s.flows = make(map[[2]string]int)
+	}
+	bm, am := s.before.Members(), []ring.Member(nil)
+	if s.after != nil {
+		am = s.after.Members()
+	}
+	nb, na := uint64(len(s.beforeList)), uint64(len(s.afterList))
+	buf := make([]byte, 0, 32)
+	for k := 0; k < s.keys; k++ {
+		buf = append(buf[:0], "key-"...)
+		buf = strconv.AppendInt(buf, int64(k), 10)
+		key := string(buf)
+		h := s.before.Hash(key)
+		ob := s.before.Owner(h)
+		s.countBefore[ob]++
+		if s.after == nil {
+			continue
+		}
+		oa := s.after.Owner(h)
+		s.countAfter[oa]++
+		if from, to := bm[ob].Name, am[oa].Name; from != to {
+			s.moved++
+			s.flows[[2]string{from, to}]++
+		}
+		// hash mod N over the config-order lists.
+		mh := h
+		if s.before.Placement() == ring.PlacementNginx {
+			mh >>= 32
+		}
+		if s.beforeList[mh%nb].Name != s.afterList[mh%na].Name {
+			s.modMoved++
+		}
+	}
+}
+
+// minimumMoved is the least fraction of keys any scheme must move: the
+// total variation distance between the old and new ideal weight shares.
+func minimumMoved(before, after []ring.Member) float64 {
+	share := func(ms []ring.Member) map[string]float64 {
+		total := 0.0
+		for _, m := range ms {
+			total += m.Weight
+		}
+		out := make(map[string]float64, len(ms))
+		for _, m := range ms {
+			out[m.Name] = m.Weight / total
+		}
+		return out
+	}
+	sb, sa := share(before), share(after)
+	d := 0.0
+	for name, a := range sa {
+		if a > sb[name] {
+			d += a - sb[name]
+		}
+	}
+	return d
+}
+
+func pct(n, total int) string { return fmt.Sprintf("%.2f%%", 100*float64(n)/float64(total)) }
+
+func (s *simulation) print(w io.Writer, adds, removes []string) {
+	fmt.Fprintf(w, "%d keys over %d upstreams (%d points, placement %s, version %s)\n\n",
+		s.keys, s.before.Len(), s.before.TotalPoints(), s.before.Placement(), s.before.Version())
+	printShares(w, s.before, s.countBefore, s.keys)
+	if s.after == nil {
+		return
+	}
+	var change []string
+	for _, a := range adds {
+		change = append(change, "+"+a)
+	}
+	for _, r := range removes {
+		change = append(change, "-"+r)
+	}
+	fmt.Fprintf(w, "\nafter %s: %d upstreams (%d points, version %s)\n\n",
+		strings.Join(change, " "), s.after.Len(), s.after.TotalPoints(), s.after.Version())
+	printShares(w, s.after, s.countAfter, s.keys)
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "keys moved (ring):\t%s\t(%d keys)\n", pct(s.moved, s.keys), s.moved)
+	fmt.Fprintf(tw, "theoretical minimum:\t%.2f%%\t\n", 100*minimumMoved(s.beforeList, s.afterList))
+	fmt.Fprintf(tw, "keys moved (hash mod N):\t%s\t(%d keys)\n", pct(s.modMoved, s.keys), s.modMoved)
+	tw.Flush()
+	if s.moved == 0 {
+		return
+	}
+	type flow struct {
+		from, to string
+		n        int
+	}
+	var fl []flow
+	for k, n := range s.flows {
+		fl = append(fl, flow{k[0], k[1], n})
+	}
+	slices.SortFunc(fl, func(a, b flow) int {
+		if a.n != b.n {
+			return b.n - a.n
+		}
+		if a.from != b.from {
+			return strings.Compare(a.from, b.from)
+		}
+		return strings.Compare(a.to, b.to)
+	})
+	fmt.Fprintf(w, "\nwhere moved keys went:\n")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "from\tto\tkeys\tof moved\t\n")
+	for _, f := range fl {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t\n", f.from, f.to, f.n, pct(f.n, s.moved))
+	}
+	tw.Flush()
+}
+
+// printShares prints each member's share of keys with a bar, then max/avg
+// and min/avg of keys per unit of weight.
+func printShares(w io.Writer, r *ring.Ring, counts []int, keys int) {
+	ms := r.Members()
+	totalW := 0.0
+	for _, m := range ms {
+		totalW += m.Weight
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "upstream\tweight\tpoints\tkeys\tshare\tideal\t\n")
+	maxR, minR, sumR := 0.0, math.Inf(1), 0.0
+	maxShare := 0.0
+	for i := range ms {
+		maxShare = max(maxShare, float64(counts[i])/float64(keys))
+	}
+	for i, m := range ms {
+		share := float64(counts[i]) / float64(keys)
+		ideal := m.Weight / totalW
+		ratio := share / ideal
+		maxR, minR, sumR = max(maxR, ratio), min(minR, ratio), sumR+ratio
+		bar := strings.Repeat("#", int(math.Round(30*share/maxShare)))
+		fmt.Fprintf(tw, "%s\t%g\t%d\t%d\t%.2f%%\t%.2f%%\t%s\n", m.Name, m.Weight, r.Points(i), counts[i], 100*share, 100*ideal, bar)
+	}
+	tw.Flush()
+	avg := sumR / float64(len(ms))
+	fmt.Fprintf(w, "max/avg %.3f  min/avg %.3f  (keys per unit of weight)\n", maxR/avg, minR/avg)
+}

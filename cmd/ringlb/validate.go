@@ -1,0 +1,50 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/ringlb/ringlb/cmd/ringlb/config"
+	"github.com/ringlb/ringlb/ring"
+)
+
+// ringMembers converts the config's upstreams to ring members.
+func ringMembers(ups []config.Upstream) []ring.Member {
+	ms := make([]ring.Member, len(ups))
+	for i, u := range ups {
+		ms[i] = ring.Member{Name: u.Name, Addr: u.Addr, Weight: u.Weight}
+	}
+	return ms
+}
+
+func ringOptions(cfg *config.Config) ring.Options {
+	return ring.Options{Placement: ring.Placement(cfg.Ring.Placement), PointsPerWeight: cfg.Ring.PointsPerWeight}
+}
+
+// loadRing loads a config file and builds its ring.
+func loadRing(path string) (*config.Config, *ring.Ring, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := ring.New(ringMembers(cfg.Upstreams), ringOptions(cfg))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, r, nil
+}
+
+func cmdValidate(args []string, stdout, stderr io.Writer) int {
+	c, path := newCommand("validate", "validate [-config config.yaml]", stdout, stderr)
+	if code, ok := c.parse(args); !ok {
+		return code
+	}
+	cfg, r, err := loadRing(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitFail
+	}
+	fmt.Fprintf(stdout, "%s: ok: %d upstreams, %d points, placement %s, version %s\n",
+		*path, len(cfg.Upstreams), r.TotalPoints(), r.Placement(), r.Version())
+	return exitOK
+}
