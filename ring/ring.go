@@ -1,0 +1,441 @@
+// Package ring implements ringlb's immutable weighted consistent-hash ring.
+//
+// A Ring is built once from a set of members (name, weight) and never
+// changes; a membership change builds a new Ring. Each member owns
+// round(PointsPerWeight × weight) points. A key is hashed onto the same
+// 64-bit circle and belongs to the first point at or after its hash,
+// wrapping past the top:
+//
+//	        key
+//	         ↓
+//	0 ──A──B──•──C──A──B──C── 2⁶⁴-1 ─┐
+//	          └─→ C owns the key      │
+//	   ↑──────────── wraps ───────────┘
+//
+// The preference walk continues clockwise from that point and yields each
+// member once, in the order it is met; Pick walks it and returns the first
+// member the caller accepts (available, not slow-starting at that point,
+// not over its bounded load).
+//
+// Usage:
+//
+//	r, err := ring.New([]ring.Member{{Name: "a", Weight: 1}, {Name: "b", Weight: 2}},
+//		ring.Options{PointsPerWeight: 160})
+//	owner := r.Owner(r.Hash("user-42")) // index into r.Members()
+//
+// Two placements exist. PlacementRinglb puts member points at
+// xxhash64("NAME#i") and hashes keys with xxhash64. PlacementNginx
+// reproduces nginx's `hash $key consistent` (ketama-style CRC32 points from
+// "host\0port", CRC32 key hashes) so that a fleet moving from nginx keeps
+// every key on the same upstream. Under nginx placement 32-bit positions
+// are stored in the top half of the 64-bit circle, which preserves their
+// order and the "first at or after" rule exactly.
+//
+// Lookups cost one key hash plus, in the usual case, two memory reads: a
+// table over the top bits of the circle (2-4 buckets per point) gives the
+// first point at or after the bucket's start, and a short forward scan
+// (usually no step or one) over points that store position and owner side
+// by side finds the answer; a sentinel past the last point makes the scan
+// wrap without a bounds test. Owner, Walk and Pick allocate nothing for
+// rings of up to 1024 members. The benchmarks in bench_test.go hold this to
+// account: a regression shows as allocs/op above 0 or as Owner losing its
+// lead over a plain binary search (see BenchmarkPlainBinarySearch).
+package ring
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"math/bits"
+	"slices"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Placement selects how points and key hashes are computed.
+type Placement string
+
+const (
+	// PlacementRinglb places points at xxhash64("NAME#i") and hashes keys
+	// with xxhash64. The default.
+	PlacementRinglb Placement = "ringlb"
+	// PlacementNginx reproduces nginx's `hash $key consistent`.
+	PlacementNginx Placement = "nginx"
+)
+
+// NginxPointsPerWeight is the number of points nginx gives each unit of
+// weight; it is fixed under PlacementNginx.
+const NginxPointsPerWeight = 160
+
+// ErrEmpty is returned by New for a ring without members.
+var ErrEmpty = errors.New("ring: no members")
+
+// Member is one upstream as the ring sees it.
+type Member struct {
+	// Name identifies the member under PlacementRinglb and in every answer.
+	Name string
+	// Addr is the host[:port] exactly as written in the upstream's URL. It is
+	// the member's identity under PlacementNginx and unused otherwise.
+	Addr string
+	// Weight is > 0. Under PlacementNginx it must be a whole number.
+	Weight float64
+}
+
+// Options configures New. The zero value is not valid: PointsPerWeight must
+// be set (0 means NginxPointsPerWeight under PlacementNginx).
+type Options struct {
+	// Placement defaults to PlacementRinglb when empty.
+	Placement Placement
+	// PointsPerWeight is the number of virtual nodes per unit of weight.
+	PointsPerWeight int
+}
+
+// point is one virtual node: its position, the member that owns it and its
+// sequence number within that member (the i of "NAME#i"), which fixes the
+// order in which slow start activates points. Position and owner sit
+// together so a lookup touches one cache line for both.
+type point struct {
+	pos    uint64
+	member int32
+	seq    int32
+}
+
+// Ring is an immutable consistent-hash ring. It is safe for concurrent use.
+type Ring struct {
+	placement Placement
+	ppw       int
+	members   []Member
+	points    []int // per member: points it owns on the ring
+	share     []float64
+
+	// pts holds the n points sorted by position, then a sentinel at
+	// pts[n]: position 2^64-1 and the first point's owner, so a scan for
+	// "first at or after h" needs no bounds test and wraps by itself.
+	pts   []point
+	n     int
+	tbl   []uint32 // tbl[b] = first index with pos >= b<<shf (n if none); len 2^k
+	shf   uint     // 64 - k
+	ver   string
+	nginx bool
+}
+
+// New builds a ring. Members are identified by Name (PlacementRinglb) or
+// Addr (PlacementNginx); their order does not matter under PlacementRinglb.
+// Under PlacementNginx ties between equal CRC32 points go to the member
+// listed first, as nginx's sort leaves them.
+func New(members []Member, opt Options) (*Ring, error) {
+	if len(members) == 0 {
+		return nil, ErrEmpty
+	}
+	if opt.Placement == "" {
+		opt.Placement = PlacementRinglb
+	}
+	r := &Ring{placement: opt.Placement, ppw: opt.PointsPerWeight}
+	switch opt.Placement {
+	case PlacementRinglb:
+		if r.ppw <= 0 {
+			return nil, fmt.Errorf("ring: points_per_weight must be > 0, got %d", r.ppw)
+		}
+	case PlacementNginx:
+		r.nginx = true
+		if r.ppw == 0 {
+			r.ppw = NginxPointsPerWeight
+		}
+		if r.ppw != NginxPointsPerWeight {
+			return nil, fmt.Errorf("ring: placement nginx needs points_per_weight %d, got %d", NginxPointsPerWeight, r.ppw)
+		}
+	default:
+		return nil, fmt.Errorf("ring: unknown placement %q", opt.Placement)
+	}
+	if len(members) > math.MaxInt32 {
+		return nil, fmt.Errorf("ring: too many members")
+	}
+	r.members = slices.Clone(members)
+	if opt.Placement == PlacementRinglb {
+		// Config order must not matter: sort by name so index order, tie
+		// order and everything derived from it are the same everywhere.
+		slices.SortFunc(r.members, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
+	}
+	seen := make(map[string]bool, len(members))
+	for i, m := range r.members {
+		id := r.identity(i)
+		if seen[id] {
+			return nil, fmt.Errorf("ring: duplicate member %q", id)
+		}
+		seen[id] = true
+		if !(m.Weight > 0) || math.IsInf(m.Weight, 0) {
+			return nil, fmt.Errorf("ring: member %q: weight must be > 0, got %v", id, m.Weight)
+		}
+		if opt.Placement == PlacementNginx && m.Weight != math.Trunc(m.Weight) {
+			return nil, fmt.Errorf("ring: member %q: placement nginx needs a whole weight, got %v", id, m.Weight)
+		}
+		if n := r.pointsFor(m.Weight); n < 1 || n > math.MaxInt32 {
+			return nil, fmt.Errorf("ring: member %q: weight %v gives %d points", id, m.Weight, n)
+		}
+	}
+	switch opt.Placement {
+	case PlacementRinglb:
+		r.buildRinglb()
+	case PlacementNginx:
+		r.buildNginx()
+	}
+	r.buildIndex()
+	r.buildShares()
+	r.ver = version(r)
+	return r, nil
+}
+
+func (r *Ring) identity(i int) string {
+	if r.placement == PlacementNginx {
+		return r.members[i].Addr
+	}
+	return r.members[i].Name
+}
+
+func (r *Ring) pointsFor(w float64) int {
+	return int(math.Round(float64(r.ppw) * w))
+}
+
+func (r *Ring) buildRinglb() {
+	total := 0
+	for _, m := range r.members {
+		total += r.pointsFor(m.Weight)
+	}
+	es := make([]point, 0, total+1)
+	buf := make([]byte, 0, 64)
+	for i, m := range r.members {
+		n := r.pointsFor(m.Weight)
+		for j := 0; j < n; j++ {
+			buf = append(buf[:0], m.Name...)
+			buf = append(buf, '#')
+			buf = strconv.AppendInt(buf, int64(j), 10)
+			es = append(es, point{xxhash.Sum64(buf), int32(i), int32(j)})
+		}
+	}
+	// Members are sorted by name, so ordering ties by member index orders
+	// them by name.
+	slices.SortFunc(es, func(a, b point) int {
+		if a.pos != b.pos {
+			if a.pos < b.pos {
+				return -1
+			}
+			return 1
+		}
+		if a.member != b.member {
+			return int(a.member - b.member)
+		}
+		return int(a.seq - b.seq)
+	})
+	r.pts = es
+}
+
+// splitNginxAddr splits "host:port" as nginx's ngx_http_upstream_init_chash
+// does: the port is the run of digits after the last ':', if any; "unix:"
+// addresses have no port.
+func splitNginxAddr(s string) (host, port string) {
+	if len(s) >= 5 && strings.EqualFold(s[:5], "unix:") {
+		return s[5:], ""
+	}
+	for j := 0; j < len(s); j++ {
+		c := s[len(s)-j-1]
+		if c == ':' {
+			return s[:len(s)-j-1], s[len(s)-j:]
+		}
+		if c < '0' || c > '9' {
+			break
+		}
+	}
+	return s, ""
+}
+
+func (r *Ring) buildNginx() {
+	total := 0
+	for _, m := range r.members {
+		total += r.pointsFor(m.Weight)
+	}
+	es := make([]point, 0, total+1)
+	for i, m := range r.members {
+		host, port := splitNginxAddr(m.Addr)
+		base := crc32.Update(0, crc32.IEEETable, []byte(host))
+		base = crc32.Update(base, crc32.IEEETable, []byte{0})
+		base = crc32.Update(base, crc32.IEEETable, []byte(port))
+		var prev [4]byte // little-endian previous hash, as nginx on x86
+		n := r.pointsFor(m.Weight)
+		for j := 0; j < n; j++ {
+			h := crc32.Update(base, crc32.IEEETable, prev[:])
+			es = append(es, point{uint64(h) << 32, int32(i), int32(j)})
+			binary.LittleEndian.PutUint32(prev[:], h)
+		}
+	}
+	// nginx sorts by hash alone with ngx_qsort (libc qsort; glibc's is a
+	// stable merge sort for arrays this size), then keeps the first of each
+	// run of equal hashes: a tie goes to the member listed first, and for
+	// one member to its earlier point. nginx_test.go checks this against a
+	// real nginx (glibc) with two servers sharing a point. A qsort that is
+	// not stable (musl's, as in Alpine images) may break such ties the
+	// other way; they are rare (about n²/2³³ for n points: 0.03 at 16000).
+	slices.SortStableFunc(es, func(a, b point) int {
+		switch {
+		case a.pos < b.pos:
+			return -1
+		case a.pos > b.pos:
+			return 1
+		}
+		return 0
+	})
+	r.pts = slices.CompactFunc(es, func(a, b point) bool { return a.pos == b.pos })
+}
+
+// nginxKeyHash is ngx_crc32_long(key) placed in the top half of the circle.
+// It reads the string's bytes in place: []byte(key) would allocate, since
+// crc32 passes its argument to assembly through a function value.
+func nginxKeyHash(key string) uint64 {
+	return uint64(crc32.ChecksumIEEE(unsafe.Slice(unsafe.StringData(key), len(key)))) << 32
+}
+
+// buildIndex adds the sentinel and builds a table over the top k bits of
+// the circle: tbl[b] is the index of the first point at or after b<<shf. A
+// lookup starts there and steps forward while points are below the key's
+// hash; with 2-4 buckets per point that is usually no step or one.
+func (r *Ring) buildIndex() {
+	r.n = len(r.pts)
+	first := r.pts[0]
+	r.pts = append(r.pts, point{math.MaxUint64, first.member, first.seq})
+	k := bits.Len(uint(r.n)) + 1
+	if k > 24 {
+		k = 24
+	}
+	r.shf = uint(64 - k)
+	buckets := 1 << k
+	r.tbl = make([]uint32, buckets)
+	j := 0
+	for b := 0; b < buckets; b++ {
+		start := uint64(b) << r.shf
+		for j < r.n && r.pts[j].pos < start {
+			j++
+		}
+		r.tbl[b] = uint32(j)
+	}
+}
+
+func (r *Ring) buildShares() {
+	n := r.n
+	r.points = make([]int, len(r.members))
+	r.share = make([]float64, len(r.members))
+	for i := range n {
+		m := r.pts[i].member
+		r.points[m]++
+		// The arc owned by point i runs from the previous point (exclusive)
+		// to this one (inclusive); the first point's arc wraps.
+		var arc uint64
+		if i == 0 {
+			arc = r.pts[0].pos - r.pts[n-1].pos // wraps modulo 2^64
+			if n == 1 {
+				arc = math.MaxUint64
+			}
+		} else {
+			arc = r.pts[i].pos - r.pts[i-1].pos
+		}
+		r.share[m] += float64(arc) / (1 << 64)
+	}
+}
+
+// Placement returns the ring's placement.
+func (r *Ring) Placement() Placement { return r.placement }
+
+// PointsPerWeight returns the points per unit of weight the ring was built with.
+func (r *Ring) PointsPerWeight() int { return r.ppw }
+
+// Members returns the members in index order (sorted by name under
+// PlacementRinglb; as given under PlacementNginx). The slice must not be
+// modified.
+func (r *Ring) Members() []Member { return r.members }
+
+// Len returns the number of members.
+func (r *Ring) Len() int { return len(r.members) }
+
+// Index returns the index of the member called name, or -1.
+func (r *Ring) Index(name string) int {
+	for i := range r.members {
+		if r.members[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Points returns how many points member i holds on the ring (after nginx's
+// removal of duplicate positions).
+func (r *Ring) Points(i int) int { return r.points[i] }
+
+// TotalPoints returns the number of points on the ring.
+func (r *Ring) TotalPoints() int { return r.n }
+
+// Share returns the fraction of the hash space member i owns.
+func (r *Ring) Share(i int) float64 { return r.share[i] }
+
+// Hash returns the key's position on the circle.
+func (r *Ring) Hash(key string) uint64 {
+	if r.nginx {
+		return nginxKeyHash(key)
+	}
+	return xxhash.Sum64String(key)
+}
+
+// FormatHash renders a position as hex: 16 digits, or 8 under PlacementNginx.
+func (r *Ring) FormatHash(h uint64) string {
+	if r.placement == PlacementNginx {
+		return fmt.Sprintf("%08x", h>>32)
+	}
+	return fmt.Sprintf("%016x", h)
+}
+
+// search returns the index of the first point at or after h: n (the
+// sentinel, which carries the first point's owner) when h is above the last
+// point.
+func (r *Ring) search(h uint64) int {
+	i := r.tbl[h>>r.shf]
+	for r.pts[i].pos < h {
+		i++
+	}
+	return int(i)
+}
+
+// start returns the index of the point owning h, wrapping to 0.
+func (r *Ring) start(h uint64) int {
+	i := r.search(h)
+	if i == r.n {
+		return 0
+	}
+	return i
+}
+
+// Owner returns the index of the member owning position h, ignoring
+// availability and load.
+func (r *Ring) Owner(h uint64) int { return int(r.pts[r.search(h)].member) }
+
+// Version returns a short hash of the membership: placement, identities,
+// weights and points per weight. It does not depend on member order.
+func (r *Ring) Version() string { return r.ver }
+
+func version(r *Ring) string {
+	ids := make([]string, len(r.members))
+	for i, m := range r.members {
+		ids[i] = r.identity(i) + "\x00" + strconv.FormatFloat(m.Weight, 'g', -1, 64)
+	}
+	slices.Sort(ids)
+	var b strings.Builder
+	b.WriteString(string(r.placement))
+	b.WriteString("\n")
+	b.WriteString(strconv.Itoa(r.ppw))
+	for _, id := range ids {
+		b.WriteString("\n")
+		b.WriteString(id)
+	}
+	return fmt.Sprintf("%012x", xxhash.Sum64String(b.String())>>16)
+}
