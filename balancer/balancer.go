@@ -7,8 +7,15 @@
 // A Balancer holds an immutable snapshot (ring, upstreams, settings) behind
 // an atomic pointer. A request loads it once and uses it for its pick and
 // every retry; Update builds a new snapshot and swaps it in, so the request
-// path takes no lock. Per-upstream state (in-flight count, availability)
-// lives in Upstream values that outlive reloads while their name stays.
+// path takes no lock. Per-upstream state (in-flight count, health verdict,
+// circuit breaker, availability) lives in Upstream values that outlive
+// reloads while their name stays.
+//
+// An upstream is available while its health verdict (SetHealthy, fed by
+// an active checker) is up and its breaker (see BreakerOptions) is not
+// open. Unavailable upstreams are skipped in the clockwise walk, so only
+// their keys move; when one returns, exactly its keys come back, all at
+// once or, with Options.SlowStart, a growing set of its points at a time.
 package balancer
 
 import (
@@ -113,6 +120,17 @@ type Options struct {
 
 	// AccessLog logs one line per request at level Info.
 	AccessLog bool
+
+	// Breaker configures the per-upstream circuit breakers; its zero
+	// value turns them off.
+	Breaker BreakerOptions
+	// HealthChecks says that an active checker reports into SetHealthy.
+	// A breaker's half-open trial then waits for the check to say up (it
+	// reads the verdict SetHealthy records). An Update that turns it off
+	// resets every verdict to up and ignores later reports, which a
+	// checker being shut down may still send, until an Update turns it
+	// back on. A Balancer created without it still takes SetHealthy calls.
+	HealthChecks bool
 }
 
 const (
@@ -135,6 +153,8 @@ type snapshot struct {
 	retries    int
 	slowStart  int64  // nanoseconds
 	header     string // canonical UpstreamHeader, or ""
+	failStatus statusSet
+	breaker    *BreakerOptions // validated; nil when breakers are off
 
 	// availW is the total weight of available members, as float64 bits;
 	// recomputed (under Balancer.mu) on every availability flip.
@@ -164,8 +184,9 @@ type Balancer struct {
 	epoch  time.Time
 	now    func() time.Time
 
-	mu        sync.Mutex // serialises Update, SetHealthy and Close
+	mu        sync.Mutex // serialises Update, SetHealthy, settle and Close
 	ups       map[string]*Upstream
+	checksOff bool // an Update turned HealthChecks off: SetHealthy is ignored
 	transport *http.Transport
 	tcfg      [3]time.Duration
 }
@@ -217,6 +238,17 @@ func (b *Balancer) Update(opts Options) (string, error) {
 	}
 	b.snap.Store(s)
 	b.recomputeLocked()
+	if old.opts.HealthChecks && !opts.HealthChecks {
+		b.checksOff = true
+		for i := range s.members {
+			s.members[i].u.down.Store(false)
+		}
+	} else if opts.HealthChecks {
+		b.checksOff = false
+	}
+	for i := range s.members {
+		b.settleLocked(s.members[i].u, "reload", "")
+	}
 	var added, removed []string
 	for i := range s.members {
 		if old.ring.Index(s.members[i].u.name) < 0 {
@@ -240,6 +272,14 @@ func (b *Balancer) Update(opts Options) (string, error) {
 // it fails.
 func (b *Balancer) buildLocked(opts Options, initial bool) (*snapshot, error) {
 	s := &snapshot{opts: opts, loadFactor: opts.LoadFactor, retries: opts.Retries, slowStart: int64(opts.SlowStart)}
+	bo, err := opts.Breaker.validate()
+	if err != nil {
+		return nil, err
+	}
+	if bo.ConsecutiveFailures > 0 {
+		s.breaker = &bo
+		s.failStatus = newStatusSet(bo.FailureStatuses)
+	}
 	switch opts.OnUnavailable {
 	case "", "remap":
 	case "fail":
@@ -320,6 +360,14 @@ func (b *Balancer) buildLocked(opts Options, initial bool) (*snapshot, error) {
 				u.warmSince.Store(b.clock())
 			}
 		}
+		switch br := u.br.Load(); {
+		case s.breaker == nil:
+			u.br.Store(nil) // an open one closes: Update settles it
+		case br == nil:
+			u.br.Store(b.newBreaker(u, s.breaker))
+		default:
+			br.cfg.Store(s.breaker)
+		}
 		ups[uo.Name] = u
 		s.members[i] = member{
 			u:      u,
@@ -367,39 +415,24 @@ func (b *Balancer) RecordReload(ok bool) {
 // SetHealthy records an active health check's verdict for the upstream
 // called name; reason says why (it goes to the log). It has the signature
 // of healthcheck.Reporter, so a Balancer can be handed to the checker
-// directly. Only real transitions count (ringlb_ejections_total{reason=
-// "health"}) and a line is logged when the upstream's availability flips.
-// An upstream coming back up slow-starts when Options.SlowStart > 0.
-// Names not in the current ring (say, just removed by a reload) are
-// ignored.
+// directly. A verdict that changes the upstream's availability logs one
+// line; an ejection counts in ringlb_ejections_total{reason="health"};
+// an upstream that becomes available again slow-starts when
+// Options.SlowStart > 0. An upstream whose breaker is open stays
+// unavailable whatever the check says. Names not in the current ring
+// (say, just removed by a reload) are ignored, and so is every report
+// after an Update turned Options.HealthChecks off.
 func (b *Balancer) SetHealthy(name string, up bool, reason string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	u := b.ups[name]
-	if u == nil {
+	if u == nil || b.checksOff {
 		return
 	}
-	was := u.Available()
-	if up {
-		if !u.down.CompareAndSwap(true, false) {
-			return
-		}
-		if b.snap.Load().slowStart > 0 {
-			u.warmSince.Store(b.clock())
-		}
-	} else {
-		if !u.down.CompareAndSwap(false, true) {
-			return
-		}
-		u.m.ejectH.Inc()
+	if !u.down.CompareAndSwap(up, !up) {
+		return
 	}
-	b.recomputeLocked()
-	switch now := u.Available(); {
-	case now && !was:
-		b.log.Info("upstream available", "upstream", name, "cause", "health", "reason", reason)
-	case !now && was:
-		b.log.Warn("upstream unavailable", "upstream", name, "cause", "health", "reason", reason)
-	}
+	b.settleLocked(u, "health", reason)
 }
 
 // Close releases the transport's idle connections. Requests in flight are
@@ -524,35 +557,49 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body = &trackedBody{rc: r.Body}
 		r.Body = body
 	}
+	// tried holds the members this request may not use: those that
+	// failed it and those whose breaker refused it.
 	var triedBuf [4]int
 	tried := triedBuf[:0]
 	var last *member
 	defer func() { b.account(s, rw, r, last, start) }()
 	c, _ := b.pick(s, h, tried, nil)
-	if c.Member < 0 {
-		b.noUpstream(s, rw, r, c.Owner)
-		return
-	}
-	for {
+	for attempts := 0; ; {
+		if c.Member < 0 {
+			if last == nil {
+				b.noUpstream(s, rw, r, c.Owner)
+				return
+			}
+			break // nowhere else to go
+		}
+		m := &s.members[c.Member]
+		done, ok := b.allow(m.u)
+		if !ok {
+			// The breaker refused after the walk admitted it (a race with a
+			// trip, or the half-open trial was taken): walk on.
+			tried = append(tried, c.Member)
+			c, _ = b.pick(s, h, tried, nil)
+			continue
+		}
 		if c.Overflow >= 0 {
 			s.members[c.Overflow].u.m.overflow.Inc()
 		}
-		m := &s.members[c.Member]
+		if last != nil {
+			last.u.m.retries.Inc()
+		}
 		last = m
 		nh := len(rw.Header())
 		rw.err = nil
-		b.attempt(m, rw, r)
+		b.attempt(s, m, rw, r, done)
+		attempts++
 		if rw.err == nil || rw.wroteHeader || r.Context().Err() != nil {
 			break
 		}
-		if s.fail || len(tried) >= s.retries || len(rw.Header()) != nh || !retryable(rw.err, r, body) {
+		if s.fail || attempts > s.retries || len(rw.Header()) != nh || !retryable(rw.err, r, body) {
 			break
 		}
 		tried = append(tried, c.Member)
-		if c, _ = b.pick(s, h, tried, nil); c.Member < 0 {
-			break // nowhere else to go
-		}
-		m.u.m.retries.Inc()
+		c, _ = b.pick(s, h, tried, nil)
 	}
 	if rw.err != nil && !rw.wroteHeader {
 		b.writeError(s, rw, r, last)
@@ -561,8 +608,9 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // attempt forwards the request to one upstream, holding its in-flight
 // slot until the response is finished, also when the copy panics with
-// http.ErrAbortHandler (which is left to reach net/http).
-func (b *Balancer) attempt(m *member, rw *responseWriter, r *http.Request) {
+// http.ErrAbortHandler (which is left to reach net/http). The outcome goes
+// to the upstream's breaker through done (from allow; nil without one).
+func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.Request, done func(error)) {
 	u := m.u
 	u.inflight.Add(1)
 	b.inflight.Add(1)
@@ -571,15 +619,15 @@ func (b *Balancer) attempt(m *member, rw *responseWriter, r *http.Request) {
 		u.inflight.Add(-1)
 		b.inflight.Add(-1)
 		if !finished {
-			b.report(u, outcome{status: rw.status, err: http.ErrAbortHandler, gone: r.Context().Err() != nil})
+			b.report(s, u, done, outcome{status: rw.status, err: http.ErrAbortHandler, gone: r.Context().Err() != nil})
 		}
 	}()
 	m.proxy.ServeHTTP(rw, r)
 	finished = true
 	if rw.err != nil {
-		b.report(u, outcome{err: rw.err, gone: r.Context().Err() != nil})
+		b.report(s, u, done, outcome{err: rw.err, gone: r.Context().Err() != nil})
 	} else {
-		b.report(u, outcome{status: rw.status})
+		b.report(s, u, done, outcome{status: rw.status})
 	}
 }
 
@@ -716,7 +764,8 @@ func (b *Balancer) position(s *snapshot, w http.ResponseWriter, r *http.Request)
 }
 
 // pick chooses a member for position h, judging each candidate as a
-// request would: unavailable ones (health, breaker) are skipped, tried ones
+// request would: unavailable ones (health, an open breaker whose open
+// period runs, a half-open one whose trial is in flight) are skipped, tried ones
 // are excluded, slow-starting ones are skipped at inactive points, and
 // under bounded loads full ones are passed over. Under on_unavailable fail
 // only the owner is considered. If only slow start stood in the way, slow
@@ -747,8 +796,22 @@ func (b *Balancer) pick(s *snapshot, h uint64, tried []int, skipped []ring.Skip)
 		if u.down.Load() {
 			return ring.Unhealthy
 		}
-		if u.breaker.Load() == breakerOpen {
-			return ring.BreakerOpen
+		if br := u.br.Load(); br != nil {
+			switch br.state.Load() {
+			case breakerOpen:
+				// Once the open period is over the upstream is eligible:
+				// allow makes this request its half-open trial.
+				if now == 0 {
+					now = b.clock()
+				}
+				if now < br.openUntil.Load() {
+					return ring.BreakerOpen
+				}
+			case breakerHalfOpen:
+				if br.trial.Load() {
+					return ring.BreakerOpen
+				}
+			}
 		}
 		if slow {
 			if ws := u.warmSince.Load(); ws != 0 {

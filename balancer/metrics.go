@@ -186,6 +186,6 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(u.inflight.Load()), u.name)
 		ch <- prometheus.MustNewConstMetric(descAvailable, prometheus.GaugeValue, avail, u.name)
-		ch <- prometheus.MustNewConstMetric(descBreaker, prometheus.GaugeValue, float64(u.breaker.Load()), u.name)
+		ch <- prometheus.MustNewConstMetric(descBreaker, prometheus.GaugeValue, float64(u.breakerState()), u.name)
 	}
 }

@@ -51,11 +51,7 @@ func (b *Balancer) Status() RingStatus {
 		if u.down.Load() {
 			health = "down"
 		}
-		br := u.breaker.Load()
-		bname := "closed"
-		if br >= 0 && int(br) < len(breakerNames) {
-			bname = breakerNames[br]
-		}
+		bname := breakerNames[u.breakerState()]
 		st.Upstreams[i] = UpstreamStatus{
 			Name:           u.name,
 			URL:            m.url.String(),

@@ -18,10 +18,12 @@ import (
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/admin"
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
+	"github.com/ringlb/ringlb/healthcheck"
 )
 
-// Server limits a proxy user expects; not in the config file.
-const (
+// Server limits a proxy user expects; not in the config file. Variables
+// so tests can shorten them.
+var (
 	readHeaderTimeout = 10 * time.Second
 	idleTimeout       = 120 * time.Second
 )
@@ -60,6 +62,13 @@ func balancerOptions(cfg *config.Config) balancer.Options {
 		ResponseHeaderTimeout: cfg.Timeouts.ResponseHeader,
 		IdleConnTimeout:       cfg.Timeouts.IdleConn,
 		AccessLog:             cfg.AccessLog,
+		HealthChecks:          cfg.Health != nil,
+		Breaker: balancer.BreakerOptions{
+			ConsecutiveFailures: cfg.Breaker.ConsecutiveFailures,
+			FailureStatuses:     cfg.Breaker.FailureStatuses,
+			OpenTimeout:         cfg.Breaker.OpenTimeout,
+			MaxOpenTimeout:      cfg.Breaker.MaxOpenTimeout,
+		},
 	}
 	for _, u := range cfg.Upstreams {
 		o.Upstreams = append(o.Upstreams, balancer.UpstreamOptions{Name: u.Name, URL: u.URL, Addr: u.Addr, Weight: u.Weight})
@@ -68,6 +77,64 @@ func balancerOptions(cfg *config.Config) balancer.Options {
 		o.Key = append(o.Key, balancer.KeySource{Kind: string(k.Kind), Name: k.Name})
 	}
 	return o
+}
+
+// healthOptions converts the health block; nil when there is none.
+func healthOptions(h *config.Health) *healthcheck.Options {
+	if h == nil {
+		return nil
+	}
+	return &healthcheck.Options{
+		Path:      h.Path,
+		Interval:  h.Interval,
+		Timeout:   h.Timeout,
+		Rise:      h.Rise,
+		Fall:      h.Fall,
+		ExpectMin: h.ExpectStatus.Min,
+		ExpectMax: h.ExpectStatus.Max,
+	}
+}
+
+func healthTargets(cfg *config.Config) []healthcheck.Target {
+	ts := make([]healthcheck.Target, len(cfg.Upstreams))
+	for i, u := range cfg.Upstreams {
+		ts[i] = healthcheck.Target{Name: u.Name, URL: u.URL}
+	}
+	return ts
+}
+
+// checker is a running health checker: it reports into the balancer
+// until stop.
+type checker struct {
+	hc     *healthcheck.Checker
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startChecker starts active checks of cfg's upstreams (nil without a
+// health block). It stops with ctx or with stop.
+func startChecker(ctx context.Context, cfg *config.Config, b *balancer.Balancer, logger *slog.Logger) *checker {
+	opts := healthOptions(cfg.Health)
+	if opts == nil {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	c := &checker{hc: healthcheck.New(*opts, b, logger), cancel: cancel, done: make(chan struct{})}
+	c.hc.Update(*opts, healthTargets(cfg))
+	go func() {
+		defer close(c.done)
+		c.hc.Run(ctx)
+	}()
+	return c
+}
+
+// stop cancels the checker and waits until every prober has stopped, so
+// no report follows. The caller must not hold a lock SetHealthy takes.
+func (c *checker) stop() {
+	if c != nil {
+		c.cancel()
+		<-c.done
+	}
 }
 
 // serve runs the proxy and admin listeners until ctx is done, then drains.
@@ -81,9 +148,27 @@ func serve(ctx context.Context, path string, cfg *config.Config, logger *slog.Lo
 	}
 	defer b.Close()
 
+	// Health checks report into b from the start: every upstream counts as
+	// up until it fails `fall` probes. The checker stops (deferred) before
+	// serve returns.
+	hcCtx, hcCancel := context.WithCancel(context.Background())
+	defer hcCancel()
+	var mu sync.Mutex // serialises reloads from SIGHUP and POST /reload, and guards hc
+	hc := startChecker(hcCtx, cfg, b, logger)
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		hc.stop()
+	}()
+
 	// reload re-reads the config file and swaps the new ring in; a bad
-	// config leaves the old one serving.
-	var mu sync.Mutex // serialises reloads from SIGHUP and POST /reload
+	// config leaves the old one serving. Then the health checker follows
+	// the new config: its targets and timing are updated (state and counts
+	// carry over by name), or it starts, or it stops. b.Update runs first:
+	// a checker being stopped may still report, and an Update that turns
+	// HealthChecks off has reset every verdict to up and ignores those
+	// reports. None of this holds a lock SetHealthy takes, since Checker
+	// Update and stop wait for probers that may be inside SetHealthy.
 	reload := func() (string, []string, error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -102,6 +187,17 @@ func serve(ctx context.Context, path string, cfg *config.Config, logger *slog.Lo
 				logger.Error("reload rejected, old config keeps serving", "problem", p)
 			}
 			return "", problems, err
+		}
+		switch opts := healthOptions(next.Health); {
+		case opts == nil && hc != nil:
+			hc.stop()
+			hc = nil
+			logger.Info("health checks off: every upstream counts as up")
+		case opts != nil && hc == nil:
+			hc = startChecker(hcCtx, next, b, logger)
+			logger.Info("health checks on", "path", opts.Path, "interval", opts.Interval)
+		case opts != nil:
+			hc.hc.Update(*opts, healthTargets(next))
 		}
 		return version, nil, nil
 	}

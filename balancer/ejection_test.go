@@ -1,0 +1,777 @@
+package balancer
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ringlb/ringlb/healthcheck"
+)
+
+// These tests eject upstreams that really fail, through the breakers and
+// the active checks, and watch keys leave and come home. Time that matters
+// to the balancer (open periods, slow start) runs on an injected clock;
+// the health checker probes in real time at a short interval, and the
+// tests wait for its reports on channels.
+
+// TestBreaker5xxStorm: an upstream that answers 503 to everything while
+// its health check passes is ejected by its breaker after exactly
+// consecutive_failures responses, which reach the client as they are.
+// Only its keys move, spread over the survivors; when it heals, its open
+// period ends, and one trial succeeds, every key comes home at once.
+func TestBreaker5xxStorm(t *testing.T) {
+	r := newRig(t, 4, nil) // consecutive_failures 5, open 5s
+	ks := newKeyset(r.b, 2000)
+	c := r.bes["c"]
+	c.status.Store(http.StatusServiceUnavailable)
+	for i, k := range ks.by["c"][:5] {
+		if !status(t, r.b, "c").Available {
+			t.Fatalf("c ejected after %d failures, want 5", i)
+		}
+		if code, be := r.get(t, k); code != 503 || be != "c" {
+			t.Fatalf("failure %d: %d from %q, want c's own 503 (no retry)", i+1, code, be)
+		}
+	}
+	if st := status(t, r.b, "c"); st.Available || st.Breaker != "open" || st.Health != "up" {
+		t.Fatalf("after 5 failures: %+v", st)
+	}
+	if n := c.hits.Load(); n != 5 {
+		t.Errorf("c got %d requests, want 5", n)
+	}
+	for _, m := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"ringlb_ejections_total", []string{"upstream=c", "reason=breaker"}, 1},
+		{"ringlb_ejections_total", []string{"upstream=c", "reason=health"}, 0},
+		{"ringlb_upstream_available", []string{"upstream=c"}, 0},
+		{"ringlb_upstream_available", []string{"upstream=a"}, 1},
+		{"ringlb_breaker_state", []string{"upstream=c"}, 2},
+		{"ringlb_breaker_state", []string{"upstream=a"}, 0},
+	} {
+		if v := r.metric(t, m.name, m.labels...); v != m.want {
+			t.Errorf("%s%v = %v, want %v", m.name, m.labels, v, m.want)
+		}
+	}
+	if n := r.logs.count("upstream unavailable", "upstream=c", "cause=breaker"); n != 1 {
+		t.Errorf("%d 'upstream unavailable' lines, want 1:\n%s", n, r.logs)
+	}
+	if lr := r.b.Lookup(ks.by["c"][0]); !hasSkip(lr, "c", "breaker_open") {
+		t.Errorf("lookup of c's key: %+v, want c skipped as breaker_open", lr)
+	}
+	ks.checkPlacement(t, r.b, "c")
+	r.serveAll(t, ks, "c")
+	if n := c.hits.Load(); n != 5 {
+		t.Errorf("an open breaker let %d requests through", n-5)
+	}
+
+	// Healed: nothing reaches c before its open period ends; then the next
+	// request for one of its keys is the trial, and it closes the breaker.
+	c.status.Store(http.StatusOK)
+	r.clk.advance(5*time.Second - 1)
+	if lr := r.b.Lookup(ks.by["c"][0]); lr.Chosen == "c" {
+		t.Fatal("c offered before its open period ended")
+	}
+	r.clk.advance(1)
+	if code, be := r.get(t, ks.by["c"][0]); code != 200 || be != "c" {
+		t.Fatalf("trial: %d from %q", code, be)
+	}
+	if st := status(t, r.b, "c"); !st.Available || st.Breaker != "closed" {
+		t.Fatalf("after the trial: %+v", st)
+	}
+	ks.checkPlacement(t, r.b) // all home at once: no slow start
+	r.serveAll(t, ks)
+	if n := r.logs.count("upstream available", "upstream=c", "cause=breaker"); n != 1 {
+		t.Errorf("%d 'upstream available' lines, want 1", n)
+	}
+	if v := r.metric(t, "ringlb_ejections_total", "upstream=c", "reason=breaker"); v != 1 {
+		t.Errorf("ejections after recovery: %v", v)
+	}
+	if v := r.metric(t, "ringlb_upstream_available", "upstream=c"); v != 1 {
+		t.Errorf("ringlb_upstream_available{c} = %v", v)
+	}
+}
+
+// TestBreakerOpenPeriodDoublesCapsAndResets: each consecutive trip doubles
+// the open period up to max_open_timeout; a breaker that stayed closed for
+// 2 × max_open_timeout starts again from open_timeout.
+func TestBreakerOpenPeriodDoublesCapsAndResets(t *testing.T) {
+	r := newRig(t, 2, func(o *Options) {
+		o.Breaker = BreakerOptions{ConsecutiveFailures: 1, FailureStatuses: []int{502}, OpenTimeout: time.Second, MaxOpenTimeout: 4 * time.Second}
+	})
+	ks := newKeyset(r.b, 200)
+	a, key := r.bes["a"], ks.by["a"][0]
+	// expectOpen checks that the breaker, tripped just now, keeps a out
+	// for exactly d, and leaves the clock at its end.
+	expectOpen := func(d time.Duration) {
+		t.Helper()
+		if st := status(t, r.b, "a"); st.Available || st.Breaker != "open" {
+			t.Fatalf("at %v: %+v, want open", r.clk.now(), st)
+		}
+		r.clk.advance(d - 1)
+		if lr := r.b.Lookup(key); lr.Chosen != "b" || !hasSkip(lr, "a", "breaker_open") {
+			t.Fatalf("1ns before %v: %+v, want a skipped as breaker_open", d, lr)
+		}
+		r.clk.advance(1)
+		if lr := r.b.Lookup(key); lr.Chosen != "a" {
+			t.Fatalf("after %v: %+v, want a offered for its trial", d, lr)
+		}
+	}
+	send := func(want int) {
+		t.Helper()
+		if code, be := r.get(t, key); code != want || be != "a" {
+			t.Fatalf("%d from %q, want %d from a", code, be, want)
+		}
+	}
+	a.status.Store(http.StatusBadGateway)
+	send(502)
+	expectOpen(time.Second)
+	send(502) // failed trials: consecutive trips
+	expectOpen(2 * time.Second)
+	send(502)
+	expectOpen(4 * time.Second)
+	send(502)
+	expectOpen(4 * time.Second) // capped
+
+	a.status.Store(http.StatusOK)
+	send(200)
+	// Closed for a little less than 2 × max: the next trip still counts as
+	// consecutive.
+	r.clk.advance(8*time.Second - 1)
+	a.status.Store(http.StatusBadGateway)
+	send(502)
+	expectOpen(4 * time.Second)
+	a.status.Store(http.StatusOK)
+	send(200)
+	// Closed for 2 × max: the doubling starts over.
+	r.clk.advance(8 * time.Second)
+	a.status.Store(http.StatusBadGateway)
+	send(502)
+	expectOpen(time.Second)
+
+	// Six trips, five trials (three failed, two succeeded): every real
+	// availability transition counted and logged once.
+	if v := r.metric(t, "ringlb_ejections_total", "upstream=a", "reason=breaker"); v != 6 {
+		t.Errorf("ejections: %v, want 6", v)
+	}
+	if n := r.logs.count("upstream unavailable", "upstream=a"); n != 6 {
+		t.Errorf("%d 'upstream unavailable' lines, want 6", n)
+	}
+	if n := r.logs.count("upstream available", "upstream=a"); n != 5 {
+		t.Errorf("%d 'upstream available' lines, want 5", n)
+	}
+	if n := r.logs.count("circuit breaker open", "upstream=a"); n != 6 {
+		t.Errorf("%d 'circuit breaker open' lines, want 6", n)
+	}
+}
+
+// TestHalfOpenAdmitsOneTrial: while the trial is in flight every other
+// request for the upstream's keys goes clockwise, and /debug/lookup says
+// breaker_open.
+func TestHalfOpenAdmitsOneTrial(t *testing.T) {
+	r := newRig(t, 2, func(o *Options) { o.Breaker.ConsecutiveFailures = 1 })
+	ks := newKeyset(r.b, 200)
+	a, key := r.bes["a"], ks.by["a"][0]
+	a.status.Store(http.StatusBadGateway)
+	r.get(t, key)
+	a.status.Store(http.StatusOK)
+	hold, arrived := make(chan struct{}), make(chan string, 4)
+	a.hold.Store(&hold)
+	a.arrived.Store(&arrived)
+	r.clk.advance(5 * time.Second)
+
+	type answer struct {
+		code int
+		be   string
+		err  error
+	}
+	trial := make(chan answer, 1)
+	go func() {
+		res, err := r.client.Get(r.front.URL + "/?user=" + key)
+		if err != nil {
+			trial <- answer{err: err}
+			return
+		}
+		res.Body.Close()
+		trial <- answer{res.StatusCode, res.Header.Get("X-Backend"), nil}
+	}()
+	<-arrived
+	if st := status(t, r.b, "a"); st.Breaker != "half-open" || !st.Available {
+		t.Errorf("during the trial: %+v, want half-open (and so available)", st)
+	}
+	if v := r.metric(t, "ringlb_breaker_state", "upstream=a"); v != 1 {
+		t.Errorf("ringlb_breaker_state{a} = %v, want 1", v)
+	}
+	if lr := r.b.Lookup(key); lr.Chosen != "b" || !hasSkip(lr, "a", "breaker_open") {
+		t.Errorf("lookup during the trial: %+v", lr)
+	}
+	for range 3 {
+		if code, be := r.get(t, key); code != 200 || be != "b" {
+			t.Errorf("during the trial: %d from %q, want 200 from b", code, be)
+		}
+	}
+	close(hold)
+	if got := <-trial; got.code != 200 || got.be != "a" {
+		t.Errorf("trial: %+v", got)
+	}
+	if n := a.hits.Load(); n != 2 {
+		t.Errorf("a got %d requests, want 2 (the failure and the trial)", n)
+	}
+	if st := status(t, r.b, "a"); st.Breaker != "closed" || r.b.Lookup(key).Chosen != "a" {
+		t.Errorf("after the trial: %+v", st)
+	}
+}
+
+// TestConcurrentTrip: requests racing the trip (admitted while closed, or
+// reaching the breaker just after it opened) neither shorten the open
+// period nor count as trials: the upstream is ejected once, and every
+// request gets either the failing upstream's own answer or a survivor's.
+func TestConcurrentTrip(t *testing.T) {
+	r := newRig(t, 3, func(o *Options) { o.Breaker.ConsecutiveFailures = 1 })
+	ks := newKeyset(r.b, 1000)
+	r.bes["c"].status.Store(http.StatusServiceUnavailable)
+	own := ks.by["c"]
+	var wg sync.WaitGroup
+	var wrong atomic.Int64
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				res, err := r.client.Get(r.front.URL + "/?user=" + own[(w*20+i)%len(own)])
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				res.Body.Close()
+				be := res.Header.Get("X-Backend")
+				if !(res.StatusCode == 503 && be == "c") && !(res.StatusCode == 200 && be != "c" && be != "") {
+					wrong.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := wrong.Load(); n > 0 {
+		t.Errorf("%d answers neither c's 503 nor a survivor's 200", n)
+	}
+	if st := status(t, r.b, "c"); st.Available || st.Breaker != "open" {
+		t.Errorf("after the storm: %+v", st)
+	}
+	if v := r.metric(t, "ringlb_ejections_total", "upstream=c", "reason=breaker"); v != 1 {
+		t.Errorf("ejections = %v, want 1", v)
+	}
+	if n := r.logs.count("upstream available", "upstream=c"); n != 0 {
+		t.Errorf("c came back %d times with the clock stopped", n)
+	}
+	ks.checkPlacement(t, r.b, "c")
+}
+
+// TestTrialWaitsForHealthCheck: an upstream whose open period is over gets
+// no trial while its health check says down.
+func TestTrialWaitsForHealthCheck(t *testing.T) {
+	r := newRig(t, 2, func(o *Options) { o.Breaker.ConsecutiveFailures = 1; o.HealthChecks = true })
+	ks := newKeyset(r.b, 200)
+	a, key := r.bes["a"], ks.by["a"][0]
+	a.status.Store(http.StatusBadGateway)
+	r.get(t, key)
+	r.b.SetHealthy("a", false, "test")
+	a.status.Store(http.StatusOK)
+	r.clk.advance(time.Minute)
+	if lr := r.b.Lookup(key); lr.Chosen != "b" || !hasSkip(lr, "a", "unhealthy") {
+		t.Errorf("lookup: %+v, want a skipped as unhealthy", lr)
+	}
+	if code, be := r.get(t, key); code != 200 || be != "b" || a.hits.Load() != 1 {
+		t.Errorf("%d from %q, a hit %d times: want no trial", code, be, a.hits.Load())
+	}
+	// Already unavailable: the health verdict is no new ejection.
+	if v := r.metric(t, "ringlb_ejections_total", "upstream=a", "reason=health"); v != 0 {
+		t.Errorf("ejections{health} = %v", v)
+	}
+	r.b.SetHealthy("a", true, "test")
+	if st := status(t, r.b, "a"); st.Available || st.Breaker != "open" {
+		t.Errorf("health up, breaker open: %+v, want unavailable", st)
+	}
+	if code, be := r.get(t, key); code != 200 || be != "a" {
+		t.Errorf("trial: %d from %q", code, be)
+	}
+	if st := status(t, r.b, "a"); !st.Available || st.Breaker != "closed" {
+		t.Errorf("after the trial: %+v", st)
+	}
+}
+
+// TestClientGoneIsNotCounted: a client that leaves is neither a failure
+// nor a success for the breaker.
+func TestClientGoneIsNotCounted(t *testing.T) {
+	r := newRig(t, 2, func(o *Options) { o.Breaker.ConsecutiveFailures = 2 })
+	ks := newKeyset(r.b, 200)
+	a, key := r.bes["a"], ks.by["a"][0]
+	served, arrived := make(chan struct{}, 1), make(chan string, 1)
+	r.served.Store(&served)
+	a.arrived.Store(&arrived)
+	gone := func() {
+		hold := make(chan struct{})
+		a.hold.Store(&hold)
+		defer a.hold.Store(nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, r.front.URL+"/?user="+key, nil)
+		go func() {
+			<-arrived
+			cancel()
+		}()
+		if _, err := r.client.Do(req); err == nil {
+			t.Fatal("request survived its cancellation")
+		}
+		<-served
+	}
+	fail := func() {
+		a.status.Store(http.StatusBadGateway)
+		r.get(t, key)
+		<-arrived
+		<-served
+	}
+	for range 3 {
+		gone()
+	}
+	br := r.b.ups["a"].br.Load()
+	if c := br.cb.Counts(); c.TotalExclusions != 3 || c.ConsecutiveFailures != 0 || c.TotalSuccesses != 0 {
+		t.Errorf("counts after three departures: %+v", c)
+	}
+	if st := status(t, r.b, "a"); st.Breaker != "closed" {
+		t.Fatalf("departures tripped the breaker: %+v", st)
+	}
+	fail()
+	gone() // a success here would reset the count
+	fail()
+	if st := status(t, r.b, "a"); st.Breaker != "open" {
+		t.Errorf("failure, departure, failure: %+v, want open", st)
+	}
+}
+
+// TestCrash: an upstream whose listener closes mid-traffic costs GET
+// clients nothing (refused dials go clockwise), is ejected by its breaker,
+// and, restarted on the same port, gets exactly its keys back.
+func TestCrash(t *testing.T) {
+	r := newRig(t, 4, func(o *Options) { o.Breaker.ConsecutiveFailures = 3 })
+	ks := newKeyset(r.b, 1000)
+	c := r.bes["c"]
+	var sent, bad atomic.Int64
+	var crash sync.Once
+	crashed := make(chan struct{})
+	client := r.client
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := range 3 {
+				for i := w; i < len(ks.keys); i += 8 {
+					if sent.Add(1) == 800 {
+						crash.Do(func() { c.srv.Close(); close(crashed) })
+					}
+					k := ks.keys[i]
+					res, err := client.Get(r.front.URL + "/?user=" + k)
+					if err != nil {
+						t.Errorf("round %d: GET %s: %v", round, k, err)
+						bad.Add(1)
+						continue
+					}
+					res.Body.Close()
+					got, o := res.Header.Get("X-Backend"), ks.owner[k]
+					if res.StatusCode != 200 || (o != "c" && got != o) || got == "" {
+						if bad.Add(1) <= 5 {
+							t.Errorf("round %d: key %s of %s: %d from %q", round, k, o, res.StatusCode, got)
+						}
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	<-crashed
+	if n := bad.Load(); n > 0 {
+		t.Fatalf("%d of %d requests failed or moved", n, sent.Load())
+	}
+	if st := status(t, r.b, "c"); st.Available || st.Breaker != "open" {
+		t.Fatalf("after the crash: %+v", st)
+	}
+	if v := r.metric(t, "ringlb_ejections_total", "upstream=c", "reason=breaker"); v != 1 {
+		t.Errorf("ejections{c,breaker} = %v", v)
+	}
+	if v := r.metric(t, "ringlb_retries_total", "upstream=c"); v < 3 {
+		t.Errorf("ringlb_retries_total{c} = %v, want >= 3", v)
+	}
+	ks.checkPlacement(t, r.b, "c")
+
+	c.restart(t)
+	r.clk.advance(5 * time.Second)
+	if code, be := r.get(t, ks.by["c"][0]); code != 200 || be != "c" {
+		t.Fatalf("trial after restart: %d from %q", code, be)
+	}
+	ks.checkPlacement(t, r.b)
+	r.serveAll(t, ks)
+	if n := r.logs.count("upstream unavailable", "upstream=c"); n != 1 {
+		t.Errorf("%d 'upstream unavailable' lines, want 1", n)
+	}
+}
+
+// TestHang: an upstream that accepts and never answers costs each GET one
+// response_header timeout (then the request goes clockwise) until its
+// breaker trips after exactly consecutive_failures of them.
+func TestHang(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted atomic.Int64
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	hang := mustURL(t, "http://"+ln.Addr().String())
+	r := newRig(t, 3, func(o *Options) {
+		o.ResponseHeaderTimeout = 400 * time.Millisecond
+		o.Breaker.ConsecutiveFailures = 3
+		o.Upstreams[2].URL, o.Upstreams[2].Addr = hang, hang.Host
+	})
+	ks := newKeyset(r.b, 1000)
+	for i, k := range ks.by["c"][:3] {
+		if !status(t, r.b, "c").Available {
+			t.Fatalf("ejected after %d timeouts", i)
+		}
+		if code, be := r.get(t, k); code != 200 || be == "c" || be == "" {
+			t.Fatalf("GET %d: %d from %q, want 200 from a survivor", i, code, be)
+		}
+	}
+	if st := status(t, r.b, "c"); st.Available || st.Breaker != "open" {
+		t.Fatalf("after 3 timeouts: %+v", st)
+	}
+	start := time.Now()
+	r.serveAll(t, ks, "c")
+	if n := accepted.Load(); n != 3 {
+		t.Errorf("the hung upstream saw %d connections, want 3", n)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("serving with c ejected took %v", d)
+	}
+	ks.checkPlacement(t, r.b, "c")
+	if v := r.metric(t, "ringlb_ejections_total", "upstream=c", "reason=breaker"); v != 1 {
+		t.Errorf("ejections{c,breaker} = %v", v)
+	}
+}
+
+// healthEvent is one report of a health checker, with the probe answers
+// the upstream had given by then.
+type healthEvent struct {
+	name          string
+	up            bool
+	passes, fails int64
+}
+
+// runChecker starts a real health checker over r's backends, reporting
+// into r.b; every report also goes to the returned channel.
+func runChecker(t *testing.T, r *rig, rise, fall int) <-chan healthEvent {
+	events := make(chan healthEvent, 16)
+	rep := healthcheck.ReporterFunc(func(name string, up bool, reason string) {
+		r.b.SetHealthy(name, up, reason)
+		be := r.bes[name]
+		// The prober waits for us: no probe of name runs meanwhile.
+		events <- healthEvent{name, up, be.passes.Load(), be.fails.Load()}
+	})
+	// A generous timeout: a probe slowed down by the race detector must
+	// not count as a failure (probes of one target never overlap).
+	opts := healthcheck.Options{Path: "/healthz", Interval: 15 * time.Millisecond, Timeout: 2 * time.Second, Rise: rise, Fall: fall}
+	hc := healthcheck.New(opts, rep, nil)
+	var targets []healthcheck.Target
+	for name, be := range r.bes {
+		targets = append(targets, healthcheck.Target{Name: name, URL: mustURL(t, be.srv.URL)})
+	}
+	hc.Update(opts, targets)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		hc.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return events
+}
+
+func nextEvent(t *testing.T, events <-chan healthEvent) healthEvent {
+	t.Helper()
+	select {
+	case ev := <-events:
+		return ev
+	case <-time.After(10 * time.Second):
+		t.Fatal("no health report")
+		return healthEvent{}
+	}
+}
+
+// TestHealthEjection: an upstream that fails its health check while its
+// traffic is fine is ejected after exactly fall failed probes, reason
+// health; only its keys move; after rise passes they all come home.
+func TestHealthEjection(t *testing.T) {
+	r := newRig(t, 4, func(o *Options) { o.HealthChecks = true })
+	ks := newKeyset(r.b, 2000)
+	events := runChecker(t, r, 2, 3)
+	c := r.bes["c"]
+	c.health.Store(http.StatusServiceUnavailable)
+	ev := nextEvent(t, events)
+	if ev.name != "c" || ev.up || ev.fails != 3 {
+		t.Fatalf("report %+v, want c down after 3 failed probes", ev)
+	}
+	if st := status(t, r.b, "c"); st.Available || st.Health != "down" || st.Breaker != "closed" {
+		t.Fatalf("after the report: %+v", st)
+	}
+	if v := r.metric(t, "ringlb_ejections_total", "upstream=c", "reason=health"); v != 1 {
+		t.Errorf("ejections{c,health} = %v", v)
+	}
+	if v := r.metric(t, "ringlb_ejections_total", "upstream=c", "reason=breaker"); v != 0 {
+		t.Errorf("ejections{c,breaker} = %v", v)
+	}
+	if lr := r.b.Lookup(ks.by["c"][0]); !hasSkip(lr, "c", "unhealthy") {
+		t.Errorf("lookup: %+v", lr)
+	}
+	ks.checkPlacement(t, r.b, "c")
+	hits := c.hits.Load()
+	r.serveAll(t, ks, "c")
+	if c.hits.Load() != hits {
+		t.Error("an ejected upstream got traffic")
+	}
+
+	passes := ev.passes
+	c.health.Store(http.StatusOK)
+	ev = nextEvent(t, events)
+	if ev.name != "c" || !ev.up || ev.passes-passes != 2 {
+		t.Fatalf("report %+v, want c up after 2 passes (had %d)", ev, passes)
+	}
+	ks.checkPlacement(t, r.b)
+	r.serveAll(t, ks)
+	if n := r.logs.count("upstream unavailable", "upstream=c", "cause=health"); n != 1 {
+		t.Errorf("%d 'upstream unavailable' lines, want 1", n)
+	}
+	if n := r.logs.count("upstream available", "upstream=c", "cause=health"); n != 1 {
+		t.Errorf("%d 'upstream available' lines, want 1", n)
+	}
+	select {
+	case ev := <-events:
+		t.Errorf("unexpected report %+v", ev)
+	default:
+	}
+}
+
+// TestFlappingHealthNeverEjects: probes that alternate pass and fail never
+// reach fall (2) failures in a row.
+func TestFlappingHealthNeverEjects(t *testing.T) {
+	r := newRig(t, 2, func(o *Options) { o.HealthChecks = true })
+	a := r.bes["a"]
+	a.flap.Store(true)
+	probed := make(chan int64, 64)
+	a.probed.Store(&probed)
+	events := runChecker(t, r, 2, 2)
+	deadline := time.After(20 * time.Second)
+	for n := int64(0); n < 30; {
+		select {
+		case n = <-probed:
+		case <-deadline:
+			t.Fatalf("only %d probes", n)
+		}
+	}
+	select {
+	case ev := <-events:
+		t.Fatalf("flapping upstream reported: %+v", ev)
+	default:
+	}
+	if !status(t, r.b, "a").Available || a.fails.Load() < 15 {
+		t.Errorf("a: %+v after %d failed probes", status(t, r.b, "a"), a.fails.Load())
+	}
+	if v := r.metric(t, "ringlb_ejections_total", "upstream=a", "reason=health"); v != 0 {
+		t.Errorf("ejections = %v", v)
+	}
+}
+
+// TestSlowStartAfterEjection: with slow_start, an upstream returning from
+// an ejection (health or breaker) takes its keys back in a growing set:
+// about a quarter of its keys a quarter of the way through the window,
+// about three quarters at three quarters, every earlier key still home,
+// and all at the end; no other key moves meanwhile.
+func TestSlowStartAfterEjection(t *testing.T) {
+	for _, path := range []string{"health", "breaker"} {
+		t.Run(path, func(t *testing.T) {
+			r := newRig(t, 4, func(o *Options) {
+				o.SlowStart = time.Minute
+				o.HealthChecks = true
+				o.Breaker.ConsecutiveFailures = 1
+			})
+			ks := newKeyset(r.b, 4000)
+			c, own := r.bes["c"], ks.by["c"]
+			if path == "health" {
+				r.b.SetHealthy("c", false, "test")
+				ks.checkPlacement(t, r.b, "c")
+				r.b.SetHealthy("c", true, "test")
+			} else {
+				c.status.Store(http.StatusBadGateway)
+				r.get(t, own[0])
+				ks.checkPlacement(t, r.b, "c")
+				c.status.Store(http.StatusOK)
+				r.clk.advance(5 * time.Second)
+				if code, be := r.get(t, own[0]); code != 200 || be != "c" {
+					t.Fatalf("trial: %d from %q", code, be)
+				}
+			}
+			if st := status(t, r.b, "c"); !st.Available || st.ActiveFraction != 0 {
+				t.Fatalf("at return: %+v", st)
+			}
+			if h := ks.home(r.b, "c"); len(h) != 0 {
+				t.Errorf("%d keys home at fraction 0", len(h))
+			}
+			if lr := r.b.Lookup(own[1]); !hasSkip(lr, "c", "slow_start") {
+				t.Errorf("lookup at fraction 0: %+v", lr)
+			}
+			ks.checkPlacement(t, r.b, "c")
+
+			r.clk.advance(15 * time.Second)
+			quarter := ks.home(r.b, "c")
+			ks.unmoved(t, r.b, "c")
+			r.clk.advance(30 * time.Second)
+			threeQ := ks.home(r.b, "c")
+			ks.unmoved(t, r.b, "c")
+			for k := range quarter {
+				if !threeQ[k] {
+					t.Errorf("key %s home at 1/4 left again at 3/4", k)
+				}
+			}
+			if st := status(t, r.b, "c"); st.ActiveFraction != 0.75 {
+				t.Errorf("active fraction at 45s: %v", st.ActiveFraction)
+			}
+			// A key at an inactive point of c walks on and may meet an
+			// active point of c first, so a little more than the active
+			// fraction of c's keys is home.
+			q, tq := float64(len(quarter))/float64(len(own)), float64(len(threeQ))/float64(len(own))
+			if q < 0.2 || q > 0.45 || tq < 0.7 || tq > 0.95 {
+				t.Errorf("share of c's keys home: %.2f at 1/4, %.2f at 3/4", q, tq)
+			}
+			r.clk.advance(15 * time.Second)
+			ks.checkPlacement(t, r.b)
+			if st := status(t, r.b, "c"); st.ActiveFraction != 1 {
+				t.Errorf("active fraction at the end: %v", st.ActiveFraction)
+			}
+			r.serveAll(t, ks)
+		})
+	}
+}
+
+// TestFailClosed: under on_unavailable fail, failures of an available
+// owner answer 502 and feed its breaker, never retried elsewhere; once
+// it is ejected its keys get 503, counted, and no other upstream ever
+// sees them.
+func TestFailClosed(t *testing.T) {
+	dead := deadURL(t)
+	r := newRig(t, 3, func(o *Options) {
+		o.OnUnavailable = "fail"
+		o.Breaker.ConsecutiveFailures = 2
+		o.Upstreams[2].URL, o.Upstreams[2].Addr = dead, dead.Host
+	})
+	ks := newKeyset(r.b, 300)
+	key := ks.by["c"][0]
+	for i := range 2 {
+		code, _, body := get(t, r.client, r.front.URL+"/?user="+key)
+		if code != http.StatusBadGateway || !strings.Contains(body, "upstream c failed") {
+			t.Fatalf("failure %d: %d %q, want 502", i+1, code, body)
+		}
+	}
+	if st := status(t, r.b, "c"); st.Available || st.Breaker != "open" {
+		t.Fatalf("after 2 failures: %+v", st)
+	}
+	for _, k := range ks.by["c"][:5] {
+		code, _, body := get(t, r.client, r.front.URL+"/?user="+k)
+		if code != http.StatusServiceUnavailable || body != "upstream c for this key is unavailable\n" {
+			t.Errorf("key of the ejected owner: %d %q", code, body)
+		}
+	}
+	if v := r.metric(t, "ringlb_no_upstream_total"); v != 5 {
+		t.Errorf("ringlb_no_upstream_total = %v, want 5", v)
+	}
+	if n := r.bes["a"].hits.Load() + r.bes["b"].hits.Load(); n != 0 {
+		t.Errorf("c's keys were served elsewhere %d times", n)
+	}
+	if lr := r.b.Lookup(key); lr.Chosen != "" {
+		t.Errorf("lookup: chosen %q, want none", lr.Chosen)
+	}
+	for _, k := range append(ks.by["a"][:5], ks.by["b"][:5]...) {
+		if code, be := r.get(t, k); code != 200 || be != ks.owner[k] {
+			t.Errorf("key %s of %s: %d from %q", k, ks.owner[k], code, be)
+		}
+	}
+}
+
+// TestReloadBreakersAndHealthChecksOff: a reload that turns breakers off
+// closes an open one; one that turns health checks off brings every
+// upstream back and ignores reports from the checker being stopped.
+func TestReloadBreakersAndHealthChecksOff(t *testing.T) {
+	r := newRig(t, 2, func(o *Options) { o.Breaker.ConsecutiveFailures = 1; o.HealthChecks = true })
+	ks := newKeyset(r.b, 200)
+	r.bes["a"].status.Store(http.StatusBadGateway)
+	r.get(t, ks.by["a"][0])
+	r.b.SetHealthy("b", false, "test")
+	opts := r.b.snap.Load().opts
+	opts.Breaker = BreakerOptions{}
+	if _, err := r.b.Update(opts); err != nil {
+		t.Fatal(err)
+	}
+	if st := status(t, r.b, "a"); !st.Available || st.Breaker != "closed" {
+		t.Errorf("breakers off: %+v", st)
+	}
+	if st := status(t, r.b, "b"); st.Available {
+		t.Errorf("breakers off changed b's health: %+v", st)
+	}
+	opts.HealthChecks = false
+	if _, err := r.b.Update(opts); err != nil {
+		t.Fatal(err)
+	}
+	r.b.SetHealthy("a", false, "late report")
+	for _, name := range []string{"a", "b"} {
+		if st := status(t, r.b, name); !st.Available || st.Health != "up" {
+			t.Errorf("health checks off: %+v", st)
+		}
+	}
+	opts.HealthChecks = true
+	if _, err := r.b.Update(opts); err != nil {
+		t.Fatal(err)
+	}
+	r.b.SetHealthy("a", false, "test")
+	if status(t, r.b, "a").Available {
+		t.Error("health checks back on, report ignored")
+	}
+	if n := r.logs.count("upstream available", "upstream=b"); n != 1 {
+		t.Errorf("%d 'upstream available' lines for b, want 1", n)
+	}
+}

@@ -1,0 +1,313 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestEndToEndKillAndReturn runs the real binaries: four examples/upstream
+// processes behind a ringlb process with active checks and breakers. One
+// client sends GETs for 200 keys throughout while one upstream is killed
+// with SIGKILL and later restarted on its port. It asserts that no GET
+// that started after the kill fails (refused dials go clockwise), that no
+// key of another upstream ever moves, and that once ringlb readmits the
+// upstream every one of its keys is home.
+//
+// It builds both binaries, so -short skips it.
+func TestEndToEndKillAndReturn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs binaries; skipped with -short")
+	}
+	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goTool); err != nil {
+		t.Skipf("no go tool: %v", err)
+	}
+	dir := t.TempDir()
+	bin := func(name, pkg string) string {
+		out := filepath.Join(dir, name)
+		cmd := exec.Command(goTool, "build", "-o", out, pkg)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+		}
+		return out
+	}
+	ringlbBin := bin("ringlb", ".")
+	upstreamBin := bin("upstream", "../../examples/upstream")
+
+	ports := freePorts(t, 6)
+	procs := map[string]*exec.Cmd{}
+	var mu sync.Mutex
+	start := func(name string, logs io.Writer, path string, args ...string) *exec.Cmd {
+		t.Helper()
+		cmd := exec.Command(path, args...)
+		cmd.Stdout, cmd.Stderr = logs, logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		procs[name] = cmd
+		mu.Unlock()
+		return cmd
+	}
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range procs {
+			p.Process.Kill()
+			p.Wait()
+		}
+	})
+	var upLogs, lbLogs syncBuffer
+	names := []string{"app-1", "app-2", "app-3", "app-4"}
+	addr := map[string]string{}
+	config := fmt.Sprintf(`listen: 127.0.0.1:%d
+admin_listen: 127.0.0.1:%d
+hash:
+  key: [query: user]
+ring:
+  load_factor: 0
+health:
+  path: /healthz
+  interval: 200ms
+  timeout: 190ms
+  rise: 2
+  fall: 2
+breaker:
+  consecutive_failures: 5
+  open_timeout: 1s
+  max_open_timeout: 2s
+retries: 1
+timeouts:
+  dial: 1s
+upstreams:
+`, ports[4], ports[5])
+	for i, name := range names {
+		addr[name] = fmt.Sprintf("127.0.0.1:%d", ports[i])
+		config += fmt.Sprintf("  - name: %s\n    url: http://%s\n", name, addr[name])
+		start(name, &upLogs, upstreamBin, "-name", name, "-listen", addr[name])
+	}
+	cfgPath := filepath.Join(dir, "ringlb.yaml")
+	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		waitHTTP(t, "http://"+addr[name]+"/healthz")
+	}
+	start("ringlb", &lbLogs, ringlbBin, "serve", "-config", cfgPath)
+	proxyURL := fmt.Sprintf("http://127.0.0.1:%d", ports[4])
+	adminURL := fmt.Sprintf("http://127.0.0.1:%d", ports[5])
+	waitHTTP(t, adminURL+"/readyz")
+	defer func() {
+		if t.Failed() {
+			t.Logf("ringlb log:\n%s", lbLogs.String())
+		}
+	}()
+
+	client := &http.Client{Timeout: 10 * time.Second}
+	// send GETs key and returns the upstream that answered, or an error.
+	send := func(key string) (string, error) {
+		res, err := client.Get(proxyURL + "/?user=" + key)
+		if err != nil {
+			return "", err
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			return "", fmt.Errorf("status %d", res.StatusCode)
+		}
+		return res.Header.Get("X-Upstream"), nil
+	}
+	keys := make([]string, 200)
+	owner := map[string]string{}
+	for i := range keys {
+		keys[i] = fmt.Sprintf("user-%d", i)
+		got, err := send(keys[i])
+		if err != nil {
+			t.Fatalf("before the kill: %s: %v", keys[i], err)
+		}
+		owner[keys[i]] = got
+	}
+	victim := "app-3"
+	var victimKeys int
+	for _, o := range owner {
+		if o == victim {
+			victimKeys++
+		}
+	}
+	if victimKeys == 0 {
+		t.Fatalf("%s owns none of the keys: %v", victim, owner)
+	}
+
+	// The client loop: one GET at a time, every key in turn, until told
+	// to stop. Each answer is checked as it comes.
+	var (
+		rmu                  sync.Mutex
+		sent, inWindow       int
+		failedAfter, moved   int
+		notHome              int
+		killedAt, readmitted time.Time
+	)
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	var stopOnce sync.Once
+	halt := func() {
+		stopOnce.Do(func() { close(stop) })
+		<-stopped
+	}
+	t.Cleanup(halt) // also when a check below gives up
+	go func() {
+		defer close(stopped)
+		for {
+			for _, k := range keys {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				began := time.Now()
+				got, err := send(k)
+				rmu.Lock()
+				sent++
+				o := owner[k]
+				switch {
+				case err != nil && !killedAt.IsZero() && began.Before(killedAt):
+					inWindow++ // in flight when the upstream died
+				case err != nil:
+					failedAfter++
+					t.Errorf("GET %s: %v", k, err)
+				case o != victim && got != o:
+					moved++
+					t.Errorf("key %s of %s served by %s", k, o, got)
+				case o == victim && !readmitted.IsZero() && began.After(readmitted) && got != victim:
+					notHome++
+					t.Errorf("key %s of %s served by %s after readmission", k, o, got)
+				}
+				rmu.Unlock()
+			}
+		}
+	}()
+	// waitSent waits until the loop has sent n more GETs.
+	waitSent := func(n int) {
+		t.Helper()
+		rmu.Lock()
+		goal := sent + n
+		rmu.Unlock()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			rmu.Lock()
+			done := sent >= goal
+			rmu.Unlock()
+			if done {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the client loop stalled")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitSent(300)
+	rmu.Lock()
+	killedAt = time.Now()
+	rmu.Unlock()
+	if err := procs[victim].Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	procs[victim].Wait()
+	// Traffic goes on while ringlb notices: refused dials go clockwise.
+	deadline := time.Now().Add(20 * time.Second)
+	for ringState(t, adminURL, victim).Available {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never ejected", victim)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	waitSent(len(keys))
+
+	start(victim, &upLogs, upstreamBin, "-name", victim, "-listen", addr[victim])
+	deadline = time.Now().Add(20 * time.Second)
+	for !ringState(t, adminURL, victim).Available {
+		// The loop's traffic also gives the breaker its trial.
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never readmitted: %+v", victim, ringState(t, adminURL, victim))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	rmu.Lock()
+	readmitted = time.Now()
+	rmu.Unlock()
+	waitSent(2 * len(keys))
+	halt()
+	if failedAfter > 0 || moved > 0 || notHome > 0 {
+		t.Errorf("%d GETs failed after the kill, %d answers moved, %d keys of %s not home after readmission",
+			failedAfter, moved, notHome, victim)
+	}
+	t.Logf("%d GETs for %d keys (%d of %s); %d failed while in flight at the kill", sent, len(keys), victimKeys, victim, inWindow)
+}
+
+// freePorts returns n distinct loopback ports that were free a moment ago.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ls []net.Listener
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ports
+}
+
+// waitHTTP polls url until it answers 200.
+func waitHTTP(t *testing.T, url string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		res, err := http.Get(url)
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not answering 200: %v", url, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers (child
+// processes' output copiers).
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
