@@ -4,7 +4,7 @@
 //
 // Routes:
 //
-//	GET  /               HTML status page
+//	GET  /               HTML status page (see status.go)
 //	GET  /metrics        Prometheus exposition from the given gatherer
 //	GET  /healthz        200 "ok" while the process runs
 //	GET  /readyz         200 when at least one upstream is available, else 503
@@ -15,9 +15,6 @@ package admin
 
 import (
 	"encoding/json"
-	"fmt"
-	"html/template"
-	"math"
 	"net/http"
 	"strconv"
 
@@ -38,7 +35,7 @@ type ReloadFunc func() (version string, problems []string, err error)
 // exposes (normally the registry b registered on); reload performs POST
 // /reload (nil: 501).
 func NewHandler(b *balancer.Balancer, gatherer prometheus.Gatherer, reload ReloadFunc) http.Handler {
-	h := &handler{b: b, reload: reload}
+	h := &handler{b: b, gatherer: gatherer, reload: reload}
 	r := chi.NewRouter()
 	r.Get("/", h.index)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
@@ -54,8 +51,9 @@ func NewHandler(b *balancer.Balancer, gatherer prometheus.Gatherer, reload Reloa
 }
 
 type handler struct {
-	b      *balancer.Balancer
-	reload func() (string, []string, error)
+	b        *balancer.Balancer
+	gatherer prometheus.Gatherer
+	reload   func() (string, []string, error)
 }
 
 func (h *handler) readyz(w http.ResponseWriter, _ *http.Request) {
@@ -168,87 +166,6 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.Encode(v)
-}
-
-var indexTmpl = template.Must(template.New("index").Funcs(template.FuncMap{
-	"pct": func(f float64) string { return template.HTMLEscapeString(formatPct(f)) },
-}).Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>ringlb</title>
-<style>body{font-family:sans-serif}table{border-collapse:collapse}td,th{padding:2px 10px;text-align:left}.down{color:#b00}</style>
-</head><body>
-<h1>ringlb</h1>
-<p>ring version {{.Version}} · placement {{.Placement}} · {{.PointsPerWeight}} points per weight · load factor {{.LoadFactor}}</p>
-<svg width="240" height="240" viewBox="0 0 240 240" role="img" aria-label="the ring">
-{{range .Arcs}}<path d="{{.D}}" fill="{{.Fill}}"><title>{{.Name}}</title></path>
-{{end}}<text x="120" y="124" text-anchor="middle" font-size="12">{{.Version}}</text>
-</svg>
-<table>
-<tr><th></th><th>upstream</th><th>url</th><th>state</th><th>health</th><th>breaker</th><th>weight</th><th>points</th><th>share</th><th>in flight</th><th>active</th></tr>
-{{range $i, $u := .Upstreams}}{{with $u}}<tr{{if not .Available}} class="down"{{end}}><td><svg width="12" height="12"><rect width="12" height="12" fill="{{index $.Colors $i}}"/></svg></td><td>{{.Name}}</td><td>{{.URL}}</td><td>{{if .Available}}available{{else}}unavailable{{end}}</td><td>{{.Health}}</td><td>{{.Breaker}}</td><td>{{.Weight}}</td><td>{{.Points}}</td><td>{{pct .Share}}</td><td>{{.Inflight}}</td><td>{{pct .ActiveFraction}}</td></tr>
-{{end}}{{end}}</table>
-<p><a href="/metrics">metrics</a> · <a href="/debug/ring">/debug/ring</a> · <a href="/debug/lookup?key=example">/debug/lookup?key=example</a></p>
-</body></html>
-`))
-
-// indexPage is what the status page template renders.
-type indexPage struct {
-	balancer.RingStatus
-	Colors []string // per upstream, in Upstreams order
-	Arcs   []arc
-}
-
-// arc is one run of the ring owned by one upstream, as an SVG path.
-type arc struct {
-	D, Fill, Name string
-}
-
-// ringSamples is how finely the status page samples the circle.
-const ringSamples = 720
-
-func (h *handler) index(w http.ResponseWriter, r *http.Request) {
-	st := h.b.Status()
-	owners := h.b.Owners(ringSamples)
-	page := indexPage{RingStatus: st, Colors: make([]string, len(st.Upstreams))}
-	for i, u := range st.Upstreams {
-		page.Colors[i] = "#cccccc"
-		if u.Available {
-			page.Colors[i] = fmt.Sprintf("hsl(%d, 60%%, 55%%)", i*360/len(st.Upstreams))
-		}
-	}
-	// Merge runs of samples with the same owner into one donut segment.
-	for start := 0; start < len(owners) && len(st.Upstreams) > 0; {
-		end := start + 1
-		for end < len(owners) && owners[end] == owners[start] {
-			end++
-		}
-		o := owners[start]
-		page.Arcs = append(page.Arcs, arc{D: donutPath(start, end, len(owners)), Fill: page.Colors[o], Name: st.Upstreams[o].Name})
-		start = end
-	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	indexTmpl.Execute(w, page)
-}
-
-// donutPath draws samples [from, to) of n as a segment of a ring centred
-// at (120, 120), clockwise from the top.
-func donutPath(from, to, n int) string {
-	const cx, cy, ro, ri = 120.0, 120.0, 110.0, 70.0
-	a0 := 2 * math.Pi * float64(from) / float64(n)
-	a1 := 2 * math.Pi * float64(to) / float64(n)
-	if to-from == n {
-		a1 -= 1e-4 // a full circle: SVG draws nothing for equal end points
-	}
-	large := 0
-	if a1-a0 > math.Pi {
-		large = 1
-	}
-	pt := func(r, a float64) (float64, float64) { return cx + r*math.Sin(a), cy - r*math.Cos(a) }
-	x0, y0 := pt(ro, a0)
-	x1, y1 := pt(ro, a1)
-	x2, y2 := pt(ri, a1)
-	x3, y3 := pt(ri, a0)
-	return fmt.Sprintf("M%.2f %.2fA%.0f %.0f 0 %d 1 %.2f %.2fL%.2f %.2fA%.0f %.0f 0 %d 0 %.2f %.2fZ",
-		x0, y0, ro, ro, large, x1, y1, x2, y2, ri, ri, large, x3, y3)
 }
 
 func formatPct(f float64) string { return strconv.FormatFloat(f*100, 'f', 1, 64) + "%" }

@@ -1,0 +1,288 @@
+#!/usr/bin/env bash
+# churn.sh: watch ringlb keep each user on the same upstream while upstreams
+# crash, come back and join. It needs bash, curl and Go, and runs from any
+# directory:
+#
+#   bash examples/churn.sh
+#
+# It builds ringlb and the demo upstream (examples/upstream, which answers
+# "user U: visit N on NAME" and counts visits in memory), starts four
+# upstreams and ringlb on loopback, and sends one request per user per
+# round. A user whose visit count keeps counting stayed put; a count back at
+# 1 means the user landed on another upstream (or on a restarted one). Then:
+#
+#   1. kill -9 one upstream: only its users move, everyone else counts on;
+#   2. restart it: once ringlb's health check readmits it, exactly its users
+#      come home (to a fresh process: their count starts again at 1);
+#   3. add a fifth upstream (edit the config, POST /reload): about a fifth
+#      of the users move, all of them to the newcomer.
+#
+# It exits 1 if affinity did not hold, and cleans up every process it
+# started. Ports: CHURN_PORT_BASE (default 19200); upstreams listen on
+# BASE+1..BASE+5, the proxy on BASE+8, the admin listener on BASE+9.
+set -euo pipefail
+
+base=${CHURN_PORT_BASE:-19200}
+proxy_port=$((base + 8))
+admin_port=$((base + 9))
+proxy=http://127.0.0.1:$proxy_port
+admin=http://127.0.0.1:$admin_port
+users=(alice bob carol dave erin frank grace heidi ivan judy mallory oscar)
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/ringlb-churn.XXXXXX")
+declare -A pid=() # process name -> pid
+
+cleanup() {
+  local name p
+  for name in "${!pid[@]}"; do
+    kill "${pid[$name]}" 2>/dev/null || true
+  done
+  for name in "${!pid[@]}"; do
+    p=${pid[$name]}
+    for _ in $(seq 50); do # up to 5 s each to drain, then kill -9
+      kill -0 "$p" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -9 "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+  done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+say() { printf '\n== %s\n' "$*"; }
+
+fail() {
+  printf '\nFAIL: %s\n' "$*" >&2
+  if [ -f "$work/ringlb.log" ]; then
+    printf -- '--- last lines of the ringlb log:\n' >&2
+    tail -n 20 "$work/ringlb.log" >&2
+  fi
+  exit 1
+}
+
+# wait_until SECONDS WHAT COMMAND...: run COMMAND every 0.1 s until it
+# succeeds; fail after SECONDS.
+wait_until() {
+  local secs=$1 what=$2 i
+  shift 2
+  for ((i = 0; i < secs * 10; i++)); do
+    if "$@" >/dev/null 2>&1; then
+      return 0
+    fi
+    sleep 0.1
+  done
+  fail "$what: not after ${secs}s"
+}
+
+now_ms() { local t=${EPOCHREALTIME/[.,]/}; echo $((t / 1000)); }
+since() { local ms=$(($(now_ms) - $1)); printf '%d.%ds' $((ms / 1000)) $((ms % 1000 / 100)); }
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# available NAME: prints what /debug/ring says of NAME's availability
+# (true or false; nothing if NAME is not on the ring).
+available() {
+  curl -fsS -m 5 "$admin/debug/ring" | awk -v want="\"$1\"" '
+    $1 == "\"name\":" { name = $2; sub(/,$/, "", name) }
+    $1 == "\"available\":" && name == want { v = $2; sub(/,$/, "", v); print v; exit }'
+}
+is_available() { [ "$(available "$1")" = true ]; }
+is_ejected() { [ "$(available "$1")" = false ]; }
+
+# share NAME: NAME's share of the ring, in percent, from /debug/ring.
+share() {
+  curl -fsS -m 5 "$admin/debug/ring" | awk -v want="\"$1\"" '
+    $1 == "\"name\":" { name = $2; sub(/,$/, "", name) }
+    $1 == "\"share\":" && name == want { v = $2; sub(/,$/, "", v); printf "%.1f%%", v * 100; exit }'
+}
+
+start_upstream() { # NAME PORT
+  port_free "$2" || fail "port $2 is taken (set CHURN_PORT_BASE to use other ports)"
+  "$work/upstream" -name "$1" -listen "127.0.0.1:$2" >>"$work/$1.log" 2>&1 &
+  pid[$1]=$!
+  wait_until 20 "$1 listening on 127.0.0.1:$2" curl -fsS -m 5 "http://127.0.0.1:$2/healthz"
+}
+
+write_config() { # N: a config with upstreams app-1..app-N
+  local i
+  {
+    cat <<EOF
+# Written by examples/churn.sh.
+listen: 127.0.0.1:$proxy_port
+admin_listen: 127.0.0.1:$admin_port
+hash:
+  key:
+    - query: user
+  on_missing: reject
+upstreams:
+EOF
+    for ((i = 1; i <= $1; i++)); do
+      printf '  - name: app-%d\n    url: http://127.0.0.1:%d\n' "$i" $((base + i))
+    done
+    cat <<EOF
+health:
+  path: /healthz
+  interval: 200ms
+  timeout: 150ms
+  fall: 2
+  rise: 2
+retries: 1
+EOF
+  } >"$work/ringlb.yaml"
+}
+
+declare -A up=() visit=() prev_up=() prev_visit=() note=()
+
+# round: one request per user; records where each went and its visit count,
+# keeping the previous round's in prev_up and prev_visit.
+round() {
+  local u out
+  for u in "${users[@]}"; do
+    prev_up[$u]=${up[$u]:-}
+    prev_visit[$u]=${visit[$u]:-0}
+    out=$(curl -fsS -m 5 "$proxy/?user=$u") || fail "request for $u failed"
+    [[ $out =~ ^user\ (.+):\ visit\ ([0-9]+)\ on\ (.+)$ ]] || fail "unexpected answer for $u: $out"
+    [ "${BASH_REMATCH[1]}" = "$u" ] || fail "asked for $u, the upstream saw ${BASH_REMATCH[1]}"
+    visit[$u]=${BASH_REMATCH[2]}
+    up[$u]=${BASH_REMATCH[3]}
+    note[$u]=""
+  done
+}
+
+table() {
+  local u
+  printf '   %-9s %-7s %5s  %s\n' user upstream visit ""
+  for u in "${users[@]}"; do
+    printf '   %-9s %-7s %5s  %s\n' "$u" "${up[$u]}" "${visit[$u]}" "${note[$u]}"
+  done
+}
+
+# stayed U: U is where it was and its count went up by one.
+stayed() { [ "${up[$1]}" = "${prev_up[$1]}" ] && [ "${visit[$1]}" -eq $((${prev_visit[$1]} + 1)) ]; }
+
+bad=()
+# check USER WHAT COMMAND...: unless COMMAND succeeds, USER's affinity
+# broke as WHAT says.
+check() {
+  if ! "${@:3}"; then
+    bad+=("$1")
+    note[$1]="${note[$1]}  <-- WRONG: $2"
+  fi
+}
+report() {
+  table
+  if [ ${#bad[@]} -gt 0 ]; then
+    fail "affinity broke for ${bad[*]} (see the table)"
+  fi
+}
+
+command -v go >/dev/null || fail "go is not on PATH"
+command -v curl >/dev/null || fail "curl is not on PATH"
+
+say "Building ringlb and the demo upstream into $work"
+(cd "$repo" && go build -o "$work/ringlb" ./cmd/ringlb && go build -o "$work/upstream" ./examples/upstream) ||
+  fail "go build failed"
+
+say "Starting four demo upstreams (app-1..app-4 on 127.0.0.1:$((base + 1))-$((base + 4))) and ringlb"
+for i in 1 2 3 4; do
+  start_upstream "app-$i" $((base + i))
+done
+write_config 4
+port_free "$proxy_port" || fail "port $proxy_port is taken (set CHURN_PORT_BASE to use other ports)"
+port_free "$admin_port" || fail "port $admin_port is taken (set CHURN_PORT_BASE to use other ports)"
+"$work/ringlb" serve -config "$work/ringlb.yaml" >"$work/ringlb.log" 2>&1 &
+pid[ringlb]=$!
+wait_until 20 "ringlb ready on $admin/readyz" curl -fsS -m 5 "$admin/readyz"
+echo "   proxy $proxy, admin $admin; the key is the query parameter user,"
+echo "   health checks every 200ms (2 failures eject, 2 passes readmit)."
+
+say "Twelve users visit twice: each sticks to one upstream, whose count goes 1, 2"
+round
+round
+for u in "${users[@]}"; do
+  check "$u" "expected ${prev_up[$u]}, visit $((${prev_visit[$u]} + 1)): nothing changed" stayed "$u"
+done
+report
+
+# The victim: the upstream with the most users (first by name on a tie).
+declare -A count=()
+for u in "${users[@]}"; do
+  count[${up[$u]}]=$((${count[${up[$u]}]:-0} + 1))
+done
+victim="" most=0
+for i in 1 2 3 4; do
+  if [ "${count[app-$i]:-0}" -gt "$most" ]; then
+    victim=app-$i most=${count[app-$i]}
+  fi
+done
+victim_port=$((base + ${victim#app-}))
+declare -A home=()
+for u in "${users[@]}"; do
+  home[$u]=${up[$u]}
+done
+
+say "kill -9 $victim (it serves $most of the twelve users)"
+{ kill -9 "${pid[$victim]}" && wait "${pid[$victim]}"; } 2>/dev/null || true # no "Killed" notice
+unset "pid[$victim]"
+start=$(now_ms)
+wait_until 20 "/debug/ring showing $victim ejected" is_ejected "$victim"
+echo "   /debug/ring shows $victim ejected by the health check $(since "$start") after the kill"
+
+say "Everyone visits again: only $victim's users move; every other count goes on"
+round
+for u in "${users[@]}"; do
+  if [ "${prev_up[$u]}" = "$victim" ]; then
+    check "$u" "still reported on the dead $victim" test "${up[$u]}" != "$victim"
+    note[$u]="moved: $victim is down"
+  else
+    check "$u" "expected ${prev_up[$u]}, visit $((${prev_visit[$u]} + 1)): only $victim went down" stayed "$u"
+  fi
+done
+report
+
+say "Restart $victim on the same port; wait for ringlb to readmit it"
+start_upstream "$victim" "$victim_port"
+start=$(now_ms)
+wait_until 20 "/debug/ring showing $victim available" is_available "$victim"
+echo "   /debug/ring shows $victim available again $(since "$start") after it started answering"
+
+say "Everyone visits again: exactly $victim's users come home"
+round
+for u in "${users[@]}"; do
+  if [ "${home[$u]}" = "$victim" ]; then
+    check "$u" "not home on $victim" test "${up[$u]}" = "$victim"
+    note[$u]="home again (a new process: its count restarts at 1)"
+  else
+    check "$u" "expected ${prev_up[$u]}, visit $((${prev_visit[$u]} + 1)): only $victim came back" stayed "$u"
+  fi
+done
+report
+
+say "Add app-5: start it, add it to the config, POST /reload"
+start_upstream app-5 $((base + 5))
+write_config 5
+reply=$(curl -sS -m 5 -w ' %{http_code}' -X POST "$admin/reload") || fail "POST /reload: no answer"
+reply=$(tr -d '\n ' <<<"$reply")
+[[ $reply == *200 ]] || fail "POST /reload: $reply"
+echo "   POST /reload: ${reply%200}; app-5 owns $(share app-5) of the ring"
+
+say "Everyone visits again: about a fifth of the users move, all of them to app-5"
+round
+moved=0
+for u in "${users[@]}"; do
+  if [ "${up[$u]}" != "${prev_up[$u]}" ]; then
+    moved=$((moved + 1))
+    check "$u" "moved from ${prev_up[$u]}, but not to the newcomer" test "${up[$u]}" = app-5
+    note[$u]="moved to the newcomer"
+  else
+    check "$u" "expected visit $((${prev_visit[$u]} + 1)) on ${prev_up[$u]}" stayed "$u"
+  fi
+done
+report
+echo "   $moved of ${#users[@]} users moved, all to app-5; the others kept counting."
+
+say "OK: affinity held through a crash, a return and a scale-out"

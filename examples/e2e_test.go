@@ -1,0 +1,351 @@
+//go:build unix
+
+package examples
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// End-to-end tests: the churn demo script, and a real Prometheus scraping
+// a real ringlb process.
+
+// startGroup starts cmd in its own process group and arranges for the
+// whole group to be killed when the test ends, so nothing it started
+// outlives the test.
+func startGroup(t *testing.T, cmd *exec.Cmd) *process {
+	t.Helper()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", cmd.Path, err)
+	}
+	p := &process{done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	pgid := cmd.Process.Pid
+	t.Cleanup(func() {
+		syscall.Kill(-pgid, syscall.SIGKILL)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			t.Errorf("%s did not exit 10s after SIGKILL", cmd.Path)
+		}
+	})
+	return p
+}
+
+// process is a started command: done is closed when it has exited, and
+// then err holds cmd.Wait's result.
+type process struct {
+	done chan struct{}
+	err  error
+}
+
+// freePortBase returns a base port p such that p+1 .. p+9 are free on
+// 127.0.0.1 now, below Linux's ephemeral range (32768 up).
+func freePortBase(t *testing.T) int {
+	t.Helper()
+tries:
+	for range 50 {
+		base := 20000 + 10*rand.IntN(1200)
+		var ls []net.Listener
+		for p := base + 1; p <= base+9; p++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				for _, l := range ls {
+					l.Close()
+				}
+				continue tries
+			}
+			ls = append(ls, l)
+		}
+		for _, l := range ls {
+			l.Close()
+		}
+		return base
+	}
+	t.Fatal("no run of 9 free loopback ports found")
+	return 0
+}
+
+// TestChurnScript runs examples/churn.sh, which exits non-zero if a user
+// moved who should not have, or did not move back or to a newcomer when it
+// should have.
+func TestChurnScript(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the churn demo builds ringlb and runs processes")
+	}
+	for _, tool := range []string{"bash", "curl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s not on PATH (CI is set): %v", tool, err)
+			}
+			t.Skipf("%s not on PATH: %v", tool, err)
+		}
+	}
+	goBin := goTool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	cmd := exec.CommandContext(ctx, "bash", "churn.sh")
+	cmd.Env = append(os.Environ(),
+		"PATH="+filepath.Dir(goBin)+string(os.PathListSeparator)+os.Getenv("PATH"),
+		fmt.Sprintf("CHURN_PORT_BASE=%d", freePortBase(t)),
+		"TMPDIR="+t.TempDir(),
+	)
+	// On timeout the script gets SIGTERM and cleans up after itself;
+	// startGroup's cleanup kills whatever is left.
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.WaitDelay = 15 * time.Second
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	p := startGroup(t, cmd)
+	<-p.done
+	if err := p.err; err != nil {
+		t.Fatalf("bash examples/churn.sh: %v (after %v; context: %v)\n%s", err, time.Since(start).Round(time.Millisecond), ctx.Err(), out.Bytes())
+	}
+	if !strings.Contains(out.String(), "OK: affinity held") {
+		t.Fatalf("churn.sh exited 0 without saying OK:\n%s", out.Bytes())
+	}
+	t.Logf("churn.sh passed in %v:\n%s", time.Since(start).Round(time.Millisecond), out.Bytes())
+}
+
+// prometheusPath finds the Prometheus server. Without it the test fails
+// under CI (env CI set) and is skipped elsewhere.
+func prometheusPath(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("prometheus")
+	if err != nil {
+		if _, serr := os.Stat("/usr/bin/prometheus"); serr == nil {
+			return "/usr/bin/prometheus"
+		}
+		if os.Getenv("CI") != "" {
+			t.Fatalf("prometheus not on PATH (CI is set): %v; install it (Debian: apt-get install prometheus)", err)
+		}
+		t.Skipf("prometheus not on PATH: %v (Debian: apt-get install prometheus)", err)
+	}
+	return p
+}
+
+// lineWaiter is a process's output: it keeps it, and sends the first
+// submatch of re on any complete line to found.
+type lineWaiter struct {
+	re    *regexp.Regexp
+	found chan string
+
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	seen int // bytes of buf already matched
+}
+
+func watchLines(re *regexp.Regexp) *lineWaiter {
+	return &lineWaiter{re: re, found: make(chan string, 1)}
+}
+
+func (w *lineWaiter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	for {
+		rest := w.buf.Bytes()[w.seen:]
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		if m := w.re.FindSubmatch(rest[:i]); m != nil {
+			select {
+			case w.found <- string(m[1]):
+			default:
+			}
+		}
+		w.seen += i + 1
+	}
+}
+
+func (w *lineWaiter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// promQuery is the part of /api/v1/query's answer the test reads.
+type promQuery struct {
+	Status string `json:"status"`
+	Data   struct {
+		Result []struct {
+			Metric map[string]string `json:"metric"`
+			Value  []any             `json:"value"`
+		} `json:"result"`
+	} `json:"data"`
+}
+
+// TestPrometheusScrapesRinglb starts a ringlb process in front of three
+// upstreams and a real Prometheus server scraping its admin listener
+// every second, and waits until Prometheus holds ringlb_upstream_available
+// for every upstream and ringlb_ring_info for the ring's version.
+func TestPrometheusScrapesRinglb(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts ringlb and Prometheus")
+	}
+	prom := prometheusPath(t)
+	goBin := goTool(t)
+	dir := t.TempDir() // before startGroup: its cleanups run first
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	bin := filepath.Join(dir, "ringlb")
+	build := exec.CommandContext(ctx, goBin, "build", "-o", bin, "./cmd/ringlb")
+	build.Dir = repoRoot
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/ringlb: %v\n%s", err, out)
+	}
+
+	names := []string{"app-a", "app-b", "app-c"}
+	var cfg strings.Builder
+	cfg.WriteString("listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\nupstreams:\n")
+	for _, n := range names {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, n+"\n")
+		}))
+		t.Cleanup(srv.Close)
+		fmt.Fprintf(&cfg, "  - name: %s\n    url: %s\n", n, srv.URL)
+	}
+	cfg.WriteString("health:\n  path: /healthz\n  interval: 500ms\n  timeout: 250ms\n")
+	cfgPath := filepath.Join(dir, "ringlb.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// ringlb, on ports it picks; its log says which.
+	rl := exec.Command(bin, "serve", "-config", cfgPath)
+	logs := watchLines(regexp.MustCompile(`msg="ringlb serving".* admin_listen=(\S+)`))
+	rl.Stdout, rl.Stderr = logs, logs
+	rlProc := startGroup(t, rl)
+	var adminAddr string
+	select {
+	case <-rlProc.done:
+		t.Fatalf("ringlb exited: %v\n%s", rlProc.err, logs)
+	case adminAddr = <-logs.found:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("ringlb did not log its admin address within 20s:\n%s", logs)
+	}
+	res, err := http.Get("http://" + adminAddr + "/debug/ring")
+	if err != nil {
+		t.Fatalf("ringlb admin: %v\n%s", err, logs)
+	}
+	var ring struct{ Version string }
+	err = json.NewDecoder(res.Body).Decode(&ring)
+	res.Body.Close()
+	if err != nil || ring.Version == "" {
+		t.Fatalf("/debug/ring: %v, version %q", err, ring.Version)
+	}
+
+	// Prometheus, scraping ringlb's admin listener every second.
+	promAddr := freeAddr(t)
+	promCfg := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(promCfg, []byte(fmt.Sprintf(`global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: ringlb
+    static_configs:
+      - targets: [%q]
+`, adminAddr)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pr := exec.Command(prom, "--config.file="+promCfg, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
+		"--web.listen-address="+promAddr, "--log.level=warn")
+	promOut := watchLines(regexp.MustCompile(`^\b$`)) // just keep it
+	pr.Stdout, pr.Stderr = promOut, promOut
+	prProc := startGroup(t, pr)
+
+	query := func(q string) (promQuery, error) {
+		var pq promQuery
+		res, err := http.Get("http://" + promAddr + "/api/v1/query?query=" + url.QueryEscape(q))
+		if err != nil {
+			return pq, err
+		}
+		defer res.Body.Close()
+		if err := json.NewDecoder(res.Body).Decode(&pq); err != nil {
+			return pq, err
+		}
+		if pq.Status != "success" {
+			return pq, fmt.Errorf("status %q", pq.Status)
+		}
+		return pq, nil
+	}
+
+	start := time.Now()
+	deadline := time.After(40 * time.Second)
+	var last string
+	for {
+		select {
+		case <-prProc.done:
+			t.Fatalf("prometheus exited: %v\n%s", prProc.err, promOut)
+		case <-deadline:
+			t.Fatalf("after 40s Prometheus has not scraped every upstream's ringlb_upstream_available: last answer %s\nprometheus:\n%s\nringlb:\n%s",
+				last, promOut, logs)
+		case <-time.After(500 * time.Millisecond):
+		}
+		pq, err := query("ringlb_upstream_available")
+		if err != nil {
+			last = err.Error()
+			continue
+		}
+		var got []string
+		for _, r := range pq.Data.Result {
+			got = append(got, r.Metric["upstream"])
+		}
+		slices.Sort(got)
+		last = fmt.Sprintf("%+v", pq.Data.Result)
+		if slices.Equal(got, names) {
+			for _, r := range pq.Data.Result {
+				if len(r.Value) != 2 || r.Value[1] != "1" {
+					t.Errorf("ringlb_upstream_available{upstream=%q} = %v, want 1", r.Metric["upstream"], r.Value)
+				}
+			}
+			break
+		}
+	}
+	t.Logf("Prometheus had every upstream after %v", time.Since(start).Round(time.Millisecond))
+
+	pq, err := query("ringlb_ring_info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pq.Data.Result) != 1 || pq.Data.Result[0].Metric["version"] != ring.Version {
+		t.Errorf("ringlb_ring_info in Prometheus: %+v, want one series with version %q", pq.Data.Result, ring.Version)
+	}
+}
+
+// freeAddr returns a loopback address that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
