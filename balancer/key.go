@@ -74,27 +74,41 @@ func (k KeySource) String() string {
 }
 
 // cookieValue returns the value of the first cookie called name with a
-// non-empty value, scanning the Cookie header lines without allocating
-// (http.Request.Cookie parses every cookie).
+// non-empty value, reading the Cookie header lines as net/http does
+// (http.Request.Cookie) but without allocating: pairs split on ";", the
+// pair and the name trimmed of ASCII blanks, one pair of surrounding
+// double quotes removed, and a value holding bytes a cookie value cannot
+// (controls, non-ASCII, double quote, backslash) skipped as net/http skips
+// it. So the key is the cookie the application behind ringlb reads.
 func cookieValue(h http.Header, name string) (string, bool) {
 	for _, line := range h["Cookie"] {
 		for line != "" {
 			var part string
 			part, line, _ = strings.Cut(line, ";")
-			part = strings.TrimSpace(part)
-			k, v, ok := strings.Cut(part, "=")
-			if !ok || k != name {
+			k, v, _ := strings.Cut(textproto.TrimString(part), "=")
+			if textproto.TrimString(k) != name {
 				continue
 			}
 			if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
 				v = v[1 : len(v)-1]
 			}
-			if v != "" {
+			if v != "" && validCookieValue(v) {
 				return v, true
 			}
 		}
 	}
 	return "", false
+}
+
+// validCookieValue reports whether every byte of v may appear in a cookie
+// value, by net/http's rule (RFC 6265 cookie-octets, plus space and comma).
+func validCookieValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; b < 0x20 || b >= 0x7f || b == '"' || b == ';' || b == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // queryValue returns the first value of the query parameter name in a raw
