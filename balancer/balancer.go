@@ -590,9 +590,9 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		last = m
 		nh := len(rw.Header())
 		rw.err = nil
-		b.attempt(s, m, rw, r, done)
+		b.attempt(s, m, rw, r, body, done)
 		attempts++
-		if rw.err == nil || rw.wroteHeader || r.Context().Err() != nil {
+		if rw.err == nil || rw.wroteHeader || clientFault(r, body) {
 			break
 		}
 		if s.fail || attempts > s.retries || len(rw.Header()) != nh || !retryable(rw.err, r, body) {
@@ -602,7 +602,7 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c, _ = b.pick(s, h, tried, nil)
 	}
 	if rw.err != nil && !rw.wroteHeader {
-		b.writeError(s, rw, r, last)
+		b.writeError(s, rw, r, body, last)
 	}
 }
 
@@ -610,7 +610,7 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // slot until the response is finished, also when the copy panics with
 // http.ErrAbortHandler (which is left to reach net/http). The outcome goes
 // to the upstream's breaker through done (from allow; nil without one).
-func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.Request, done func(error)) {
+func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.Request, body *trackedBody, done func(error)) {
 	u := m.u
 	u.inflight.Add(1)
 	b.inflight.Add(1)
@@ -619,13 +619,13 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 		u.inflight.Add(-1)
 		b.inflight.Add(-1)
 		if !finished {
-			b.report(s, u, done, outcome{status: rw.status, err: http.ErrAbortHandler, gone: r.Context().Err() != nil})
+			b.report(s, u, done, outcome{status: rw.status, err: http.ErrAbortHandler, gone: clientFault(r, body)})
 		}
 	}()
 	m.proxy.ServeHTTP(rw, r)
 	finished = true
 	if rw.err != nil {
-		b.report(s, u, done, outcome{err: rw.err, gone: r.Context().Err() != nil})
+		b.report(s, u, done, outcome{err: rw.err, gone: clientFault(r, body)})
 	} else {
 		b.report(s, u, done, outcome{status: rw.status})
 	}
@@ -655,13 +655,19 @@ func isTimeout(err error) bool {
 }
 
 // writeError answers a request whose last attempt failed before any byte
-// of a response was written: 504 for a timeout, 502 otherwise (always 502
-// under on_unavailable fail). A departed client gets nothing; it is
-// counted as 499.
-func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, m *member) {
+// of a response was written: 400 when the client's request body could not
+// be read, 504 for a timeout, 502 otherwise (always 502 under
+// on_unavailable fail). A departed client's connection is aborted, so it
+// can never read an empty response as a success; it is counted as 499.
+func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, body *trackedBody, m *member) {
+	if body != nil && body.bad.Load() {
+		rw.Header().Set("Connection", "close")
+		plainError(rw, http.StatusBadRequest, "bad request: the request body could not be read\n")
+		return
+	}
 	if r.Context().Err() != nil {
 		rw.status = 499
-		return
+		panic(http.ErrAbortHandler)
 	}
 	code, msg := http.StatusBadGateway, "bad gateway: upstream "+m.u.name+" failed\n"
 	if !s.fail && isTimeout(rw.err) {
@@ -844,18 +850,32 @@ func (b *Balancer) pick(s *snapshot, h uint64, tried []int, skipped []ring.Skip)
 }
 
 // trackedBody counts the request body bytes read, so a retry happens only
-// when nothing was sent, and ignores Close, so an attempt's transport
-// cannot close the body a retry still needs (net/http closes it after
-// the handler returns).
+// when nothing was sent; notes whether reading the client's body failed
+// (a malformed chunk, a connection closed short of Content-Length), which
+// is the client's fault and never the upstream's; and ignores Close, so an
+// attempt's transport cannot close the body a retry still needs (net/http
+// closes it after the handler returns). The transport reads it on its own
+// goroutine, hence the atomics.
 type trackedBody struct {
-	rc io.ReadCloser
-	n  atomic.Int64
+	rc  io.ReadCloser
+	n   atomic.Int64
+	bad atomic.Bool
 }
 
 func (t *trackedBody) Read(p []byte) (int, error) {
 	n, err := t.rc.Read(p)
 	t.n.Add(int64(n))
+	if err != nil && err != io.EOF {
+		t.bad.Store(true)
+	}
 	return n, err
+}
+
+// clientFault reports whether the current attempt failed because of the
+// client: it went away, or its request body could not be read. Such an
+// attempt says nothing about the upstream and is not retried.
+func clientFault(r *http.Request, body *trackedBody) bool {
+	return r.Context().Err() != nil || (body != nil && body.bad.Load())
 }
 
 func (t *trackedBody) Close() error { return nil }

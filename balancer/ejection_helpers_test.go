@@ -207,10 +207,12 @@ func newRig(t testing.TB, n int, mut func(*Options)) *rig {
 	r.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	t.Cleanup(r.client.CloseIdleConnections)
 	r.front = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		defer func() { // also when ServeHTTP aborts with http.ErrAbortHandler
+			if ch := r.served.Load(); ch != nil {
+				*ch <- struct{}{}
+			}
+		}()
 		b.ServeHTTP(w, req)
-		if ch := r.served.Load(); ch != nil {
-			*ch <- struct{}{}
-		}
 	}))
 	t.Cleanup(r.front.Close)
 	return r

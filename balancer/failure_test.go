@@ -28,8 +28,8 @@ func TestClientGoneCounts499(t *testing.T) {
 	}
 	done := make(chan struct{})
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(done) // ServeHTTP aborts the departed client's connection
 		b.ServeHTTP(w, r)
-		close(done)
 	}))
 	defer front.Close()
 	ctx, cancel := context.WithCancel(context.Background())

@@ -499,17 +499,10 @@ func TestHostileAdminPathsOnProxyPort(t *testing.T) {
 	}
 }
 
-// knownDefectBodies is why the two bad-body tests below are skipped: a
-// request body the client breaks is reported as the upstream's failure
-// (502, fed to its breaker), so one client can eject every upstream.
-// Remove the skips once balancer tells client body errors apart.
-const knownDefectBodies = "known defect (issue 7): client request-body errors count as upstream failures"
-
 // TestHostileBadBodiesDoNotEjectUpstream: a client sending broken chunked
 // bodies is at fault, not the upstream: it gets a 4xx, and however often
 // it does it, the upstream's breaker stays closed for everyone else.
 func TestHostileBadBodiesDoNotEjectUpstream(t *testing.T) {
-	t.Skip(knownDefectBodies)
 	r, addr, _ := startHostile(t, "breaker: {consecutive_failures: 3}\n")
 	for i := range 10 {
 		got := mustExchange(t, addr, "POST /bad HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcXX\r\n0\r\n\r\n")
@@ -525,7 +518,6 @@ func TestHostileBadBodiesDoNotEjectUpstream(t *testing.T) {
 // TestHostileShortBodyIsNotSuccess: a client that half-closes before
 // sending its whole Content-Length is not told its request succeeded.
 func TestHostileShortBodyIsNotSuccess(t *testing.T) {
-	t.Skip(knownDefectBodies)
 	_, addr, _ := startHostile(t, "")
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
