@@ -11,11 +11,13 @@
 //	GET  /debug/ring     JSON view of the ring (see ringJSON)
 //	GET  /debug/lookup   ?key=K: JSON placement of K (see lookupJSON)
 //	POST /reload         re-read the config: 200 {"version"} or 400 {"errors"}
+//	GET  /debug/pprof/   net/http/pprof, only with Options.Pprof (404 otherwise)
 package admin
 
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 
 	"github.com/go-chi/chi/v5"
@@ -31,12 +33,29 @@ import (
 // Balancer.RecordReload.
 type ReloadFunc func() (version string, problems []string, err error)
 
+// Options are the admin handler's switches; the zero value serves the
+// routes listed in the package doc and nothing more.
+type Options struct {
+	// Pprof serves net/http/pprof under /debug/pprof/ (config
+	// debug_pprof). Off, those paths are 404. Profiles expose memory
+	// contents and cost CPU: keep the admin listener private.
+	Pprof bool
+}
+
 // NewHandler returns the admin handler for b. gatherer is what /metrics
 // exposes (normally the registry b registered on); reload performs POST
 // /reload (nil: 501).
-func NewHandler(b *balancer.Balancer, gatherer prometheus.Gatherer, reload ReloadFunc) http.Handler {
+func NewHandler(b *balancer.Balancer, gatherer prometheus.Gatherer, reload ReloadFunc, opts Options) http.Handler {
 	h := &handler{b: b, gatherer: gatherer, reload: reload}
 	r := chi.NewRouter()
+	if opts.Pprof {
+		// pprof.Index serves the named profiles (goroutine, heap, ...) too.
+		r.HandleFunc("/debug/pprof/*", pprof.Index)
+		r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		r.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		r.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	r.Get("/", h.index)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {

@@ -17,6 +17,11 @@ import (
 
 func setup(t *testing.T, reload ReloadFunc) (*balancer.Balancer, *httptest.Server) {
 	t.Helper()
+	return setupWith(t, reload, Options{})
+}
+
+func setupWith(t *testing.T, reload ReloadFunc, opts Options) (*balancer.Balancer, *httptest.Server) {
+	t.Helper()
 	var ups []balancer.UpstreamOptions
 	for _, n := range []string{"a", "<b>"} {
 		u, _ := url.Parse("http://" + strings.Trim(n, "<>") + ".internal:8080")
@@ -31,7 +36,7 @@ func setup(t *testing.T, reload ReloadFunc) (*balancer.Balancer, *httptest.Serve
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(NewHandler(b, reg, reload))
+	srv := httptest.NewServer(NewHandler(b, reg, reload, opts))
 	t.Cleanup(srv.Close)
 	return b, srv
 }
@@ -214,5 +219,30 @@ func TestReload(t *testing.T) {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %s", want)
 		}
+	}
+}
+
+// TestPprofOnlyWhenAsked: /debug/pprof/ is 404 by default and serves the
+// profiles with Options.Pprof.
+func TestPprofOnlyWhenAsked(t *testing.T) {
+	paths := []string{"/debug/pprof/", "/debug/pprof/goroutine?debug=1", "/debug/pprof/heap?debug=1", "/debug/pprof/cmdline"}
+	_, off := setup(t, nil)
+	for _, p := range paths {
+		if code, _, _ := fetch(t, "GET", off.URL+p); code != http.StatusNotFound {
+			t.Errorf("pprof off: GET %s: %d, want 404", p, code)
+		}
+	}
+	_, on := setupWith(t, nil, Options{Pprof: true})
+	for _, p := range paths {
+		if code, _, body := fetch(t, "GET", on.URL+p); code != http.StatusOK {
+			t.Errorf("pprof on: GET %s: %d, want 200: %.200s", p, code, body)
+		}
+	}
+	if _, _, body := fetch(t, "GET", on.URL+"/debug/pprof/goroutine?debug=1"); !strings.HasPrefix(body, "goroutine profile: total ") {
+		t.Errorf("goroutine profile: %.200s", body)
+	}
+	// The other routes are unchanged.
+	if code, _, _ := fetch(t, "GET", on.URL+"/debug/ring"); code != http.StatusOK {
+		t.Errorf("pprof on: /debug/ring: %d", code)
 	}
 }

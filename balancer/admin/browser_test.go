@@ -231,7 +231,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	// afterPage, when set, runs once just after the next status page is
 	// served: what it changes only the page's script can show.
 	var afterPage atomic.Pointer[func()]
-	h := NewHandler(b, reg, nil)
+	h := NewHandler(b, reg, nil, Options{})
 	admin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, r)
 		if r.URL.Path == "/" {

@@ -216,7 +216,7 @@ func serve(ctx context.Context, path string, cfg *config.Config, logger *slog.Lo
 		ErrorLog:          errLog,
 	}
 	adminSrv := &http.Server{
-		Handler:           admin.NewHandler(b, reg, reload),
+		Handler:           admin.NewHandler(b, reg, reload, admin.Options{Pprof: cfg.DebugPprof}),
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,
 		ErrorLog:          errLog,

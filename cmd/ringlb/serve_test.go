@@ -269,3 +269,22 @@ func TestServeRefusesBusyListener(t *testing.T) {
 		t.Errorf("serve on a busy port: exit %d, want %d", code, exitFail)
 	}
 }
+
+// TestServeDebugPprof: debug_pprof reaches the admin listener; off (the
+// default) /debug/pprof/ is 404 there, and the proxy port never serves it.
+func TestServeDebugPprof(t *testing.T) {
+	bs := startBackends(t, 1, nil)
+	for _, on := range []bool{false, true} {
+		r := startServe(t, writeConfig(t, listenersYAML+fmt.Sprintf("debug_pprof: %v\n", on)+backendsYAML(bs)))
+		want := http.StatusNotFound
+		if on {
+			want = http.StatusOK
+		}
+		if code, body := get(t, r.admin+"/debug/pprof/goroutine?debug=1"); code != want {
+			t.Errorf("debug_pprof %v: admin /debug/pprof/goroutine: %d, want %d: %.100s", on, code, want, body)
+		}
+		if _, body := get(t, r.proxy+"/debug/pprof/goroutine?debug=1"); body != "app-1" {
+			t.Errorf("debug_pprof %v: the proxy port answered %q itself; want it proxied", on, body)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -72,7 +73,7 @@ func (d *decoder) root(data []byte) (*yaml.Node, error) {
 		return nil, Errors{{File: d.file, Msg: "empty config"}}
 	}
 	if err != nil {
-		return nil, Errors{d.yamlError(err)}
+		return nil, Errors{d.yamlError(err, data)}
 	}
 	if len(doc.Content) != 1 || isNull(doc.Content[0]) {
 		return nil, Errors{{File: d.file, Msg: "empty config"}}
@@ -83,7 +84,7 @@ func (d *decoder) root(data []byte) (*yaml.Node, error) {
 	switch err := dec.Decode(&extra); {
 	case err == io.EOF:
 	case err != nil:
-		return nil, Errors{d.yamlError(err)}
+		return nil, Errors{d.yamlError(err, data)}
 	default:
 		return nil, Errors{{File: d.file, Line: extra.Line, Msg: "more than one YAML document; want exactly one"}}
 	}
@@ -94,8 +95,10 @@ func (d *decoder) root(data []byte) (*yaml.Node, error) {
 }
 
 // yamlError turns a yaml.v3 syntax error into a FieldError, keeping the
-// line yaml reports (it reports none for some errors).
-func (d *decoder) yamlError(err error) *FieldError {
+// line yaml reports. For the errors it reports without a line (bad bytes,
+// an unknown alias, an unsupported %YAML version) the line is found in
+// data; if it cannot be, the error has none.
+func (d *decoder) yamlError(err error, data []byte) *FieldError {
 	e := &FieldError{File: d.file, Msg: "invalid YAML: " + err.Error(), err: err}
 	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
 		if line, err := strconv.Atoi(m[1]); err == nil {
@@ -103,8 +106,80 @@ func (d *decoder) yamlError(err error) *FieldError {
 		}
 	} else if s, ok := strings.CutPrefix(err.Error(), "yaml: "); ok {
 		e.Msg = "invalid YAML: " + s
+		e.Line = lineOfYAMLError(s, data)
 	}
 	return e
+}
+
+// yamlAliasErr matches yaml.v3's error for an alias with no anchor,
+// which it reports without a line.
+var yamlAliasErr = regexp.MustCompile(`^unknown anchor '(.*)' referenced$`)
+
+// lineOfYAMLError finds the line of a yaml.v3 error reported without one
+// (msg is the error without its "yaml: " prefix); 0 when it cannot.
+// yaml.v3 leaves the line out of a syntax error when the line it would
+// print is 0, which happens only on the first line; its reader's errors
+// (bad bytes) and its alias errors carry no position at all, so the line
+// is found in data.
+func lineOfYAMLError(msg string, data []byte) int {
+	switch {
+	case msg == "control characters are not allowed", strings.Contains(msg, "UTF-8"), msg == "invalid Unicode character":
+		// A reader error; else a scanner error (a %-escape in a tag) on line 1.
+		if n := lineOfBadChar(data); n > 0 {
+			return n
+		}
+		return 1
+	case msg == "document contains excessive aliasing":
+		return 0
+	}
+	m := yamlAliasErr.FindStringSubmatch(msg)
+	if m == nil {
+		return 1
+	}
+	// The alias *NAME, not followed by more of a name, outside comments
+	// (from a # at the start or after a space); the first line if the
+	// search fails.
+	re := regexp.MustCompile(`\*` + regexp.QuoteMeta(m[1]) + `(?:[^A-Za-z0-9_-]|$)`)
+	n := lineWhere(data, func(l string) bool {
+		if strings.HasPrefix(strings.TrimSpace(l), "#") {
+			return false
+		}
+		if i := strings.Index(l, " #"); i >= 0 {
+			l = l[:i]
+		}
+		return re.MatchString(l)
+	})
+	return max(n, 1)
+}
+
+// lineWhere returns the number of the first line of data that ok accepts, or 0.
+func lineWhere(data []byte, ok func(string) bool) int {
+	for i, l := range strings.Split(string(data), "\n") {
+		if ok(strings.TrimSuffix(l, "\r")) {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// lineOfBadChar returns the line of the first character yaml.v3's reader
+// refuses: invalid UTF-8 (surrogates and overlong forms included) or one
+// outside YAML's printable set; 0 if there is none.
+func lineOfBadChar(data []byte) int {
+	line := 1
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		printable := r == 0x09 || r == 0x0A || r == 0x0D || (r >= 0x20 && r <= 0x7E) || r == 0x85 ||
+			(r >= 0xA0 && r <= 0xD7FF) || (r >= 0xE000 && r <= 0xFFFD) || (r >= 0x10000 && r <= 0x10FFFF)
+		if (r == utf8.RuneError && size <= 1) || !printable {
+			return line
+		}
+		if r == '\n' {
+			line++
+		}
+		i += size
+	}
+	return 0
 }
 
 // Defaults for fields absent from the file. See applyDefaults.
@@ -145,7 +220,7 @@ func applyDefaults(c *Config, has func(field string) bool) {
 	if !has("trusted_proxies") {
 		c.TrustedProxies = []netip.Prefix{}
 	}
-	// access_log defaults to false, the zero value.
+	// access_log and debug_pprof default to false, the zero value.
 
 	if !has("hash.key") {
 		c.Hash.Key = []KeySource{

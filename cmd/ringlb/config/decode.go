@@ -348,6 +348,7 @@ func (d *decoder) decode(root *yaml.Node, c *Config) {
 		"upstream_header":  d.toStr(&c.UpstreamHeader),
 		"trusted_proxies":  func(f string, n *yaml.Node) { d.trustedProxies(f, n, c) },
 		"access_log":       d.toBool(&c.AccessLog),
+		"debug_pprof":      d.toBool(&c.DebugPprof),
 		"hash":             func(f string, n *yaml.Node) { d.hash(f, n, &c.Hash) },
 		"ring":             func(f string, n *yaml.Node) { d.ring(f, n, &c.Ring) },
 		"upstreams":        func(f string, n *yaml.Node) { d.upstreams(f, n, c) },

@@ -26,6 +26,9 @@ type Config struct {
 	// stand for themselves (/32 or /128).
 	TrustedProxies []netip.Prefix
 	AccessLog      bool // access_log; default false: one log line per request when true
+	// DebugPprof is debug_pprof; default false. When true the admin
+	// listener also serves net/http/pprof under /debug/pprof/.
+	DebugPprof bool
 
 	Hash      Hash
 	Ring      Ring
