@@ -160,3 +160,18 @@ func TestSimulateRemove(t *testing.T) {
 		t.Errorf("-add with a bad weight: exit %d, want %d", code, exitUsage)
 	}
 }
+
+// TestValidateShippedConfigs runs `ringlb validate` on every config a user
+// may copy: the root config.yaml and examples/configs/*.yaml.
+func TestValidateShippedConfigs(t *testing.T) {
+	paths, err := filepath.Glob("../../examples/configs/*.yaml")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no example configs found: %v", err)
+	}
+	for _, p := range append(paths, "../../config.yaml") {
+		code, out, errOut := runCmd(t, "validate", "-config", p)
+		if code != exitOK || !strings.Contains(out, ": ok: ") {
+			t.Errorf("ringlb validate -config %s: exit %d\n%s%s", p, code, out, errOut)
+		}
+	}
+}
