@@ -1,0 +1,714 @@
+#!/usr/bin/env bash
+# bench/run.sh: side-by-side benchmark of ringlb, nginx and HAProxy doing the
+# same job (consistent hashing of the request URI over four upstreams, bounded
+# loads where the proxy has them), plus wrk straight at one upstream as the
+# ceiling. See bench/README.md for what it measures and how to read it.
+#
+#   bash bench/run.sh                        # defaults: DURATION=10s ROUNDS=3
+#   DURATION=5s ROUNDS=2 bash bench/run.sh   # quicker, noisier
+#
+# Environment (all optional):
+#   DURATION=10s      measured wrk window per run (wrk syntax: 10s, 1m)
+#   ROUNDS=3          rounds; each round runs every target once, interleaved
+#   WARMUP=2s         unmeasured wrk run per target before round 1 (0 to skip)
+#   PREWARM=1s        unmeasured wrk run right before every measured run, so
+#                     that each window starts with warm upstream pools (nginx
+#                     closes idle upstream connections after 60 s) (0 to skip)
+#   CONNS=64          wrk connections
+#   BENCH_PATHS=100000 distinct request paths (/k/<n>), read by bench/paths.lua
+#   TARGETS="direct ringlb nginx haproxy"  subset / order of targets
+#   SPREAD_N=200      distinct paths sent twice each in the stickiness check
+#   BASE_PORT=19100   upstreams on BASE+1..4, ringlb BASE+80 (admin +81),
+#                     nginx BASE+82, haproxy BASE+83
+#   PROXY_CPU=1 LOAD_CPU=0   cores for the proxy, and for wrk + upstreams
+#   PIN=1             0 turns pinning off (it is off anyway on one core)
+#   RESULTS=bench/RESULTS.md  where the Markdown report goes ("" for none)
+#   KEEP_WORK=0       1 keeps the temp dir (configs, logs, raw wrk output)
+#   INSTALL=1         0: never apt-get; targets whose binary is missing are skipped
+set -euo pipefail
+
+export PATH="$PATH:/usr/local/go/bin:/usr/sbin:/sbin"
+export LC_ALL=C
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+DURATION=${DURATION:-10s}
+ROUNDS=${ROUNDS:-3}
+WARMUP=${WARMUP:-2s}
+PREWARM=${PREWARM:-1s}
+CONNS=${CONNS:-64}
+BENCH_PATHS=${BENCH_PATHS:-100000}
+TARGETS=${TARGETS:-direct ringlb nginx haproxy}
+SPREAD_N=${SPREAD_N:-200}
+BASE_PORT=${BASE_PORT:-19100}
+PROXY_CPU=${PROXY_CPU:-1}
+LOAD_CPU=${LOAD_CPU:-0}
+PIN=${PIN:-1}
+RESULTS=${RESULTS-$ROOT/bench/RESULTS.md}
+KEEP_WORK=${KEEP_WORK:-0}
+INSTALL=${INSTALL:-1}
+export BENCH_PATHS
+
+INVOCATION="DURATION=$DURATION ROUNDS=$ROUNDS WARMUP=$WARMUP PREWARM=$PREWARM CONNS=$CONNS BENCH_PATHS=$BENCH_PATHS TARGETS=\"$TARGETS\" bash bench/run.sh"
+
+log() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# to_seconds 10s|1m|90 -> whole seconds
+to_seconds() {
+	local v=$1
+	case $v in
+	*ms) die "durations under a second are not supported: $v" ;;
+	*s) echo "${v%s}" ;;
+	*m) echo $((${v%m} * 60)) ;;
+	*h) echo $((${v%h} * 3600)) ;;
+	*) echo "$v" ;;
+	esac
+}
+DUR_S=$(to_seconds "$DURATION")
+WARM_S=$(to_seconds "$WARMUP")
+PREWARM_S=$(to_seconds "$PREWARM")
+[[ $DUR_S =~ ^[0-9]+$ && $DUR_S -ge 1 ]] || die "bad DURATION=$DURATION"
+[[ $WARM_S =~ ^[0-9]+$ ]] || die "bad WARMUP=$WARMUP"
+[[ $PREWARM_S =~ ^[0-9]+$ ]] || die "bad PREWARM=$PREWARM"
+[[ $ROUNDS =~ ^[0-9]+$ && $ROUNDS -ge 1 ]] || die "bad ROUNDS=$ROUNDS"
+
+CLK_TCK=$(getconf CLK_TCK)
+LOADAVG_START=$(cut -d' ' -f1-3 /proc/loadavg)
+NCPU=$(nproc)
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/ringlb-bench.XXXXXX")
+chmod 755 "$WORK" # nginx workers run as nobody when started as root
+PIDS=()           # everything we started, killed on exit
+WRK_PID=          # the wrk running now, if any
+
+cleanup() {
+	local rc=$? pid i
+	trap - EXIT INT TERM
+	[[ -n $WRK_PID ]] && PIDS+=("$WRK_PID")
+	for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+	for i in $(seq 1 30); do
+		local alive=0
+		for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+		((alive)) || break
+		sleep 0.1
+	done
+	for pid in "${PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	if [[ $KEEP_WORK == 1 ]]; then
+		log "kept $WORK"
+	else
+		rm -rf "$WORK"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---------------------------------------------------------------- tools
+
+ensure_tools() {
+	local need=() b
+	for b in nginx haproxy wrk; do command -v "$b" >/dev/null || need+=("$b"); done
+	((${#need[@]})) || return 0
+	if [[ $INSTALL != 1 ]]; then
+		log "missing ${need[*]}; INSTALL=0, so those targets are skipped"
+		return 0
+	fi
+	log "installing ${need[*]} with apt-get"
+	local sudo=()
+	((EUID == 0)) || sudo=(sudo)
+	if ! { "${sudo[@]}" apt-get update && DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y nginx haproxy wrk; } >"$WORK/apt.log" 2>&1; then
+		log "apt-get failed; targets missing a binary are skipped. Last lines:"
+		tail -5 "$WORK/apt.log" >&2
+	fi
+}
+ensure_tools
+command -v wrk >/dev/null || die "wrk is required (apt-get install -y wrk)"
+command -v go >/dev/null || die "go is required"
+command -v curl >/dev/null || die "curl is required"
+
+if [[ $PIN == 1 ]] && ((NCPU >= 2)) && command -v taskset >/dev/null; then
+	PINNED=1
+	LOAD=(taskset -c "$LOAD_CPU")
+	PROXY=(taskset -c "$PROXY_CPU")
+else
+	PINNED=0
+	LOAD=()
+	PROXY=()
+	log "warning: not pinning (PIN=$PIN, $NCPU cpus): proxy, wrk and upstreams share every core; figures are not comparable to pinned runs"
+fi
+
+# ---------------------------------------------------------------- helpers
+
+port_free() { [[ -z $(ss -Htln "sport = :$1" 2>/dev/null) ]]; }
+
+# wait_http URL PID NAME: until URL answers (any status), or PID dies, or 10 s.
+wait_http() {
+	local url=$1 pid=$2 name=$3 i
+	for i in $(seq 1 100); do
+		kill -0 "$pid" 2>/dev/null || return 1
+		curl -s -o /dev/null --max-time 1 "$url" && return 0
+		sleep 0.1
+	done
+	log "$name did not answer at $url within 10 s"
+	return 1
+}
+
+# ticks PID...: utime+stime (fields 14, 15 of /proc/PID/stat) summed, in clock ticks.
+ticks() {
+	local p f t=0
+	for p in "$@"; do
+		f=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+		f=${f##*) } # drop "pid (comm) ", comm may hold spaces and parentheses
+		# shellcheck disable=SC2086
+		set -- $f
+		# now $1 is field 3 (state): field n is ${n-2}
+		t=$((t + ${12} + ${13}))
+	done
+	echo "$t"
+}
+
+# snapshot_all: "pid ticks" for every process on the machine.
+snapshot_all() {
+	{ cat /proc/[0-9]*/stat 2>/dev/null || true; } |
+		awk '{ p = $1; s = $0; sub(/^.*\) /, "", s); split(s, f, " "); print p, f[12] + f[13] }'
+}
+
+# foreign_ticks BEFORE AFTER EXCLUDED_PID...: CPU ticks of every other process
+# during the window: the growth of those alive at both ends, plus all of those
+# started in between (processes that started and ended inside the window are
+# invisible to this; the per-core busy figures in the run log catch them).
+foreign_ticks() {
+	local before=$1 after=$2
+	shift 2
+	awk -v ex="$*" '
+		BEGIN { n = split(ex, e, " "); for (i = 1; i <= n; i++) skip[e[i]] = 1 }
+		FNR == NR { b[$1] = $2; next }
+		($1 in skip) { next }
+		{ d = ($1 in b) ? $2 - b[$1] : $2; if (d < 0) d = $2; t += d }
+		END { print t + 0 }' "$before" "$after"
+}
+
+# cpu_busy: "busy total" jiffies for each of LOAD_CPU and PROXY_CPU, from /proc/stat.
+cpu_busy() {
+	awk -v a="cpu$LOAD_CPU" -v b="cpu$PROXY_CPU" '
+		{ busy[$1] = $2 + $3 + $4 + $7 + $8 + $9; tot[$1] = busy[$1] + $5 + $6 }
+		END { print busy[a] + 0, tot[a] + 0, busy[b] + 0, tot[b] + 0 }' /proc/stat
+}
+
+# upstream_conns: connections the four upstreams have accepted so far (each
+# call opens one per upstream itself).
+upstream_conns() {
+	local p n t=0
+	for p in "${UPORTS[@]}"; do
+		n=$(curl -s --max-time 2 "http://127.0.0.1:$p/_stats" | awk '$1 == "conns" { print $2 }')
+		t=$((t + ${n:-0}))
+	done
+	echo "$t"
+}
+
+vmhwm_kib() {
+	local p t=0 v
+	for p in "$@"; do
+		v=$(awk '/^VmHWM:/ { print $2 }' "/proc/$p/status" 2>/dev/null || true)
+		t=$((t + ${v:-0}))
+	done
+	echo "$t"
+}
+
+# parse_wrk FILE -> "rps requests p50_ms p99_ms non2xx socket_errors"
+parse_wrk() {
+	awk '
+		function ms(v,   n, u) {
+			n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
+			if (u == "us") return n / 1000
+			if (u == "ms") return n
+			if (u == "s") return n * 1000
+			if (u == "m") return n * 60000
+			return n
+		}
+		$1 == "50%" { p50 = ms($2) }
+		$1 == "99%" { p99 = ms($2) }
+		/ requests in / { reqs = $1 }
+		/^Requests\/sec:/ { rps = $2 }
+		/Non-2xx or 3xx responses:/ { bad = $NF }
+		/Socket errors:/ { gsub(/,/, ""); serr = $4 + $6 + $8 + $10 }
+		END { printf "%.0f %d %.3f %.3f %d %d\n", rps, reqs, p50, p99, bad, serr }' "$1"
+}
+
+# stats: reads numbers, prints "median min max" (or "- - -" for none).
+stats() {
+	sort -g | awk '{ v[NR] = $1 } END {
+		if (NR == 0) { print "- - -"; exit }
+		m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+		print m, v[1], v[NR] }'
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }
+
+# ---------------------------------------------------------------- build
+
+log "work dir $WORK; $NCPU cpus; pinning=$PINNED (proxy cpu $PROXY_CPU, wrk+upstreams cpu $LOAD_CPU)"
+(cd "$ROOT" && go build -o "$WORK/upstream" ./bench/upstream) || die "cannot build bench/upstream"
+
+HAVE_RINGLB=0
+RINGLB_SKIP=""
+if (cd "$ROOT" && go build -o "$WORK/ringlb" ./cmd/ringlb) >"$WORK/ringlb-build.log" 2>&1; then
+	HAVE_RINGLB=1
+else
+	RINGLB_SKIP="go build ./cmd/ringlb failed: $(head -3 "$WORK/ringlb-build.log" | tr '\n' ' ')"
+fi
+
+UPORTS=()
+for i in 1 2 3 4; do UPORTS+=($((BASE_PORT + i))); done
+RINGLB_PORT=$((BASE_PORT + 80))
+ADMIN_PORT=$((BASE_PORT + 81))
+NGINX_PORT=$((BASE_PORT + 82))
+HAPROXY_PORT=$((BASE_PORT + 83))
+for p in "${UPORTS[@]}" "$RINGLB_PORT" "$ADMIN_PORT" "$NGINX_PORT" "$HAPROXY_PORT"; do
+	port_free "$p" || die "port $p is in use (set BASE_PORT)"
+done
+
+# ---------------------------------------------------------------- configs
+
+mkdir -p "$WORK/nginx/tmp" "$WORK/haproxy"
+
+{
+	echo "listen: 127.0.0.1:$RINGLB_PORT"
+	echo "admin_listen: 127.0.0.1:$ADMIN_PORT"
+	echo 'upstream_header: ""'
+	echo "access_log: false"
+	echo "hash:"
+	echo "  key: [uri]"
+	echo "ring:"
+	echo "  load_factor: 1.25"
+	echo "upstreams:"
+	for i in 1 2 3 4; do
+		echo "  - name: u$i"
+		echo "    url: http://127.0.0.1:${UPORTS[i - 1]}"
+	done
+} >"$WORK/ringlb.yaml"
+
+{
+	cat <<EOF
+worker_processes 1;
+daemon off;
+master_process on;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/error.log warn;
+worker_rlimit_nofile 16384;
+events { worker_connections 8192; }
+http {
+    access_log off;
+    client_body_temp_path $WORK/nginx/tmp/client_body;
+    proxy_temp_path $WORK/nginx/tmp/proxy;
+    fastcgi_temp_path $WORK/nginx/tmp/fastcgi;
+    uwsgi_temp_path $WORK/nginx/tmp/uwsgi;
+    scgi_temp_path $WORK/nginx/tmp/scgi;
+    # nginx closes a keep-alive connection after 1000 requests by default
+    # (client and upstream side); ringlb and HAProxy do not: lift it.
+    keepalive_requests 1000000;
+    upstream u {
+        hash \$request_uri consistent;
+EOF
+	for p in "${UPORTS[@]}"; do echo "        server 127.0.0.1:$p;"; done
+	cat <<EOF
+        keepalive 256;
+        keepalive_requests 1000000;
+    }
+    server {
+        listen 127.0.0.1:$NGINX_PORT;
+        location / {
+            proxy_pass http://u;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+    }
+}
+EOF
+} >"$WORK/nginx/nginx.conf"
+
+{
+	cat <<EOF
+global
+    nbthread 1
+    maxconn 4096
+    # no log lines: nothing is logged
+
+defaults
+    mode http
+    option http-keep-alive
+    timeout connect 2s
+    timeout client 30s
+    timeout server 30s
+    timeout http-keep-alive 30s
+    timeout http-request 10s
+
+frontend fe
+    bind 127.0.0.1:$HAPROXY_PORT
+    default_backend be
+
+backend be
+    balance uri
+    hash-type consistent
+    hash-balance-factor 125
+    http-reuse always
+EOF
+	for i in 1 2 3 4; do echo "    server u$i 127.0.0.1:${UPORTS[i - 1]}"; done
+} >"$WORK/haproxy/haproxy.cfg"
+
+# ---------------------------------------------------------------- start
+
+UPIDS=()
+for i in 1 2 3 4; do
+	GOMAXPROCS=1 "${LOAD[@]}" "$WORK/upstream" -listen "127.0.0.1:${UPORTS[i - 1]}" -name "u$i" >"$WORK/u$i.log" 2>&1 &
+	UPIDS+=($!)
+	PIDS+=($!)
+done
+for i in 1 2 3 4; do
+	wait_http "http://127.0.0.1:${UPORTS[i - 1]}/" "${UPIDS[i - 1]}" "upstream u$i" || die "upstream u$i did not start: $(cat "$WORK/u$i.log")"
+done
+
+declare -A URL=() PIDS_OF=() SKIP=() RSS=() SPREAD=() MED=()
+URL[direct]="http://127.0.0.1:${UPORTS[0]}"
+PIDS_OF[direct]=${UPIDS[0]}
+
+start_ringlb() {
+	if ((!HAVE_RINGLB)); then
+		SKIP[ringlb]=$RINGLB_SKIP
+		return
+	fi
+	GOMAXPROCS=1 "${PROXY[@]}" "$WORK/ringlb" serve -config "$WORK/ringlb.yaml" >"$WORK/ringlb.log" 2>&1 &
+	local pid=$!
+	PIDS+=("$pid")
+	if wait_http "http://127.0.0.1:$RINGLB_PORT/k/0" "$pid" ringlb &&
+		[[ $(curl -s --max-time 2 "http://127.0.0.1:$RINGLB_PORT/k/0") == "ok from u"* ]]; then
+		URL[ringlb]="http://127.0.0.1:$RINGLB_PORT"
+		PIDS_OF[ringlb]=$pid
+	else
+		SKIP[ringlb]="ringlb serve did not come up: $(tail -3 "$WORK/ringlb.log" | tr '\n' ' ')"
+	fi
+}
+
+start_nginx() {
+	command -v nginx >/dev/null || {
+		SKIP[nginx]="nginx not installed"
+		return
+	}
+	"${PROXY[@]}" nginx -p "$WORK/nginx/" -e "$WORK/nginx/error.log" -c "$WORK/nginx/nginx.conf" >"$WORK/nginx/stdout.log" 2>&1 &
+	local pid=$! workers
+	PIDS+=("$pid")
+	if ! wait_http "http://127.0.0.1:$NGINX_PORT/k/0" "$pid" nginx; then
+		SKIP[nginx]="nginx did not come up: $(tail -3 "$WORK/nginx/error.log" "$WORK/nginx/stdout.log" 2>/dev/null | tr '\n' ' ')"
+		return
+	fi
+	workers=$(pgrep -P "$pid" | tr '\n' ' ')
+	[[ -n $workers ]] || {
+		SKIP[nginx]="nginx has no worker process"
+		return
+	}
+	# shellcheck disable=SC2206
+	PIDS+=($workers) # a worker outlives a SIGKILLed master: kill it by pid too
+	URL[nginx]="http://127.0.0.1:$NGINX_PORT"
+	PIDS_OF[nginx]="$pid $workers"
+}
+
+start_haproxy() {
+	command -v haproxy >/dev/null || {
+		SKIP[haproxy]="haproxy not installed"
+		return
+	}
+	"${PROXY[@]}" haproxy -db -f "$WORK/haproxy/haproxy.cfg" >"$WORK/haproxy/haproxy.log" 2>&1 &
+	local pid=$!
+	PIDS+=("$pid")
+	if wait_http "http://127.0.0.1:$HAPROXY_PORT/k/0" "$pid" haproxy; then
+		URL[haproxy]="http://127.0.0.1:$HAPROXY_PORT"
+		PIDS_OF[haproxy]=$pid
+	else
+		SKIP[haproxy]="haproxy did not come up: $(tail -3 "$WORK/haproxy/haproxy.log" | tr '\n' ' ')"
+	fi
+}
+
+ACTIVE=()
+for t in $TARGETS; do
+	case $t in
+	direct) ;;
+	ringlb) start_ringlb ;;
+	nginx) start_nginx ;;
+	haproxy) start_haproxy ;;
+	*) die "unknown target $t (direct ringlb nginx haproxy)" ;;
+	esac
+	if [[ -n ${SKIP[$t]:-} ]]; then
+		log "SKIP $t: ${SKIP[$t]}"
+	else
+		ACTIVE+=("$t")
+	fi
+done
+((${#ACTIVE[@]})) || die "no target to run"
+
+est=$((${#ACTIVE[@]} * (WARM_S + ROUNDS * (DUR_S + PREWARM_S + 1) * 2) + 10 * ${#ACTIVE[@]}))
+log "targets: ${ACTIVE[*]}; ${ROUNDS} rounds x ${DUR_S}s; at most ~$((est / 60))m$((est % 60))s even if every run is repeated"
+
+# ---------------------------------------------------------------- runs
+
+# runs.tsv: target round attempt rps reqs p50 p99 non2xx sockerr cpu_us foreign_cores cpuLoad% cpuProxy% used note upstream_conns core_us
+RUNS=$WORK/runs.tsv
+: >"$RUNS"
+
+wrk_cmd() { # target seconds -> the wrk command line
+	echo "(cd bench && BENCH_PATHS=$BENCH_PATHS ${LOAD[*]} wrk -t1 -c$CONNS -d${2}s --latency -s paths.lua ${URL[$1]}/)"
+}
+
+# run_wrk SECONDS TARGET [wrk flags]: wrk in the background and `wait` for it,
+# so that INT/TERM reach our trap at once rather than after the run.
+run_wrk() {
+	local secs=$1 t=$2
+	shift 2
+	(cd "$ROOT/bench" && exec "${LOAD[@]}" wrk -t1 -c"$CONNS" -d"${secs}s" "$@" -s paths.lua "${URL[$t]}/") &
+	WRK_PID=$!
+	wait "$WRK_PID" || true
+	WRK_PID=
+}
+
+# measure TARGET ROUND ATTEMPT: appends a line to RUNS; sets NOISY=1 when the
+# foreign load was above a quarter of a core.
+NOISY=0
+measure() {
+	local t=$1 r=$2 a=$3 out="$WORK/wrk-$1-$2-$3.txt"
+	local -a tp
+	read -r -a tp <<<"${PIDS_OF[$t]}"
+	local before="$WORK/snap.before" after="$WORK/snap.after"
+	local c0 c1 t0 t1 s0 s1 o0 o1 w opens core_us
+	((PREWARM_S == 0)) || run_wrk "$PREWARM_S" "$t" >"$WORK/wrk-$t-$r-$a-prewarm.txt" 2>&1
+	snapshot_all >"$before"
+	read -r -a c0 <<<"$(cpu_busy)"
+	s0=$(ticks "${tp[@]}")
+	o0=$(upstream_conns)
+	t0=$(date +%s.%N)
+	run_wrk "$DUR_S" "$t" --latency >"$out" 2>&1
+	t1=$(date +%s.%N)
+	o1=$(upstream_conns)
+	s1=$(ticks "${tp[@]}")
+	read -r -a c1 <<<"$(cpu_busy)"
+	snapshot_all >"$after"
+	local fticks
+	fticks=$(foreign_ticks "$before" "$after" $$ "${UPIDS[@]}" "${tp[@]}")
+	local rps reqs p50 p99 bad serr
+	read -r rps reqs p50 p99 bad serr <<<"$(parse_wrk "$out")"
+	w=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+	local cpu_us fcores lpct ppct
+	cpu_us=$(awk -v d=$((s1 - s0)) -v hz="$CLK_TCK" -v n="$reqs" 'BEGIN { if (n > 0) printf "%.2f", d / hz * 1e6 / n; else print "-" }')
+	fcores=$(awk -v f="$fticks" -v hz="$CLK_TCK" -v w="$w" 'BEGIN { printf "%.2f", f / hz / w }')
+	lpct=$(awk -v b0="${c0[0]:-0}" -v t0="${c0[1]:-0}" -v b1="${c1[0]:-0}" -v t1="${c1[1]:-0}" 'BEGIN { if (t1 > t0) printf "%.0f", 100 * (b1 - b0) / (t1 - t0); else print "-" }')
+	ppct=$(awk -v b0="${c0[2]:-0}" -v t0="${c0[3]:-0}" -v b1="${c1[2]:-0}" -v t1="${c1[3]:-0}" 'BEGIN { if (t1 > t0) printf "%.0f", 100 * (b1 - b0) / (t1 - t0); else print "-" }')
+	# minus the 4 connections of the second sample itself; for direct also wrk's
+	# own (its CONNS plus the one it opens first to check the address)
+	opens=$((o1 - o0 - ${#UPORTS[@]}))
+	[[ $t != direct ]] || opens=$((opens - CONNS - 1))
+	core_us=$(awk -v b0="${c0[2]:-0}" -v b1="${c1[2]:-0}" -v hz="$CLK_TCK" -v n="$reqs" 'BEGIN { if (n > 0) printf "%.2f", (b1 - b0) / hz * 1e6 / n; else print "-" }')
+	NOISY=$(awk -v f="$fcores" 'BEGIN { print (f > 0.25) ? 1 : 0 }')
+	local note=""
+	((reqs > 0)) || note="wrk failed: $(tail -2 "$out" | tr '\n' ' ')"
+	((bad == 0 && serr == 0)) || note="${note:+$note; }non2xx=$bad sockerr=$serr"
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
+		"$t" "$r" "$a" "$rps" "$reqs" "$p50" "$p99" "$bad" "$serr" "$cpu_us" "$fcores" "$lpct" "$ppct" 1 "$note" "$opens" "$core_us" >>"$RUNS"
+	log "$(printf '%-8s r%s%s %7s req/s  p50 %7.3fms  p99 %8.3fms  cpu %6s us/req (core %6s)  foreign %5s cores  cpu%s/cpu%s %3s%%/%3s%%  upstream conns %s%s' \
+		"$t" "$r" "$([[ $a -gt 1 ]] && echo "(repeat)" || echo "        ")" "$rps" "$p50" "$p99" "$cpu_us" "$core_us" "$fcores" "$LOAD_CPU" "$PROXY_CPU" "$lpct" "$ppct" "$opens" "${note:+  [$note]}")"
+}
+
+if ((WARM_S > 0)); then
+	for t in "${ACTIVE[@]}"; do
+		log "warm-up $t ${WARM_S}s"
+		run_wrk "$WARM_S" "$t" >"$WORK/wrk-$t-warmup.txt" 2>&1
+	done
+fi
+
+for r in $(seq 1 "$ROUNDS"); do
+	for t in "${ACTIVE[@]}"; do
+		sleep 1
+		measure "$t" "$r" 1
+		if ((NOISY)); then
+			# too much foreign load: drop this run, repeat it once, keep the repeat either way
+			awk -F'\t' -v OFS='\t' -v t="$t" -v r="$r" '$1 == t && $2 == r && $3 == 1 { $14 = 0; $15 = ($15 == "" ? "" : $15 "; ") "dropped: foreign load" } { print }' "$RUNS" >"$RUNS.tmp" && mv "$RUNS.tmp" "$RUNS"
+			sleep 1
+			measure "$t" "$r" 2
+			if ((NOISY)); then
+				awk -F'\t' -v OFS='\t' -v t="$t" -v r="$r" '$1 == t && $2 == r && $3 == 2 { $15 = ($15 == "" ? "" : $15 "; ") "noisy: foreign load again, kept" } { print }' "$RUNS" >"$RUNS.tmp" && mv "$RUNS.tmp" "$RUNS"
+			fi
+		fi
+	done
+done
+
+# ---------------------------------------------------------------- peak RSS
+
+for t in "${ACTIVE[@]}"; do
+	read -r -a tp <<<"${PIDS_OF[$t]}"
+	RSS[$t]=$(awk -v k="$(vmhwm_kib "${tp[@]}")" 'BEGIN { printf "%.1f", k / 1024 }')
+done
+
+# ---------------------------------------------------------------- spread / stickiness
+
+# spread TARGET -> one line: per-upstream counts, stickiness, errors, verdict
+spread() {
+	local t=$1 i pass
+	local -a urls=()
+	for i in $(seq 1 "$SPREAD_N"); do urls+=("${URL[$t]}/spread/$i"); done
+	for pass in 1 2; do
+		timeout 60 curl -s --max-time 2 -w ' %{http_code}\n' "${urls[@]}" 2>/dev/null |
+			awk '/^ok from / { name = $3; next } /^ [0-9]+$/ { print (name == "" ? "-" : name), $1; name = "" }' >"$WORK/spread-$t-$pass.txt" || true
+	done
+	paste -d' ' "$WORK/spread-$t-1.txt" "$WORK/spread-$t-2.txt" | awk -v n="$SPREAD_N" '
+		{ seen++; c[$1]++; c[$3]++; if ($2 != 200 || $4 != 200 || $1 == "-" || $3 == "-") err++; else if ($1 == $3) same++ }
+		END {
+			got = 0; line = ""
+			for (i = 1; i <= 4; i++) { k = "u" i; line = line sprintf("%s=%d ", k, c[k]); if (c[k] > 0) got++ }
+			ok = (seen == n && err == 0 && same == n && got == 4)
+			printf "%s| same upstream both times: %d/%d | errors: %d | %s\n", line, same, n, err + (n - seen), ok ? "OK" : "FAIL"
+		}'
+}
+
+for t in "${ACTIVE[@]}"; do
+	[[ $t == direct ]] && continue
+	SPREAD[$t]=$(spread "$t")
+	log "spread $t (${SPREAD_N} paths x 2): ${SPREAD[$t]}"
+done
+
+# ---------------------------------------------------------------- report
+
+col() { # target column -> "median min max" over used runs
+	awk -F'\t' -v t="$1" -v c="$2" '$1 == t && $14 == 1 && $c != "-" && $5 > 0 { print $c }' "$RUNS" | stats
+}
+table() {
+	printf '%-9s %8s %8s %9s %24s %8s %5s %6s %s\n' target "rps" "p50 ms" "p99 ms" "CPU us/req (min..max)" "RSS MiB" "runs" "noisy" "errors"
+	local t rps p50 p99 cpu n m1 m2 m3 errs noisy
+	for t in "${ACTIVE[@]}"; do
+		read -r rps _ _ <<<"$(col "$t" 4)"
+		read -r p50 _ _ <<<"$(col "$t" 6)"
+		read -r p99 _ _ <<<"$(col "$t" 7)"
+		read -r m1 m2 m3 <<<"$(col "$t" 10)"
+		cpu="$m1 ($m2..$m3)"
+		n=$(awk -F'\t' -v t="$t" '$1 == t && $14 == 1' "$RUNS" | wc -l)
+		noisy=$(awk -F'\t' -v t="$t" '$1 == t && $14 == 1 && $11 > 0.25' "$RUNS" | wc -l)
+		errs=$(awk -F'\t' -v t="$t" '$1 == t && $14 == 1 { e += $8 + $9 + ($5 == 0) } END { print e + 0 }' "$RUNS")
+		MED[$t.cpu]=$m1
+		MED[$t.p99]=$p99
+		MED[$t.rss]=${RSS[$t]}
+		printf '%-9s %8s %8s %9s %24s %8s %5s %6s %s\n' "$([[ $t == direct ]] && echo 'direct*' || echo "$t")" "$rps" "$p50" "$p99" "$cpu" "${RSS[$t]}" "$n" "$noisy" "$errs"
+	done
+	for t in "${!SKIP[@]}"; do printf '%-9s skipped: %s\n' "$t" "${SKIP[$t]}"; done
+	echo "* direct: wrk straight at upstream u1 (the ceiling); its CPU and RSS are that upstream's own."
+	echo "noisy: kept runs whose foreign load stayed above 0.25 core even on the repeat (distrust those)."
+	echo "errors: non-2xx responses + socket errors + failed wrk runs, over the kept runs (should be 0)."
+	local o
+	for o in nginx haproxy; do
+		[[ -n ${MED[ringlb.cpu]:-} && -n ${MED[$o.cpu]:-} ]] || continue
+		printf 'ringlb/%-8s CPU/req %s   p99 %s   RSS %s\n' "$o" \
+			"$(ratio "${MED[ringlb.cpu]}" "${MED[$o.cpu]}")" "$(ratio "${MED[ringlb.p99]}" "${MED[$o.p99]}")" "$(ratio "${MED[ringlb.rss]}" "${MED[$o.rss]}")"
+	done
+}
+
+TABLE=$(table)
+echo
+echo "ringlb bench: $(date -u '+%Y-%m-%d %H:%M UTC'), ${ROUNDS} rounds x ${DUR_S}s, wrk -t1 -c$CONNS over $BENCH_PATHS paths, pinned=$PINNED"
+echo "$TABLE"
+for t in "${ACTIVE[@]}"; do [[ -n ${SPREAD[$t]:-} ]] && printf 'spread %-8s %s\n' "$t" "${SPREAD[$t]}"; done
+
+[[ -n $RESULTS ]] || exit 0
+
+redact() { sed "s|$WORK|\$WORK|g" "$1"; }
+version_lines() {
+	echo "- $(go version)"
+	if ((HAVE_RINGLB)); then
+		echo "- ringlb $(git -C "$ROOT" describe --always --dirty --tags 2>/dev/null || echo "(no commit yet)")"
+	fi
+	command -v nginx >/dev/null && echo "- $(nginx -v 2>&1 | head -1)"
+	command -v haproxy >/dev/null && echo "- $( (haproxy -v 2>&1 || true) | head -1)"
+	echo "- $( (wrk -v 2>&1 || true) | head -1)"
+	echo "- kernel $(uname -r), $NCPU cpus: $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
+	echo "- load average at start: $LOADAVG_START; at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+{
+	echo "# ringlb benchmark results"
+	echo
+	echo "Written by \`bench/run.sh\` on $(date -u '+%Y-%m-%d %H:%M UTC'). See [README.md](README.md) for how to read it."
+	echo
+	echo "## Command"
+	echo
+	echo '```'
+	echo "$INVOCATION"
+	for t in "${ACTIVE[@]}"; do echo "# $t: $(wrk_cmd "$t" "$DUR_S")"; done
+	echo '```'
+	echo
+	echo "Pinning: $([[ $PINNED == 1 ]] && echo "proxy on cpu $PROXY_CPU (ringlb GOMAXPROCS=1, nginx 1 worker, HAProxy nbthread 1); wrk and the four upstreams (GOMAXPROCS=1 each) on cpu $LOAD_CPU" || echo "off")."
+	echo
+	echo "## Versions"
+	echo
+	version_lines
+	echo
+	echo "## Summary (medians over the kept runs)"
+	echo
+	echo '```'
+	echo "$TABLE"
+	echo '```'
+	echo
+	echo "## Spread and stickiness ($SPREAD_N distinct paths, each sent twice, at rest)"
+	echo
+	for t in "${ACTIVE[@]}"; do [[ -n ${SPREAD[$t]:-} ]] && echo "- $t: ${SPREAD[$t]}"; done
+	echo
+	echo "## Every run"
+	echo
+	echo "foreign = CPU of every other process during the window, in cores; a run above 0.25 is dropped and repeated once."
+	echo "load/proxy cpu = how busy the two cores were (all processes) during the window."
+	echo "core us/req = everything the proxy's core did during the window (the proxy, kernel work, any neighbour) per request: equal to CPU us/req on a quiet machine; a gap means something else ran there."
+	echo "upstream conns = connections the upstreams accepted during the window (for direct, beyond wrk's $CONNS): near 0 when the proxy keeps its upstream connections alive."
+	echo
+	echo "| target | round | attempt | req/s | requests | p50 ms | p99 ms | CPU us/req | core us/req | foreign cores | load cpu % | proxy cpu % | upstream conns | kept | note |"
+	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+	awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $10, $17, $11, $12, $13, $16, ($14 == 1 ? "yes" : "no"), $15 }' "$RUNS"
+	echo
+	echo "## Spreads (min..max over kept runs)"
+	echo
+	for t in "${ACTIVE[@]}"; do
+		read -r _ a b <<<"$(col "$t" 4)"
+		read -r _ c d <<<"$(col "$t" 7)"
+		read -r _ e f <<<"$(col "$t" 10)"
+		echo "- $t: req/s $a..$b, p99 ${c}..${d} ms, CPU $e..$f us/req"
+	done
+	echo
+	echo "## Configs"
+	echo
+	echo "Upstreams: \`GOMAXPROCS=1 upstream -listen 127.0.0.1:PORT -name uN\` on ports ${UPORTS[*]} (bench/upstream)."
+	if [[ " ${ACTIVE[*]} " == *" ringlb "* ]]; then
+		echo
+		echo "ringlb (\`ringlb serve -config ringlb.yaml\`):"
+		echo
+		echo '```yaml'
+		redact "$WORK/ringlb.yaml"
+		echo '```'
+	fi
+	if [[ " ${ACTIVE[*]} " == *" nginx "* ]]; then
+		echo
+		echo "nginx (\`nginx -p \$WORK/nginx/ -e \$WORK/nginx/error.log -c \$WORK/nginx/nginx.conf\`):"
+		echo
+		echo '```nginx'
+		redact "$WORK/nginx/nginx.conf"
+		echo '```'
+	fi
+	if [[ " ${ACTIVE[*]} " == *" haproxy "* ]]; then
+		echo
+		echo "HAProxy (\`haproxy -db -f haproxy.cfg\`):"
+		echo
+		echo '```'
+		redact "$WORK/haproxy/haproxy.cfg"
+		echo '```'
+	fi
+	if ((${#SKIP[@]})); then
+		echo
+		echo "## Skipped"
+		echo
+		for t in "${!SKIP[@]}"; do echo "- $t: ${SKIP[$t]}"; done
+	fi
+} >"$RESULTS"
+log "wrote $RESULTS"
