@@ -15,14 +15,9 @@ import (
 )
 
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, path := newCommand("demo", "demo [-config config.yaml]", stdout, stderr)
-	if code, ok := c.parse(args); !ok {
+	path, cfg, code, ok := loadCommand("demo", args, stdout, stderr)
+	if !ok {
 		return code
-	}
-	cfg, err := config.Load(*path)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitFail
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 
@@ -36,7 +31,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for i, u := range cfg.Upstreams {
 		addr, err := demoAddr(u)
 		if err != nil {
-			fmt.Fprintf(stderr, "%s: upstreams[%d].url: %v\n", *path, i, err)
+			fmt.Fprintf(stderr, "%s: upstreams[%d].url: %v\n", path, i, err)
 			return exitFail
 		}
 		l, err := net.Listen("tcp", addr)
@@ -48,7 +43,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		servers = append(servers, s)
 		go s.Serve(l)
 	}
-	return serve(ctx, *path, cfg, logger, func(proxy, admin net.Addr) {
+	return serve(ctx, path, cfg, logger, func(proxy, admin net.Addr) {
 		fmt.Fprint(stdout, demoIntro(cfg, proxy.String(), admin.String()))
 	})
 }

@@ -29,17 +29,26 @@ var (
 )
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, path := newCommand("serve", "serve [-config config.yaml]", stdout, stderr)
-	if code, ok := c.parse(args); !ok {
+	path, cfg, code, ok := loadCommand("serve", args, stdout, stderr)
+	if !ok {
 		return code
 	}
-	cfg, err := config.Load(*path)
+	return serve(ctx, path, cfg, slog.New(slog.NewTextHandler(stderr, nil)), nil)
+}
+
+// loadCommand parses the flags of a command that takes only -config and
+// loads its config; ok is false when the command should exit with code.
+func loadCommand(name string, args []string, stdout, stderr io.Writer) (path string, cfg *config.Config, code int, ok bool) {
+	c, p := newCommand(name, name+" [-config config.yaml]", stdout, stderr)
+	if code, ok := c.parse(args); !ok {
+		return "", nil, code, false
+	}
+	cfg, err := config.Load(*p)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return exitFail
+		return "", nil, exitFail, false
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	return serve(ctx, *path, cfg, logger, nil)
+	return *p, cfg, exitOK, true
 }
 
 // balancerOptions converts a config to the balancer's plain options.
