@@ -499,12 +499,7 @@ func (b *Balancer) newProxy(s *snapshot, u *Upstream, target *url.URL) *httputil
 	p := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
-			// Rewrite mode drops the inbound X-Forwarded-For; put it back so
-			// SetXForwarded appends the client's address to it.
-			if xff := pr.In.Header["X-Forwarded-For"]; xff != nil {
-				pr.Out.Header["X-Forwarded-For"] = xff
-			}
-			pr.SetXForwarded()
+			setForwarded(pr.Out.Header, pr.In)
 			pr.Out.Host = pr.In.Host
 		},
 		Transport:    b.transport,
@@ -520,6 +515,39 @@ func (b *Balancer) newProxy(s *snapshot, u *Upstream, target *url.URL) *httputil
 		}
 	}
 	return p
+}
+
+// setForwarded sets the outbound X-Forwarded-For, -Host and -Proto
+// exactly as httputil.ProxyRequest.SetXForwarded does, except that the
+// client's X-Forwarded-For is kept (Rewrite mode drops it from the
+// outbound request) with the client's address appended, as one
+// comma-separated value. When the client sent no User-Agent it also sets
+// an empty one, which ReverseProxy would otherwise set after Rewrite so
+// that the transport sends none: the upstream sees the same header either
+// way. The values share one backing array, one allocation per request
+// where SetXForwarded and ReverseProxy make four; each is a capped
+// one-element slice, so an append elsewhere copies.
+func setForwarded(h http.Header, in *http.Request) {
+	v := new([4]string)
+	if ip, _, err := net.SplitHostPort(in.RemoteAddr); err == nil {
+		if prior := in.Header["X-Forwarded-For"]; len(prior) > 0 {
+			ip = strings.Join(prior, ", ") + ", " + ip
+		}
+		v[0] = ip
+		h["X-Forwarded-For"] = v[0:1:1]
+	} else {
+		delete(h, "X-Forwarded-For")
+	}
+	v[1] = in.Host
+	h["X-Forwarded-Host"] = v[1:2:2]
+	v[2] = "http"
+	if in.TLS != nil {
+		v[2] = "https"
+	}
+	h["X-Forwarded-Proto"] = v[2:3:3]
+	if _, ok := h["User-Agent"]; !ok {
+		h["User-Agent"] = v[3:4:4] // ""
+	}
 }
 
 // recordError is every ReverseProxy's ErrorHandler: it writes nothing and

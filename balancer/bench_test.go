@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
+	"time"
 )
 
 // discardWriter is the cheapest ResponseWriter, so the benchmark measures
@@ -18,17 +19,22 @@ func (d *discardWriter) WriteHeader(int)             {}
 
 // BenchmarkServeHTTP runs the whole handler: key extraction, pick with
 // bounded loads, ReverseProxy over loopback to an in-process upstream,
-// metrics. Most of the time and allocations are net/http's (the outbound
-// request clone, the transport round trip, header maps); ringlb's own
-// part should stay at a handful of allocations. A jump of allocs/op
-// after a change to pick or key extraction is a regression: pick must not
-// allocate (see TestPickDoesNotAllocate).
+// metrics, with circuit breakers configured as `ringlb serve` defaults
+// them. Most of the time and allocations are net/http's (the outbound
+// request clone, the transport round trip, header maps) and the
+// in-process upstream's; ringlb's own part is three allocations (the
+// responseWriter, the forwarding headers' values, gobreaker's done
+// closure). bench/PROFILE.md breaks allocs/op down by site. A jump of
+// allocs/op after a change to pick or key extraction is a regression: pick
+// must not allocate (see TestPickDoesNotAllocate).
 func BenchmarkServeHTTP(b *testing.B) {
 	bes := []*backend{newBackend(b, "a"), newBackend(b, "b"), newBackend(b, "c")}
 	for _, be := range bes {
 		be.handle = func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }
 	}
-	bal, err := New(baseOptions(upstreamsOf(b, bes...)), NewRegistry(), nil)
+	opts := baseOptions(upstreamsOf(b, bes...))
+	opts.Breaker = BreakerOptions{ConsecutiveFailures: 5, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: time.Minute}
+	bal, err := New(opts, NewRegistry(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

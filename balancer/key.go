@@ -183,16 +183,26 @@ func clientIP(r *http.Request, trusted []netip.Prefix) (string, bool) {
 			}
 			addr = addr.Unmap().WithZone("")
 			if !isTrusted(addr, trusted) {
-				return addr.String(), true
+				return canonical(addr, entry), true
 			}
 			leftmost = entry
 		}
 	}
 	if leftmost != "" {
 		addr, _ := netip.ParseAddr(leftmost)
-		return addr.Unmap().WithZone("").String(), true
+		return canonical(addr.Unmap().WithZone(""), leftmost), true
 	}
 	return host, true
+}
+
+// canonical returns a.String(), without allocating when s, the text a
+// was parsed from, already is that string (the usual case).
+func canonical(a netip.Addr, s string) string {
+	var buf [64]byte
+	if string(a.AppendTo(buf[:0])) == s {
+		return s
+	}
+	return a.String()
 }
 
 func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {

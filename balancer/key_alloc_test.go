@@ -1,0 +1,65 @@
+package balancer
+
+import (
+	"net/http"
+	"net/netip"
+	"net/url"
+	"testing"
+)
+
+// TestKeyDoesNotAllocate: extracting a key from a request as a server
+// reads it allocates nothing for every source in its common form (a plain
+// cookie, header or query value, the URI, the path, the peer's address,
+// and a trusted peer's X-Forwarded-For whose client entry is canonical),
+// and neither does hashing it. Only values that must be rewritten
+// allocate: a percent-escaped query parameter, and an IP that is not
+// already in canonical form.
+func TestKeyDoesNotAllocate(t *testing.T) {
+	u, _ := url.Parse("http://shop.example/item/7?id=42&user=alice")
+	r := &http.Request{
+		Method:     http.MethodGet,
+		URL:        u,
+		RequestURI: "/item/7?id=42&user=alice",
+		RemoteAddr: "10.0.0.9:5555",
+		Header: http.Header{
+			"Cookie":          {"theme=dark; session=abc123"},
+			"X-User-Id":       {"user-7"},
+			"X-Forwarded-For": {"203.0.113.7, 10.0.0.8"},
+		},
+	}
+	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	bal, err := New(baseOptions([]UpstreamOptions{{Name: "a", URL: u, Weight: 1}}), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bal.Close()
+	rg := bal.snap.Load().ring
+	srcs := []KeySource{
+		{Kind: KeyCookie, Name: "session"},
+		{Kind: KeyHeader, Name: "X-User-ID"},
+		{Kind: KeyQuery, Name: "user"},
+		{Kind: KeyURI},
+		{Kind: KeyPath},
+		{Kind: KeyIP},
+	}
+	for _, tr := range [][]netip.Prefix{nil, trusted} {
+		for _, src := range srcs {
+			f, err := newKeyFunc(src, tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, ok := f(r)
+			if !ok || v == "" {
+				t.Fatalf("%v (trusted %v): no key", src, tr)
+			}
+			var sink uint64
+			if n := testing.AllocsPerRun(100, func() {
+				v, _ := f(r)
+				sink += rg.Hash(v)
+			}); n != 0 {
+				t.Errorf("%v (trusted %v): key %q: %v allocs per request, want 0", src, tr, v, n)
+			}
+			_ = sink
+		}
+	}
+}
