@@ -21,6 +21,7 @@ import (
 	"strconv"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -48,6 +49,7 @@ type Options struct {
 func NewHandler(b *balancer.Balancer, gatherer prometheus.Gatherer, reload ReloadFunc, opts Options) http.Handler {
 	h := &handler{b: b, gatherer: gatherer, reload: reload}
 	r := chi.NewRouter()
+	r.Use(middleware.GetHead) // HEAD /healthz and friends, as probes send them
 	if opts.Pprof {
 		// pprof.Index serves the named profiles (goroutine, heap, ...) too.
 		r.HandleFunc("/debug/pprof/*", pprof.Index)

@@ -150,6 +150,11 @@ func TestHealthAndReady(t *testing.T) {
 	if code, _, _ := fetch(t, http.MethodGet, srv.URL+"/readyz"); code != 200 {
 		t.Errorf("readyz %d", code)
 	}
+	for _, p := range []string{"/healthz", "/readyz"} { // probes that send HEAD
+		if code, _, _ := fetch(t, http.MethodHead, srv.URL+p); code != 200 {
+			t.Errorf("HEAD %s: %d", p, code)
+		}
+	}
 	b.SetHealthy("a", false, "test")
 	b.SetHealthy("<b>", false, "test")
 	if code, _, _ := fetch(t, http.MethodGet, srv.URL+"/readyz"); code != 503 {

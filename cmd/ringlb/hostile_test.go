@@ -532,3 +532,27 @@ func TestHostileShortBodyIsNotSuccess(t *testing.T) {
 		t.Errorf("short body: got %q, want no response or a 4xx", b)
 	}
 }
+
+// TestHostileHeaderLimitIsExact: max_header_bytes is the limit itself, not
+// the limit plus net/http's read-ahead slack: a request head a little over
+// it gets 431, one a little under it is proxied, for limits above and
+// below that slack.
+func TestHostileHeaderLimitIsExact(t *testing.T) {
+	for _, limit := range []int{2048, 8192, 65536} {
+		_, addr, be := startHostile(t, fmt.Sprintf("max_header_bytes: %d\n", limit))
+		for _, tc := range []struct {
+			size int
+			want int
+		}{{limit + 300, http.StatusRequestHeaderFieldsTooLarge}, {limit - 300, http.StatusOK}} {
+			head := "GET /sized HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Req-Id: sized\r\nX-Pad: "
+			pad := tc.size - len(head) - len("\r\n\r\n")
+			got := mustExchange(t, addr, head+strings.Repeat("p", pad)+"\r\n\r\n")
+			if len(got) != 1 || got[0].code != tc.want {
+				t.Errorf("limit %d, head of %d bytes: got %v, want %d", limit, tc.size, got, tc.want)
+			}
+		}
+		if n := be.sawPath("/sized"); n != 1 {
+			t.Errorf("limit %d: upstream saw %d requests, want only the one under the limit", limit, n)
+		}
+	}
+}
