@@ -180,6 +180,7 @@ func (b *Balancer) onStateChange(u *Upstream, br *breaker, from, to gobreaker.St
 			why = "half-open trial failed"
 		}
 		b.log.Warn("circuit breaker open", "upstream", u.name, "reason", why, "open_for", d, "trip", br.trips)
+		time.AfterFunc(d, func() { b.expireOpen(u, br) })
 	case gobreaker.StateHalfOpen:
 		if now < br.openUntil.Load() {
 			return // touched early by a request that raced the trip; allow hands its slot back
@@ -193,6 +194,26 @@ func (b *Balancer) onStateChange(u *Upstream, br *breaker, from, to gobreaker.St
 		b.log.Info("circuit breaker closed: trial request succeeded", "upstream", u.name)
 	}
 	u.dirty.Store(true)
+}
+
+// expireOpen ends an open period when it is over, so the breaker shows
+// half-open, and its upstream available when the health check (if any)
+// says up, without waiting for a request: /debug/ring, /readyz and the
+// metrics then agree with /debug/lookup, which already judges the
+// upstream eligible. The next request for its keys is the trial. While
+// the health check says down nothing changes: there is no trial then.
+func (b *Balancer) expireOpen(u *Upstream, br *breaker) {
+	if u.br.Load() != br || br.state.Load() != breakerOpen || b.clock() < br.openUntil.Load() || u.down.Load() {
+		return
+	}
+	// gobreaker's own timeout has long passed: asking its state moves it
+	// to half-open, and onStateChange mirrors that, unless a request that
+	// raced the trip had moved it there already.
+	if br.cb.State() == gobreaker.StateHalfOpen && br.state.CompareAndSwap(breakerOpen, breakerHalfOpen) {
+		b.log.Info("circuit breaker half-open: one trial request", "upstream", u.name)
+		u.dirty.Store(true)
+	}
+	b.settleIfDirty(u)
 }
 
 // allow asks u's breaker whether a request may go to u now; false means

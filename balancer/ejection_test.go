@@ -775,3 +775,45 @@ func TestReloadBreakersAndHealthChecksOff(t *testing.T) {
 		t.Errorf("%d 'upstream available' lines for b, want 1", n)
 	}
 }
+
+// TestOpenPeriodEndsWithoutTraffic: on the real clock, a breaker whose
+// open period is over shows half-open and its upstream available before
+// any request arrives, so /debug/ring, /readyz and the metrics agree with
+// /debug/lookup; the next request is the trial, and closes it.
+func TestOpenPeriodEndsWithoutTraffic(t *testing.T) {
+	r := newRig(t, 2, func(o *Options) {
+		o.Breaker.ConsecutiveFailures = 1
+		o.Breaker.OpenTimeout = 50 * time.Millisecond
+		o.Breaker.MaxOpenTimeout = 50 * time.Millisecond
+	})
+	r.b.now = time.Now // the timer that ends the period runs on real time
+	ks := newKeyset(r.b, 200)
+	a, key := r.bes["a"], ks.by["a"][0]
+	a.status.Store(http.StatusBadGateway)
+	if code, be := r.get(t, key); code != 502 || be != "a" {
+		t.Fatalf("failure: %d from %q", code, be)
+	}
+	if st := status(t, r.b, "a"); st.Available || st.Breaker != "open" {
+		t.Fatalf("after the failure: %+v", st)
+	}
+	a.status.Store(http.StatusOK)
+	deadline := time.Now().Add(5 * time.Second)
+	for st := status(t, r.b, "a"); st.Breaker != "half-open" || !st.Available; st = status(t, r.b, "a") {
+		if time.Now().After(deadline) {
+			t.Fatalf("open period over, no traffic: %+v, want half-open and available", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if v := r.metric(t, "ringlb_breaker_state", "upstream=a"); v != 1 {
+		t.Errorf("ringlb_breaker_state = %v, want 1", v)
+	}
+	if hits := a.hits.Load(); hits != 1 {
+		t.Errorf("a got %d requests before its trial, want 1", hits)
+	}
+	if code, be := r.get(t, key); code != 200 || be != "a" {
+		t.Fatalf("trial: %d from %q", code, be)
+	}
+	if st := status(t, r.b, "a"); !st.Available || st.Breaker != "closed" {
+		t.Errorf("after the trial: %+v", st)
+	}
+}
