@@ -186,6 +186,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // problems like "must be > 0" read as written
 	enc.Encode(v)
 }
 

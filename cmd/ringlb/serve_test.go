@@ -288,3 +288,22 @@ func TestServeDebugPprof(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadErrorsReadAsWritten: POST /reload's 400 lists each problem as
+// `file:line: field: message`, in JSON that a grep can read (no \u003e).
+func TestReloadErrorsReadAsWritten(t *testing.T) {
+	bs := startBackends(t, 1, nil)
+	path := writeConfig(t, listenersYAML+backendsYAML(bs))
+	r := startServe(t, path)
+	os.WriteFile(path, []byte(listenersYAML+backendsYAML(bs)+"    weight: -2\n"), 0o644)
+	resp, err := http.Post(r.admin+"/reload", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	want := path + ":6: upstreams[0].weight: must be > 0, got -2"
+	if resp.StatusCode != 400 || !strings.Contains(string(raw), want) {
+		t.Errorf("bad reload: %d %s\nwant it to contain %q", resp.StatusCode, raw, want)
+	}
+}
