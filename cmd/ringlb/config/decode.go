@@ -298,45 +298,21 @@ func (d *decoder) duration(f string, n *yaml.Node) (time.Duration, bool) {
 
 // Handler constructors: decode the value into dst when it has the right type.
 
-func (d *decoder) toStr(dst *string) handler {
+// into makes a handler that parses a value with parse and, when it has the
+// right type, stores it in dst (parse reports the problem otherwise).
+func into[T any](parse func(string, *yaml.Node) (T, bool), dst *T) handler {
 	return func(f string, n *yaml.Node) {
-		if v, ok := d.str(f, n); ok {
+		if v, ok := parse(f, n); ok {
 			*dst = v
 		}
 	}
 }
 
-func (d *decoder) toInt(dst *int) handler {
-	return func(f string, n *yaml.Node) {
-		if v, ok := d.integer(f, n); ok {
-			*dst = v
-		}
-	}
-}
-
-func (d *decoder) toFloat(dst *float64) handler {
-	return func(f string, n *yaml.Node) {
-		if v, ok := d.number(f, n); ok {
-			*dst = v
-		}
-	}
-}
-
-func (d *decoder) toBool(dst *bool) handler {
-	return func(f string, n *yaml.Node) {
-		if v, ok := d.boolean(f, n); ok {
-			*dst = v
-		}
-	}
-}
-
-func (d *decoder) toDuration(dst *time.Duration) handler {
-	return func(f string, n *yaml.Node) {
-		if v, ok := d.duration(f, n); ok {
-			*dst = v
-		}
-	}
-}
+func (d *decoder) toStr(dst *string) handler             { return into(d.str, dst) }
+func (d *decoder) toInt(dst *int) handler                { return into(d.integer, dst) }
+func (d *decoder) toFloat(dst *float64) handler          { return into(d.number, dst) }
+func (d *decoder) toBool(dst *bool) handler              { return into(d.boolean, dst) }
+func (d *decoder) toDuration(dst *time.Duration) handler { return into(d.duration, dst) }
 
 // decode fills c from the root mapping. Absent fields stay zero; see
 // applyDefaults.
