@@ -880,6 +880,16 @@ func runFaultCase(t *testing.T, e *faultEnv, fc faultCase) faultRow {
 	time.Sleep(time.Second)
 	res := l.halt()
 	p.halt()
+	// A health verdict under way when the fault stopped (a failed probe
+	// counted just before the fix) can eject the victim once more after
+	// it; its keys are home from its last readmission on.
+	if e, ok := p.last(vname, time.Now()); ok && !readmitAt.IsZero() && e.at.After(readmitAt) {
+		if !e.available {
+			t.Errorf("%s ejected again after the fix and never readmitted: %s", vname, e.desc)
+		}
+		readmitAt = e.at
+		readmitDesc += fmt.Sprintf("; ejected once more, back %s after the fix", e.at.Sub(healed).Round(time.Millisecond))
+	}
 
 	// What the clients saw.
 	var (
