@@ -28,4 +28,8 @@ COPY --from=build /out/ringlb /ringlb
 COPY config.yaml /etc/ringlb/config.yaml
 USER nonroot:nonroot
 EXPOSE 8080 9901
-ENTRYPOINT ["/ringlb", "serve", "-config", "/etc/ringlb/config.yaml"]
+# ENTRYPOINT is the binary alone and CMD its default arguments, so that
+# `docker run IMAGE validate -config ...` and a Kubernetes container's
+# `args` replace the arguments instead of being appended to them.
+ENTRYPOINT ["/ringlb"]
+CMD ["serve", "-config", "/etc/ringlb/config.yaml"]
