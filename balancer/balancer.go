@@ -81,6 +81,10 @@ type Options struct {
 	PointsPerWeight int
 	// LoadFactor is the bounded-load factor c (> 1); 0 turns bounded loads off.
 	LoadFactor float64
+	// LoadFloor is the least bounded-load cap: no upstream counts as full
+	// below this many in-flight requests (ring.Limit). Values below 1 count
+	// as 1, the proportional cap alone.
+	LoadFloor int
 	// SlowStart, when > 0, is how long an upstream added by a reload (or
 	// readmitted after an ejection) takes to get all its points back.
 	SlowStart time.Duration
@@ -149,6 +153,7 @@ type snapshot struct {
 	keyDesc    string // "cookie session, header X-User-ID", for 400 answers
 	onMissing  int
 	loadFactor float64
+	loadFloor  int64 // >= 1
 	fail       bool
 	retries    int
 	slowStart  int64  // nanoseconds
@@ -271,7 +276,8 @@ func (b *Balancer) Update(opts Options) (string, error) {
 // new names and updating b.ups and the transport. Nothing is changed when
 // it fails.
 func (b *Balancer) buildLocked(opts Options, initial bool) (*snapshot, error) {
-	s := &snapshot{opts: opts, loadFactor: opts.LoadFactor, retries: opts.Retries, slowStart: int64(opts.SlowStart)}
+	s := &snapshot{opts: opts, loadFactor: opts.LoadFactor, loadFloor: max(int64(opts.LoadFloor), 1),
+		retries: opts.Retries, slowStart: int64(opts.SlowStart)}
 	bo, err := opts.Breaker.validate()
 	if err != nil {
 		return nil, err
@@ -860,7 +866,7 @@ func (b *Balancer) pick(s *snapshot, h uint64, tried []int, skipped []ring.Skip)
 				}
 			}
 		}
-		if c > 0 && u.inflight.Load() >= ring.Limit(c, total, m.weight, availW) {
+		if c > 0 && u.inflight.Load() >= ring.Limit(c, s.loadFloor, total, m.weight, availW) {
 			return ring.Full
 		}
 		return ring.Accept

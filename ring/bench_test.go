@@ -85,7 +85,7 @@ func BenchmarkPick(b *testing.B) {
 					if m == 1 {
 						return Unhealthy
 					}
-					if inflight[m] >= Limit(1.25, total, 1, W) {
+					if inflight[m] >= Limit(1.25, 1, total, 1, W) {
 						return Full
 					}
 					return Accept

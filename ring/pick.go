@@ -195,14 +195,22 @@ func (r *Ring) Walk(h uint64, fn func(member int) bool) {
 }
 
 // Limit returns the bounded-load cap of a member of weight w:
-// ceil(c × (inflight+1) × w / W), where inflight is the total number of
-// requests in flight and W the total weight of available members. A member
-// holding Limit or more requests is full. c <= 0 means no cap.
-func Limit(c float64, inflight int64, w, W float64) int64 {
+// max(ceil(c × (inflight+1) × w / W), floor), where inflight is the total
+// number of requests in flight and W the total weight of available
+// members. A member holding Limit or more requests is full. c <= 0 means
+// no cap.
+//
+// The floor keeps a quiet fleet from splitting one client's concurrent
+// requests: with four equal members and nothing else in flight,
+// ceil(1.25 × 2 / 4) = 1, so without a floor a page's second parallel
+// request would already leave its owner. With floor 8, no member is full
+// below 8 requests, and the proportional cap takes over once the total in
+// flight passes about 8 × W / (c × w).
+func Limit(c float64, floor, inflight int64, w, W float64) int64 {
 	if c <= 0 || W <= 0 {
 		return math.MaxInt64
 	}
-	return int64(math.Ceil(c * float64(inflight+1) * w / W))
+	return max(int64(math.Ceil(c*float64(inflight+1)*w/W)), floor)
 }
 
 // ActivePoints returns how many of a member's n points are active at

@@ -238,7 +238,7 @@ func TestBoundedLoads(t *testing.T) {
 				}
 				h := hashes[zipf.Uint64()]
 				judge := func(m, _ int) Reason {
-					if inflight[m] >= Limit(c, total, r.Members()[m].Weight, W) {
+					if inflight[m] >= Limit(c, 1, total, r.Members()[m].Weight, W) {
 						return Full
 					}
 					return Accept

@@ -57,6 +57,7 @@ func balancerOptions(cfg *config.Config) balancer.Options {
 		Placement:             cfg.Ring.Placement,
 		PointsPerWeight:       cfg.Ring.PointsPerWeight,
 		LoadFactor:            cfg.Ring.LoadFactor,
+		LoadFloor:             cfg.Ring.LoadFloor,
 		SlowStart:             cfg.Ring.SlowStart,
 		OnUnavailable:         cfg.Ring.OnUnavailable,
 		OnMissing:             cfg.Hash.OnMissing,

@@ -189,6 +189,7 @@ const (
 	defaultShutdownTimeout = 15 * time.Second
 	defaultUpstreamHeader  = "X-Upstream"
 	defaultPointsPerWeight = 160
+	defaultLoadFloor       = 8
 	defaultMaxHeaderBytes  = 65536
 )
 
@@ -240,9 +241,8 @@ func applyDefaults(c *Config, has func(field string) bool) {
 	// Under placement nginx an absent points_per_weight is also 160, nginx's
 	// fixed value; an explicit other value is a validation error.
 	num("ring.points_per_weight", &c.Ring.PointsPerWeight, defaultPointsPerWeight)
-	if !has("ring.load_factor") {
-		c.Ring.LoadFactor = 1.25
-	}
+	// load_factor defaults to 0 (bounded loads off), the zero value.
+	num("ring.load_floor", &c.Ring.LoadFloor, defaultLoadFloor)
 	str("ring.placement", &c.Ring.Placement, "ringlb")
 	str("ring.on_unavailable", &c.Ring.OnUnavailable, "remap")
 	// slow_start defaults to 0s, the zero value.

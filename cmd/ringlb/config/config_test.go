@@ -60,7 +60,7 @@ func defaults(t *testing.T) *Config {
 			OnMissing: "random",
 			Cookie:    AffinityCookie{Name: "ringlb_affinity", TTL: 24 * time.Hour, Secure: false, HTTPOnly: true},
 		},
-		Ring:      Ring{PointsPerWeight: 160, LoadFactor: 1.25, Placement: "ringlb", SlowStart: 0, OnUnavailable: "remap"},
+		Ring:      Ring{PointsPerWeight: 160, LoadFactor: 0, LoadFloor: 8, Placement: "ringlb", SlowStart: 0, OnUnavailable: "remap"},
 		Upstreams: []Upstream{{Name: "a", URL: u.URL, Weight: 1, Addr: "127.0.0.1:9001"}},
 		Health:    nil,
 		Breaker: Breaker{
@@ -135,7 +135,7 @@ hash:
     - path
   on_missing: cookie
   cookie: {name: aff, ttl: 1h, secure: true, http_only: false}
-ring: {points_per_weight: 100, load_factor: 2, slow_start: 30s}
+ring: {points_per_weight: 100, load_factor: 2, load_floor: 3, slow_start: 30s}
 upstreams:
   - name: app-1
     url: https://backend.example:8443/
@@ -167,7 +167,7 @@ max_header_bytes: 1024
 					OnMissing: "cookie",
 					Cookie:    AffinityCookie{Name: "aff", TTL: time.Hour, Secure: true, HTTPOnly: false},
 				}
-				want.Ring = Ring{PointsPerWeight: 100, LoadFactor: 2, Placement: "ringlb", SlowStart: 30 * time.Second, OnUnavailable: "remap"}
+				want.Ring = Ring{PointsPerWeight: 100, LoadFactor: 2, LoadFloor: 3, Placement: "ringlb", SlowStart: 30 * time.Second, OnUnavailable: "remap"}
 				want.Upstreams = []Upstream{
 					{Name: "app-1", URL: mustURL(t, "https://backend.example:8443/").URL, Weight: 2.5, Addr: "backend.example:8443"},
 					{Name: "app_2.x:y", URL: mustURL(t, "http://[::1]:9002").URL, Weight: 16, Addr: "[::1]:9002"},
@@ -417,8 +417,11 @@ var errorCases = []struct {
 	{"bad placement", "ring: {placement: maglev}\n" + up, "c.yaml:1: ring.placement: must be ringlb or nginx, got \"maglev\""},
 	{"negative slow_start", "ring: {slow_start: -1s}\n" + up, "c.yaml:1: ring.slow_start: must be >= 0, got -1s"},
 	{"bad on_unavailable", "ring: {on_unavailable: retry}\n" + up, "c.yaml:1: ring.on_unavailable: must be remap or fail, got \"retry\""},
-	{"fail with defaults", "ring:\n  on_unavailable: fail\n" + up,
+	{"fail with bounded loads", "ring:\n  on_unavailable: fail\n  load_factor: 1.25\n" + up,
 		"c.yaml:2: ring.on_unavailable: fail requires ring.load_factor: 0 (got 1.25) and ring.slow_start: 0s (got 0s)"},
+	{"zero load_floor", "ring:\n  load_factor: 1.25\n  load_floor: 0\n" + up, "c.yaml:3: ring.load_floor: must be >= 1, got 0"},
+	{"negative load_floor", "ring: {load_floor: -4}\n" + up, "c.yaml:1: ring.load_floor: must be >= 1, got -4"},
+	{"fractional load_floor", "ring: {load_floor: 2.5}\n" + up, "c.yaml:1: ring.load_floor: must be an integer, got 2.5"},
 	{"fail with slow start", "ring: {on_unavailable: fail, load_factor: 0, slow_start: 10s}\n" + up,
 		"c.yaml:1: ring.on_unavailable: fail requires ring.load_factor: 0 (got 0) and ring.slow_start: 0s (got 10s)"},
 	{"nginx with points_per_weight", "ring:\n  placement: nginx\n  points_per_weight: 100\n" + up,

@@ -449,6 +449,7 @@ func (d *decoder) ring(f string, n *yaml.Node, r *Ring) {
 	d.mapping(f, n, map[string]handler{
 		"points_per_weight": d.toInt(&r.PointsPerWeight),
 		"load_factor":       d.toFloat(&r.LoadFactor),
+		"load_floor":        d.toInt(&r.LoadFloor),
 		"placement":         d.toStr(&r.Placement),
 		"slow_start":        d.toDuration(&r.SlowStart),
 		"on_unavailable":    d.toStr(&r.OnUnavailable),

@@ -81,11 +81,17 @@ type AffinityCookie struct {
 
 // Ring is the ring block.
 type Ring struct {
-	PointsPerWeight int     // default 160
-	LoadFactor      float64 // default 1.25; 0 turns bounded loads off; else > 1
-	Placement       string  // ringlb (default) or nginx
-	SlowStart       time.Duration
-	OnUnavailable   string // remap (default) or fail
+	PointsPerWeight int // default 160
+	// LoadFactor is the bounded-load factor c; default 0, which turns
+	// bounded loads off (every request goes to its key's owner); else > 1.
+	LoadFactor float64
+	// LoadFloor is the least bounded-load cap in in-flight requests, so a
+	// quiet fleet never splits a client's concurrent requests; default 8,
+	// at least 1. Used only when LoadFactor > 1.
+	LoadFloor     int
+	Placement     string // ringlb (default) or nginx
+	SlowStart     time.Duration
+	OnUnavailable string // remap (default) or fail
 }
 
 // Upstream is one entry of upstreams.

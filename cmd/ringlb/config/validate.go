@@ -159,6 +159,9 @@ func (d *decoder) validateRing(r *Ring) {
 	if r.LoadFactor != 0 && !(r.LoadFactor > 1) {
 		d.invalid("ring.load_factor", "must be 0 (off) or > 1, got %s", fmtFloat(r.LoadFactor))
 	}
+	if r.LoadFloor < 1 {
+		d.invalid("ring.load_floor", "must be >= 1, got %d", r.LoadFloor)
+	}
 	if r.SlowStart < 0 {
 		d.invalid("ring.slow_start", "must be >= 0, got %s", r.SlowStart)
 	}

@@ -1,0 +1,26 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/ringlb/ringlb/cmd/ringlb/config"
+)
+
+// The ring block reaches the balancer as written, defaults included.
+func TestBalancerOptionsRing(t *testing.T) {
+	const up = "upstreams:\n  - name: a\n    url: http://127.0.0.1:9001\n"
+	for src, want := range map[string][2]float64{
+		up:                                 {0, 8}, // bounded loads off by default; floor 8
+		"ring: {load_factor: 1.25}\n" + up: {1.25, 8},
+		"ring: {load_factor: 1.5, load_floor: 2}\n" + up: {1.5, 2},
+	} {
+		cfg, err := config.Parse("c.yaml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := balancerOptions(cfg)
+		if o.LoadFactor != want[0] || float64(o.LoadFloor) != want[1] {
+			t.Errorf("%q: load_factor %v, load_floor %d; want %v", src, o.LoadFactor, o.LoadFloor, want)
+		}
+	}
+}
