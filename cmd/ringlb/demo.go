@@ -7,11 +7,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
 	"github.com/ringlb/ringlb/cmd/ringlb/demo"
+	"github.com/ringlb/ringlb/ring"
 )
 
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -28,6 +32,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			s.Close()
 		}
 	}()
+	who := demoUser(cfg)
 	for i, u := range cfg.Upstreams {
 		addr, err := demoAddr(u)
 		if err != nil {
@@ -36,10 +41,10 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			fmt.Fprintf(stderr, "demo upstream %s: %v\n", u.Name, err)
+			fmt.Fprintf(stderr, "ringlb demo: %s\n", bindError("demo upstream "+u.Name, addr, err))
 			return exitFail
 		}
-		s := &http.Server{Handler: demo.New(u.Name), ReadHeaderTimeout: 10 * time.Second}
+		s := &http.Server{Handler: demo.NewKeyed(u.Name, who), ReadHeaderTimeout: 10 * time.Second}
 		servers = append(servers, s)
 		go s.Serve(l)
 	}
@@ -52,7 +57,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // error for a URL the demo must not bind.
 func demoAddr(u config.Upstream) (string, error) {
 	if u.URL.Scheme != "http" {
-		return "", fmt.Errorf("the demo serves plain http only, got %s", u.URL)
+		return "", fmt.Errorf("the demo serves plain http only, got %s", u.URL.Redacted())
 	}
 	host, port := u.URL.Hostname(), u.URL.Port()
 	if port == "" {
@@ -63,31 +68,236 @@ func demoAddr(u config.Upstream) (string, error) {
 	}
 	ip := net.ParseIP(host)
 	if ip == nil || !ip.IsLoopback() {
-		return "", fmt.Errorf("the demo starts upstreams on loopback addresses only, got %s", u.URL)
+		return "", fmt.Errorf("the demo starts upstreams on loopback addresses only, got %s", u.URL.Redacted())
 	}
 	return net.JoinHostPort(host, port), nil
 }
 
+// demoUser tells the demo upstreams' users apart as the config's key does:
+// the affinity cookie under on_missing: cookie, then the first key source
+// present; else the path. (The ip source sees the client's address as
+// ringlb forwards it, the last X-Forwarded-For entry.)
+func demoUser(cfg *config.Config) func(*http.Request) string {
+	h := cfg.Hash
+	return func(r *http.Request) string {
+		cookie := func(name string) string {
+			if c, err := r.Cookie(name); err == nil {
+				return c.Value
+			}
+			return ""
+		}
+		if h.OnMissing == "cookie" {
+			if v := cookie(h.Cookie.Name); v != "" {
+				return v
+			}
+		}
+		for _, k := range h.Key {
+			var v string
+			switch k.Kind {
+			case config.KeyCookie:
+				v = cookie(k.Name)
+			case config.KeyHeader:
+				v = r.Header.Get(k.Name)
+			case config.KeyQuery:
+				v = r.URL.Query().Get(k.Name)
+			case config.KeyURI:
+				v = r.RequestURI
+			case config.KeyPath:
+				v = r.URL.Path
+			case config.KeyIP:
+				xff := strings.Split(r.Header.Get("X-Forwarded-For"), ",")
+				v = strings.TrimSpace(xff[len(xff)-1])
+			}
+			if v != "" {
+				return v
+			}
+		}
+		return r.URL.Path
+	}
+}
+
+// demoKey is how a curl command line gives a request a key: the first key
+// source in the config (any source before it is absent on a plain curl, so
+// this one decides).
+type demoKey struct {
+	desc string // "header X-User-ID"
+	// curl returns the curl arguments and the URL path that give a request
+	// the key of user u (a literal like 42, or a shell word like $u).
+	curl func(u string) (flags, path string)
+	// key is the key a request for user u hashes on.
+	key func(u string) string
+	// shared is set when every request from one machine has the same key.
+	shared bool
+}
+
+func firstDemoKey(cfg *config.Config) demoKey {
+	k := cfg.Hash.Key[0]
+	d := demoKey{desc: string(k.Kind)}
+	if k.Name != "" {
+		d.desc += " " + k.Name
+	}
+	d.key = func(u string) string { return u }
+	switch k.Kind {
+	case config.KeyCookie:
+		d.curl = func(u string) (string, string) { return fmt.Sprintf("-b %s ", shellQuote(k.Name+"="+u)), "/" }
+	case config.KeyHeader:
+		d.curl = func(u string) (string, string) { return fmt.Sprintf("-H %s ", shellQuote(k.Name+": "+u)), "/" }
+	case config.KeyQuery:
+		d.curl = func(u string) (string, string) { return "", "/?" + url.QueryEscape(k.Name) + "=" + u }
+	case config.KeyURI, config.KeyPath:
+		d.curl = func(u string) (string, string) { return "", "/users/" + u }
+		d.key = func(u string) string { return "/users/" + u }
+	case config.KeyIP:
+		d.curl = func(string) (string, string) { return "", "/" }
+		d.key = func(string) string { return "127.0.0.1" }
+		d.shared = true
+	}
+	return d
+}
+
+// shellQuote quotes s for a POSIX shell when a $ or space needs it: single
+// quotes for literals, double quotes when s holds a $u to expand.
+func shellQuote(s string) string {
+	if strings.Contains(s, "$") {
+		return `"` + s + `"`
+	}
+	if strings.ContainsAny(s, " ;&|<>'\"\\*?") {
+		return "'" + s + "'"
+	}
+	return s
+}
+
+// demoPorts lists the ports the demo holds, e.g. "8080 (proxy), 9901
+// (admin) and 9001-9004 (upstreams)".
+func demoPorts(cfg *config.Config, proxy, admin string) string {
+	port := func(addr string) string {
+		_, p, _ := net.SplitHostPort(addr)
+		return p
+	}
+	var ups []int
+	for _, u := range cfg.Upstreams {
+		if a, err := demoAddr(u); err == nil {
+			if n, err := strconv.Atoi(port(a)); err == nil {
+				ups = append(ups, n)
+			}
+		}
+	}
+	slices.Sort(ups)
+	list := ""
+	if len(ups) > 0 && ups[len(ups)-1]-ups[0] == len(ups)-1 {
+		list = strconv.Itoa(ups[0])
+		if len(ups) > 1 {
+			list += "-" + strconv.Itoa(ups[len(ups)-1])
+		}
+	} else {
+		s := make([]string, len(ups))
+		for i, p := range ups {
+			s[i] = strconv.Itoa(p)
+		}
+		list = strings.Join(s, ", ")
+	}
+	return fmt.Sprintf("%s (proxy), %s (admin) and %s (upstreams)", port(proxy), port(admin), list)
+}
+
+// demoIntro is what the demo prints once it serves: which ports it holds,
+// how to stop it, and curl commands built from the config's key sources.
 func demoIntro(cfg *config.Config, proxy, admin string) string {
 	names := make([]string, len(cfg.Upstreams))
 	for i, u := range cfg.Upstreams {
 		names[i] = u.Name
 	}
+	base := "http://" + proxy
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nringlb demo: %d stateful upstreams (%s) behind the proxy at http://%s\n\n",
-		len(names), strings.Join(names, ", "), proxy)
-	fmt.Fprintf(&b, "Each user sticks to one upstream, whose visit counter keeps counting:\n")
-	fmt.Fprintf(&b, "  for i in 1 2 3; do curl -s 'http://%s/?user=42'; done\n", proxy)
-	fmt.Fprintf(&b, "  for u in 1 2 3 4 5 6 7 8; do curl -s -H \"X-User-ID: $u\" http://%s/; done\n", proxy)
-	fmt.Fprintf(&b, "Where would a key go, and why:\n")
-	fmt.Fprintf(&b, "  curl -s 'http://%s/debug/lookup?key=42'\n", admin)
+	fmt.Fprintf(&b, "\nringlb demo: %d stateful upstreams (%s) behind the proxy at %s\n",
+		len(names), strings.Join(names, ", "), base)
+	fmt.Fprintf(&b, "It holds ports %s on loopback; Ctrl-C stops it and frees them.\n\n", demoPorts(cfg, proxy, admin))
+
+	var srcs []string
+	for _, k := range cfg.Hash.Key {
+		s := string(k.Kind)
+		if k.Name != "" {
+			s += " " + k.Name
+		}
+		srcs = append(srcs, s)
+	}
+	fmt.Fprintf(&b, "The key is the first of: %s (on_missing: %s).\n", strings.Join(srcs, ", "), cfg.Hash.OnMissing)
+	k := firstDemoKey(cfg)
+	curl := func(u string) string {
+		flags, p := k.curl(u)
+		return fmt.Sprintf("curl -s %s%s", flags, shellQuote(base+p))
+	}
+	if k.shared {
+		fmt.Fprintf(&b, "Every request from this machine has the key 127.0.0.1 (%s), so all go to one upstream,\n", k.desc)
+		fmt.Fprintf(&b, "whose visit counter keeps counting:\n")
+		fmt.Fprintf(&b, "  for i in 1 2 3; do %s; done\n", curl("42"))
+	} else {
+		fmt.Fprintf(&b, "Each user sticks to one upstream, whose visit counter keeps counting (%s):\n", k.desc)
+		fmt.Fprintf(&b, "  for i in 1 2 3; do %s; done\n", curl("42"))
+		fmt.Fprintf(&b, "Eight users spread over the upstreams:\n")
+		fmt.Fprintf(&b, "  for u in 1 2 3 4 5 6 7 8; do %s; done\n", curl("$u"))
+	}
+	switch cfg.Hash.OnMissing {
+	case "cookie":
+		fmt.Fprintf(&b, "A client with no key gets the affinity cookie %s; keep it in a cookie jar and it sticks:\n", cfg.Hash.Cookie.Name)
+		fmt.Fprintf(&b, "  for i in 1 2 3; do curl -s -c jar -b jar %s/; done\n", base)
+	case "reject":
+		fmt.Fprintf(&b, "A request with none of those gets 400:\n  curl -s %s/\n", base)
+	}
+	key := k.key("42")
+	fmt.Fprintf(&b, "Where would the key %s go, and why:\n", key)
+	fmt.Fprintf(&b, "  curl -s 'http://%s/debug/lookup?key=%s'\n", admin, url.QueryEscape(key))
 	fmt.Fprintf(&b, "The ring, its upstreams and their state:\n")
 	fmt.Fprintf(&b, "  curl -s http://%s/debug/ring    (status page: http://%s/)\n", admin, admin)
-	if len(cfg.Upstreams) > 0 {
-		u := cfg.Upstreams[0]
-		fmt.Fprintf(&b, "Make %s fail its health check, then heal it:\n", u.Name)
-		fmt.Fprintf(&b, "  curl -s -X POST '%s/_demo/fail?health=1'; curl -s -X POST %s/_demo/recover\n", u.URL, u.URL)
+
+	if victim := demoOwner(cfg, key); victim != nil {
+		b.WriteString(demoFailHint(cfg, victim, curl("42")))
 	}
 	fmt.Fprintf(&b, "Press Ctrl-C to stop.\n\n")
+	return b.String()
+}
+
+// demoOwner returns the upstream owning key on the config's ring.
+func demoOwner(cfg *config.Config, key string) *config.Upstream {
+	r, err := ring.New(ringMembers(cfg.Upstreams), ringOptions(cfg))
+	if err != nil || len(cfg.Upstreams) < 2 {
+		return nil
+	}
+	name := r.Members()[r.Owner(r.Hash(key))].Name
+	for i := range cfg.Upstreams {
+		if cfg.Upstreams[i].Name == name {
+			return &cfg.Upstreams[i]
+		}
+	}
+	return nil
+}
+
+// demoFailHint explains, in separate steps, how to make the key's owner
+// fail and heal, and how long ringlb takes to notice each.
+func demoFailHint(cfg *config.Config, u *config.Upstream, again string) string {
+	var b strings.Builder
+	base := u.URL.String()
+	moved, back := "its users move", "its users are back"
+	if cfg.Ring.OnUnavailable == "fail" {
+		moved, back = "its keys get 503 (on_unavailable: fail)", "its keys are served again"
+	}
+	switch {
+	case cfg.Health != nil:
+		h := cfg.Health
+		fmt.Fprintf(&b, "Make %s (the upstream of that key) fail its health check:\n", u.Name)
+		fmt.Fprintf(&b, "  curl -s -X POST '%s/_demo/fail?health=1'\n", base)
+		fmt.Fprintf(&b, "  ringlb ejects it after %d failed probes %s apart (about %s); then %s:\n",
+			h.Fall, h.Interval, time.Duration(h.Fall)*h.Interval, moved)
+		fmt.Fprintf(&b, "  %s\n", again)
+		fmt.Fprintf(&b, "Heal it; after %d passing probes (about %s) %s:\n", h.Rise, time.Duration(h.Rise)*h.Interval, back)
+		fmt.Fprintf(&b, "  curl -s -X POST %s/_demo/recover\n", base)
+	case cfg.Breaker.ConsecutiveFailures > 0:
+		br := cfg.Breaker
+		fmt.Fprintf(&b, "Make %s (the upstream of that key) answer 503 (no health block: its breaker decides):\n", u.Name)
+		fmt.Fprintf(&b, "  curl -s -X POST '%s/_demo/fail?requests=1'\n", base)
+		fmt.Fprintf(&b, "  after %d failed requests its breaker opens for %s and %s:\n", br.ConsecutiveFailures, br.OpenTimeout, moved)
+		fmt.Fprintf(&b, "  for i in $(seq %d); do %s; done\n", br.ConsecutiveFailures+1, again)
+		fmt.Fprintf(&b, "Heal it; once the breaker's open period ends, one request closes it again:\n")
+		fmt.Fprintf(&b, "  curl -s -X POST %s/_demo/recover\n", base)
+	}
 	return b.String()
 }

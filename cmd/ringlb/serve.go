@@ -233,13 +233,13 @@ func serve(ctx context.Context, path string, cfg *config.Config, logger *slog.Lo
 	}
 	pl, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		logger.Error("cannot listen", "listen", cfg.Listen, "err", err)
+		logger.Error(bindError("listen", cfg.Listen, err))
 		return exitFail
 	}
 	al, err := net.Listen("tcp", cfg.AdminListen)
 	if err != nil {
 		pl.Close()
-		logger.Error("cannot listen", "admin_listen", cfg.AdminListen, "err", err)
+		logger.Error(bindError("admin_listen", cfg.AdminListen, err))
 		return exitFail
 	}
 	names := make([]string, len(cfg.Upstreams))

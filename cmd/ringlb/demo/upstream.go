@@ -9,7 +9,9 @@
 //	POST /_demo/recover        stop failing
 //	anything else              "user U: visit N on NAME", U from the query
 //	                           parameter user, the X-User-ID header, the
-//	                           session cookie, or else the path
+//	                           session cookie, or else the path (the
+//	                           default config's key sources); NewKeyed
+//	                           takes another rule
 package demo
 
 import (
@@ -25,13 +27,25 @@ type Upstream struct {
 	failHealth   atomic.Bool
 	failRequests atomic.Bool
 
+	user func(*http.Request) string
+
 	mu     sync.Mutex
 	visits map[string]int
 }
 
-// New returns a demo upstream called name.
+// New returns a demo upstream called name that tells users apart as the
+// default config's key sources do.
 func New(name string) *Upstream {
-	return &Upstream{name: name, visits: make(map[string]int)}
+	return NewKeyed(name, nil)
+}
+
+// NewKeyed returns a demo upstream called name that counts visits per
+// user(r); nil means as New does.
+func NewKeyed(name string, user func(*http.Request) string) *Upstream {
+	if user == nil {
+		user = defaultUser
+	}
+	return &Upstream{name: name, user: user, visits: make(map[string]int)}
 }
 
 // FailHealth makes the health check fail (true) or pass (false).
@@ -40,8 +54,9 @@ func (u *Upstream) FailHealth(fail bool) { u.failHealth.Store(fail) }
 // FailRequests makes every request but the health check answer 503 (true).
 func (u *Upstream) FailRequests(fail bool) { u.failRequests.Store(fail) }
 
-// user returns who a request is for, as the demo config's key sees it.
-func user(r *http.Request) string {
+// defaultUser returns who a request is for, as the default config's key
+// sees it.
+func defaultUser(r *http.Request) string {
 	if v := r.URL.Query().Get("user"); v != "" {
 		return v
 	}
@@ -82,7 +97,7 @@ func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, u.name+": told to fail requests", http.StatusServiceUnavailable)
 		return
 	}
-	who := user(r)
+	who := u.user(r)
 	u.mu.Lock()
 	u.visits[who]++
 	n := u.visits[who]

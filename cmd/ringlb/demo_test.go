@@ -1,0 +1,189 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ringlb/ringlb/cmd/ringlb/demo"
+)
+
+// freeLoopbackPort returns a port that was free on 127.0.0.1 a moment ago.
+func freeLoopbackPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+var (
+	listenRE      = regexp.MustCompile(`(?m)^(listen|admin_listen):[ \t]*\S+`)
+	upstreamURLRE = regexp.MustCompile(`url: http://127\.0\.0\.1:\d+`)
+)
+
+// startDemo runs `ringlb demo` in-process on a copy of the config file src
+// with free ports, and returns what it printed once it serves.
+func startDemo(t *testing.T, src string) (intro string, stderr *syncBuffer) {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = listenRE.ReplaceAll(data, []byte("$1: 127.0.0.1:0"))
+	data = upstreamURLRE.ReplaceAllFunc(data, func([]byte) []byte {
+		return fmt.Appendf(nil, "url: http://127.0.0.1:%d", freeLoopbackPort(t))
+	})
+	path := writeConfig(t, string(data))
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout syncBuffer
+	stderr = &syncBuffer{}
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"demo", "-config", path}, &stdout, stderr) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case code := <-done:
+			if code != exitOK {
+				t.Errorf("demo exited %d after Ctrl-C, want 0", code)
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("demo did not stop")
+		}
+	})
+	deadline := time.After(20 * time.Second)
+	for !strings.Contains(stdout.String(), "Press Ctrl-C to stop.") {
+		select {
+		case code := <-done:
+			done <- code
+			t.Fatalf("demo exited %d:\n%s", code, stderr)
+		case <-deadline:
+			t.Fatalf("demo printed no hints within 20s:\n%s\n%s", stdout.String(), stderr)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return stdout.String(), stderr
+}
+
+// hint returns the command printed on the line after the one starting
+// with label.
+func hint(t *testing.T, intro, label string) string {
+	t.Helper()
+	lines := strings.Split(intro, "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, label) && i+1 < len(lines) {
+			return strings.TrimSpace(lines[i+1])
+		}
+	}
+	t.Fatalf("no hint %q in:\n%s", label, intro)
+	return ""
+}
+
+func sh(t *testing.T, command string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", command)
+	cmd.Dir = t.TempDir()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", command, err, out)
+	}
+	return string(out)
+}
+
+var visitLine = regexp.MustCompile(`^user (.+): visit (\d+) on (\S+)$`)
+
+// TestDemoHintsWork runs the demo on the repository's config and on every
+// example config and runs the curl commands it prints: one user's visits
+// keep counting on one upstream, /debug/lookup agrees on where that user
+// goes, and under on_missing: reject a request without a key gets 400.
+func TestDemoHintsWork(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs the demo and curl")
+	}
+	for _, tool := range []string{"bash", "curl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not on PATH: the demo's hints are shell commands", tool)
+		}
+	}
+	files, _ := filepath.Glob("../../examples/configs/*.yaml")
+	files = append(files, "../../config.yaml")
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			intro, _ := startDemo(t, f)
+			out := sh(t, hint(t, intro, "Each user sticks to one upstream"))
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			if len(lines) != 3 {
+				t.Fatalf("three visits gave:\n%s", out)
+			}
+			var upstream string
+			for i, l := range lines {
+				m := visitLine.FindStringSubmatch(l)
+				if m == nil || m[2] != fmt.Sprint(i+1) || (upstream != "" && m[3] != upstream) {
+					t.Fatalf("visit %d of one user: %q; want visit %d on one upstream\nall:\n%s", i+1, l, i+1, out)
+				}
+				upstream = m[3]
+			}
+			var lk struct{ Chosen string }
+			if err := json.Unmarshal([]byte(sh(t, hint(t, intro, "Where would the key"))), &lk); err != nil || lk.Chosen != upstream {
+				t.Errorf("the lookup hint says %q (%v); the user was served by %s", lk.Chosen, err, upstream)
+			}
+			if strings.Contains(intro, "gets 400") {
+				if out := sh(t, hint(t, intro, "A request with none of those gets 400")); !strings.Contains(out, "missing hash key") {
+					t.Errorf("the 400 hint answered %q", out)
+				}
+			}
+			if !regexp.MustCompile(`It holds ports \d+ \(proxy\), \d+ \(admin\) and [\d, -]+ \(upstreams\)`).MatchString(intro) {
+				t.Errorf("the intro does not say which ports it holds:\n%s", intro)
+			}
+		})
+	}
+}
+
+// A second demo on ports that are taken says which port and by what.
+func TestDemoBindErrorNamesThePort(t *testing.T) {
+	taken := httptest.NewServer(demo.New("app-7"))
+	defer taken.Close()
+	path := writeConfig(t, listenersYAML+"upstreams:\n  - name: app-1\n    url: "+taken.URL+"\n")
+	code, _, errOut := runCmd(t, "demo", "-config", path)
+	_, port, _ := net.SplitHostPort(taken.Listener.Addr().String())
+	if code != exitFail || !strings.Contains(errOut, "demo upstream app-1: port "+port+" on 127.0.0.1 is already in use by a ringlb demo upstream (app-7") {
+		t.Errorf("exit %d, stderr:\n%s", code, errOut)
+	}
+
+	// Something that accepts and says nothing.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	path = writeConfig(t, "listen: "+l.Addr().String()+"\nadmin_listen: 127.0.0.1:0\n"+upstreamsYAML(1))
+	code, _, errOut = runCmd(t, "serve", "-config", path)
+	_, port, _ = net.SplitHostPort(l.Addr().String())
+	if code != exitFail || !strings.Contains(errOut, "listen: port "+port+" on 127.0.0.1 is already in use by a process that does not answer HTTP") {
+		t.Errorf("serve: exit %d, stderr:\n%s", code, errOut)
+	}
+}
