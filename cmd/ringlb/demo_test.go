@@ -117,7 +117,7 @@ func TestDemoHintsWork(t *testing.T) {
 	}
 	for _, tool := range []string{"bash", "curl"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not on PATH: the demo's hints are shell commands", tool)
+			skipExternal(t, tool, "not on PATH (the demo's hints are shell commands)")
 		}
 	}
 	files, _ := filepath.Glob("../../examples/configs/*.yaml")
