@@ -82,9 +82,9 @@ func TestMinimalConfigGetsDefaults(t *testing.T) {
 	}
 }
 
-// The root config.yaml documents every field with its default value, so
-// it must decode to the defaults, plus the health block it turns on and
-// its four upstreams.
+// The root config.yaml writes out every field and says that every value is
+// the default except its four upstreams and its health block (checks are
+// off by default): it must decode to exactly that.
 func TestRootConfigIsTheDefaults(t *testing.T) {
 	got, err := Load(rootConfig)
 	if err != nil {
