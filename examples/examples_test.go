@@ -379,3 +379,28 @@ func TestDockerBuildIsStatic(t *testing.T) {
 		t.Errorf("%s version = %q, want it to start with \"ringlb test\"", out, v)
 	}
 }
+
+// TestNoSpecReferences: the README is the user's reference. Neither it
+// nor the files users copy (config.yaml, the examples, the Dockerfile) may
+// send them to a contract document that is not in their hands.
+func TestNoSpecReferences(t *testing.T) {
+	files := []string{filepath.Join(repoRoot, "README.md"), filepath.Join(repoRoot, "config.yaml"), filepath.Join(repoRoot, "Dockerfile")}
+	filepath.WalkDir(".", func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && !strings.HasSuffix(p, "_test.go") {
+			files = append(files, p)
+		}
+		return nil
+	})
+	bad := regexp.MustCompile(`SPEC\.md|\bSPEC\b|(?i:spec document|\bthe spec\b|spec's)`)
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(data), "\n") {
+			if bad.MatchString(line) {
+				t.Errorf("%s:%d mentions a spec document: %s", f, i+1, strings.TrimSpace(line))
+			}
+		}
+	}
+}

@@ -123,10 +123,16 @@ func TestSimulateAddOne(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	moved := simFigure(t, out, "keys moved (ring):")
-	minimum := simFigure(t, out, "theoretical minimum:")
+	minimum := simFigure(t, out, "least possible (ideal shares):")
+	least := simFigure(t, out, "least possible (these shares):")
 	modN := simFigure(t, out, "keys moved (hash mod N):")
 	if minimum < 11.1 || minimum > 11.2 {
-		t.Errorf("theoretical minimum %.2f%%, want 1/9", minimum)
+		t.Errorf("least possible with ideal shares %.2f%%, want 1/9", minimum)
+	}
+	// Every moved key went to the newcomer, so the ring moved exactly what
+	// the shares it produced force.
+	if least != moved {
+		t.Errorf("least possible for the measured shares %.2f%%, ring moved %.2f%%: want equal", least, moved)
 	}
 	if moved > minimum+1.5 {
 		t.Errorf("ring moved %.2f%%, more than 1/9 + 1.5 points", moved)
@@ -172,6 +178,28 @@ func TestValidateShippedConfigs(t *testing.T) {
 		code, out, errOut := runCmd(t, "validate", "-config", p)
 		if code != exitOK || !strings.Contains(out, ": ok: ") {
 			t.Errorf("ringlb validate -config %s: exit %d\n%s%s", p, code, out, errOut)
+		}
+	}
+}
+
+// The README quotes `ringlb simulate -add app-5` on config.yaml: the
+// quoted lines must be what the command prints.
+func TestREADMEQuotesSimulate(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd(t, "simulate", "-config", "../../config.yaml", "-add", "app-5")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	m := regexp.MustCompile("(?s)`go run ./cmd/ringlb simulate -add app-5`.*?\n```\n(.*?)```").FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README quotes no simulate output after `go run ./cmd/ringlb simulate -add app-5`")
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(m[1])), "\n") {
+		if !strings.Contains(out, line+"\n") {
+			t.Errorf("README quotes %q; simulate printed:\n%s", line, out)
 		}
 	}
 }
