@@ -203,3 +203,40 @@ func TestREADMEQuotesSimulate(t *testing.T) {
 		}
 	}
 }
+
+// simulate -add and -remove take what the config would take, and anything
+// else is bad usage (exit 2) with a message naming the flag.
+func TestSimulateChangeValidation(t *testing.T) {
+	cfg := writeConfig(t, upstreamsYAML(2))
+	nginx := writeConfig(t, "ring: {placement: nginx}\n"+upstreamsYAML(2))
+	for _, tc := range []struct {
+		cfg  string
+		args []string
+		code int
+		msg  string
+	}{
+		{cfg, []string{"-add", "bad name"}, exitUsage, `-add bad name: a name must use only letters, digits and "-_.:"`},
+		{cfg, []string{"-add", "a/b"}, exitUsage, "-add a/b: a name must use only"},
+		{cfg, []string{"-add", "a#1"}, exitUsage, "-add a#1: a name must use only"},
+		{cfg, []string{"-add", "=2"}, exitUsage, "-add =2: empty name"},
+		{cfg, []string{"-add", "x=0"}, exitUsage, "weight must be a number > 0"},
+		{cfg, []string{"-add", "x=abc"}, exitUsage, "weight must be a number > 0"},
+		{cfg, []string{"-add", "x=0.001"}, exitUsage, "-add x=0.001: weight too small: round(160 × 0.001) = 0 ring points"},
+		{cfg, []string{"-add", "x=1e9"}, exitUsage, "weight too large"},
+		{cfg, []string{"-add", "app-1"}, exitUsage, "exists already"},
+		{cfg, []string{"-remove", "nope"}, exitUsage, "-remove nope: no such upstream"},
+		{cfg, []string{"-remove", "app-1", "-remove", "app-2"}, exitUsage, "leaves no upstream"},
+		{cfg, []string{"-add", "app-3=0.5", "-add", "x.y:z_1"}, exitOK, ""},
+		{nginx, []string{"-add", "bad name"}, exitUsage, "under placement nginx the name is the new upstream's host[:port]"},
+		{nginx, []string{"-add", "127.0.0.1:99999"}, exitUsage, "host[:port]"},
+		{nginx, []string{"-add", "127.0.0.1:9=1.5"}, exitUsage, "whole number"},
+		{nginx, []string{"-add", "127.0.0.1:19001"}, exitUsage, "exists already"},
+		{nginx, []string{"-add", "10.0.0.9:8080=2"}, exitOK, ""},
+	} {
+		args := append([]string{"simulate", "-keys", "100", "-config", tc.cfg}, tc.args...)
+		code, _, errOut := runCmd(t, args...)
+		if code != tc.code || !strings.Contains(errOut, tc.msg) {
+			t.Errorf("simulate %v: exit %d, stderr %q; want exit %d with %q", tc.args, code, errOut, tc.code, tc.msg)
+		}
+	}
+}

@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/ringlb/ringlb/cmd/ringlb/config"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -38,7 +40,7 @@ func cmdSimulate(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	members := ringMembers(cfg.Upstreams)
-	after, err := changeMembers(members, adds, removes)
+	after, err := changeMembers(cfg, members, adds, removes)
 	if err != nil {
 		fmt.Fprintf(stderr, "ringlb simulate: %v\n", err)
 		return exitUsage
@@ -46,9 +48,9 @@ func cmdSimulate(args []string, stdout, stderr io.Writer) int {
 	sim := simulation{keys: *keys, before: before}
 	if len(adds)+len(removes) > 0 {
 		sim.after, err = ring.New(after, ringOptions(cfg))
-		if err != nil {
+		if err != nil { // changeMembers checked what the ring checks
 			fmt.Fprintf(stderr, "ringlb simulate: %v\n", err)
-			return exitFail
+			return exitUsage
 		}
 		sim.beforeList, sim.afterList = members, after
 	}
@@ -58,8 +60,12 @@ func cmdSimulate(args []string, stdout, stderr io.Writer) int {
 }
 
 // changeMembers applies -add and -remove to a member list. Added members
-// go to the end, as an operator appending to a list would.
-func changeMembers(ms []ring.Member, adds, removes []string) ([]ring.Member, error) {
+// go to the end, as an operator appending to a list would. An added name
+// and weight must pass the checks the config applies to upstreams: a
+// name of letters, digits and "-_.:" (under placement nginx, a host[:port]
+// as a URL would hold it), and a weight > 0 that gives between 1 and
+// config.MaxPointsPerUpstream points (whole under placement nginx).
+func changeMembers(cfg *config.Config, ms []ring.Member, adds, removes []string) ([]ring.Member, error) {
 	out := slices.Clone(ms)
 	for _, name := range removes {
 		i := slices.IndexFunc(out, func(m ring.Member) bool { return m.Name == name })
@@ -78,10 +84,22 @@ func changeMembers(ms []ring.Member, adds, removes []string) ([]ring.Member, err
 				return nil, fmt.Errorf("-add %s: weight must be a number > 0, got %q", a, w)
 			}
 		}
-		if name == "" {
+		nginx := cfg.Ring.Placement == string(ring.PlacementNginx)
+		switch {
+		case name == "":
 			return nil, fmt.Errorf("-add %s: empty name", a)
+		case nginx && !validHostPort(name):
+			return nil, fmt.Errorf("-add %s: under placement nginx the name is the new upstream's host[:port], got %q", a, name)
+		case !nginx && !config.ValidName(name):
+			return nil, fmt.Errorf("-add %s: a name must use only letters, digits and \"-_.:\", got %q", a, name)
+		case nginx && weight != math.Trunc(weight):
+			return nil, fmt.Errorf("-add %s: weight must be a whole number under placement nginx, got %s", a, w)
+		case cfg.Ring.Points(weight) < 1:
+			return nil, fmt.Errorf("-add %s: weight too small: round(%d × %s) = 0 ring points", a, cfg.Ring.PointsPerWeight, w)
+		case cfg.Ring.Points(weight) > config.MaxPointsPerUpstream:
+			return nil, fmt.Errorf("-add %s: weight too large: more than %d ring points", a, config.MaxPointsPerUpstream)
 		}
-		if slices.ContainsFunc(out, func(m ring.Member) bool { return m.Name == name }) {
+		if slices.ContainsFunc(out, func(m ring.Member) bool { return m.Name == name || (nginx && m.Addr == name) }) {
 			return nil, fmt.Errorf("-add %s: upstream %s exists already", a, name)
 		}
 		out = append(out, ring.Member{Name: name, Addr: name, Weight: weight})
@@ -90,6 +108,20 @@ func changeMembers(ms []ring.Member, adds, removes []string) ([]ring.Member, err
 		return nil, fmt.Errorf("the change leaves no upstream")
 	}
 	return out, nil
+}
+
+// validHostPort reports whether s is a host[:port] as an upstream URL
+// would hold it, with a port 1-65535 if any.
+func validHostPort(s string) bool {
+	u, err := url.Parse("http://" + s)
+	if err != nil || u.Host != s || u.Hostname() == "" || u.User != nil || strings.HasSuffix(s, ":") {
+		return false
+	}
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		return err == nil && n >= 1 && n <= 65535
+	}
+	return true
 }
 
 // simulation hashes synthetic keys onto one ring, or two for a change.

@@ -195,6 +195,14 @@ func validName(s string) bool {
 	return true
 }
 
+// ValidName reports whether s may be an upstream's name: non-empty, made
+// of ASCII letters, digits and "-_.:" (upstreams[].name's rule).
+func ValidName(s string) bool { return validName(s) }
+
+// MaxPointsPerUpstream is the most ring points one upstream may own
+// (round(points_per_weight × weight)).
+const MaxPointsPerUpstream = maxPointsPerMember
+
 func (d *decoder) validateUpstreams(c *Config) {
 	if !d.has("upstreams") {
 		d.invalid("upstreams", "required: list at least one upstream")
