@@ -404,3 +404,35 @@ func TestNoSpecReferences(t *testing.T) {
 		}
 	}
 }
+
+// TestVersionFromVCS: an unstamped build from a git checkout says which
+// revision it was built from, as the go command recorded it.
+func TestVersionFromVCS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds ringlb")
+	}
+	goBin := goTool(t)
+	out := filepath.Join(t.TempDir(), "ringlb")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	build := exec.CommandContext(ctx, goBin, "build", "-buildvcs=true", "-o", out, "./cmd/ringlb")
+	build.Dir = repoRoot
+	if msg, err := build.CombinedOutput(); err != nil {
+		t.Skipf("go build -buildvcs=true: %v (no git checkout here?)\n%s", err, msg)
+	}
+	info, err := exec.CommandContext(ctx, goBin, "version", "-m", out).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`\bvcs\.revision=([0-9a-f]{40})`).FindSubmatch(info)
+	if m == nil {
+		t.Skipf("the go command recorded no VCS revision (not a git checkout, or a git worktree it does not recognise):\n%s", info)
+	}
+	v, err := exec.CommandContext(ctx, out, "version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(v), "revision "+string(m[1][:12])) || strings.HasPrefix(string(v), "ringlb dev (no VCS") {
+		t.Errorf("ringlb version = %q, want the revision %s", v, m[1][:12])
+	}
+}

@@ -146,6 +146,11 @@ func (h *handler) lookup(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "missing query parameter key"})
 		return
 	}
+	if q.Get("key") == "" {
+		// No request has an empty key: every source needs a non-empty value.
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "key must not be empty: no request has an empty key"})
+		return
+	}
 	res := h.b.Lookup(q.Get("key"))
 	out := lookupJSON{
 		Key:        res.Key,

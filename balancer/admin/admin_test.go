@@ -3,6 +3,7 @@ package admin
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -139,6 +140,10 @@ func TestDebugLookupShape(t *testing.T) {
 	}
 	if m := decode(t, body); keys(m)[0] != "error" {
 		t.Errorf("missing key body %s", body)
+	}
+	code, _, body = fetch(t, http.MethodGet, srv.URL+"/debug/lookup?key=")
+	if m := decode(t, body); code != 400 || !strings.Contains(fmt.Sprint(m["error"]), "must not be empty") {
+		t.Errorf("empty key: %d %s", code, body)
 	}
 }
 

@@ -24,7 +24,9 @@ import (
 	"syscall"
 )
 
-// version is stamped at build time with -ldflags "-X main.version=...".
+// version is stamped at build time with -ldflags "-X main.version=..."
+// (the Dockerfile does); unstamped, buildVersion reads the build's VCS
+// information instead.
 var version = "dev"
 
 // Exit codes.
@@ -44,7 +46,8 @@ Usage:
   ringlb demo     [-config config.yaml]   run demo upstreams in-process with the proxy in front
   ringlb version                          print the version
 
-Run 'ringlb COMMAND -h' for a command's flags.
+Run 'ringlb COMMAND -h' for a command's flags. With no command, ringlb
+serves: 'ringlb -config FILE' is 'ringlb serve -config FILE'.
 `
 
 // defaultGCPercent is the garbage collector's target (GOGC) when the
@@ -70,8 +73,11 @@ func main() {
 // run dispatches a command line and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := "serve"
-	if len(args) > 0 && (len(args[0]) == 0 || args[0][0] != '-') {
+	switch {
+	case len(args) > 0 && (len(args[0]) == 0 || args[0][0] != '-'):
 		cmd, args = args[0], args[1:]
+	case len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help"):
+		cmd = "help" // `ringlb -h`: the commands, not serve's flags alone
 	}
 	switch cmd {
 	case "serve":
@@ -83,12 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "demo":
 		return cmdDemo(ctx, args, stdout, stderr)
 	case "version":
-		if len(args) > 0 {
-			fmt.Fprintf(stderr, "ringlb version: takes no arguments\n")
-			return exitUsage
-		}
-		fmt.Fprintf(stdout, "ringlb %s\n", buildVersion())
-		return exitOK
+		return cmdVersion(args, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
@@ -98,18 +99,53 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-// buildVersion is the stamped version, with the VCS revision when the
-// binary was built from a checkout.
+// buildVersion describes this binary for `ringlb version` and the start
+// log line; see versionString.
 func buildVersion() string {
-	v := version
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v += " (" + s.Value[:12] + ")"
-			}
+	bi, _ := debug.ReadBuildInfo()
+	return versionString(version, bi)
+}
+
+// versionString is the version stamped with -X main.version, or, when
+// none was ("dev"), the module version the go command derived from the
+// VCS (a pseudo-version such as v0.0.0-20260102150405-0123456789ab+dirty),
+// followed by the VCS revision and the Go version, e.g.
+//
+//	v1.2.0 (revision 0123456789ab, go1.26.0)
+//	v0.0.0-20260102150405-0123456789ab+dirty (revision 0123456789ab, modified, go1.26.0)
+//
+// A binary built without VCS information (go run, -buildvcs=false, or
+// outside a git checkout) and not stamped says so.
+func versionString(stamped string, bi *debug.BuildInfo) string {
+	if bi == nil {
+		return stamped
+	}
+	v := stamped
+	if v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v = bi.Main.Version
+	}
+	var rev, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value
 		}
 	}
-	return v
+	switch {
+	case rev == "" && v == "dev":
+		return fmt.Sprintf("dev (no VCS revision: built by go run, with -buildvcs=false or outside a git checkout; %s)", bi.GoVersion)
+	case rev == "":
+		return fmt.Sprintf("%s (%s)", v, bi.GoVersion)
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if modified == "true" {
+		rev += ", modified"
+	}
+	return fmt.Sprintf("%s (revision %s, %s)", v, rev, bi.GoVersion)
 }
 
 // command is a subcommand's flag set with the streams it reports on.
@@ -153,4 +189,16 @@ func (c *command) parse(args []string) (code int, ok bool) {
 		return exitUsage, false
 	}
 	return exitOK, true
+}
+
+func cmdVersion(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ringlb version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {}
+	c := &command{fs: fs, synopsis: "version", stdout: stdout, stderr: stderr}
+	if code, ok := c.parse(args); !ok {
+		return code
+	}
+	fmt.Fprintf(stdout, "ringlb %s\n", buildVersion())
+	return exitOK
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -238,5 +239,68 @@ func TestSimulateChangeValidation(t *testing.T) {
 		if code != tc.code || !strings.Contains(errOut, tc.msg) {
 			t.Errorf("simulate %v: exit %d, stderr %q; want exit %d with %q", tc.args, code, errOut, tc.code, tc.msg)
 		}
+	}
+}
+
+func TestVersionString(t *testing.T) {
+	settings := func(kv ...string) []debug.BuildSetting {
+		var s []debug.BuildSetting
+		for i := 0; i+1 < len(kv); i += 2 {
+			s = append(s, debug.BuildSetting{Key: kv[i], Value: kv[i+1]})
+		}
+		return s
+	}
+	const rev = "0123456789abcdef0123456789abcdef01234567"
+	for _, tc := range []struct {
+		stamped string
+		bi      *debug.BuildInfo
+		want    string
+	}{
+		{"dev", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "v0.0.0-20260102150405-0123456789ab+dirty"},
+			Settings: settings("vcs", "git", "vcs.revision", rev, "vcs.modified", "true")},
+			"v0.0.0-20260102150405-0123456789ab+dirty (revision 0123456789ab, modified, go1.26.0)"},
+		{"dev", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "(devel)"},
+			Settings: settings("vcs.revision", rev, "vcs.modified", "false")},
+			"dev (revision 0123456789ab, go1.26.0)"},
+		{"v1.2.0", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "(devel)"}, Settings: settings("vcs.revision", rev)},
+			"v1.2.0 (revision 0123456789ab, go1.26.0)"},
+		{"v1.2.0", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "(devel)"}}, "v1.2.0 (go1.26.0)"},
+		{"dev", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "(devel)"}},
+			"dev (no VCS revision: built by go run, with -buildvcs=false or outside a git checkout; go1.26.0)"},
+		{"dev", nil, "dev"},
+	} {
+		if got := versionString(tc.stamped, tc.bi); got != tc.want {
+			t.Errorf("versionString(%q, ...) = %q, want %q", tc.stamped, got, tc.want)
+		}
+	}
+}
+
+func TestHelpAndVersionFlags(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"-help"}} {
+		code, out, _ := runCmd(t, args...)
+		if code != exitOK {
+			t.Errorf("ringlb %v: exit %d", args, code)
+		}
+		for _, cmd := range []string{"serve", "validate", "simulate", "demo", "version"} {
+			if !strings.Contains(out, "ringlb "+cmd) {
+				t.Errorf("ringlb %v does not list the command %s:\n%s", args, cmd, out)
+			}
+		}
+	}
+	if code, out, errOut := runCmd(t, "version", "-h"); code != exitOK || !strings.Contains(out, "Usage: ringlb version") {
+		t.Errorf("ringlb version -h: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if code, _, _ := runCmd(t, "version", "extra"); code != exitUsage {
+		t.Errorf("ringlb version extra: exit %d, want %d", code, exitUsage)
+	}
+	if code, out, _ := runCmd(t, "version"); code != exitOK || !strings.HasPrefix(out, "ringlb ") {
+		t.Errorf("ringlb version: exit %d, %q", code, out)
+	}
+}
+
+func TestValidateSingular(t *testing.T) {
+	code, out, errOut := runCmd(t, "validate", "-config", writeConfig(t, upstreamsYAML(1)))
+	if code != exitOK || !strings.Contains(out, ": ok: 1 upstream, 160 points") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }

@@ -307,3 +307,35 @@ func TestReloadErrorsReadAsWritten(t *testing.T) {
 		t.Errorf("bad reload: %d %s\nwant it to contain %q", resp.StatusCode, raw, want)
 	}
 }
+
+// A URL with a password never comes back in the reload reply or the log.
+func TestReloadRedactsUserInfo(t *testing.T) {
+	bs := startBackends(t, 1, nil)
+	path := writeConfig(t, listenersYAML+backendsYAML(bs))
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	ready := make(chan string, 1)
+	go func() {
+		done <- serve(ctx, path, cfg, slog.New(slog.NewTextHandler(&logs, nil)), func(_, a net.Addr) { ready <- "http://" + a.String() })
+	}()
+	defer func() { cancel(); <-done }()
+	admin := <-ready
+	os.WriteFile(path, []byte(listenersYAML+"upstreams:\n  - name: a\n    url: http://bob:hunter2@127.0.0.1:9\n"), 0o644)
+	resp, err := http.Post(admin+"/reload", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || strings.Contains(string(raw), "hunter2") || !strings.Contains(string(raw), "http://xxxxx@127.0.0.1:9") {
+		t.Errorf("reload reply %d %s", resp.StatusCode, raw)
+	}
+	if strings.Contains(logs.String(), "hunter2") {
+		t.Errorf("the log shows the password:\n%s", logs.String())
+	}
+}

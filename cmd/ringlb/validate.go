@@ -44,7 +44,6 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return exitFail
 	}
-	fmt.Fprintf(stdout, "%s: ok: %d upstreams, %d points, placement %s, version %s\n",
-		*path, len(cfg.Upstreams), r.TotalPoints(), r.Placement(), r.Version())
+	fmt.Fprintf(stdout, "%s, version %s\n", cfg.Summary(), r.Version())
 	return exitOK
 }

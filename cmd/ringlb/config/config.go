@@ -94,21 +94,70 @@ func (d *decoder) root(data []byte) (*yaml.Node, error) {
 	return root, nil
 }
 
-// yamlError turns a yaml.v3 syntax error into a FieldError, keeping the
-// line yaml reports. For the errors it reports without a line (bad bytes,
-// an unknown alias, an unsupported %YAML version) the line is found in
-// data; if it cannot be, the error has none.
+// yamlError turns a yaml.v3 syntax error into a FieldError. yaml.v3
+// reports the line where the enclosing block or flow collection starts,
+// not the line of the problem (and, for parser errors, one less than
+// that), so the line is looked for: it is the first line at which the
+// file's beginning, parsed alone, fails with the same message. If there is
+// none, the message says "near line N" with yaml's line and the error has
+// no line of its own. For the errors yaml reports without a line (bad
+// bytes, an unknown alias, an unsupported %YAML version) the line is found
+// in data; if it cannot be, the error has none.
 func (d *decoder) yamlError(err error, data []byte) *FieldError {
 	e := &FieldError{File: d.file, Msg: "invalid YAML: " + err.Error(), err: err}
 	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
 		if line, err := strconv.Atoi(m[1]); err == nil {
-			e.Line, e.Msg = line, "invalid YAML: "+m[2]
+			if found := firstFailingLine(data, m[2]); found > 0 {
+				e.Line, e.Msg = found, "invalid YAML: "+m[2]
+			} else {
+				e.Msg = fmt.Sprintf("invalid YAML near line %d: %s", line, m[2])
+			}
 		}
 	} else if s, ok := strings.CutPrefix(err.Error(), "yaml: "); ok {
 		e.Msg = "invalid YAML: " + s
 		e.Line = lineOfYAMLError(s, data)
 	}
 	return e
+}
+
+// maxRefineLines bounds the files whose syntax errors firstFailingLine
+// refines: it parses up to one prefix per line.
+const maxRefineLines = 5000
+
+// firstFailingLine returns the smallest k such that the first k lines of
+// data fail to parse as YAML with the message msg (yaml's error without
+// its "yaml: line N: " prefix), or 0 when there is none.
+func firstFailingLine(data []byte, msg string) int {
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	if len(lines) > maxRefineLines {
+		return 0
+	}
+	n := 0
+	for k := 1; k <= len(lines); k++ {
+		n += len(lines[k-1])
+		err := parseAll(data[:n])
+		if err == nil {
+			continue
+		}
+		m := yamlLine.FindStringSubmatch(err.Error())
+		if m != nil && m[2] == msg {
+			return k
+		}
+	}
+	return 0
+}
+
+// parseAll parses every YAML document in data and returns the first error.
+func parseAll(data []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var n yaml.Node
+		if err := dec.Decode(&n); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+	}
 }
 
 // yamlAliasErr matches yaml.v3's error for an alias with no anchor,

@@ -474,7 +474,7 @@ func (d *decoder) upstreams(f string, n *yaml.Node, c *Config) {
 					if errors.As(err, &ue) {
 						err = ue.Err
 					}
-					d.badValue(f, n, "must be an absolute http:// or https:// URL, got %s: %v", describe(n), err)
+					d.badValue(f, n, "must be an absolute http:// or https:// URL, got %q: %v", short(redactURL(s)), err)
 					return
 				}
 				u.URL, u.Addr = p, p.Host

@@ -1,10 +1,12 @@
 package config
 
 import (
+	"context"
 	"math"
 	"net"
 	"net/netip"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -81,20 +83,47 @@ func (l listener) wildcard() bool {
 
 // overlaps reports whether two listeners would contend for the same
 // socket: same port (not 0, which picks a free one) and the same host, or
-// either host a wildcard.
+// either host a wildcard. Host names are resolved first, so localhost:8080
+// and 127.0.0.1:8080 overlap; a name that does not resolve is compared as
+// written (binding it fails anyway).
 func (l listener) overlaps(o listener) bool {
 	if l.port == 0 || l.port != o.port {
 		return false
 	}
-	if l.wildcard() || o.wildcard() {
+	if l.wildcard() || o.wildcard() || strings.EqualFold(l.host, o.host) {
 		return true
 	}
-	a, errA := netip.ParseAddr(l.host)
-	b, errB := netip.ParseAddr(o.host)
-	if errA == nil && errB == nil {
-		return a.Unmap().WithZone("") == b.Unmap().WithZone("")
+	as, bs := hostAddrs(l.host), hostAddrs(o.host)
+	for _, a := range as {
+		for _, b := range bs {
+			if a == b || a.IsUnspecified() || b.IsUnspecified() {
+				return true
+			}
+		}
 	}
-	return strings.EqualFold(l.host, o.host)
+	return false
+}
+
+// resolveTimeout bounds the name lookups of listen addresses.
+const resolveTimeout = 2 * time.Second
+
+// hostAddrs returns the addresses host stands for: itself when it is an
+// IP address, else what the system resolver says (nothing on failure).
+// Addresses are unmapped and without zone.
+func hostAddrs(host string) []netip.Addr {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return []netip.Addr{a.Unmap().WithZone("")}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil
+	}
+	for i, a := range addrs {
+		addrs[i] = a.Unmap().WithZone("")
+	}
+	return addrs
 }
 
 func (d *decoder) validateListeners(c *Config) {
@@ -283,9 +312,20 @@ func (d *decoder) validateUpstreams(c *Config) {
 	}
 }
 
+// userInfo matches the user info of a URL written scheme://USERINFO@host.
+var userInfo = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@`)
+
+// redactURL returns the URL s with its user info, if any, replaced by
+// "xxxxx", so that a password (or a token written as the user name) never
+// reaches an error message, a log line or the reload reply. It works on
+// strings url.Parse refuses too.
+func redactURL(s string) string {
+	return userInfo.ReplaceAllString(s, "${1}xxxxx@")
+}
+
 // checkURL returns what is wrong with an upstream URL, or "".
 func checkURL(u *url.URL) string {
-	s := strconv.Quote(short(u.String()))
+	s := strconv.Quote(short(redactURL(u.String())))
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https", u.Host == "", u.Opaque != "":
 		return "must be an absolute http:// or https:// URL, got " + s
