@@ -138,17 +138,21 @@ EOF
 declare -A up=() visit=() prev_up=() prev_visit=() note=()
 
 # round: one request per user; records where each went and its visit count,
-# keeping the previous round's in prev_up and prev_visit.
+# keeping the previous round's in prev_up and prev_visit. The upstream that
+# answered names itself in the body; ringlb names the upstream it chose in
+# the X-Upstream header; they must agree.
 round() {
-  local u out
+  local u out via
   for u in "${users[@]}"; do
     prev_up[$u]=${up[$u]:-}
     prev_visit[$u]=${visit[$u]:-0}
-    out=$(curl -fsS -m 5 "$proxy/?user=$u") || fail "request for $u failed"
+    out=$(curl -fsS -m 5 -D "$work/headers" "$proxy/?user=$u") || fail "request for $u failed"
     [[ $out =~ ^user\ (.+):\ visit\ ([0-9]+)\ on\ (.+)$ ]] || fail "unexpected answer for $u: $out"
     [ "${BASH_REMATCH[1]}" = "$u" ] || fail "asked for $u, the upstream saw ${BASH_REMATCH[1]}"
     visit[$u]=${BASH_REMATCH[2]}
     up[$u]=${BASH_REMATCH[3]}
+    via=$(tr -d '\r' <"$work/headers" | awk 'tolower($1) == "x-upstream:" { print $2 }')
+    [ "$via" = "${up[$u]}" ] || fail "$u: ringlb says X-Upstream: $via, but ${up[$u]} answered"
     note[$u]=""
   done
 }
@@ -276,13 +280,19 @@ moved=0
 for u in "${users[@]}"; do
   if [ "${up[$u]}" != "${prev_up[$u]}" ]; then
     moved=$((moved + 1))
+    # Served by app-5 (its own answer and ringlb's X-Upstream agree, see
+    # round), and app-5's first visit from this user.
     check "$u" "moved from ${prev_up[$u]}, but not to the newcomer" test "${up[$u]}" = app-5
+    check "$u" "on app-5, but not its first visit there" test "${visit[$u]}" -eq 1
     note[$u]="moved to the newcomer"
   else
     check "$u" "expected visit $((${prev_visit[$u]} + 1)) on ${prev_up[$u]}" stayed "$u"
   fi
 done
 report
+# app-5 owns about a fifth of the ring: with twelve users, none moving
+# means the reload did not reach the ring.
+[ "$moved" -gt 0 ] || fail "no user moved to app-5 after the reload (app-5 owns $(share app-5) of the ring)"
 echo "   $moved of ${#users[@]} users moved, all to app-5; the others kept counting."
 
 say "OK: affinity held through a crash, a return and a scale-out"

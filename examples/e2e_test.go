@@ -125,6 +125,23 @@ func TestChurnScript(t *testing.T) {
 	if !strings.Contains(out.String(), "OK: affinity held") {
 		t.Fatalf("churn.sh exited 0 without saying OK:\n%s", out.Bytes())
 	}
+	// The README quotes lines of its output: they must be real (timings
+	// aside, which vary from run to run).
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)`bash examples/churn.sh`.*?\n```\n(.*?)```").FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README quotes no churn.sh output")
+	}
+	timing := regexp.MustCompile(`\d+\.\ds`)
+	got := timing.ReplaceAllString(out.String(), "N.Ns")
+	for _, line := range strings.Split(string(m[1]), "\n") {
+		if line != "" && !strings.Contains(got, timing.ReplaceAllString(line, "N.Ns")+"\n") {
+			t.Errorf("README quotes %q; churn.sh printed no such line", line)
+		}
+	}
 	t.Logf("churn.sh passed in %v:\n%s", time.Since(start).Round(time.Millisecond), out.Bytes())
 }
 
