@@ -182,6 +182,8 @@ type Balancer struct {
 	snap     atomic.Pointer[snapshot]
 	inflight atomic.Int64 // all upstreams, including draining removed ones
 
+	lastReload atomic.Pointer[Reload]
+
 	log    *slog.Logger
 	errLog *log.Logger
 	m      *metrics
@@ -407,16 +409,32 @@ func (b *Balancer) clock() int64 { return int64(b.now().Sub(b.epoch)) + 1 }
 // Version returns the current ring's membership version.
 func (b *Balancer) Version() string { return b.snap.Load().ring.Version() }
 
-// RecordReload counts a reload attempt in ringlb_config_reloads_total.
-// Whoever performs a reload calls it once: the admin handler does for
-// POST /reload, the command does for SIGHUP.
-func (b *Balancer) RecordReload(ok bool) {
+// RecordReload counts a reload attempt in ringlb_config_reloads_total,
+// sets ringlb_config_last_reload_success (1 when ok, 0 when rejected: it
+// stays 0 until a reload succeeds) and keeps the attempt, with the
+// problems of a rejected one, for LastReload. Whoever performs a reload
+// calls it once: the admin handler does for POST /reload, the command
+// does for SIGHUP.
+func (b *Balancer) RecordReload(ok bool, problems ...string) {
 	if ok {
 		b.m.reloadOK.Inc()
+		b.m.reloadLast.Set(1)
 	} else {
 		b.m.reloadErr.Inc()
+		b.m.reloadLast.Set(0)
 	}
+	b.lastReload.Store(&Reload{At: b.now(), OK: ok, Problems: problems})
 }
+
+// Reload is one reload attempt as RecordReload recorded it.
+type Reload struct {
+	At       time.Time
+	OK       bool
+	Problems []string // why it was rejected
+}
+
+// LastReload returns the last reload attempt, or nil before the first.
+func (b *Balancer) LastReload() *Reload { return b.lastReload.Load() }
 
 // SetHealthy records an active health check's verdict for the upstream
 // called name; reason says why (it goes to the log). It has the signature

@@ -310,6 +310,7 @@ func (b *Balancer) settleLocked(u *Upstream, cause, reason string) {
 		if s := b.snap.Load(); s.slowStart > 0 {
 			u.warmSince.Store(b.clock())
 		}
+		u.ejection.Store(nil)
 		b.log.Info("upstream available", "upstream", u.name, "cause", cause, "reason", reason)
 	} else {
 		switch {
@@ -328,6 +329,7 @@ func (b *Balancer) settleLocked(u *Upstream, cause, reason string) {
 			u.m.ejectB.Inc()
 		}
 		u.warmSince.Store(0) // a trial or return starts its own slow start
+		u.ejection.Store(&Ejection{Since: b.now(), Cause: cause, Reason: reason})
 		b.log.Warn("upstream unavailable", "upstream", u.name, "cause", cause, "reason", reason)
 	}
 	b.recomputeLocked()

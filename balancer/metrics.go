@@ -34,6 +34,7 @@ type metrics struct {
 	reloads    *prometheus.CounterVec // result
 	reloadOK   prometheus.Counter
 	reloadErr  prometheus.Counter
+	reloadLast prometheus.Gauge // 1: the last reload (or the start) applied
 }
 
 func newMetrics() *metrics {
@@ -71,13 +72,18 @@ func newMetrics() *metrics {
 	m.reloads = reloads
 	m.reloadOK = reloads.WithLabelValues("ok")
 	m.reloadErr = reloads.WithLabelValues("error")
+	m.reloadLast = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "ringlb_config_last_reload_success",
+		Help: "1 if the last config reload (or, before any, the start) applied, 0 if it was rejected.",
+	})
+	m.reloadLast.Set(1)
 	return m
 }
 
 // register registers every collector on reg, or none.
 func (m *metrics) register(b *Balancer, reg prometheus.Registerer) error {
 	cs := []prometheus.Collector{
-		m.requests, m.duration, m.ejections, m.overflow, m.retries, m.noUpstream, m.reloads,
+		m.requests, m.duration, m.ejections, m.overflow, m.retries, m.noUpstream, m.reloads, m.reloadLast,
 		&stateCollector{b: b},
 	}
 	for i, c := range cs {

@@ -2,6 +2,7 @@ package balancer
 
 import (
 	"math"
+	"net/http"
 
 	"github.com/ringlb/ringlb/ring"
 )
@@ -13,7 +14,12 @@ type RingStatus struct {
 	Placement       string
 	PointsPerWeight int
 	LoadFactor      float64
-	Upstreams       []UpstreamStatus
+	LoadFloor       int64
+	// KeySources lists hash.key as "cookie session", "header X-User-Id",
+	// ..., in order; OnMissing is random, reject or cookie.
+	KeySources []string
+	OnMissing  string
+	Upstreams  []UpstreamStatus
 }
 
 // UpstreamStatus is one upstream in a RingStatus.
@@ -30,6 +36,9 @@ type UpstreamStatus struct {
 	// ActiveFraction is the slow-start fraction of points active, 1 unless
 	// slow-starting.
 	ActiveFraction float64
+	// Ejection says since when and why the upstream is unavailable; nil
+	// while it is available.
+	Ejection *Ejection
 }
 
 // Status returns the current ring and the live state of its upstreams, in
@@ -41,7 +50,12 @@ func (b *Balancer) Status() RingStatus {
 		Placement:       string(s.ring.Placement()),
 		PointsPerWeight: s.ring.PointsPerWeight(),
 		LoadFactor:      s.loadFactor,
+		LoadFloor:       s.loadFloor,
+		OnMissing:       onMissingNames[s.onMissing],
 		Upstreams:       make([]UpstreamStatus, len(s.members)),
+	}
+	for _, k := range s.opts.Key {
+		st.KeySources = append(st.KeySources, k.String())
 	}
 	now := b.clock()
 	for i := range s.members {
@@ -63,6 +77,7 @@ func (b *Balancer) Status() RingStatus {
 			Breaker:        bname,
 			Inflight:       u.inflight.Load(),
 			ActiveFraction: s.activeFraction(u, now),
+			Ejection:       u.ejection.Load(),
 		}
 	}
 	return st
@@ -74,6 +89,28 @@ func (s *snapshot) activeFraction(u *Upstream, now int64) float64 {
 		return 1
 	}
 	return math.Min(1, math.Max(0, float64(now-ws)/float64(s.slowStart)))
+}
+
+var onMissingNames = [...]string{missingRandom: "random", missingReject: "reject", missingCookie: "cookie"}
+
+// KeyOf returns the key a request would hash on and where it came from:
+// "cookie NAME" for the affinity cookie (under on_missing cookie) or a
+// hash.key source as KeySources names it. ok is false when the request has
+// none, and then on_missing decides (a random position, 400, or a new
+// affinity cookie).
+func (b *Balancer) KeyOf(r *http.Request) (key, source string, ok bool) {
+	s := b.snap.Load()
+	if s.onMissing == missingCookie {
+		if v, ok := cookieValue(r.Header, s.opts.CookieName); ok {
+			return v, "cookie " + s.opts.CookieName + " (affinity)", true
+		}
+	}
+	for i, k := range s.keys {
+		if v, ok := k(r); ok {
+			return v, s.opts.Key[i].String(), true
+		}
+	}
+	return "", "", false
 }
 
 // Ready reports whether at least one upstream is available.

@@ -2,6 +2,7 @@ package balancer
 
 import (
 	"sync/atomic"
+	"time"
 )
 
 // Breaker states as ringlb_breaker_state and /debug/ring report them.
@@ -40,8 +41,18 @@ type Upstream struct {
 	// warmSince is when slow start began, in nanoseconds on the
 	// balancer's clock; 0 when the upstream is fully active.
 	warmSince atomic.Int64
+	// ejection says since when and why the upstream is unavailable; nil
+	// while it is available. Written by settle with the flip it reports.
+	ejection atomic.Pointer[Ejection]
 
 	m *upstreamMetrics
+}
+
+// Ejection is why and since when an upstream is unavailable.
+type Ejection struct {
+	Since  time.Time
+	Cause  string // "health" or "breaker"
+	Reason string // the health check's or the breaker's words, e.g. "status 503"
 }
 
 // Name returns the upstream's name.

@@ -24,7 +24,7 @@ import (
 // working directory of its tests).
 const repoRoot = ".."
 
-// specMetrics are the metric names of SPEC.md's Metrics section.
+// specMetrics are the metric names of the README's Metrics table.
 var specMetrics = []string{
 	"ringlb_requests_total",
 	"ringlb_request_duration_seconds",
@@ -37,6 +37,7 @@ var specMetrics = []string{
 	"ringlb_no_upstream_total",
 	"ringlb_ring_info",
 	"ringlb_config_reloads_total",
+	"ringlb_config_last_reload_success",
 }
 
 // specHistograms are the histograms among specMetrics: Prometheus exposes
@@ -154,12 +155,33 @@ func TestPromtool(t *testing.T) {
 	bin := promtool(t)
 	for _, args := range [][]string{
 		{"check", "config", filepath.Join("prometheus", "prometheus.yml")},
+		{"check", "config", filepath.Join("prometheus", "kubernetes.yml")},
 		{"check", "rules", filepath.Join("prometheus", "alerts.yml")},
+		{"test", "rules", filepath.Join("prometheus", "alerts_test.yml")},
 	} {
-		t.Run(strings.Join(args[:2], "_"), func(t *testing.T) {
+		t.Run(strings.Join(args, "_"), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+			if err != nil && bytes.Contains(out, []byte("field kubernetes_sd_configs not found")) {
+				// Debian's Prometheus is built without Kubernetes service
+				// discovery: check the rest of the file with the discovery
+				// replaced by a static target.
+				data, rerr := os.ReadFile(args[2])
+				if rerr != nil {
+					t.Fatal(rerr)
+				}
+				static := regexp.MustCompile(`(?m)^    kubernetes_sd_configs:\n      - role: pod\n`).ReplaceAll(data,
+					[]byte("    static_configs:\n      - targets: [\"10.0.0.1:9901\"]\n"))
+				if bytes.Equal(static, data) {
+					t.Fatalf("promtool cannot read Kubernetes discovery, and %s has no `kubernetes_sd_configs: [{role: pod}]` to replace", args[2])
+				}
+				tmp := filepath.Join(t.TempDir(), filepath.Base(args[2]))
+				os.WriteFile(tmp, static, 0o644)
+				os.WriteFile(filepath.Join(filepath.Dir(tmp), "alerts.yml"), must(os.ReadFile(filepath.Join("prometheus", "alerts.yml"))), 0o644)
+				t.Logf("promtool lacks Kubernetes discovery; checking %s with a static target instead", args[2])
+				out, err = exec.CommandContext(ctx, bin, args[0], args[1], tmp).CombinedOutput()
+			}
 			if err != nil {
 				t.Fatalf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
 			}
@@ -209,7 +231,7 @@ func TestAlertMetricNames(t *testing.T) {
 			for _, m := range name.FindAllString(r.Expr, -1) {
 				used[m] = true
 				if !known[m] {
-					t.Errorf("alert %q: metric %s is not in SPEC.md's Metrics section", r.Alert, m)
+					t.Errorf("alert %q: metric %s is not one of ringlb's metrics", r.Alert, m)
 				}
 			}
 		}
@@ -219,7 +241,7 @@ func TestAlertMetricNames(t *testing.T) {
 		"ringlb_overflow_total",
 		"ringlb_requests_total",
 		"ringlb_no_upstream_total",
-		"ringlb_config_reloads_total",
+		"ringlb_config_last_reload_success",
 	} {
 		if !used[m] {
 			t.Errorf("no alert uses %s", m)
@@ -434,5 +456,48 @@ func TestVersionFromVCS(t *testing.T) {
 	}
 	if !strings.Contains(string(v), "revision "+string(m[1][:12])) || strings.HasPrefix(string(v), "ringlb dev (no VCS") {
 		t.Errorf("ringlb version = %q, want the revision %s", v, m[1][:12])
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// TestKubernetesScrapeConfigMatchesManifest: the pod-discovery scrape
+// config keeps exactly the pods and port the Kubernetes manifest declares.
+func TestKubernetesScrapeConfigMatchesManifest(t *testing.T) {
+	var prom struct {
+		ScrapeConfigs []struct {
+			SD []struct {
+				Role string `yaml:"role"`
+			} `yaml:"kubernetes_sd_configs"`
+			Relabel []struct {
+				SourceLabels []string `yaml:"source_labels"`
+				Regex        string   `yaml:"regex"`
+				Action       string   `yaml:"action"`
+			} `yaml:"relabel_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	if err := yaml.Unmarshal(must(os.ReadFile(filepath.Join("prometheus", "kubernetes.yml"))), &prom); err != nil {
+		t.Fatal(err)
+	}
+	if len(prom.ScrapeConfigs) != 1 || len(prom.ScrapeConfigs[0].SD) != 1 || prom.ScrapeConfigs[0].SD[0].Role != "pod" {
+		t.Fatalf("want one scrape config with pod discovery: %+v", prom)
+	}
+	keep := map[string]string{}
+	for _, r := range prom.ScrapeConfigs[0].Relabel {
+		if r.Action == "keep" && len(r.SourceLabels) == 1 {
+			keep[r.SourceLabels[0]] = r.Regex
+		}
+	}
+	manifest := string(must(os.ReadFile(filepath.Join("kubernetes", "ringlb.yaml"))))
+	if v := keep["__meta_kubernetes_pod_label_app_kubernetes_io_name"]; v == "" || !strings.Contains(manifest, "app.kubernetes.io/name: "+v) {
+		t.Errorf("keeps pods labelled app.kubernetes.io/name=%q; the manifest's pods are not", v)
+	}
+	if v := keep["__meta_kubernetes_pod_container_port_name"]; v == "" || !regexp.MustCompile(`- name: `+regexp.QuoteMeta(v)+`\n\s+containerPort: 9901`).MatchString(manifest) {
+		t.Errorf("keeps the container port named %q; the manifest's admin port (9901) is not", v)
 	}
 }

@@ -119,7 +119,11 @@ func (h *handler) ring(w http.ResponseWriter, _ *http.Request) {
 		Upstreams:       make([]upstreamJSON, 0, len(st.Upstreams)),
 	}
 	for _, u := range st.Upstreams {
-		out.Upstreams = append(out.Upstreams, upstreamJSON(u))
+		out.Upstreams = append(out.Upstreams, upstreamJSON{
+			Name: u.Name, URL: u.URL, Weight: u.Weight, Points: u.Points, Share: u.Share,
+			Available: u.Available, Health: u.Health, Breaker: u.Breaker, Inflight: u.Inflight,
+			ActiveFraction: u.ActiveFraction,
+		})
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -174,7 +178,7 @@ func (h *handler) doReload(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	version, problems, err := h.reload()
-	h.b.RecordReload(err == nil)
+	h.b.RecordReload(err == nil, problems...)
 	if err != nil {
 		if len(problems) == 0 {
 			problems = []string{err.Error()}

@@ -261,8 +261,8 @@ loop:
 	for {
 		select {
 		case <-hup:
-			_, _, err := reload() // POST /reload is counted by the admin handler
-			b.RecordReload(err == nil)
+			_, problems, err := reload() // POST /reload is counted by the admin handler
+			b.RecordReload(err == nil, problems...)
 		case err := <-errc:
 			logger.Error("listener failed", "err", err)
 			code = exitFail
