@@ -9,7 +9,9 @@
 //	GET  /healthz        200 "ok" while the process runs
 //	GET  /readyz         200 when at least one upstream is available, else 503
 //	GET  /debug/ring     JSON view of the ring (see ringJSON)
-//	GET  /debug/lookup   ?key=K: JSON placement of K (see lookupJSON)
+//	GET  /debug/lookup   ?key=K: JSON placement of K (see lookupJSON); or
+//	                     ?path=P&header=N:V&cookie=N=V&ip=A: the key such a
+//	                     request yields and its placement (see lookupRequest)
 //	POST /reload         re-read the config: 200 {"version"} or 400 {"errors"}
 //	GET  /debug/pprof/   net/http/pprof, only with Options.Pprof (404 otherwise)
 package admin
@@ -19,6 +21,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strconv"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
@@ -41,13 +44,19 @@ type Options struct {
 	// debug_pprof). Off, those paths are 404. Profiles expose memory
 	// contents and cost CPU: keep the admin listener private.
 	Pprof bool
+	// Version, Listen and Started describe the process on the status
+	// page: ringlb's version, the proxy's listen address, and when it
+	// started (zero: not shown).
+	Version string
+	Listen  string
+	Started time.Time
 }
 
 // NewHandler returns the admin handler for b. gatherer is what /metrics
 // exposes (normally the registry b registered on); reload performs POST
 // /reload (nil: 501).
 func NewHandler(b *balancer.Balancer, gatherer prometheus.Gatherer, reload ReloadFunc, opts Options) http.Handler {
-	h := &handler{b: b, gatherer: gatherer, reload: reload}
+	h := &handler{b: b, gatherer: gatherer, reload: reload, opts: opts}
 	r := chi.NewRouter()
 	r.Use(middleware.GetHead) // HEAD /healthz and friends, as probes send them
 	if opts.Pprof {
@@ -75,6 +84,7 @@ type handler struct {
 	b        *balancer.Balancer
 	gatherer prometheus.Gatherer
 	reload   func() (string, []string, error)
+	opts     Options
 }
 
 func (h *handler) readyz(w http.ResponseWriter, _ *http.Request) {
@@ -146,8 +156,12 @@ type skippedJSON struct {
 
 func (h *handler) lookup(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	if !q.Has("key") && (q.Has("path") || q.Has("header") || q.Has("cookie") || q.Has("ip")) {
+		h.lookupRequest(w, q)
+		return
+	}
 	if !q.Has("key") {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "missing query parameter key"})
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "missing query parameter key (or path, header, cookie, ip to describe a request)"})
 		return
 	}
 	if q.Get("key") == "" {
@@ -155,7 +169,10 @@ func (h *handler) lookup(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "key must not be empty: no request has an empty key"})
 		return
 	}
-	res := h.b.Lookup(q.Get("key"))
+	writeJSON(w, http.StatusOK, toLookupJSON(h.b.Lookup(q.Get("key"))))
+}
+
+func toLookupJSON(res balancer.LookupResult) lookupJSON {
 	out := lookupJSON{
 		Key:        res.Key,
 		Hash:       res.Hash,
@@ -169,7 +186,7 @@ func (h *handler) lookup(w http.ResponseWriter, r *http.Request) {
 	for _, s := range res.Skipped {
 		out.Skipped = append(out.Skipped, skippedJSON(s))
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out
 }
 
 func (h *handler) doReload(w http.ResponseWriter, _ *http.Request) {

@@ -174,7 +174,7 @@ func TestHealthAndReady(t *testing.T) {
 func TestIndexAndMetrics(t *testing.T) {
 	b, srv := setup(t, nil)
 	code, _, body := fetch(t, http.MethodGet, srv.URL+"/")
-	if code != 200 || !strings.Contains(body, `<circle class="arc available"`) || !strings.Contains(body, "&lt;b&gt;") || strings.Contains(body, "<td><b>") || !strings.Contains(body, b.Version()) {
+	if code != 200 || !strings.Contains(body, `<path class="arc available"`) || !strings.Contains(body, "&lt;b&gt;") || strings.Contains(body, "<td><b>") || !strings.Contains(body, b.Version()) {
 		t.Errorf("index %d:\n%s", code, body)
 	}
 	code, _, body = fetch(t, http.MethodGet, srv.URL+"/metrics")

@@ -119,7 +119,7 @@ func hasClass(e element, class string) bool {
 func arcs(t *testing.T, dom string, names []string) map[string]element {
 	t.Helper()
 	out := map[string]element{}
-	for _, e := range elements(dom, "circle", "arc") {
+	for _, e := range elements(dom, "path", "arc") {
 		name := e.attrs["data-upstream"]
 		if _, dup := out[name]; dup {
 			t.Errorf("two arcs for %q", name)
@@ -153,7 +153,7 @@ func rowCell(t *testing.T, dom, name, field string) string {
 	if row == nil {
 		t.Fatalf("no table row for %q", name)
 	}
-	cell := regexp.MustCompile(`<td[^>]*data-f="` + field + `"[^>]*>([^<]*)</td>`).FindStringSubmatch(row[1])
+	cell := regexp.MustCompile(`<(?:td|span)[^>]*data-f="` + field + `"[^>]*>([^<]*)</(?:td|span)>`).FindStringSubmatch(row[1])
 	if cell == nil {
 		t.Fatalf("row %q has no %s cell: %s", name, field, row[1])
 	}
@@ -180,6 +180,9 @@ func TestStatusPageInBrowser(t *testing.T) {
 	var ups []balancer.UpstreamOptions
 	for _, n := range names {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/fail" {
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}
 			io.WriteString(w, n+"\n")
 		}))
 		t.Cleanup(srv.Close)
@@ -213,11 +216,22 @@ func TestStatusPageInBrowser(t *testing.T) {
 		}
 	}
 	send(40)
+	// One 503 from user-0's upstream: an error on its row.
+	failReq := httptest.NewRequest(http.MethodGet, "http://proxy/fail", nil)
+	failReq.Header.Set("X-User-ID", "user-0")
+	failRec := httptest.NewRecorder()
+	b.ServeHTTP(failRec, failReq)
+	failed := failRec.Header().Get("X-Upstream")
+	if failRec.Code != http.StatusServiceUnavailable || failed == "" {
+		t.Fatalf("/fail: %d from %q", failRec.Code, failed)
+	}
+	served[failed]++
 
 	// afterPage, when set, runs once just after the next status page is
 	// served: what it changes only the page's script can show.
 	var afterPage atomic.Pointer[func()]
-	h := NewHandler(b, reg, nil, Options{})
+	started := time.Now().Add(-95 * time.Minute)
+	h := NewHandler(b, reg, nil, Options{Version: "v9.9.9 (revision 0123456789ab, go1.26.0)", Listen: "127.0.0.1:8080", Started: started})
 	admin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, r)
 		if r.URL.Path == "/" {
@@ -244,8 +258,8 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Fatalf("page has no ring <svg>:\n%s", dom)
 	}
 	for n, arc := range arcs(t, dom, names) {
-		if !hasClass(arc, "available") || arc.attrs["stroke"] == greyColor {
-			t.Errorf("arc of %s: class %q stroke %q, want available and coloured", n, arc.attrs["class"], arc.attrs["stroke"])
+		if !hasClass(arc, "available") || arc.attrs["fill"] == greyColor {
+			t.Errorf("arc of %s: class %q fill %q, want available and coloured", n, arc.attrs["class"], arc.attrs["fill"])
 		}
 	}
 	bodies := elements(dom, "body", "")
@@ -266,6 +280,47 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if got := lookupLine(t, dom, "lookup-chosen"); !strings.Contains(got, `data-upstream="`+owner+`"`) {
 		t.Errorf("lookup chosen line %s, want %s", got, owner)
 	}
+	// What the process is, and how it keys requests.
+	for id, want := range map[string]string{
+		"ringlb-version": "v9.9.9 (revision 0123456789ab, go1.26.0)",
+		"listen":         "127.0.0.1:8080",
+		"key-sources":    "header X-User-ID · on_missing: random",
+		"last-reload":    "none since the start",
+	} {
+		if got := textOf(t, dom, id); got != want {
+			t.Errorf("#%s: %q, want %q", id, got, want)
+		}
+	}
+	if got := textOf(t, dom, "uptime"); !regexp.MustCompile(`^1h3[56]m$`).MatchString(got) {
+		t.Errorf("uptime %q, want about 1h35m", got)
+	}
+	// Errors and latency per upstream.
+	for _, n := range names {
+		want := "0"
+		if n == failed {
+			want = "1"
+		}
+		if got := rowCell(t, dom, n, "errors"); got != want {
+			t.Errorf("%s: errors %s, want %s", n, got, want)
+		}
+		if got := rowCell(t, dom, n, "latency"); served[n] > 0 && !regexp.MustCompile(`^\d+(\.\d\d)? ms$`).MatchString(got) {
+			t.Errorf("%s: latency %q", n, got)
+		}
+	}
+
+	// A request described by path and header: the key it yields, and
+	// where it goes.
+	reqDom := runChromium(t, bin, admin.URL+"/?path=/cart&header="+url.QueryEscape("X-User-ID: "+key), "--dump-dom")
+	if got := lookupLine(t, reqDom, "request-key"); !strings.Contains(got, key) || !strings.Contains(got, "from header X-User-ID") {
+		t.Errorf("request lookup key line %s, want %s from header X-User-ID", got, key)
+	}
+	if got := lookupLine(t, reqDom, "request-chosen"); !strings.Contains(got, `data-upstream="`+owner+`"`) {
+		t.Errorf("request lookup chosen line %s, want %s", got, owner)
+	}
+	reqDom = runChromium(t, bin, admin.URL+"/?path=/cart", "--dump-dom")
+	if got := lookupLine(t, reqDom, "request-key"); !strings.Contains(got, "none: on_missing random gives a random upstream") {
+		t.Errorf("request lookup without a key: %s", got)
+	}
 
 	// 2. The key's owner is ejected right after the page is served, and
 	// more requests come in: only the script's refresh can show it.
@@ -279,9 +334,9 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Fatal("the status page was never served")
 	}
 	for n, arc := range arcs(t, dom, names) {
-		ejected := hasClass(arc, "ejected") && arc.attrs["stroke"] == greyColor
+		ejected := hasClass(arc, "ejected") && arc.attrs["fill"] == greyColor
 		if ejected != (n == owner) {
-			t.Errorf("arc of %s: class %q stroke %q; only %s should be ejected (grey)", n, arc.attrs["class"], arc.attrs["stroke"], owner)
+			t.Errorf("arc of %s: class %q fill %q; only %s should be ejected (grey)", n, arc.attrs["class"], arc.attrs["fill"], owner)
 		}
 	}
 	if got := rowCell(t, dom, owner, "state"); !strings.HasPrefix(got, "ejected") {
@@ -311,12 +366,24 @@ func TestStatusPageInBrowser(t *testing.T) {
 	}
 	b.SetHealthy(slow, false, "test")
 	b.SetHealthy(slow, true, "test")
+	const problem = "c.yaml:7: upstreams[1].weight: must be > 0, got -1"
+	b.RecordReload(false, problem)
 	dom = runChromium(t, bin, pageURL, "--dump-dom")
+	if got := textOf(t, dom, "last-reload"); !strings.HasPrefix(got, "rejected, ") || !strings.Contains(got, "previous config keeps serving") {
+		t.Errorf("last reload %q, want rejected", got)
+	}
+	if !strings.Contains(textOf(t, dom, "reload-problems"), problem) {
+		t.Errorf("the rejected reload's problem is not on the page")
+	}
+	ownerRow := regexp.MustCompile(`(?s)<tr [^>]*data-upstream="` + regexp.QuoteMeta(owner) + `"[^>]*>(.*?)</tr>`).FindString(dom)
+	if !regexp.MustCompile(`<div class="why" data-f="why">health: test<br>since <time datetime="[^"]+"[^>]*>\d+s ago</time>`).MatchString(ownerRow) {
+		t.Errorf("%s's row does not say why (health: test) and since when it is ejected", owner)
+	}
 	a := arcs(t, dom, names)
 	if !hasClass(a[owner], "ejected") || !hasClass(a[slow], "slow-start") {
 		t.Errorf("arcs: %s %q (want ejected), %s %q (want slow-start)", owner, a[owner].attrs["class"], slow, a[slow].attrs["class"])
 	}
-	for _, e := range elements(dom, "circle", "hatch") {
+	for _, e := range elements(dom, "path", "hatch") {
 		if want := e.attrs["id"] == "hatch-arc-"+strings.TrimPrefix(a[slow].attrs["id"], "arc-"); (e.attrs["visibility"] == "visible") != want {
 			t.Errorf("hatch %s visibility %q", e.attrs["id"], e.attrs["visibility"])
 		}
@@ -325,18 +392,23 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Errorf("%s: state %q, want slow start", slow, got)
 	}
 
-	shot := filepath.Join(t.TempDir(), "status.png")
-	runChromium(t, bin, pageURL, "--screenshot="+shot, "--window-size=1200,900", "--hide-scrollbars")
-	png, err := os.ReadFile(shot)
-	if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
-		t.Fatalf("screenshot %s: %v (%d bytes)", shot, err, len(png))
-	}
-	if dir := os.Getenv("RINGLB_SCREENSHOT_DIR"); dir != "" {
-		keep := filepath.Join(dir, "ringlb-status.png")
-		if err := os.WriteFile(keep, png, 0o644); err != nil {
-			t.Fatal(err)
+	// Screenshots at 1x and 2x, to look at (RINGLB_SCREENSHOT_DIR keeps
+	// them).
+	for _, scale := range []string{"1", "2"} {
+		shot := filepath.Join(t.TempDir(), "status.png")
+		runChromium(t, bin, pageURL+"&path=/cart&header="+url.QueryEscape("X-User-ID: "+key),
+			"--screenshot="+shot, "--window-size=1280,1000", "--hide-scrollbars", "--force-device-scale-factor="+scale)
+		png, err := os.ReadFile(shot)
+		if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
+			t.Fatalf("screenshot %s: %v (%d bytes)", shot, err, len(png))
 		}
-		t.Logf("screenshot kept in %s", keep)
+		if dir := os.Getenv("RINGLB_SCREENSHOT_DIR"); dir != "" {
+			keep := filepath.Join(dir, "ringlb-status-"+scale+"x.png")
+			if err := os.WriteFile(keep, png, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("screenshot kept in %s", keep)
+		}
 	}
 
 	// 4. A reload adds an upstream right after the page is served: the
@@ -359,4 +431,22 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if bodies := elements(dom, "body", ""); len(bodies) != 1 || bodies[0].attrs["data-version"] != version {
 		t.Errorf("after the reload the page shows version %v, want %s", bodies, version)
 	}
+}
+
+// textOf returns the text of the element with the given id, tags removed
+// and white space collapsed. The element must not contain another element
+// of its own tag name.
+func textOf(t *testing.T, dom, id string) string {
+	t.Helper()
+	m := regexp.MustCompile(`<([a-z]+)[^>]* id="` + regexp.QuoteMeta(id) + `"[^>]*>`).FindStringSubmatchIndex(dom)
+	if m == nil {
+		t.Fatalf("no element #%s in the page", id)
+	}
+	rest := dom[m[1]:]
+	end := strings.Index(rest, "</"+dom[m[2]:m[3]]+">")
+	if end < 0 {
+		t.Fatalf("element #%s is not closed", id)
+	}
+	text := html.UnescapeString(regexp.MustCompile(`<[^>]*>`).ReplaceAllString(rest[:end], ""))
+	return strings.Join(strings.Fields(text), " ")
 }

@@ -4,9 +4,11 @@ import (
 	_ "embed"
 	"fmt"
 	"html/template"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -86,6 +88,17 @@ type statusPage struct {
 	CSS                                 template.CSS
 	JS                                  template.JS
 	MetricsReadable                     bool // whether Requests and Overflows were gathered
+
+	// What the process is: Options.Version, Options.Listen, and its start
+	// (RFC 3339, Unix milliseconds for the script, and the uptime).
+	RinglbVersion, Listen    string
+	Started, Uptime          string
+	StartedMillis            int64
+	KeySources               string // "cookie session, header X-User-Id, ..."
+	Reload                   *balancer.Reload
+	ReloadAt, ReloadAgo      string
+	Reloads, ReloadsRendered int64  // reload attempts counted in metrics when rendered
+	AvailableNames           string // names of available upstreams, for the script
 }
 
 // statusRow is one upstream: its table row, legend entry and arc.
@@ -97,10 +110,16 @@ type statusRow struct {
 	// State is "available", "ejected" or "slow-start", also the arc's and
 	// the row's CSS class; StateText says it for people.
 	State, StateText string
-	// Dash is the arc as an SVG stroke-dasharray over a circle whose
-	// pathLength is Samples: alternating owned and not-owned runs, starting
-	// at the top and going clockwise.
-	Dash string
+	// Path is the arc as SVG path data: one annular sector per run of
+	// samples the upstream owns, clockwise from the top (see arcPath).
+	Path string
+	// Since and Why say, for an ejected upstream, since when (RFC 3339 and
+	// a duration) and why it is unavailable.
+	Since, SinceAgo, Why string
+	// Errors counts its 5xx answers; Latency is the mean time to answer
+	// ("–" before any request).
+	Errors  float64
+	Latency string
 	// ClipR is the radius of the circle clipping the solid arc: the whole
 	// band when fully active, less of it while slow-starting (the rest
 	// shows hatched).
@@ -113,7 +132,9 @@ const refreshInterval = 1500 // milliseconds
 func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 	st := h.b.Status()
 	owners := h.b.Owners(ringSamples)
-	requests, overflows, ok := perUpstreamCounts(h.gatherer)
+	c, ok := perUpstreamCounts(h.gatherer)
+	requests, overflows := c.requests, c.overflows
+	now := time.Now()
 	page := statusPage{
 		RingStatus:      st,
 		Rows:            make([]statusRow, len(st.Upstreams)),
@@ -133,15 +154,37 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 		CSS:             template.CSS(statusCSS),
 		JS:              template.JS(statusJS),
 		MetricsReadable: ok,
+		RinglbVersion:   h.opts.Version,
+		Listen:          h.opts.Listen,
+		KeySources:      strings.Join(st.KeySources, ", "),
+		Reload:          h.b.LastReload(),
+		ReloadsRendered: int64(c.reloads),
+	}
+	if !h.opts.Started.IsZero() {
+		page.Started = h.opts.Started.Format(time.RFC3339)
+		page.StartedMillis = h.opts.Started.UnixMilli()
+		page.Uptime = ago(now.Sub(h.opts.Started))
+	}
+	if page.Reload != nil {
+		page.ReloadAt = page.Reload.At.Format(time.RFC3339)
+		page.ReloadAgo = ago(now.Sub(page.Reload.At))
 	}
 	for i, u := range st.Upstreams {
 		row := statusRow{
 			UpstreamStatus: u,
 			Index:          i,
 			Color:          upstreamColor(i),
-			Dash:           dashArray(owners, i),
+			Path:           arcPath(owners, i),
 			Requests:       requests[u.Name],
 			Overflows:      overflows[u.Name],
+			Errors:         c.errors[u.Name],
+			Latency:        latency(c.durSum[u.Name], c.durCount[u.Name]),
+		}
+		if e := u.Ejection; e != nil {
+			row.Since, row.SinceAgo, row.Why = e.Since.Format(time.RFC3339), ago(now.Sub(e.Since)), e.Cause
+			if e.Reason != "" {
+				row.Why += ": " + e.Reason
+			}
 		}
 		row.State, row.StateText = upstreamState(u)
 		row.Fill = row.Color
@@ -149,6 +192,7 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 			row.Fill = greyColor
 		} else {
 			page.Available++
+			page.AvailableNames += u.Name + " "
 		}
 		row.ClipR = ringRadius + ringWidth/2 + 1
 		if row.State == "slow-start" {
@@ -187,55 +231,126 @@ func upstreamState(u balancer.UpstreamStatus) (class, text string) {
 	}
 }
 
-// dashArray returns the stroke-dasharray that draws the samples owned by
-// member as dashes on a circle of pathLength len(owners).
-func dashArray(owners []int, member int) string {
+// arcPath returns SVG path data drawing the samples owned by member as
+// annular sectors of the ring's band: one closed subpath per run of
+// consecutive owned samples (a run through the top is two), clockwise from
+// the top, sample i covering the angles [i, i+1) × 360° / len(owners).
+// Each sector is outer arc, line in, inner arc back, close: filled shapes
+// that abut exactly, where dashes on a stroked circle leave seams and
+// bleed into the hole at some zoom levels.
+func arcPath(owners []int, member int) string {
+	n := len(owners)
 	var b strings.Builder
-	on, run := true, 0 // the array starts with a dash, possibly empty
-	for _, o := range owners {
-		if (o == member) != on {
-			b.WriteString(strconv.Itoa(run))
-			b.WriteByte(' ')
-			on, run = !on, 0
+	for i := 0; i < n; {
+		if owners[i] != member {
+			i++
+			continue
 		}
-		run++
+		j := i
+		for j < n && owners[j] == member {
+			j++
+		}
+		if j-i == n { // the whole circle: two halves (an arc cannot end where it starts)
+			sector(&b, 0, n/2, n)
+			sector(&b, n/2, n, n)
+		} else {
+			sector(&b, i, j, n)
+		}
+		i = j
 	}
-	b.WriteString(strconv.Itoa(run))
-	if on {
-		b.WriteString(" 0") // keep the array even: dash, gap, dash, gap...
-	}
-	return b.String()
+	return strings.TrimSpace(b.String())
 }
 
-// perUpstreamCounts sums ringlb_requests_total (over status codes) and
-// ringlb_overflow_total by upstream from g; ok is false if g could not be
+// sector appends the annular sector of samples [from, to) out of n.
+func sector(b *strings.Builder, from, to, n int) {
+	const outer, inner = ringRadius + ringWidth/2, ringRadius - ringWidth/2
+	a0 := 2 * math.Pi * float64(from) / float64(n)
+	a1 := 2 * math.Pi * float64(to) / float64(n)
+	large := 0
+	if a1-a0 > math.Pi {
+		large = 1
+	}
+	pt := func(r, a float64) string {
+		return strconv.FormatFloat(ringCentre+r*math.Sin(a), 'f', 2, 64) + " " +
+			strconv.FormatFloat(ringCentre-r*math.Cos(a), 'f', 2, 64)
+	}
+	fmt.Fprintf(b, "M%s A%g %g 0 %d 1 %s L%s A%g %g 0 %d 0 %s Z ",
+		pt(outer, a0), outer, outer, large, pt(outer, a1), pt(inner, a1), inner, inner, large, pt(inner, a0))
+}
+
+// ago formats a duration for people: "45s", "3m12s", "2h05m", "3d4h".
+func ago(d time.Duration) string {
+	d = d.Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd%dh", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+// latency formats a mean response time from a histogram's sum and count.
+func latency(sum, count float64) string {
+	if count == 0 {
+		return "–"
+	}
+	ms := 1000 * sum / count
+	if ms < 10 {
+		return strconv.FormatFloat(ms, 'f', 2, 64) + " ms"
+	}
+	return strconv.FormatFloat(ms, 'f', 0, 64) + " ms"
+}
+
+// counts are what the page reads from the metrics, by upstream: requests
+// answered (every code), 5xx answers, overflows, and the request duration
+// histogram's sum and count; reloads is every reload attempt counted.
+type counts struct {
+	requests, errors, overflows, durSum, durCount map[string]float64
+	reloads                                       float64
+}
+
+// perUpstreamCounts gathers counts from g; ok is false if g could not be
 // gathered.
-func perUpstreamCounts(g prometheus.Gatherer) (requests, overflows map[string]float64, ok bool) {
-	requests, overflows = map[string]float64{}, map[string]float64{}
+func perUpstreamCounts(g prometheus.Gatherer) (c counts, ok bool) {
+	c = counts{requests: map[string]float64{}, errors: map[string]float64{}, overflows: map[string]float64{},
+		durSum: map[string]float64{}, durCount: map[string]float64{}}
 	if g == nil {
-		return requests, overflows, false
+		return c, false
 	}
 	mfs, err := g.Gather()
 	if err != nil && len(mfs) == 0 {
-		return requests, overflows, false
+		return c, false
 	}
 	for _, mf := range mfs {
-		var into map[string]float64
-		switch mf.GetName() {
-		case "ringlb_requests_total":
-			into = requests
-		case "ringlb_overflow_total":
-			into = overflows
-		default:
-			continue
-		}
 		for _, m := range mf.GetMetric() {
+			var up, code string
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "upstream" {
-					into[l.GetValue()] += m.GetCounter().GetValue()
+				switch l.GetName() {
+				case "upstream":
+					up = l.GetValue()
+				case "code":
+					code = l.GetValue()
 				}
+			}
+			switch mf.GetName() {
+			case "ringlb_requests_total":
+				v := m.GetCounter().GetValue()
+				c.requests[up] += v
+				if len(code) == 3 && code[0] == '5' {
+					c.errors[up] += v
+				}
+			case "ringlb_overflow_total":
+				c.overflows[up] += m.GetCounter().GetValue()
+			case "ringlb_request_duration_seconds":
+				c.durSum[up] += m.GetHistogram().GetSampleSum()
+				c.durCount[up] += float64(m.GetHistogram().GetSampleCount())
+			case "ringlb_config_reloads_total":
+				c.reloads += m.GetCounter().GetValue()
 			}
 		}
 	}
-	return requests, overflows, true
+	return c, true
 }

@@ -10,7 +10,12 @@
   var every = parseInt(body.getAttribute("data-refresh"), 10) || 1500;
   var svg = document.getElementById("ring");
   var C = svg.viewBox.baseVal.width / 2;
-  var arcR = 0, width = 0;
+  var arcR = parseFloat(svg.getAttribute("data-radius"));
+  var width = parseFloat(svg.getAttribute("data-width"));
+  // What the server rendered: a change in either needs a fresh render
+  // (ejection times and reasons, the last reload's result come from it).
+  var renderedReloads = body.getAttribute("data-reloads");
+  var renderedAvailable = body.getAttribute("data-available");
 
   // Per upstream name: its index, row, arc, hatch and clip circle.
   var ups = {};
@@ -24,8 +29,6 @@
       hatch: document.getElementById("hatch-arc-" + i),
       clip: document.getElementById("clip-circle-" + i)
     };
-    arcR = parseFloat(arc.getAttribute("r"));
-    width = parseFloat(arc.parentNode.getAttribute("stroke-width"));
   });
 
   // state classifies an upstream as status.go's upstreamState does.
@@ -48,22 +51,47 @@
     if (td && td.textContent !== text) td.textContent = text;
   }
 
-  // parseMetrics sums ringlb_requests_total (over codes) and
-  // ringlb_overflow_total by upstream from the Prometheus text format.
+  // parseMetrics reads, from the Prometheus text format, by upstream:
+  // requests (ringlb_requests_total over codes), errors (its 5xx codes),
+  // overflows, and the request duration's sum and count; and reloads, the
+  // sum of ringlb_config_reloads_total.
   function parseMetrics(text) {
-    var out = { requests: {}, overflows: {} };
-    var sample = /^(ringlb_requests_total|ringlb_overflow_total)\{(.*)\} (\S+)/;
+    var out = { requests: {}, errors: {}, overflows: {}, sum: {}, count: {}, reloads: 0 };
+    var sample = /^(ringlb_[a-z_]+)(?:\{(.*)\})? (\S+)/;
     var label = /(?:^|,)upstream="((?:[^"\\]|\\.)*)"/;
+    var into = {
+      ringlb_requests_total: out.requests, ringlb_overflow_total: out.overflows,
+      ringlb_request_duration_seconds_sum: out.sum, ringlb_request_duration_seconds_count: out.count
+    };
     text.split("\n").forEach(function (line) {
       var m = sample.exec(line);
       if (!m) return;
-      var l = label.exec(m[2]);
+      var v = parseFloat(m[3]);
+      if (m[1] === "ringlb_config_reloads_total") { out.reloads += v; return; }
+      if (!into[m[1]]) return;
+      var l = label.exec(m[2] || "");
       if (!l) return;
       var name = l[1].replace(/\\(.)/g, function (_, c) { return c === "n" ? "\n" : c; });
-      var into = m[1] === "ringlb_requests_total" ? out.requests : out.overflows;
-      into[name] = (into[name] || 0) + parseFloat(m[3]);
+      into[m[1]][name] = (into[m[1]][name] || 0) + v;
+      if (m[1] === "ringlb_requests_total" && /(?:^|,)code="5\d\d"/.test(m[2])) out.errors[name] = (out.errors[name] || 0) + v;
     });
     return out;
+  }
+
+  function latency(sum, count) {
+    if (!count) return "–";
+    var ms = 1000 * sum / count;
+    return (ms < 10 ? ms.toFixed(2) : ms.toFixed(0)) + " ms";
+  }
+
+  // ago formats milliseconds as status.go's ago does.
+  function ago(ms) {
+    var s = Math.round(ms / 1000);
+    function two(n) { return (n < 10 ? "0" : "") + n; }
+    if (s < 60) return s + "s";
+    if (s < 3600) return Math.floor(s / 60) + "m" + two(s % 60) + "s";
+    if (s < 86400) return Math.floor(s / 3600) + "h" + two(Math.floor(s / 60) % 60) + "m";
+    return Math.floor(s / 86400) + "d" + Math.floor(s / 3600) % 24 + "h";
   }
 
   function render(ring, counts) {
@@ -75,6 +103,7 @@
       if (u.available) avail++;
       e.row.className = "up " + s[0];
       e.arc.setAttribute("class", "arc " + s[0]);
+      e.arc.setAttribute("fill", u.available ? e.color : GREY);
       e.arc.setAttribute("stroke", u.available ? e.color : GREY);
       e.hatch.setAttribute("visibility", s[0] === "slow-start" ? "visible" : "hidden");
       var r = s[0] === "slow-start" ? arcR - width / 2 + width * u.active_fraction : arcR + width / 2 + 1;
@@ -88,6 +117,8 @@
       setText(e.row, "inflight", String(u.inflight));
       if (counts) {
         setText(e.row, "requests", num(counts.requests[u.name] || 0));
+        setText(e.row, "errors", num(counts.errors[u.name] || 0));
+        setText(e.row, "latency", latency(counts.sum[u.name] || 0, counts.count[u.name] || 0));
         setText(e.row, "overflows", num(counts.overflows[u.name] || 0));
       }
     });
@@ -126,6 +157,17 @@
         location.reload();
         return;
       }
+      var avail = ring.upstreams.filter(function (u) { return u.available; })
+        .map(function (u) { return u.name + " "; }).join("");
+      if (avail !== renderedAvailable || (res[1] && String(res[1].reloads) !== renderedReloads)) {
+        // An ejection, a return or a reload attempt: the server renders
+        // since when and why, and the reload's result.
+        setLive(true, "state changed, reloading");
+        location.reload();
+        return;
+      }
+      var up = document.getElementById("uptime");
+      if (up) up.textContent = ago(Date.now() - parseInt(up.getAttribute("data-started"), 10));
       render(ring, res[1]);
       setLive(true, "live · " + new Date().toLocaleTimeString());
       body.setAttribute("data-refreshed", String(Date.now()));
@@ -160,29 +202,35 @@
     return c;
   }
 
-  function line(label) {
+  function line(label, into) {
     var d = el("div", "line");
     d.appendChild(el("span", "label", label + " "));
-    out.appendChild(d);
+    (into || out).appendChild(d);
     return d;
   }
 
-  function showLookup(res) {
-    out.textContent = "";
+  // showLookup shows a /debug/lookup answer in box (the key lookup's by
+  // default); ids, which the browser test reads, go to the key lookup's
+  // lines only (prefix "lookup-"), or with prefix to the request's.
+  function showLookup(res, box, prefix) {
+    box = box || out;
+    prefix = prefix || "lookup-";
+    box.textContent = "";
+    var sub = box === out ? undefined : box;
     // The first 8 hex digits are the top 32 bits of the position under
     // either placement (nginx's 32-bit hashes sit in the top half).
     var frac = parseInt(res.hash.slice(0, 8), 16) / 4294967296;
-    var d = line("key");
+    var d = line("key", sub);
     d.appendChild(el("b", "key", res.key));
     d.appendChild(document.createTextNode(" hashes to "));
     d.appendChild(el("span", "hash", res.hash));
     d.appendChild(document.createTextNode(", " + pct(frac) + " of the way round the ring"));
 
-    var o = line("owner");
-    o.id = "lookup-owner";
+    var o = line("owner", sub);
+    o.id = prefix + "owner";
     o.appendChild(chip(res.owner));
-    var c = line("chosen");
-    c.id = "lookup-chosen";
+    var c = line("chosen", sub);
+    c.id = prefix + "chosen";
     if (res.chosen === null) {
       c.appendChild(el("span", "error", "none: a request with this key gets 503"));
     } else {
@@ -191,8 +239,8 @@
     }
     var why = {};
     res.skipped.forEach(function (s) { why[s.name] = s.reason; });
-    var p = line("preference, clockwise");
-    p.id = "lookup-preference";
+    var p = line("preference, clockwise", sub);
+    p.id = prefix + "preference";
     res.preference.forEach(function (name, i) {
       if (i > 0) p.appendChild(el("span", "arrow", "→"));
       var cls = name === res.chosen ? "chosen" : (why[name] ? "skipped" : "");
@@ -225,6 +273,51 @@
     history.replaceState(null, "", url);
     lookup();
   });
+
+  // The request box: the key such a request yields, and where it goes.
+  var rform = document.getElementById("request-form");
+  var rout = document.getElementById("request-result");
+  rform.addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    var q = new URLSearchParams();
+    q.set("path", document.getElementById("req-path").value || "/");
+    document.getElementById("req-headers").value.split("\n").forEach(function (h) {
+      if (h.trim() !== "") q.append("header", h.trim());
+    });
+    var ck = document.getElementById("req-cookies").value.trim();
+    if (ck !== "") q.append("cookie", ck);
+    getJSON("debug/lookup?" + q.toString()).then(function (res) {
+      rout.textContent = "";
+      if (res.key === null) {
+        var d = el("div", "line");
+        d.id = "request-key";
+        d.appendChild(el("span", "label", "key "));
+        d.appendChild(el("span", "error", "none: on_missing " + res.on_missing + " gives " + res.outcome));
+        rout.appendChild(d);
+        return;
+      }
+      var box = el("div");
+      showLookup(res, box, "request-");
+      var k = el("div", "line");
+      k.id = "request-key";
+      k.appendChild(el("span", "label", "key "));
+      k.appendChild(el("b", "key", res.key));
+      k.appendChild(document.createTextNode(" from " + res.source));
+      rout.appendChild(k);
+      rout.appendChild(box);
+    }, function (err) {
+      rout.textContent = "";
+      rout.appendChild(el("span", "error", "lookup failed: " + err.message));
+    });
+  });
+  // ?path=&header=&cookie= on the page's own URL fill the box and ask.
+  var pq = new URLSearchParams(location.search);
+  if (pq.has("path") || pq.has("header") || pq.has("cookie")) {
+    if (pq.has("path")) document.getElementById("req-path").value = pq.get("path");
+    document.getElementById("req-headers").value = pq.getAll("header").join("\n");
+    document.getElementById("req-cookies").value = pq.getAll("cookie").join("; ");
+    rform.requestSubmit();
+  }
 
   refresh();
   setInterval(refresh, every);

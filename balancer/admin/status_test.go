@@ -8,26 +8,32 @@ import (
 	"testing"
 )
 
-func TestDashArray(t *testing.T) {
+// arcPath draws each run of owned samples as one closed annular sector,
+// and the sectors of all members together cover the band exactly once.
+func TestArcPath(t *testing.T) {
 	owners := []int{1, 1, 0, 0, 0, 1, 2, 1}
-	for member, want := range map[int]string{
-		0: "0 2 3 3",     // starts with an empty dash
-		1: "2 3 1 1 1 0", // ends with a dash: padded to an even length
-		2: "0 6 1 1",
-		3: "0 8",
-	} {
-		got := dashArray(owners, member)
-		if got != want {
-			t.Errorf("member %d: %q, want %q", member, got, want)
+	sub := regexp.MustCompile(`M(\S+) (\S+) A(\S+) (\S+) 0 ([01]) 1 (\S+) (\S+) L(\S+) (\S+) A(\S+) (\S+) 0 ([01]) 0 (\S+) (\S+) Z`)
+	for member, runs := range map[int]int{0: 1, 1: 3, 2: 1, 3: 0} {
+		p := arcPath(owners, member)
+		got := sub.FindAllStringSubmatch(p, -1)
+		if len(got) != runs || (runs == 0) != (p == "") {
+			t.Errorf("member %d: %d sectors in %q, want %d", member, len(got), p, runs)
 		}
-		sum := 0
-		for _, f := range strings.Fields(got) {
-			n, _ := strconv.Atoi(f)
-			sum += n
-		}
-		if sum != len(owners) {
-			t.Errorf("member %d: %q sums to %d, want %d", member, got, sum, len(owners))
-		}
+	}
+	// Sample 2 starts at 90° (3 o'clock): member 0's run [2, 5) starts on
+	// the outer edge at (C + R, C) and its inner edge ends at (C + r, C).
+	m := sub.FindStringSubmatch(arcPath(owners, 0))
+	f := func(s string) float64 { v, _ := strconv.ParseFloat(s, 64); return v }
+	outer, inner := ringRadius+ringWidth/2, ringRadius-ringWidth/2
+	if f(m[1]) != ringCentre+outer || f(m[2]) != ringCentre || f(m[13]) != ringCentre+inner || f(m[14]) != ringCentre {
+		t.Errorf("member 0's sector %q does not start at 3 o'clock", m[0])
+	}
+	if m[5] != "0" { // 135°: the small arc
+		t.Errorf("member 0's sector %q: large-arc flag %s, want 0", m[0], m[5])
+	}
+	// The whole circle is two halves (an arc cannot end where it starts).
+	if got := sub.FindAllString(arcPath([]int{4, 4, 4, 4}, 4), -1); len(got) != 2 {
+		t.Errorf("a member owning everything: %q", got)
 	}
 }
 
@@ -41,7 +47,7 @@ func TestStatusPageRendered(t *testing.T) {
 	if code != 200 || hdr.Get("Content-Type") != "text/html; charset=utf-8" {
 		t.Fatalf("GET /: %d %s", code, hdr.Get("Content-Type"))
 	}
-	arcs := regexp.MustCompile(`<circle class="arc ([a-z-]+)" id="arc-\d+" data-upstream="([^"]*)"[^>]* stroke="([^"]*)"`).FindAllStringSubmatch(body, -1)
+	arcs := regexp.MustCompile(`<path class="arc ([a-z-]+)" id="arc-\d+" data-upstream="([^"]*)"[^>]* fill="([^"]*)"`).FindAllStringSubmatch(body, -1)
 	if len(arcs) != 2 {
 		t.Fatalf("%d arcs, want 2:\n%s", len(arcs), body)
 	}

@@ -225,8 +225,8 @@ func serve(ctx context.Context, path string, cfg *config.Config, logger *slog.Lo
 		MaxHeaderBytes:    serverHeaderLimit(cfg.MaxHeaderBytes),
 		ErrorLog:          errLog,
 	}
-	adminSrv := &http.Server{
-		Handler:           admin.NewHandler(b, reg, reload, admin.Options{Pprof: cfg.DebugPprof}),
+	started := time.Now()
+	adminSrv := &http.Server{ // Handler is set once the proxy's address is known
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,
 		ErrorLog:          errLog,
@@ -242,12 +242,15 @@ func serve(ctx context.Context, path string, cfg *config.Config, logger *slog.Lo
 		logger.Error(bindError("admin_listen", cfg.AdminListen, err))
 		return exitFail
 	}
+	adminSrv.Handler = admin.NewHandler(b, reg, reload, admin.Options{
+		Pprof: cfg.DebugPprof, Version: buildVersion(), Listen: pl.Addr().String(), Started: started,
+	})
 	names := make([]string, len(cfg.Upstreams))
 	for i, u := range cfg.Upstreams {
 		names[i] = u.Name + "=" + u.URL.String()
 	}
 	logger.Info("ringlb serving", "listen", pl.Addr().String(), "admin_listen", al.Addr().String(),
-		"upstreams", names, "version", b.Version(), "ringlb", version)
+		"upstreams", names, "version", b.Version(), "ringlb", buildVersion())
 	if ready != nil {
 		ready(pl.Addr(), al.Addr())
 	}
