@@ -35,9 +35,9 @@ var (
 	upstreamURLRE = regexp.MustCompile(`url: http://127\.0\.0\.1:\d+`)
 )
 
-// startDemo runs `ringlb demo` in-process on a copy of the config file src
+// runDemo runs `ringlb demo` in-process on a copy of the config file src
 // with free ports, and returns what it printed once it serves.
-func startDemo(t *testing.T, src string) (intro string, stderr *syncBuffer) {
+func runDemo(t *testing.T, src string) (intro string, stderr *syncBuffer) {
 	t.Helper()
 	data, err := os.ReadFile(src)
 	if err != nil {
@@ -124,7 +124,7 @@ func TestDemoHintsWork(t *testing.T) {
 	files = append(files, "../../config.yaml")
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			intro, _ := startDemo(t, f)
+			intro, _ := runDemo(t, f)
 			out := sh(t, hint(t, intro, "Each user sticks to one upstream"))
 			lines := strings.Split(strings.TrimSpace(out), "\n")
 			if len(lines) != 3 {
