@@ -419,7 +419,9 @@ func (b *Balancer) RecordReload(ok bool) {
 // line; an ejection counts in ringlb_ejections_total{reason="health"};
 // an upstream that becomes available again slow-starts when
 // Options.SlowStart > 0. An upstream whose breaker is open stays
-// unavailable whatever the check says. Names not in the current ring
+// unavailable whatever the check says until its open period is over;
+// after it, a verdict of up makes it available at once (half-open: the
+// next request for its keys is the trial). Names not in the current ring
 // (say, just removed by a reload) are ignored, and so is every report
 // after an Update turned Options.HealthChecks off.
 func (b *Balancer) SetHealthy(name string, up bool, reason string) {

@@ -196,14 +196,26 @@ func (b *Balancer) onStateChange(u *Upstream, br *breaker, from, to gobreaker.St
 	u.dirty.Store(true)
 }
 
-// expireOpen ends an open period when it is over, so the breaker shows
-// half-open, and its upstream available when the health check (if any)
-// says up, without waiting for a request: /debug/ring, /readyz and the
-// metrics then agree with /debug/lookup, which already judges the
-// upstream eligible. The next request for its keys is the trial. While
-// the health check says down nothing changes: there is no trial then.
+// expireOpen runs when an open period is over (a timer set at the trip)
+// and publishes its end without waiting for a request; see endOpenLocked.
 func (b *Balancer) expireOpen(u *Upstream, br *breaker) {
-	if u.br.Load() != br || br.state.Load() != breakerOpen || b.clock() < br.openUntil.Load() || u.down.Load() {
+	if u.br.Load() != br {
+		return // breakers were turned off and on by reloads: a stale timer
+	}
+	b.settle(u, "breaker", "")
+}
+
+// endOpenLocked ends u's open period when it is over and the health check
+// (if any) says up: the breaker shows half-open and settle then makes the
+// upstream available, so /debug/ring, /readyz and the metrics agree with
+// /debug/lookup, which already judges the upstream eligible. The next
+// request for its keys is the trial. settleLocked calls it on every
+// change, so the end of an open period is handled whichever comes last:
+// the period's timer, or the health check saying up again (after an
+// outage that stopped all traffic, nothing else would). Callers hold b.mu.
+func (b *Balancer) endOpenLocked(u *Upstream) {
+	br := u.br.Load()
+	if br == nil || br.state.Load() != breakerOpen || u.down.Load() || b.clock() < br.openUntil.Load() {
 		return
 	}
 	// gobreaker's own timeout has long passed: asking its state moves it
@@ -211,9 +223,7 @@ func (b *Balancer) expireOpen(u *Upstream, br *breaker) {
 	// raced the trip had moved it there already.
 	if br.cb.State() == gobreaker.StateHalfOpen && br.state.CompareAndSwap(breakerOpen, breakerHalfOpen) {
 		b.log.Info("circuit breaker half-open: one trial request", "upstream", u.name)
-		u.dirty.Store(true)
 	}
-	b.settleIfDirty(u)
 }
 
 // allow asks u's breaker whether a request may go to u now; false means
@@ -293,6 +303,9 @@ func (b *Balancer) settle(u *Upstream, cause, reason string) {
 }
 
 func (b *Balancer) settleLocked(u *Upstream, cause, reason string) {
+	if b.ups[u.name] == u {
+		b.endOpenLocked(u) // may mark u dirty: this settle covers it
+	}
 	u.dirty.Store(false)
 	if b.ups[u.name] != u {
 		return // removed by a reload

@@ -294,9 +294,11 @@ func TestTrialWaitsForHealthCheck(t *testing.T) {
 	if v := r.metric(t, "ringlb_ejections_total", "upstream=a", "reason=health"); v != 0 {
 		t.Errorf("ejections{health} = %v", v)
 	}
+	// Its open period is long over: health up makes it available at once,
+	// half-open, with no request needed.
 	r.b.SetHealthy("a", true, "test")
-	if st := status(t, r.b, "a"); st.Available || st.Breaker != "open" {
-		t.Errorf("health up, breaker open: %+v, want unavailable", st)
+	if st := status(t, r.b, "a"); !st.Available || st.Breaker != "half-open" {
+		t.Errorf("health up after the open period: %+v, want available and half-open", st)
 	}
 	if code, be := r.get(t, key); code != 200 || be != "a" {
 		t.Errorf("trial: %d from %q", code, be)
@@ -815,5 +817,59 @@ func TestOpenPeriodEndsWithoutTraffic(t *testing.T) {
 	}
 	if st := status(t, r.b, "a"); !st.Available || st.Breaker != "closed" {
 		t.Errorf("after the trial: %+v", st)
+	}
+}
+
+// TestFleetReadyAfterOutageWithoutTraffic: every upstream fails, traffic
+// trips every breaker, the health checks say down, and traffic stops (a
+// readiness probe took the instance out of service). Once the open
+// periods are over and the checks say up again, the fleet is ready with
+// no request at all: an upstream whose open period is over and whose
+// health says up is available (half-open), so /readyz turns 200.
+func TestFleetReadyAfterOutageWithoutTraffic(t *testing.T) {
+	r := newRig(t, 2, func(o *Options) { o.Breaker.ConsecutiveFailures = 1; o.HealthChecks = true })
+	ks := newKeyset(r.b, 200)
+	for _, name := range []string{"a", "b"} {
+		r.bes[name].status.Store(http.StatusBadGateway)
+	}
+	for _, name := range []string{"a", "b"} {
+		if code, _ := r.get(t, ks.by[name][0]); code != http.StatusBadGateway && code != http.StatusServiceUnavailable {
+			t.Fatalf("failure on %s: %d", name, code)
+		}
+	}
+	for _, name := range []string{"a", "b"} {
+		if st := status(t, r.b, name); st.Available || st.Breaker != "open" {
+			t.Fatalf("%s after the outage: %+v, want open", name, st)
+		}
+		r.b.SetHealthy(name, false, "test")
+	}
+	if r.b.Ready() {
+		t.Fatal("ready with every breaker open")
+	}
+	// The open periods end while the checks say down; then they recover.
+	r.clk.advance(time.Minute)
+	for _, name := range []string{"a", "b"} {
+		r.bes[name].status.Store(http.StatusOK)
+		r.b.SetHealthy(name, true, "test")
+	}
+	if !r.b.Ready() {
+		t.Fatalf("not ready after recovery without traffic: %+v", r.b.Status().Upstreams)
+	}
+	for _, name := range []string{"a", "b"} {
+		if st := status(t, r.b, name); !st.Available || st.Breaker != "half-open" {
+			t.Errorf("%s: %+v, want available and half-open", name, st)
+		}
+		if v := r.metric(t, "ringlb_upstream_available", "upstream="+name); v != 1 {
+			t.Errorf("ringlb_upstream_available{%s} = %v", name, v)
+		}
+	}
+	// The next request of each is its trial, and closes the breaker.
+	for _, name := range []string{"a", "b"} {
+		if code, be := r.get(t, ks.by[name][0]); code != 200 || be != name {
+			t.Errorf("trial of %s: %d from %q", name, code, be)
+		}
+		if st := status(t, r.b, name); st.Breaker != "closed" {
+			t.Errorf("%s after its trial: %+v", name, st)
+		}
 	}
 }
