@@ -649,7 +649,10 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 		u.inflight.Add(-1)
 		b.inflight.Add(-1)
 		if !finished {
-			b.report(s, u, done, outcome{status: rw.status, err: http.ErrAbortHandler, gone: clientFault(r, body)})
+			// The response broke off mid-body. The upstream is charged
+			// only when ringlb was not held up by the client (see
+			// responseWriter.clientBound).
+			b.report(s, u, done, outcome{status: rw.status, err: http.ErrAbortHandler, gone: clientFault(r, body) || rw.clientBound()})
 		}
 	}()
 	m.proxy.ServeHTTP(rw, r)
@@ -911,12 +914,18 @@ func clientFault(r *http.Request, body *trackedBody) bool {
 func (t *trackedBody) Close() error { return nil }
 
 // responseWriter notes the status sent to the client and the error of
-// the current attempt, and passes Flush and Hijack through.
+// the current attempt, and passes Flush and Hijack through. It also
+// times the writes to the client, so that a response that breaks off
+// mid-body can be put down to the side that held it up (clientBound).
 type responseWriter struct {
 	http.ResponseWriter
 	status      int
 	wroteHeader bool
 	err         error
+
+	headAt     time.Time     // when the final head was written
+	clientWait time.Duration // time spent in writes and flushes to the client
+	clientErr  bool          // a write or flush to the client failed
 }
 
 func (w *responseWriter) WriteHeader(code int) {
@@ -925,25 +934,66 @@ func (w *responseWriter) WriteHeader(code int) {
 			w.ResponseWriter.WriteHeader(code) // informational: more to come
 			return
 		}
-		w.status, w.wroteHeader = code, true
+		w.head(code)
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// head records the final status.
+func (w *responseWriter) head(code int) {
+	w.status, w.wroteHeader = code, true
+	w.headAt = time.Now()
+}
+
 func (w *responseWriter) Write(p []byte) (int, error) {
 	if !w.wroteHeader {
-		w.status, w.wroteHeader = http.StatusOK, true
+		w.head(http.StatusOK)
 	}
-	return w.ResponseWriter.Write(p)
+	t := time.Now()
+	n, err := w.ResponseWriter.Write(p)
+	w.clientWait += time.Since(t)
+	if err != nil {
+		w.clientErr = true
+	}
+	return n, err
 }
 
 // FlushError flushes buffered data to the client (http.ResponseController
 // and ReverseProxy's streaming use it).
 func (w *responseWriter) FlushError() error {
 	if !w.wroteHeader {
-		w.status, w.wroteHeader = http.StatusOK, true
+		w.head(http.StatusOK)
 	}
-	return http.NewResponseController(w.ResponseWriter).Flush()
+	t := time.Now()
+	err := http.NewResponseController(w.ResponseWriter).Flush()
+	w.clientWait += time.Since(t)
+	if err != nil {
+		w.clientErr = true
+	}
+	return err
+}
+
+// minClientWait is the least time blocked on the client that can make a
+// broken-off response the client's doing; below it, writes merely took
+// their usual microseconds.
+const minClientWait = 10 * time.Millisecond
+
+// clientBound reports whether a response that broke off mid-body is put
+// down to the client rather than the upstream: a write to the client
+// failed, or ringlb spent at least half of the time since the response
+// head (and at least minClientWait) blocked writing to the client. Then
+// the client, not the upstream, set the pace, and an upstream that gave
+// up (a write deadline, a send timeout) gave up waiting on the client:
+// ringlb could not read while it could not write. A client that reads
+// slowly on purpose must not be able to eject an upstream.
+func (w *responseWriter) clientBound() bool {
+	if w.clientErr {
+		return true
+	}
+	if w.headAt.IsZero() || w.clientWait < minClientWait {
+		return false
+	}
+	return 2*w.clientWait >= time.Since(w.headAt)
 }
 
 // Flush implements http.Flusher.
@@ -953,7 +1003,7 @@ func (w *responseWriter) Flush() { _ = w.FlushError() }
 func (w *responseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
 	if err == nil {
-		w.status, w.wroteHeader = http.StatusSwitchingProtocols, true
+		w.head(http.StatusSwitchingProtocols)
 	}
 	return c, brw, err
 }

@@ -16,6 +16,11 @@ import (
 // a response that breaks off mid-body, and responses whose status is in
 // FailureStatuses are failures; anything else that got a response is a
 // success; an attempt whose client went away first counts as neither.
+// Only the upstream's own faults count: a response that breaks off
+// mid-body while ringlb was held up writing to the client (at least half
+// of the time since the response head blocked on the client, or a write
+// to it failed) counts as neither, since an upstream with a write
+// deadline gives up on a client that does not read.
 // After ConsecutiveFailures failures in a row the breaker opens: the
 // upstream is unavailable and its keys go clockwise (or get 503 under
 // on_unavailable fail). When the open period ends the next request for

@@ -2,8 +2,12 @@ package balancer
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -871,5 +875,92 @@ func TestFleetReadyAfterOutageWithoutTraffic(t *testing.T) {
 		if st := status(t, r.b, name); st.Breaker != "closed" {
 			t.Errorf("%s after its trial: %+v", name, st)
 		}
+	}
+}
+
+// writeDeadlineUpstream serves a large body (size bytes, Content-Length
+// set) under a write deadline, as servers with a WriteTimeout or a
+// send_timeout do: a reader slower than the deadline gets a cut body.
+// stalled gets a value when a write to ringlb failed.
+func writeDeadlineUpstream(t *testing.T, name string, deadline time.Duration, size int) (UpstreamOptions, <-chan struct{}) {
+	t.Helper()
+	stalled := make(chan struct{}, 16)
+	chunk := make([]byte, 64<<10)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Backend", name)
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		for n := 0; n < size; n += len(chunk) {
+			if _, err := w.Write(chunk); err != nil {
+				stalled <- struct{}{}
+				return
+			}
+		}
+	}))
+	srv.Config.WriteTimeout = deadline
+	srv.Start()
+	t.Cleanup(srv.Close)
+	u := mustURL(t, srv.URL)
+	return UpstreamOptions{Name: name, URL: u, Addr: u.Host, Weight: 1}, stalled
+}
+
+// TestSlowClientDoesNotChargeUpstream: a client that reads nothing for
+// longer than the upstream's write deadline makes the upstream give up
+// mid-body. That is the client's doing: the upstream's breaker must not
+// count it (else anyone could eject any upstream by choosing its key and
+// reading slowly). An upstream that breaks off while ringlb reads
+// promptly is still charged.
+func TestSlowClientDoesNotChargeUpstream(t *testing.T) {
+	const size = 64 << 20 // far more than the socket buffers on the way
+	a, stalled := writeDeadlineUpstream(t, "a", 200*time.Millisecond, size)
+	be := newBackend(t, "b")
+	opts := baseOptions(append([]UpstreamOptions{a}, upstreamsOf(t, be)...))
+	opts.LoadFactor = 0
+	opts.Breaker = BreakerOptions{ConsecutiveFailures: 1, FailureStatuses: []int{502, 503, 504}, OpenTimeout: time.Minute}
+	b, _, front := proxy(t, opts)
+	key := keyOwnedBy(t, b, "a")
+
+	for i := range 3 {
+		conn, err := net.Dial("tcp", front.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(conn, "GET /big?user=%s HTTP/1.1\r\nHost: x\r\n\r\n", key)
+		select { // read nothing until the upstream gives up writing
+		case <-stalled:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the upstream never stalled")
+		}
+		n, _ := io.Copy(io.Discard, conn)
+		conn.Close()
+		if n >= size {
+			t.Fatalf("slow client %d read %d bytes: the body was not cut", i, n)
+		}
+		if st := status(t, b, "a"); !st.Available || st.Breaker != "closed" {
+			t.Fatalf("after slow client %d: %+v, want a available and closed", i, st)
+		}
+	}
+	if lr := b.Lookup(key); lr.Chosen != "a" {
+		t.Errorf("a's key goes to %q", lr.Chosen)
+	}
+
+	// An upstream that breaks off a body ringlb reads as it comes is
+	// charged: its breaker opens.
+	be.handle = func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1000000")
+		w.Write(make([]byte, 64<<10))
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	}
+	res, err := front.Client().Get(front.URL + "/big?user=" + keyOwnedBy(t, b, "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, res.Body); err == nil {
+		t.Fatal("b's cut body read to the end")
+	}
+	res.Body.Close()
+	if st := status(t, b, "b"); st.Available || st.Breaker != "open" {
+		t.Errorf("b broke off mid-body on its own: %+v, want its breaker open", st)
 	}
 }
