@@ -509,14 +509,87 @@ func (b *Balancer) newProxy(s *snapshot, u *Upstream, target *url.URL) *httputil
 		ErrorLog:     b.errLog,
 		ErrorHandler: recordError,
 	}
-	if s.header != "" {
-		key, val := s.header, []string{u.name}
-		p.ModifyResponse = func(res *http.Response) error {
-			res.Header[key] = val[:1:1] // cap 1: an append elsewhere copies
-			return nil
+	key, val := s.header, []string{u.name}
+	p.ModifyResponse = func(res *http.Response) error {
+		if res.StatusCode == http.StatusSwitchingProtocols {
+			if err := checkUpgrade(res); err != nil {
+				return err // ReverseProxy closes the upstream connection
+			}
 		}
+		if key != "" {
+			res.Header[key] = val[:1:1] // cap 1: an append elsewhere copies
+		}
+		return nil
 	}
 	return p
+}
+
+// upgradeError is a 101 response ReverseProxy would refuse: its Upgrade
+// header names another protocol than the request's. byClient says the
+// client caused it: it asked for a list of protocols ("websocket, foo",
+// which ReverseProxy compares as one string) and the upstream chose one
+// of them, as RFC 9110 lets it. Then neither the breaker nor a retry
+// sees it; otherwise the upstream misbehaved and it is a failure.
+type upgradeError struct {
+	asked, got string
+	byClient   bool
+}
+
+func (e *upgradeError) Error() string {
+	return fmt.Sprintf("upstream switched to protocol %q when %q was requested", e.got, e.asked)
+}
+
+// checkUpgrade applies ReverseProxy's rule for a 101 (the response's
+// Upgrade must equal the request's, ignoring case, and be printable) so
+// that a refused switch is judged here, and its connection closed at once
+// (ReverseProxy closes the body of a response ModifyResponse rejects, but
+// not of one it refuses itself).
+func checkUpgrade(res *http.Response) error {
+	if res.Request == nil {
+		return nil
+	}
+	asked, got := upgradeType(res.Request.Header), upgradeType(res.Header)
+	if strings.EqualFold(asked, got) && printable(got) {
+		return nil
+	}
+	e := &upgradeError{asked: asked, got: got}
+	if got != "" && printable(got) {
+		for _, tok := range strings.Split(asked, ",") {
+			if strings.EqualFold(textproto.TrimString(tok), got) {
+				e.byClient = true
+			}
+		}
+	}
+	return e
+}
+
+// upgradeType is the protocol a message's Upgrade header asks for, when
+// its Connection header lists "upgrade"; as ReverseProxy reads it.
+func upgradeType(h http.Header) string {
+	for _, v := range h["Connection"] {
+		for _, tok := range strings.Split(v, ",") {
+			if strings.EqualFold(textproto.TrimString(tok), "upgrade") {
+				return h.Get("Upgrade")
+			}
+		}
+	}
+	return ""
+}
+
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// byClient reports whether err is the client's doing (see upgradeError):
+// it neither feeds the breaker nor is retried.
+func byClient(err error) bool {
+	var ue *upgradeError
+	return errors.As(err, &ue) && ue.byClient
 }
 
 // setForwarded sets the outbound X-Forwarded-For, -Host and -Proto
@@ -622,7 +695,7 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rw.err = nil
 		b.attempt(s, m, rw, r, body, done)
 		attempts++
-		if rw.err == nil || rw.wroteHeader || clientFault(r, body) {
+		if rw.err == nil || rw.wroteHeader || clientFault(r, body) || byClient(rw.err) {
 			break
 		}
 		if s.fail || attempts > s.retries || len(rw.Header()) != nh || !retryable(rw.err, r, body) {
@@ -658,7 +731,7 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 	m.proxy.ServeHTTP(rw, r)
 	finished = true
 	if rw.err != nil {
-		b.report(s, u, done, outcome{err: rw.err, gone: clientFault(r, body)})
+		b.report(s, u, done, outcome{err: rw.err, gone: clientFault(r, body) || byClient(rw.err)})
 	} else {
 		b.report(s, u, done, outcome{status: rw.status})
 	}
@@ -703,7 +776,9 @@ func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, 
 		panic(http.ErrAbortHandler)
 	}
 	code, msg := http.StatusBadGateway, "bad gateway: upstream "+m.u.name+" failed\n"
-	if !s.fail && isTimeout(rw.err) {
+	if byClient(rw.err) {
+		msg = "bad gateway: upgrade to one protocol at a time, not a list\n"
+	} else if !s.fail && isTimeout(rw.err) {
 		code, msg = http.StatusGatewayTimeout, "gateway timeout: upstream "+m.u.name+" timed out\n"
 	}
 	b.log.Debug("upstream failed", "upstream", m.u.name, "method", r.Method, "uri", r.RequestURI, "error", rw.err)

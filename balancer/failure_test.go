@@ -2,6 +2,7 @@ package balancer
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -162,5 +163,62 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	}
 	if _, err := New(good, reg, nil); err == nil {
 		t.Error("a second balancer on the same registry was accepted")
+	}
+}
+
+// TestUpgradeMismatchIsTheClients: a client asks to upgrade to a token
+// list ("websocket, foo") and the upstream, as common WebSocket servers
+// do, answers 101 with one of them; ReverseProxy refuses the switch. The
+// client asked for it: the upstream's breaker does not count it, the
+// request is not retried elsewhere, and the upstream connection is
+// closed at once rather than held until a garbage collection.
+func TestUpgradeMismatchIsTheClients(t *testing.T) {
+	a, other := newBackend(t, "a"), newBackend(t, "b")
+	closed := make(chan struct{}, 8)
+	a.handle = func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		brw.Flush()
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := brw.ReadByte(); errors.Is(err, io.EOF) {
+			closed <- struct{}{} // ringlb let go of the connection
+		}
+	}
+	opts := baseOptions(upstreamsOf(t, a, other))
+	opts.LoadFactor = 0
+	opts.Breaker = BreakerOptions{ConsecutiveFailures: 1, FailureStatuses: []int{502, 503, 504}, OpenTimeout: time.Minute}
+	b, reg, front := proxy(t, opts)
+	key := keyOwnedBy(t, b, "a")
+	for i := range 3 {
+		req, _ := http.NewRequest(http.MethodGet, front.URL+"/ws?user="+key, nil)
+		req.Header.Set("Connection", "Upgrade")
+		req.Header.Set("Upgrade", "websocket, foo")
+		res, err := front.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusBadGateway {
+			t.Errorf("request %d: %d, want 502", i, res.StatusCode)
+		}
+		select {
+		case <-closed:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("request %d: the upstream connection is still open", i)
+		}
+	}
+	if st := status(t, b, "a"); !st.Available || st.Breaker != "closed" {
+		t.Errorf("a: %+v, want available and closed", st)
+	}
+	if n := other.hits.Load(); n != 0 {
+		t.Errorf("retried on b %d times", n)
+	}
+	if v := metric(t, reg, "ringlb_retries_total", "upstream=a"); v != 0 {
+		t.Errorf("ringlb_retries_total{a} = %v", v)
 	}
 }
