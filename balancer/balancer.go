@@ -676,7 +676,7 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			break // nowhere else to go
 		}
 		m := &s.members[c.Member]
-		done, ok := b.allow(m.u)
+		done, trial, ok := b.allow(m.u)
 		if !ok {
 			// The breaker refused after the walk admitted it (a race with a
 			// trip, or the half-open trial was taken): walk on.
@@ -693,7 +693,7 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		last = m
 		nh := len(rw.Header())
 		rw.err = nil
-		b.attempt(s, m, rw, r, body, done)
+		b.attempt(s, m, rw, r, body, done, trial)
 		attempts++
 		if rw.err == nil || rw.wroteHeader || clientFault(r, body) || byClient(rw.err) {
 			break
@@ -713,10 +713,21 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // slot until the response is finished, also when the copy panics with
 // http.ErrAbortHandler (which is left to reach net/http). The outcome goes
 // to the upstream's breaker through done (from allow; nil without one).
-func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.Request, body *trackedBody, done func(error)) {
+// A half-open trial (trial true) is settled by the response head (or the
+// 101), so that a long body (a stream, a download, a tunnel) does not
+// keep the upstream's other keys away; the body's outcome then counts as
+// an ordinary attempt of the closed breaker.
+func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.Request, body *trackedBody, done func(error), trial bool) {
 	u := m.u
 	u.inflight.Add(1)
 	b.inflight.Add(1)
+	rw.trialSettled = false
+	if trial {
+		rw.onHead = func(code int) {
+			rw.trialSettled = true
+			b.report(s, u, done, outcome{status: code})
+		}
+	}
 	finished := false
 	defer func() {
 		u.inflight.Add(-1)
@@ -725,16 +736,30 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 			// The response broke off mid-body. The upstream is charged
 			// only when ringlb was not held up by the client (see
 			// responseWriter.clientBound).
-			b.report(s, u, done, outcome{status: rw.status, err: http.ErrAbortHandler, gone: clientFault(r, body) || rw.clientBound()})
+			b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{status: rw.status, err: http.ErrAbortHandler, gone: clientFault(r, body) || rw.clientBound()})
 		}
 	}()
 	m.proxy.ServeHTTP(rw, r)
 	finished = true
 	if rw.err != nil {
-		b.report(s, u, done, outcome{err: rw.err, gone: clientFault(r, body) || byClient(rw.err)})
+		b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{err: rw.err, gone: clientFault(r, body) || byClient(rw.err)})
 	} else {
-		b.report(s, u, done, outcome{status: rw.status})
+		b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{status: rw.status})
 	}
+}
+
+// outcomeDone returns where an attempt's final outcome goes: done, unless
+// the attempt is a trial whose head settled it; then the outcome counts
+// as an ordinary attempt of the breaker (see ordinaryAttempt).
+func (b *Balancer) outcomeDone(u *Upstream, rw *responseWriter, done func(error), trial bool) func(error) {
+	if !trial {
+		return done
+	}
+	rw.onHead = nil
+	if rw.trialSettled {
+		return b.ordinaryAttempt(u)
+	}
+	return done
 }
 
 // retryable says whether a failed attempt may be repeated elsewhere: any
@@ -998,6 +1023,12 @@ type responseWriter struct {
 	wroteHeader bool
 	err         error
 
+	// onHead, when set, is called once with the final status as the head
+	// is written; attempt sets it for a half-open trial, and trialSettled
+	// records that it ran.
+	onHead       func(code int)
+	trialSettled bool
+
 	headAt     time.Time     // when the final head was written
 	clientWait time.Duration // time spent in writes and flushes to the client
 	clientErr  bool          // a write or flush to the client failed
@@ -1018,6 +1049,10 @@ func (w *responseWriter) WriteHeader(code int) {
 func (w *responseWriter) head(code int) {
 	w.status, w.wroteHeader = code, true
 	w.headAt = time.Now()
+	if f := w.onHead; f != nil {
+		w.onHead = nil
+		f(code)
+	}
 }
 
 func (w *responseWriter) Write(p []byte) (int, error) {

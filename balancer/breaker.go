@@ -234,27 +234,28 @@ func (b *Balancer) endOpenLocked(u *Upstream) {
 // allow asks u's breaker whether a request may go to u now; false means
 // skip u (its breaker is open, or its half-open trial is taken or waits
 // for the health check). When true, done is the function to hand the
-// attempt's outcome to (nil without a breaker).
-func (b *Balancer) allow(u *Upstream) (done func(error), ok bool) {
+// attempt's outcome to (nil without a breaker), and trial says that the
+// request is the half-open trial.
+func (b *Balancer) allow(u *Upstream) (done func(error), trial, ok bool) {
 	br := u.br.Load()
 	if br == nil {
-		return nil, true
+		return nil, false, true
 	}
 	if br.state.Load() != breakerClosed && (b.clock() < br.openUntil.Load() || u.down.Load()) {
-		return nil, false
+		return nil, false, false
 	}
 	finish, err := br.cb.Allow()
 	if err != nil {
-		return nil, false
+		return nil, false, false
 	}
 	if br.state.Load() == breakerClosed {
-		return finish, true
+		return finish, false, true
 	}
 	// Admitted while not closed: either this request raced a trip, or it
 	// is the half-open trial.
 	if b.clock() < br.openUntil.Load() || u.down.Load() {
 		finish(errNotCounted)
-		return nil, false
+		return nil, false, false
 	}
 	if br.state.CompareAndSwap(breakerOpen, breakerHalfOpen) {
 		// gobreaker went half-open early (see breaker): the state only
@@ -267,7 +268,23 @@ func (b *Balancer) allow(u *Upstream) (done func(error), ok bool) {
 	return func(err error) {
 		finish(err)
 		br.trial.Store(false) // an uncounted trial leaves it half-open: the next request tries
-	}, true
+	}, true, true
+}
+
+// ordinaryAttempt returns the done function of one attempt counted by
+// u's closed breaker, for the body of a trial whose head closed it; nil
+// when the breaker is not closed (the head was a failure, or others
+// re-opened it since): the body's outcome is then not counted.
+func (b *Balancer) ordinaryAttempt(u *Upstream) func(error) {
+	br := u.br.Load()
+	if br == nil || br.state.Load() != breakerClosed {
+		return nil
+	}
+	finish, err := br.cb.Allow()
+	if err != nil {
+		return nil
+	}
+	return finish
 }
 
 // report hands one attempt's outcome to u's breaker (done from allow):

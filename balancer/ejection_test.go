@@ -964,3 +964,79 @@ func TestSlowClientDoesNotChargeUpstream(t *testing.T) {
 		t.Errorf("b broke off mid-body on its own: %+v, want its breaker open", st)
 	}
 }
+
+// TestLongTrialSettlesOnHead: a half-open trial that is a long response
+// (a stream, a download) settles on its head, so the rest of the
+// upstream's keys come back at once instead of waiting, skipped, for the
+// stream to end; a stream that then breaks off counts as an ordinary
+// failure.
+func TestLongTrialSettlesOnHead(t *testing.T) {
+	a, other := newBackend(t, "a"), newBackend(t, "b")
+	var failing atomic.Bool
+	failing.Store(true)
+	release := make(chan struct{})
+	a.handle = func(w http.ResponseWriter, r *http.Request) {
+		if failing.Load() {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		if r.URL.Path == "/stream" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "data: hello\n\n")
+			w.(http.Flusher).Flush()
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			panic(http.ErrAbortHandler) // the stream breaks off
+		}
+		io.WriteString(w, "a")
+	}
+	opts := baseOptions(upstreamsOf(t, a, other))
+	opts.LoadFactor = 0
+	opts.OnUnavailable = "fail"
+	opts.Breaker = BreakerOptions{ConsecutiveFailures: 1, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 50 * time.Millisecond}
+	b, _, front := proxy(t, opts)
+	c := &http.Client{Transport: &http.Transport{}}
+	defer c.CloseIdleConnections()
+	keys := []string{}
+	for i := 0; len(keys) < 2; i++ {
+		if k := fmt.Sprint("k", i); b.Lookup(k).Owner == "a" {
+			keys = append(keys, k)
+		}
+	}
+	if code, _, _ := get(t, c, front.URL+"/?user="+keys[0]); code != http.StatusBadGateway {
+		t.Fatalf("failure: %d", code)
+	}
+	failing.Store(false)
+	deadline := time.Now().Add(5 * time.Second)
+	for st := status(t, b, "a"); st.Breaker != "half-open"; st = status(t, b, "a") {
+		if time.Now().After(deadline) {
+			t.Fatalf("open period never ended: %+v", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	res, err := c.Get(front.URL + "/stream?user=" + keys[0]) // the trial: returns with its head
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if st := status(t, b, "a"); !st.Available || st.Breaker != "closed" {
+		t.Errorf("trial's head arrived: %+v, want closed", st)
+	}
+	if code, be, _ := get(t, c, front.URL+"/?user="+keys[1]); code != 200 || be != "a" {
+		t.Errorf("another key of a while the trial streams: %d from %q, want 200 from a", code, be)
+	}
+	close(release)
+	if _, err := io.Copy(io.Discard, res.Body); err == nil {
+		t.Fatal("the broken stream read to the end")
+	}
+	// The break counts as an ordinary failure: one is enough here.
+	deadline = time.Now().Add(5 * time.Second)
+	for st := status(t, b, "a"); st.Breaker != "open"; st = status(t, b, "a") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stream's break was not counted: %+v", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
