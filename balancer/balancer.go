@@ -649,12 +649,12 @@ func recordError(w http.ResponseWriter, r *http.Request, err error) {
 func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	s := b.snap.Load()
-	h, ok := b.position(s, w, r)
+	rw := &responseWriter{ResponseWriter: w}
+	h, ok := b.position(s, rw, r)
 	if !ok {
 		b.accessLog(s, r, nil, http.StatusBadRequest, start, nil)
 		return
 	}
-	rw := &responseWriter{ResponseWriter: w}
 	var body *trackedBody
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 		body = &trackedBody{rc: r.Body}
@@ -868,8 +868,9 @@ func (b *Balancer) accessLog(s *snapshot, r *http.Request, m *member, code int, 
 
 // position returns the request's ring position: the hash of its key, the
 // affinity cookie's value first when on_missing is cookie. With no key it
-// follows on_missing; false means a 400 was written.
-func (b *Balancer) position(s *snapshot, w http.ResponseWriter, r *http.Request) (uint64, bool) {
+// follows on_missing; false means a 400 was written. A generated affinity
+// cookie goes on the final response head (see responseWriter.setCookie).
+func (b *Balancer) position(s *snapshot, w *responseWriter, r *http.Request) (uint64, bool) {
 	if s.onMissing == missingCookie {
 		if v, ok := cookieValue(r.Header, s.opts.CookieName); ok {
 			return s.ring.Hash(v), true
@@ -888,7 +889,7 @@ func (b *Balancer) position(s *snapshot, w http.ResponseWriter, r *http.Request)
 		var id [16]byte
 		rand.Read(id[:])
 		v := hex.EncodeToString(id[:])
-		http.SetCookie(w, &http.Cookie{
+		w.setCookie = (&http.Cookie{
 			Name:     s.opts.CookieName,
 			Value:    v,
 			Path:     "/",
@@ -896,7 +897,7 @@ func (b *Balancer) position(s *snapshot, w http.ResponseWriter, r *http.Request)
 			Secure:   s.opts.CookieSecure,
 			HttpOnly: s.opts.CookieHTTPOnly,
 			SameSite: http.SameSiteLaxMode,
-		})
+		}).String()
 		return s.ring.Hash(v), true
 	}
 	return mrand.Uint64(), true
@@ -1028,6 +1029,10 @@ type responseWriter struct {
 	// records that it ran.
 	onHead       func(code int)
 	trialSettled bool
+	// setCookie, when not empty, is a Set-Cookie value added to the final
+	// head only: a 1xx sends the header map and ReverseProxy then clears
+	// it, so anything put there before proxying would miss the response.
+	setCookie string
 
 	headAt     time.Time     // when the final head was written
 	clientWait time.Duration // time spent in writes and flushes to the client
@@ -1045,8 +1050,12 @@ func (w *responseWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
-// head records the final status.
+// head records the final status, before it is written, and adds what
+// belongs on the final head.
 func (w *responseWriter) head(code int) {
+	if w.setCookie != "" {
+		w.Header().Add("Set-Cookie", w.setCookie)
+	}
 	w.status, w.wroteHeader = code, true
 	w.headAt = time.Now()
 	if f := w.onHead; f != nil {

@@ -660,3 +660,48 @@ func TestSlowStartAfterReload(t *testing.T) {
 		t.Errorf("active fraction after slow start %v", st.Upstreams[1].ActiveFraction)
 	}
 }
+
+// TestAffinityCookieSurvives1xx: the generated affinity cookie reaches
+// the client on the final response when the upstream sends a 103 Early
+// Hints first (net/http sends and clears the header map with a 1xx), and
+// such a request is still retried elsewhere when its upstream fails
+// after the 1xx.
+func TestAffinityCookieSurvives1xx(t *testing.T) {
+	hints := func(w http.ResponseWriter) {
+		w.Header().Set("Link", "</style.css>; rel=preload; as=style")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+	}
+	a, bb := newBackend(t, "a"), newBackend(t, "b")
+	a.handle = func(w http.ResponseWriter, r *http.Request) {
+		hints(w)
+		panic(http.ErrAbortHandler) // a fails after its 1xx
+	}
+	bb.handle = func(w http.ResponseWriter, r *http.Request) {
+		hints(w)
+		io.WriteString(w, "b")
+	}
+	opts := baseOptions(upstreamsOf(t, a, bb))
+	opts.Key = []KeySource{{Kind: KeyHeader, Name: "X-User-ID"}}
+	opts.OnMissing = "cookie"
+	opts.CookieName = "ringlb_affinity"
+	_, _, front := proxy(t, opts)
+	c := front.Client()
+	for i := 0; i < 50 && a.hits.Load() < 3; i++ {
+		res, err := c.Get(front.URL + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || res.Header.Get("X-Backend") != "b" {
+			t.Errorf("request %d: %d from %q, want 200 from b (a's failures retried)", i, res.StatusCode, res.Header.Get("X-Backend"))
+		}
+		if cs := res.Cookies(); len(cs) != 1 || cs[0].Name != "ringlb_affinity" || len(cs[0].Value) != 32 {
+			t.Errorf("request %d: cookies %v, want the affinity cookie", i, cs)
+		}
+	}
+	if a.hits.Load() == 0 {
+		t.Fatal("no random key landed on a in 50 requests")
+	}
+}
