@@ -500,6 +500,11 @@ func (bp *bufferPool) Put(b []byte) {
 func (b *Balancer) newProxy(s *snapshot, u *Upstream, target *url.URL) *httputil.ReverseProxy {
 	p := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
+			// Forward the query exactly as received: ReverseProxy has
+			// re-encoded one holding ";", a bad escape or too many
+			// parameters (dropping pairs, sorting the rest), which breaks
+			// signed URLs and the query the application reads.
+			pr.Out.URL.RawQuery = pr.In.URL.RawQuery
 			pr.SetURL(target)
 			setForwarded(pr.Out.Header, pr.In)
 			pr.Out.Host = pr.In.Host
