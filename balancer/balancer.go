@@ -20,6 +20,7 @@ package balancer
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -654,7 +655,7 @@ func recordError(w http.ResponseWriter, r *http.Request, err error) {
 func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	s := b.snap.Load()
-	rw := &responseWriter{ResponseWriter: w}
+	rw := &responseWriter{ResponseWriter: w, no1xx: !r.ProtoAtLeast(1, 1)}
 	h, ok := b.position(s, rw, r)
 	if !ok {
 		b.accessLog(s, r, nil, http.StatusBadRequest, start, nil)
@@ -1038,6 +1039,9 @@ type responseWriter struct {
 	// head only: a 1xx sends the header map and ReverseProxy then clears
 	// it, so anything put there before proxying would miss the response.
 	setCookie string
+	// no1xx drops informational responses: the client speaks HTTP/1.0,
+	// which has none (RFC 9110 section 15.2).
+	no1xx bool
 
 	headAt     time.Time     // when the final head was written
 	clientWait time.Duration // time spent in writes and flushes to the client
@@ -1047,7 +1051,9 @@ type responseWriter struct {
 func (w *responseWriter) WriteHeader(code int) {
 	if !w.wroteHeader {
 		if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
-			w.ResponseWriter.WriteHeader(code) // informational: more to come
+			if !w.no1xx {
+				w.ResponseWriter.WriteHeader(code) // informational: more to come
+			}
 			return
 		}
 		w.head(code)
@@ -1126,10 +1132,43 @@ func (w *responseWriter) Flush() { _ = w.FlushError() }
 // Hijack takes over the connection, for protocol upgrades.
 func (w *responseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
-	if err == nil {
-		w.head(http.StatusSwitchingProtocols)
+	if err != nil {
+		return c, brw, err
 	}
-	return c, brw, err
+	w.head(http.StatusSwitchingProtocols)
+	// ReverseProxy copies from the connection itself: bytes the client
+	// sent right behind its request, already in the server's buffer,
+	// must come first.
+	if n := brw.Reader.Buffered(); n > 0 {
+		early, _ := brw.Reader.Peek(n)
+		c = &bufferedConn{Conn: c, early: bytes.Clone(early)}
+	}
+	return c, brw, nil
+}
+
+// bufferedConn is a hijacked connection whose first reads return the
+// bytes the server had already buffered.
+type bufferedConn struct {
+	net.Conn
+	early []byte
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) {
+	if len(c.early) > 0 {
+		n := copy(p, c.early)
+		c.early = c.early[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// CloseWrite half-closes the connection when it can, as ReverseProxy does
+// to the client's connection once the upstream is done sending.
+func (c *bufferedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Conn.Close()
 }
 
 // Unwrap lets http.ResponseController reach the server's writer.

@@ -745,3 +745,80 @@ func TestQueryForwardedAsReceived(t *testing.T) {
 		}
 	}
 }
+
+// echoUpgrade is a WebSocket-like upstream: it switches protocols and
+// echoes what it reads.
+func echoUpgrade(w http.ResponseWriter, r *http.Request) {
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+	brw.Flush()
+	buf := make([]byte, 64)
+	for {
+		n, err := brw.Read(buf)
+		if err != nil {
+			return
+		}
+		conn.Write(buf[:n])
+	}
+}
+
+// TestUpgradeKeepsBytesSentWithRequest: bytes a client sends right
+// behind its upgrade request, in the same write, reach the upstream.
+func TestUpgradeKeepsBytesSentWithRequest(t *testing.T) {
+	be := newBackend(t, "a")
+	be.handle = echoUpgrade
+	_, _, front := proxy(t, baseOptions(upstreamsOf(t, be)))
+	conn, err := net.Dial("tcp", front.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(conn, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\nearly")
+	br := bufio.NewReader(conn)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("%v %v", res, err)
+	}
+	buf := make([]byte, len("early"))
+	if _, err := io.ReadFull(br, buf); err != nil || string(buf) != "early" {
+		t.Fatalf("echo of the early bytes: %q, %v", buf, err)
+	}
+}
+
+// TestNo1xxToHTTP10: an HTTP/1.0 client never gets a 1xx (RFC 9110
+// 15.2): an nginx in front, speaking HTTP/1.0 by default, would take it
+// as the final response.
+func TestNo1xxToHTTP10(t *testing.T) {
+	be := newBackend(t, "a")
+	be.handle = func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</style.css>; rel=preload; as=style")
+		w.WriteHeader(http.StatusEarlyHints)
+		io.WriteString(w, "final")
+	}
+	_, _, front := proxy(t, baseOptions(upstreamsOf(t, be)))
+	for _, proto := range []string{"HTTP/1.0", "HTTP/1.1"} {
+		conn, err := net.Dial("tcp", front.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(conn, "GET / %s\r\nHost: x\r\nConnection: close\r\n\r\n", proto)
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		conn.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 200
+		if proto == "HTTP/1.1" {
+			want = http.StatusEarlyHints // 1.1 clients do get it
+		}
+		if res.StatusCode != want {
+			t.Errorf("%s: first response %d, want %d", proto, res.StatusCode, want)
+		}
+	}
+}
