@@ -185,6 +185,8 @@ type Balancer struct {
 	epoch  time.Time
 	now    func() time.Time
 
+	tunnels tunnels // upgraded connections (WebSocket), for shutdown
+
 	mu        sync.Mutex // serialises Update, SetHealthy, settle and Close
 	ups       map[string]*Upstream
 	checksOff bool // an Update turned HealthChecks off: SetHealthy is ignored
@@ -655,7 +657,7 @@ func recordError(w http.ResponseWriter, r *http.Request, err error) {
 func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	s := b.snap.Load()
-	rw := &responseWriter{ResponseWriter: w, no1xx: !r.ProtoAtLeast(1, 1)}
+	rw := &responseWriter{ResponseWriter: w, no1xx: !r.ProtoAtLeast(1, 1), tunnels: &b.tunnels}
 	h, ok := b.position(s, rw, r)
 	if !ok {
 		b.accessLog(s, r, nil, http.StatusBadRequest, start, nil)
@@ -671,7 +673,12 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var triedBuf [4]int
 	tried := triedBuf[:0]
 	var last *member
-	defer func() { b.account(s, rw, r, last, start) }()
+	defer func() {
+		if rw.tunnel != nil { // the upgraded connection's copy is over
+			b.tunnels.remove(rw.tunnel)
+		}
+		b.account(s, rw, r, last, start)
+	}()
 	c, _ := b.pick(s, h, tried, nil)
 	for attempts := 0; ; {
 		if c.Member < 0 {
@@ -1042,6 +1049,10 @@ type responseWriter struct {
 	// no1xx drops informational responses: the client speaks HTTP/1.0,
 	// which has none (RFC 9110 section 15.2).
 	no1xx bool
+	// tunnels tracks the connection once Hijack hands it over; tunnel is
+	// that connection, removed from tunnels when ServeHTTP returns.
+	tunnels *tunnels
+	tunnel  net.Conn
 
 	headAt     time.Time     // when the final head was written
 	clientWait time.Duration // time spent in writes and flushes to the client
@@ -1131,10 +1142,16 @@ func (w *responseWriter) Flush() { _ = w.FlushError() }
 
 // Hijack takes over the connection, for protocol upgrades.
 func (w *responseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	// Counted before the server lets go of the connection, so a
+	// Shutdown that sees no active connection also sees this tunnel.
+	w.tunnels.opening()
 	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
 	if err != nil {
+		w.tunnels.remove(nil)
 		return c, brw, err
 	}
+	w.tunnel = c
+	w.tunnels.opened(c)
 	w.head(http.StatusSwitchingProtocols)
 	// ReverseProxy copies from the connection itself: bytes the client
 	// sent right behind its request, already in the server's buffer,
@@ -1173,3 +1190,71 @@ func (c *bufferedConn) CloseWrite() error {
 
 // Unwrap lets http.ResponseController reach the server's writer.
 func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// tunnels tracks the connections handed over for protocol upgrades
+// (WebSocket tunnels): http.Server.Shutdown forgets hijacked connections,
+// so without this a shutdown would cut them at once.
+type tunnels struct {
+	mu    sync.Mutex
+	n     int                   // tunnels open or opening
+	conns map[net.Conn]struct{} // the open ones
+	idle  chan struct{}         // closed when n drops to 0; nil until waited for
+}
+
+func (t *tunnels) opening() {
+	t.mu.Lock()
+	t.n++
+	t.mu.Unlock()
+}
+
+func (t *tunnels) opened(c net.Conn) {
+	t.mu.Lock()
+	if t.conns == nil {
+		t.conns = map[net.Conn]struct{}{}
+	}
+	t.conns[c] = struct{}{}
+	t.mu.Unlock()
+}
+
+// remove ends a tunnel counted by opening (c nil: one that never opened).
+func (t *tunnels) remove(c net.Conn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c != nil {
+		delete(t.conns, c)
+	}
+	t.n--
+	if t.n == 0 && t.idle != nil {
+		close(t.idle)
+		t.idle = nil
+	}
+}
+
+// WaitTunnels waits until every upgraded connection (a WebSocket tunnel,
+// which http.Server.Shutdown does not wait for) has closed, or ctx is
+// done; then it closes those still open and returns ctx's error. Call it
+// after the proxy server's Shutdown, with the same deadline.
+func (b *Balancer) WaitTunnels(ctx context.Context) error {
+	t := &b.tunnels
+	t.mu.Lock()
+	if t.n == 0 {
+		t.mu.Unlock()
+		return nil
+	}
+	if t.idle == nil {
+		t.idle = make(chan struct{})
+	}
+	idle := t.idle
+	t.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+	}
+	t.mu.Lock()
+	for c := range t.conns {
+		c.Close()
+	}
+	t.mu.Unlock()
+	return ctx.Err()
+}

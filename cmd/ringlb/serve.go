@@ -282,6 +282,13 @@ loop:
 				logger.Warn("shutdown did not finish draining", "err", err)
 				s.Close()
 			}
+			if s == proxySrv {
+				// Shutdown does not wait for upgraded connections
+				// (WebSocket tunnels): they get the rest of the time.
+				if err := b.WaitTunnels(sctx); err != nil {
+					logger.Warn("shutdown closed upgraded connections still open", "err", err)
+				}
+			}
 		}()
 	}
 	wg.Wait()
