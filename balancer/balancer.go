@@ -156,6 +156,7 @@ type snapshot struct {
 	header     string // canonical UpstreamHeader, or ""
 	failStatus statusSet
 	breaker    *BreakerOptions // validated; nil when breakers are off
+	transport  *transport      // the one every member's proxy uses
 
 	// availW is the total weight of available members, as float64 bits;
 	// recomputed (under Balancer.mu) on every availability flip.
@@ -190,7 +191,7 @@ type Balancer struct {
 	mu        sync.Mutex // serialises Update, SetHealthy, settle and Close
 	ups       map[string]*Upstream
 	checksOff bool // an Update turned HealthChecks off: SetHealthy is ignored
-	transport *http.Transport
+	transport *transport
 	tcfg      [3]time.Duration
 }
 
@@ -347,11 +348,12 @@ func (b *Balancer) buildLocked(opts Options, initial bool) (*snapshot, error) {
 	tcfg := [3]time.Duration{opts.DialTimeout, opts.ResponseHeaderTimeout, opts.IdleConnTimeout}
 	if b.transport == nil || tcfg != b.tcfg {
 		if b.transport != nil {
-			b.transport.CloseIdleConnections()
+			b.transport.retire()
 		}
-		b.transport = newTransport(opts)
+		b.transport = &transport{Transport: newTransport(opts)}
 		b.tcfg = tcfg
 	}
+	s.transport = b.transport
 	ups := make(map[string]*Upstream, len(rm))
 	s.members = make([]member, len(r.Members()))
 	for i, rmem := range r.Members() {
@@ -455,6 +457,32 @@ type dialError struct{ err error }
 func (e *dialError) Error() string { return e.err.Error() }
 func (e *dialError) Unwrap() error { return e.err }
 
+// transport is the upstream transport of one or more snapshots, with a
+// count of the attempts using it. One that a reload replaced (retired)
+// closes its idle connections at once and again when its last attempt
+// ends: connections that requests in flight give back afterwards would
+// otherwise sit idle, to upstreams perhaps removed, until idle_conn.
+// (CloseIdleConnections also makes connections that become idle close,
+// but only until the transport's next dial.)
+type transport struct {
+	*http.Transport
+	active  atomic.Int64
+	retired atomic.Bool
+}
+
+func (t *transport) begin() { t.active.Add(1) }
+
+func (t *transport) end() {
+	if t.active.Add(-1) == 0 && t.retired.Load() {
+		t.CloseIdleConnections()
+	}
+}
+
+func (t *transport) retire() {
+	t.retired.Store(true)
+	t.CloseIdleConnections()
+}
+
 func newTransport(opts Options) *http.Transport {
 	d := &net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}
 	tlsTimeout := opts.DialTimeout
@@ -512,7 +540,7 @@ func (b *Balancer) newProxy(s *snapshot, u *Upstream, target *url.URL) *httputil
 			setForwarded(pr.Out.Header, pr.In)
 			pr.Out.Host = pr.In.Host
 		},
-		Transport:    b.transport,
+		Transport:    b.transport.Transport,
 		BufferPool:   &b.bufs,
 		ErrorLog:     b.errLog,
 		ErrorHandler: recordError,
@@ -734,6 +762,7 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 	u := m.u
 	u.inflight.Add(1)
 	b.inflight.Add(1)
+	s.transport.begin()
 	rw.trialSettled = false
 	if trial {
 		rw.onHead = func(code int) {
@@ -745,6 +774,7 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 	defer func() {
 		u.inflight.Add(-1)
 		b.inflight.Add(-1)
+		s.transport.end()
 		if !finished {
 			// The response broke off mid-body. The upstream is charged
 			// only when ringlb was not held up by the client (see

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -220,5 +222,67 @@ func TestUpgradeMismatchIsTheClients(t *testing.T) {
 	}
 	if v := metric(t, reg, "ringlb_retries_total", "upstream=a"); v != 0 {
 		t.Errorf("ringlb_retries_total{a} = %v", v)
+	}
+}
+
+// TestReplacedTransportClosesReturnedConns: a reload that rebuilds the
+// transport (new timeouts) closes the old one's idle connections, and
+// again once its last request is done, so connections that requests in
+// flight give back (here a retry's) do not linger until idle_conn.
+func TestReplacedTransportClosesReturnedConns(t *testing.T) {
+	a := newBackend(t, "a")
+	var open atomic.Int64 // b's open connections
+	bb := &backend{name: "b"}
+	bb.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		bb.hits.Add(1)
+		io.WriteString(w, "b")
+	}))
+	bb.srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}
+	bb.srv.Start()
+	t.Cleanup(bb.srv.Close)
+	arrived, release := make(chan struct{}), make(chan struct{})
+	a.handle = func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-release
+		panic(http.ErrAbortHandler) // no response: the GET goes on to b
+	}
+	opts := baseOptions(upstreamsOf(t, a, bb))
+	opts.LoadFactor = 0
+	opts.IdleConnTimeout = time.Minute
+	b, _, front := proxy(t, opts)
+	key := keyOwnedBy(t, b, "a")
+	done := make(chan int)
+	go func() {
+		res, err := front.Client().Get(front.URL + "/?user=" + key)
+		if err != nil {
+			done <- 0
+			return
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		done <- res.StatusCode
+	}()
+	<-arrived
+	opts.IdleConnTimeout = 2 * time.Minute // a new transport
+	if _, err := b.Update(opts); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if code := <-done; code != 200 || bb.hits.Load() != 1 {
+		t.Fatalf("retry on b: %d, b hit %d times", code, bb.hits.Load())
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for open.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections to b still open in the replaced transport", open.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
