@@ -118,6 +118,11 @@ type Options struct {
 	DialTimeout           time.Duration
 	ResponseHeaderTimeout time.Duration
 	IdleConnTimeout       time.Duration
+	// ReadTimeout is the longest one read of an upstream's response body
+	// may wait for data (timeouts.read); 0 means no limit. A body silent
+	// for longer is cut: the client sees it truncated and the upstream's
+	// breaker counts a failure. Upgraded connections are not limited.
+	ReadTimeout time.Duration
 
 	// AccessLog logs one line per request at level Info.
 	AccessLog bool
@@ -546,11 +551,14 @@ func (b *Balancer) newProxy(s *snapshot, u *Upstream, target *url.URL) *httputil
 		ErrorHandler: recordError,
 	}
 	key, val := s.header, []string{u.name}
+	readTimeout := s.opts.ReadTimeout
 	p.ModifyResponse = func(res *http.Response) error {
 		if res.StatusCode == http.StatusSwitchingProtocols {
 			if err := checkUpgrade(res); err != nil {
 				return err // ReverseProxy closes the upstream connection
 			}
+		} else if readTimeout > 0 && res.Body != nil && res.Body != http.NoBody {
+			res.Body = &silenceBody{rc: res.Body, d: readTimeout}
 		}
 		if key != "" {
 			res.Header[key] = val[:1:1] // cap 1: an append elsewhere copies
@@ -780,6 +788,10 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 			// only when ringlb was not held up by the client (see
 			// responseWriter.clientBound).
 			b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{status: rw.status, err: http.ErrAbortHandler, gone: clientFault(r, body) || rw.clientBound()})
+			// What was received goes out before the connection is
+			// aborted, so the client sees a truncated response (never a
+			// complete-looking one: the length or last chunk is missing).
+			_ = http.NewResponseController(rw.ResponseWriter).Flush()
 		}
 	}()
 	m.proxy.ServeHTTP(rw, r)
@@ -1024,6 +1036,55 @@ func (b *Balancer) pick(s *snapshot, h uint64, tried []int, skipped []ring.Skip)
 		ch, skipped = s.ring.Pick(h, judge, skipped)
 	}
 	return ch, skipped
+}
+
+// errReadTimeout ends a read of an upstream's response body that waited
+// longer than Options.ReadTimeout.
+var errReadTimeout = &readTimeoutError{}
+
+type readTimeoutError struct{}
+
+func (*readTimeoutError) Error() string {
+	return "upstream response body silent for longer than timeouts.read"
+}
+func (*readTimeoutError) Timeout() bool   { return true }
+func (*readTimeoutError) Temporary() bool { return false }
+
+// silenceBody is an upstream response body each of whose reads may wait
+// at most d for data. A read that waits longer closes the body, which
+// ends it (and the connection) with errReadTimeout. Only time spent in a
+// read counts: time ringlb spends writing to the client does not.
+type silenceBody struct {
+	rc      io.ReadCloser
+	d       time.Duration
+	timer   *time.Timer
+	expired atomic.Bool
+}
+
+func (b *silenceBody) Read(p []byte) (int, error) {
+	if b.timer == nil {
+		b.timer = time.AfterFunc(b.d, b.expire)
+	} else {
+		b.timer.Reset(b.d)
+	}
+	n, err := b.rc.Read(p)
+	b.timer.Stop()
+	if err != nil && b.expired.Load() {
+		err = errReadTimeout
+	}
+	return n, err
+}
+
+func (b *silenceBody) expire() {
+	b.expired.Store(true)
+	b.rc.Close() // the transport closes the connection: the read ends
+}
+
+func (b *silenceBody) Close() error {
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	return b.rc.Close()
 }
 
 // trackedBody counts the request body bytes read, so a retry happens only

@@ -286,3 +286,61 @@ func TestReplacedTransportClosesReturnedConns(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestReadTimeoutCutsSilentBody: an upstream that sends its head and a
+// few bytes, then nothing, is cut after timeouts.read: the client sees a
+// truncated response and the upstream's breaker counts a failure. A body
+// whose reads never wait that long is not cut, however long it takes.
+func TestReadTimeoutCutsSilentBody(t *testing.T) {
+	a := newBackend(t, "a")
+	stop := make(chan struct{})
+	defer close(stop)
+	a.handle = func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1000")
+		if r.URL.Path == "/trickle" { // a byte every 40ms: never silent for 200ms
+			for range 20 {
+				w.Write([]byte("x"))
+				w.(http.Flusher).Flush()
+				time.Sleep(40 * time.Millisecond)
+			}
+			w.Write(make([]byte, 980))
+			return
+		}
+		w.Write([]byte("0123456789"))
+		w.(http.Flusher).Flush()
+		select { // stall
+		case <-stop:
+		case <-r.Context().Done():
+		}
+	}
+	opts := baseOptions(upstreamsOf(t, a))
+	opts.ReadTimeout = 200 * time.Millisecond
+	opts.Breaker = BreakerOptions{ConsecutiveFailures: 2, FailureStatuses: []int{502, 503, 504}, OpenTimeout: time.Minute}
+	b, _, front := proxy(t, opts)
+	c := &http.Client{Timeout: 10 * time.Second}
+	res, err := c.Get(front.URL + "/trickle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil || len(body) != 1000 {
+		t.Fatalf("trickling body: %d bytes, %v; want all 1000", len(body), err)
+	}
+	res, err = c.Get(front.URL + "/stall")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err = io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !errors.Is(err, io.ErrUnexpectedEOF) || string(body) != "0123456789" {
+		t.Fatalf("silent body: %d, %q, %v; want 200 cut after 10 bytes", res.StatusCode, body, err)
+	}
+	if st := status(t, b, "a"); st.Breaker != "closed" {
+		t.Fatalf("after one failure: %+v", st)
+	}
+	c.Get(front.URL + "/stall") // the second failure in a row opens it
+	if st := status(t, b, "a"); st.Breaker != "open" {
+		t.Errorf("two silent bodies: %+v, want the breaker open", st)
+	}
+}

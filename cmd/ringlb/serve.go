@@ -69,6 +69,7 @@ func balancerOptions(cfg *config.Config) balancer.Options {
 		Retries:               cfg.Retries,
 		DialTimeout:           cfg.Timeouts.Dial,
 		ResponseHeaderTimeout: cfg.Timeouts.ResponseHeader,
+		ReadTimeout:           cfg.Timeouts.Read,
 		IdleConnTimeout:       cfg.Timeouts.IdleConn,
 		AccessLog:             cfg.AccessLog,
 		HealthChecks:          cfg.Health != nil,
