@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"sync"
@@ -226,7 +227,6 @@ func serve(ctx context.Context, path string, cfg *config.Config, logger *slog.Lo
 		ErrorLog:          errLog,
 	}
 	adminSrv := &http.Server{
-		Handler:           admin.NewHandler(b, reg, reload, admin.Options{Pprof: cfg.DebugPprof}),
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,
 		ErrorLog:          errLog,
@@ -242,6 +242,11 @@ func serve(ctx context.Context, path string, cfg *config.Config, logger *slog.Lo
 		logger.Error("cannot listen", "admin_listen", cfg.AdminListen, "err", err)
 		return exitFail
 	}
+	adminSrv.Handler = admin.NewHandler(b, reg, reload, admin.Options{
+		Pprof: cfg.DebugPprof,
+		Addr:  al.Addr().String(),
+		Name:  hostName(cfg.AdminListen),
+	})
 	names := make([]string, len(cfg.Upstreams))
 	for i, u := range cfg.Upstreams {
 		names[i] = u.Name + "=" + u.URL.String()
@@ -364,4 +369,17 @@ func headSize(r *http.Request) int {
 		n += len("Host: ") + len(r.Host) + 2
 	}
 	return n + 2
+}
+
+// hostName returns the host of a host:port address when it is a name
+// rather than an IP address; "" otherwise.
+func hostName(hostport string) string {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil || host == "" {
+		return ""
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return ""
+	}
+	return host
 }
