@@ -926,7 +926,7 @@ func (b *Balancer) accessLog(s *snapshot, r *http.Request, m *member, code int, 
 // follows on_missing; false means a 400 was written. A generated affinity
 // cookie goes on the final response head (see responseWriter.setCookie).
 func (b *Balancer) position(s *snapshot, w *responseWriter, r *http.Request) (uint64, bool) {
-	if s.onMissing == missingCookie {
+	if s.onMissing == missingCookie && !dropped(r.Header, "Cookie") {
 		if v, ok := cookieValue(r.Header, s.opts.CookieName); ok {
 			return s.ring.Hash(v), true
 		}

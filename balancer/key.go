@@ -30,14 +30,23 @@ func newKeyFunc(src KeySource, trusted []netip.Prefix) (keyFunc, error) {
 			return nil, fmt.Errorf("key source cookie: needs a name")
 		}
 		name := src.Name
-		return func(r *http.Request) (string, bool) { return cookieValue(r.Header, name) }, nil
+		return func(r *http.Request) (string, bool) {
+			if dropped(r.Header, "Cookie") {
+				return "", false
+			}
+			return cookieValue(r.Header, name)
+		}, nil
 	case KeyHeader:
 		if src.Name == "" {
 			return nil, fmt.Errorf("key source header: needs a name")
 		}
 		name := textproto.CanonicalMIMEHeaderKey(src.Name)
+		if hopHeaders[name] {
+			// Never forwarded: never a key.
+			return func(*http.Request) (string, bool) { return "", false }, nil
+		}
 		return func(r *http.Request) (string, bool) {
-			if v := r.Header[name]; len(v) > 0 && v[0] != "" {
+			if v := r.Header[name]; len(v) > 0 && v[0] != "" && !dropped(r.Header, name) {
 				return v[0], true
 			}
 			return "", false
@@ -64,6 +73,31 @@ func newKeyFunc(src KeySource, trusted []netip.Prefix) (keyFunc, error) {
 		return func(r *http.Request) (string, bool) { return clientIP(r, trusted) }, nil
 	}
 	return nil, fmt.Errorf("unknown key source %q", src.Kind)
+}
+
+// hopHeaders are the hop-by-hop headers ReverseProxy removes from every
+// request it forwards (canonical names).
+var hopHeaders = map[string]bool{
+	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true,
+	"Proxy-Authenticate": true, "Proxy-Authorization": true,
+	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+}
+
+// dropped reports whether the request's Connection header lists the
+// header name, so that it is removed before the upstream sees it (RFC
+// 9110 section 7.6.1). A key is taken only from what is forwarded: the
+// application must be able to read the same value.
+func dropped(h http.Header, name string) bool {
+	for _, line := range h["Connection"] {
+		for line != "" {
+			var tok string
+			tok, line, _ = strings.Cut(line, ",")
+			if strings.EqualFold(textproto.TrimString(tok), name) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (k KeySource) String() string {
