@@ -107,13 +107,16 @@ func (k KeySource) String() string {
 	return k.Kind + " " + k.Name
 }
 
-// cookieValue returns the value of the first cookie called name with a
-// non-empty value, reading the Cookie header lines as net/http does
-// (http.Request.Cookie) but without allocating: pairs split on ";", the
-// pair and the name trimmed of ASCII blanks, one pair of surrounding
-// double quotes removed, and a value holding bytes a cookie value cannot
-// (controls, non-ASCII, double quote, backslash) skipped as net/http skips
-// it. So the key is the cookie the application behind ringlb reads.
+// cookieValue returns the value of the cookie called name exactly as
+// net/http's http.Request.Cookie reads it, but without allocating: the
+// first pair with that name whose value net/http accepts, reading the
+// Cookie header lines in order, pairs split on ";", the pair and the name
+// trimmed of ASCII blanks, one pair of surrounding double quotes removed,
+// and a value holding bytes a cookie value cannot (controls, non-ASCII,
+// double quote, backslash) skipped as net/http skips it. An empty value
+// is that cookie too: the source is then absent, not read from a later
+// pair ("session=; session=bob" has no key, as the application reads
+// ""). So the key is the cookie the application behind ringlb reads.
 func cookieValue(h http.Header, name string) (string, bool) {
 	for _, line := range h["Cookie"] {
 		for line != "" {
@@ -126,8 +129,8 @@ func cookieValue(h http.Header, name string) (string, bool) {
 			if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
 				v = v[1 : len(v)-1]
 			}
-			if v != "" && validCookieValue(v) {
-				return v, true
+			if validCookieValue(v) {
+				return v, v != ""
 			}
 		}
 	}

@@ -29,9 +29,14 @@ func TestQueryValue(t *testing.T) {
 }
 
 func TestCookieValue(t *testing.T) {
-	h := http.Header{"Cookie": {"a=1; session=", "x=2;session=\"s1\"; session=s2"}}
+	h := http.Header{"Cookie": {"a=1; session=\x01", "x=2;session=\"s1\"; session=s2"}}
 	if v, ok := cookieValue(h, "session"); v != "s1" || !ok {
 		t.Errorf("got %q %v", v, ok)
+	}
+	// The first valid pair decides, empty or not, as http.Request.Cookie.
+	h = http.Header{"Cookie": {"a=1; session=", "x=2;session=\"s1\"; session=s2"}}
+	if v, ok := cookieValue(h, "session"); v != "" || ok {
+		t.Errorf("empty first session cookie: got %q %v, want absent", v, ok)
 	}
 	if _, ok := cookieValue(h, "none"); ok {
 		t.Error("found a missing cookie")
