@@ -911,7 +911,10 @@ func writeDeadlineUpstream(t *testing.T, name string, deadline time.Duration, si
 // promptly is still charged.
 func TestSlowClientDoesNotChargeUpstream(t *testing.T) {
 	const size = 64 << 20 // far more than the socket buffers on the way
-	a, stalled := writeDeadlineUpstream(t, "a", 200*time.Millisecond, size)
+	// The deadline is long beside the time ringlb then takes to pass on
+	// what the socket buffers hold (a few MiB: up to a few hundred ms on
+	// a busy machine under -race), as a real write timeout is.
+	a, stalled := writeDeadlineUpstream(t, "a", time.Second, size)
 	be := newBackend(t, "b")
 	opts := baseOptions(append([]UpstreamOptions{a}, upstreamsOf(t, be)...))
 	opts.LoadFactor = 0
