@@ -20,6 +20,7 @@ package balancer
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -121,6 +122,11 @@ type Options struct {
 	DialTimeout           time.Duration
 	ResponseHeaderTimeout time.Duration
 	IdleConnTimeout       time.Duration
+	// ReadTimeout is the longest one read of an upstream's response body
+	// may wait for data (timeouts.read); 0 means no limit. A body silent
+	// for longer is cut: the client sees it truncated and the upstream's
+	// breaker counts a failure. Upgraded connections are not limited.
+	ReadTimeout time.Duration
 
 	// AccessLog logs one line per request at level Info.
 	AccessLog bool
@@ -160,6 +166,7 @@ type snapshot struct {
 	header     string // canonical UpstreamHeader, or ""
 	failStatus statusSet
 	breaker    *BreakerOptions // validated; nil when breakers are off
+	transport  *transport      // the one every member's proxy uses
 
 	// availW is the total weight of available members, as float64 bits;
 	// recomputed (under Balancer.mu) on every availability flip.
@@ -191,10 +198,12 @@ type Balancer struct {
 	epoch  time.Time
 	now    func() time.Time
 
+	tunnels tunnels // upgraded connections (WebSocket), for shutdown
+
 	mu        sync.Mutex // serialises Update, SetHealthy, settle and Close
 	ups       map[string]*Upstream
 	checksOff bool // an Update turned HealthChecks off: SetHealthy is ignored
-	transport *http.Transport
+	transport *transport
 	tcfg      [3]time.Duration
 }
 
@@ -352,11 +361,12 @@ func (b *Balancer) buildLocked(opts Options, initial bool) (*snapshot, error) {
 	tcfg := [3]time.Duration{opts.DialTimeout, opts.ResponseHeaderTimeout, opts.IdleConnTimeout}
 	if b.transport == nil || tcfg != b.tcfg {
 		if b.transport != nil {
-			b.transport.CloseIdleConnections()
+			b.transport.retire()
 		}
-		b.transport = newTransport(opts)
+		b.transport = &transport{Transport: newTransport(opts)}
 		b.tcfg = tcfg
 	}
+	s.transport = b.transport
 	ups := make(map[string]*Upstream, len(rm))
 	s.members = make([]member, len(r.Members()))
 	for i, rmem := range r.Members() {
@@ -443,7 +453,9 @@ func (b *Balancer) LastReload() *Reload { return b.lastReload.Load() }
 // line; an ejection counts in ringlb_ejections_total{reason="health"};
 // an upstream that becomes available again slow-starts when
 // Options.SlowStart > 0. An upstream whose breaker is open stays
-// unavailable whatever the check says. Names not in the current ring
+// unavailable whatever the check says until its open period is over;
+// after it, a verdict of up makes it available at once (half-open: the
+// next request for its keys is the trial). Names not in the current ring
 // (say, just removed by a reload) are ignored, and so is every report
 // after an Update turned Options.HealthChecks off.
 func (b *Balancer) SetHealthy(name string, up bool, reason string) {
@@ -473,6 +485,32 @@ type dialError struct{ err error }
 
 func (e *dialError) Error() string { return e.err.Error() }
 func (e *dialError) Unwrap() error { return e.err }
+
+// transport is the upstream transport of one or more snapshots, with a
+// count of the attempts using it. One that a reload replaced (retired)
+// closes its idle connections at once and again when its last attempt
+// ends: connections that requests in flight give back afterwards would
+// otherwise sit idle, to upstreams perhaps removed, until idle_conn.
+// (CloseIdleConnections also makes connections that become idle close,
+// but only until the transport's next dial.)
+type transport struct {
+	*http.Transport
+	active  atomic.Int64
+	retired atomic.Bool
+}
+
+func (t *transport) begin() { t.active.Add(1) }
+
+func (t *transport) end() {
+	if t.active.Add(-1) == 0 && t.retired.Load() {
+		t.CloseIdleConnections()
+	}
+}
+
+func (t *transport) retire() {
+	t.retired.Store(true)
+	t.CloseIdleConnections()
+}
 
 func newTransport(opts Options) *http.Transport {
 	d := &net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}
@@ -522,23 +560,104 @@ func (bp *bufferPool) Put(b []byte) {
 func (b *Balancer) newProxy(s *snapshot, u *Upstream, target *url.URL) *httputil.ReverseProxy {
 	p := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
+			// Forward the query exactly as received: ReverseProxy has
+			// re-encoded one holding ";", a bad escape or too many
+			// parameters (dropping pairs, sorting the rest), which breaks
+			// signed URLs and the query the application reads.
+			pr.Out.URL.RawQuery = pr.In.URL.RawQuery
 			pr.SetURL(target)
 			setForwarded(pr.Out.Header, pr.In)
 			pr.Out.Host = pr.In.Host
 		},
-		Transport:    b.transport,
+		Transport:    b.transport.Transport,
 		BufferPool:   &b.bufs,
 		ErrorLog:     b.errLog,
 		ErrorHandler: recordError,
 	}
-	if s.header != "" {
-		key, val := s.header, []string{u.name}
-		p.ModifyResponse = func(res *http.Response) error {
-			res.Header[key] = val[:1:1] // cap 1: an append elsewhere copies
-			return nil
+	key, val := s.header, []string{u.name}
+	readTimeout := s.opts.ReadTimeout
+	p.ModifyResponse = func(res *http.Response) error {
+		if res.StatusCode == http.StatusSwitchingProtocols {
+			if err := checkUpgrade(res); err != nil {
+				return err // ReverseProxy closes the upstream connection
+			}
+		} else if readTimeout > 0 && res.Body != nil && res.Body != http.NoBody {
+			res.Body = &silenceBody{rc: res.Body, d: readTimeout}
 		}
+		if key != "" {
+			res.Header[key] = val[:1:1] // cap 1: an append elsewhere copies
+		}
+		return nil
 	}
 	return p
+}
+
+// upgradeError is a 101 response ReverseProxy would refuse: its Upgrade
+// header names another protocol than the request's. byClient says the
+// client caused it: it asked for a list of protocols ("websocket, foo",
+// which ReverseProxy compares as one string) and the upstream chose one
+// of them, as RFC 9110 lets it. Then neither the breaker nor a retry
+// sees it; otherwise the upstream misbehaved and it is a failure.
+type upgradeError struct {
+	asked, got string
+	byClient   bool
+}
+
+func (e *upgradeError) Error() string {
+	return fmt.Sprintf("upstream switched to protocol %q when %q was requested", e.got, e.asked)
+}
+
+// checkUpgrade applies ReverseProxy's rule for a 101 (the response's
+// Upgrade must equal the request's, ignoring case, and be printable) so
+// that a refused switch is judged here, and its connection closed at once
+// (ReverseProxy closes the body of a response ModifyResponse rejects, but
+// not of one it refuses itself).
+func checkUpgrade(res *http.Response) error {
+	if res.Request == nil {
+		return nil
+	}
+	asked, got := upgradeType(res.Request.Header), upgradeType(res.Header)
+	if strings.EqualFold(asked, got) && printable(got) {
+		return nil
+	}
+	e := &upgradeError{asked: asked, got: got}
+	if got != "" && printable(got) {
+		for _, tok := range strings.Split(asked, ",") {
+			if strings.EqualFold(textproto.TrimString(tok), got) {
+				e.byClient = true
+			}
+		}
+	}
+	return e
+}
+
+// upgradeType is the protocol a message's Upgrade header asks for, when
+// its Connection header lists "upgrade"; as ReverseProxy reads it.
+func upgradeType(h http.Header) string {
+	for _, v := range h["Connection"] {
+		for _, tok := range strings.Split(v, ",") {
+			if strings.EqualFold(textproto.TrimString(tok), "upgrade") {
+				return h.Get("Upgrade")
+			}
+		}
+	}
+	return ""
+}
+
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// byClient reports whether err is the client's doing (see upgradeError):
+// it neither feeds the breaker nor is retried.
+func byClient(err error) bool {
+	var ue *upgradeError
+	return errors.As(err, &ue) && ue.byClient
 }
 
 // setForwarded sets the outbound X-Forwarded-For, -Host and -Proto
@@ -598,12 +717,12 @@ func recordError(w http.ResponseWriter, r *http.Request, err error) {
 func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	s := b.snap.Load()
-	h, ok := b.position(s, w, r)
+	rw := &responseWriter{ResponseWriter: w, no1xx: !r.ProtoAtLeast(1, 1), tunnels: &b.tunnels}
+	h, ok := b.position(s, rw, r)
 	if !ok {
 		b.accessLog(s, r, nil, http.StatusBadRequest, start, nil)
 		return
 	}
-	rw := &responseWriter{ResponseWriter: w}
 	var body *trackedBody
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 		body = &trackedBody{rc: r.Body}
@@ -614,7 +733,12 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var triedBuf [4]int
 	tried := triedBuf[:0]
 	var last *member
-	defer func() { b.account(s, rw, r, last, start) }()
+	defer func() {
+		if rw.tunnel != nil { // the upgraded connection's copy is over
+			b.tunnels.remove(rw.tunnel)
+		}
+		b.account(s, rw, r, last, start)
+	}()
 	c, _ := b.pick(s, h, tried, nil)
 	for attempts := 0; ; {
 		if c.Member < 0 {
@@ -625,7 +749,7 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			break // nowhere else to go
 		}
 		m := &s.members[c.Member]
-		done, ok := b.allow(m.u)
+		done, trial, ok := b.allow(m.u)
 		if !ok {
 			// The breaker refused after the walk admitted it (a race with a
 			// trip, or the half-open trial was taken): walk on.
@@ -642,9 +766,9 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		last = m
 		nh := len(rw.Header())
 		rw.err = nil
-		b.attempt(s, m, rw, r, body, done)
+		b.attempt(s, m, rw, r, body, done, trial)
 		attempts++
-		if rw.err == nil || rw.wroteHeader || clientFault(r, body) {
+		if rw.err == nil || rw.wroteHeader || clientFault(r, body) || byClient(rw.err) {
 			break
 		}
 		if s.fail || attempts > s.retries || len(rw.Header()) != nh || !retryable(rw.err, r, body) {
@@ -662,25 +786,59 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // slot until the response is finished, also when the copy panics with
 // http.ErrAbortHandler (which is left to reach net/http). The outcome goes
 // to the upstream's breaker through done (from allow; nil without one).
-func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.Request, body *trackedBody, done func(error)) {
+// A half-open trial (trial true) is settled by the response head (or the
+// 101), so that a long body (a stream, a download, a tunnel) does not
+// keep the upstream's other keys away; the body's outcome then counts as
+// an ordinary attempt of the closed breaker.
+func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.Request, body *trackedBody, done func(error), trial bool) {
 	u := m.u
 	u.inflight.Add(1)
 	b.inflight.Add(1)
+	s.transport.begin()
+	rw.trialSettled = false
+	if trial {
+		rw.onHead = func(code int) {
+			rw.trialSettled = true
+			b.report(s, u, done, outcome{status: code})
+		}
+	}
 	finished := false
 	defer func() {
 		u.inflight.Add(-1)
 		b.inflight.Add(-1)
+		s.transport.end()
 		if !finished {
-			b.report(s, u, done, outcome{status: rw.status, err: http.ErrAbortHandler, gone: clientFault(r, body)})
+			// The response broke off mid-body. The upstream is charged
+			// only when ringlb was not held up by the client (see
+			// responseWriter.clientBound).
+			b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{status: rw.status, err: http.ErrAbortHandler, gone: clientFault(r, body) || rw.clientBound()})
+			// What was received goes out before the connection is
+			// aborted, so the client sees a truncated response (never a
+			// complete-looking one: the length or last chunk is missing).
+			_ = http.NewResponseController(rw.ResponseWriter).Flush()
 		}
 	}()
 	m.proxy.ServeHTTP(rw, r)
 	finished = true
 	if rw.err != nil {
-		b.report(s, u, done, outcome{err: rw.err, gone: clientFault(r, body)})
+		b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{err: rw.err, gone: clientFault(r, body) || byClient(rw.err)})
 	} else {
-		b.report(s, u, done, outcome{status: rw.status})
+		b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{status: rw.status})
 	}
+}
+
+// outcomeDone returns where an attempt's final outcome goes: done, unless
+// the attempt is a trial whose head settled it; then the outcome counts
+// as an ordinary attempt of the breaker (see ordinaryAttempt).
+func (b *Balancer) outcomeDone(u *Upstream, rw *responseWriter, done func(error), trial bool) func(error) {
+	if !trial {
+		return done
+	}
+	rw.onHead = nil
+	if rw.trialSettled {
+		return b.ordinaryAttempt(u)
+	}
+	return done
 }
 
 // retryable says whether a failed attempt may be repeated elsewhere: any
@@ -722,7 +880,9 @@ func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, 
 		panic(http.ErrAbortHandler)
 	}
 	code, msg := http.StatusBadGateway, "bad gateway: upstream "+m.u.name+" failed\n"
-	if !s.fail && isTimeout(rw.err) {
+	if byClient(rw.err) {
+		msg = "bad gateway: upgrade to one protocol at a time, not a list\n"
+	} else if !s.fail && isTimeout(rw.err) {
 		code, msg = http.StatusGatewayTimeout, "gateway timeout: upstream "+m.u.name+" timed out\n"
 	}
 	b.log.Debug("upstream failed", "upstream", m.u.name, "method", r.Method, "uri", r.RequestURI, "error", rw.err)
@@ -787,9 +947,10 @@ func (b *Balancer) accessLog(s *snapshot, r *http.Request, m *member, code int, 
 
 // position returns the request's ring position: the hash of its key, the
 // affinity cookie's value first when on_missing is cookie. With no key it
-// follows on_missing; false means a 400 was written.
-func (b *Balancer) position(s *snapshot, w http.ResponseWriter, r *http.Request) (uint64, bool) {
-	if s.onMissing == missingCookie {
+// follows on_missing; false means a 400 was written. A generated affinity
+// cookie goes on the final response head (see responseWriter.setCookie).
+func (b *Balancer) position(s *snapshot, w *responseWriter, r *http.Request) (uint64, bool) {
+	if s.onMissing == missingCookie && !dropped(r.Header, "Cookie") {
 		if v, ok := cookieValue(r.Header, s.opts.CookieName); ok {
 			return s.ring.Hash(v), true
 		}
@@ -807,7 +968,7 @@ func (b *Balancer) position(s *snapshot, w http.ResponseWriter, r *http.Request)
 		var id [16]byte
 		rand.Read(id[:])
 		v := hex.EncodeToString(id[:])
-		http.SetCookie(w, &http.Cookie{
+		w.setCookie = (&http.Cookie{
 			Name:     s.opts.CookieName,
 			Value:    v,
 			Path:     "/",
@@ -815,7 +976,7 @@ func (b *Balancer) position(s *snapshot, w http.ResponseWriter, r *http.Request)
 			Secure:   s.opts.CookieSecure,
 			HttpOnly: s.opts.CookieHTTPOnly,
 			SameSite: http.SameSiteLaxMode,
-		})
+		}).String()
 		return s.ring.Hash(v), true
 	}
 	return mrand.Uint64(), true
@@ -901,6 +1062,55 @@ func (b *Balancer) pick(s *snapshot, h uint64, tried []int, skipped []ring.Skip)
 	return ch, skipped
 }
 
+// errReadTimeout ends a read of an upstream's response body that waited
+// longer than Options.ReadTimeout.
+var errReadTimeout = &readTimeoutError{}
+
+type readTimeoutError struct{}
+
+func (*readTimeoutError) Error() string {
+	return "upstream response body silent for longer than timeouts.read"
+}
+func (*readTimeoutError) Timeout() bool   { return true }
+func (*readTimeoutError) Temporary() bool { return false }
+
+// silenceBody is an upstream response body each of whose reads may wait
+// at most d for data. A read that waits longer closes the body, which
+// ends it (and the connection) with errReadTimeout. Only time spent in a
+// read counts: time ringlb spends writing to the client does not.
+type silenceBody struct {
+	rc      io.ReadCloser
+	d       time.Duration
+	timer   *time.Timer
+	expired atomic.Bool
+}
+
+func (b *silenceBody) Read(p []byte) (int, error) {
+	if b.timer == nil {
+		b.timer = time.AfterFunc(b.d, b.expire)
+	} else {
+		b.timer.Reset(b.d)
+	}
+	n, err := b.rc.Read(p)
+	b.timer.Stop()
+	if err != nil && b.expired.Load() {
+		err = errReadTimeout
+	}
+	return n, err
+}
+
+func (b *silenceBody) expire() {
+	b.expired.Store(true)
+	b.rc.Close() // the transport closes the connection: the read ends
+}
+
+func (b *silenceBody) Close() error {
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	return b.rc.Close()
+}
+
 // trackedBody counts the request body bytes read, so a retry happens only
 // when nothing was sent; notes whether reading the client's body failed
 // (a malformed chunk, a connection closed short of Content-Length), which
@@ -933,39 +1143,113 @@ func clientFault(r *http.Request, body *trackedBody) bool {
 func (t *trackedBody) Close() error { return nil }
 
 // responseWriter notes the status sent to the client and the error of
-// the current attempt, and passes Flush and Hijack through.
+// the current attempt, and passes Flush and Hijack through. It also
+// times the writes to the client, so that a response that breaks off
+// mid-body can be put down to the side that held it up (clientBound).
 type responseWriter struct {
 	http.ResponseWriter
 	status      int
 	wroteHeader bool
 	err         error
+
+	// onHead, when set, is called once with the final status as the head
+	// is written; attempt sets it for a half-open trial, and trialSettled
+	// records that it ran.
+	onHead       func(code int)
+	trialSettled bool
+	// setCookie, when not empty, is a Set-Cookie value added to the final
+	// head only: a 1xx sends the header map and ReverseProxy then clears
+	// it, so anything put there before proxying would miss the response.
+	setCookie string
+	// no1xx drops informational responses: the client speaks HTTP/1.0,
+	// which has none (RFC 9110 section 15.2).
+	no1xx bool
+	// tunnels tracks the connection once Hijack hands it over; tunnel is
+	// that connection, removed from tunnels when ServeHTTP returns.
+	tunnels *tunnels
+	tunnel  net.Conn
+
+	headAt     time.Time     // when the final head was written
+	clientWait time.Duration // time spent in writes and flushes to the client
+	clientErr  bool          // a write or flush to the client failed
 }
 
 func (w *responseWriter) WriteHeader(code int) {
 	if !w.wroteHeader {
 		if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
-			w.ResponseWriter.WriteHeader(code) // informational: more to come
+			if !w.no1xx {
+				w.ResponseWriter.WriteHeader(code) // informational: more to come
+			}
 			return
 		}
-		w.status, w.wroteHeader = code, true
+		w.head(code)
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// head records the final status, before it is written, and adds what
+// belongs on the final head.
+func (w *responseWriter) head(code int) {
+	if w.setCookie != "" {
+		w.Header().Add("Set-Cookie", w.setCookie)
+	}
+	w.status, w.wroteHeader = code, true
+	w.headAt = time.Now()
+	if f := w.onHead; f != nil {
+		w.onHead = nil
+		f(code)
+	}
+}
+
 func (w *responseWriter) Write(p []byte) (int, error) {
 	if !w.wroteHeader {
-		w.status, w.wroteHeader = http.StatusOK, true
+		w.head(http.StatusOK)
 	}
-	return w.ResponseWriter.Write(p)
+	t := time.Now()
+	n, err := w.ResponseWriter.Write(p)
+	w.clientWait += time.Since(t)
+	if err != nil {
+		w.clientErr = true
+	}
+	return n, err
 }
 
 // FlushError flushes buffered data to the client (http.ResponseController
 // and ReverseProxy's streaming use it).
 func (w *responseWriter) FlushError() error {
 	if !w.wroteHeader {
-		w.status, w.wroteHeader = http.StatusOK, true
+		w.head(http.StatusOK)
 	}
-	return http.NewResponseController(w.ResponseWriter).Flush()
+	t := time.Now()
+	err := http.NewResponseController(w.ResponseWriter).Flush()
+	w.clientWait += time.Since(t)
+	if err != nil {
+		w.clientErr = true
+	}
+	return err
+}
+
+// minClientWait is the least time blocked on the client that can make a
+// broken-off response the client's doing; below it, writes merely took
+// their usual microseconds.
+const minClientWait = 10 * time.Millisecond
+
+// clientBound reports whether a response that broke off mid-body is put
+// down to the client rather than the upstream: a write to the client
+// failed, or ringlb spent at least half of the time since the response
+// head (and at least minClientWait) blocked writing to the client. Then
+// the client, not the upstream, set the pace, and an upstream that gave
+// up (a write deadline, a send timeout) gave up waiting on the client:
+// ringlb could not read while it could not write. A client that reads
+// slowly on purpose must not be able to eject an upstream.
+func (w *responseWriter) clientBound() bool {
+	if w.clientErr {
+		return true
+	}
+	if w.headAt.IsZero() || w.clientWait < minClientWait {
+		return false
+	}
+	return 2*w.clientWait >= time.Since(w.headAt)
 }
 
 // Flush implements http.Flusher.
@@ -973,12 +1257,119 @@ func (w *responseWriter) Flush() { _ = w.FlushError() }
 
 // Hijack takes over the connection, for protocol upgrades.
 func (w *responseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	// Counted before the server lets go of the connection, so a
+	// Shutdown that sees no active connection also sees this tunnel.
+	w.tunnels.opening()
 	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
-	if err == nil {
-		w.status, w.wroteHeader = http.StatusSwitchingProtocols, true
+	if err != nil {
+		w.tunnels.remove(nil)
+		return c, brw, err
 	}
-	return c, brw, err
+	w.tunnel = c
+	w.tunnels.opened(c)
+	w.head(http.StatusSwitchingProtocols)
+	// ReverseProxy copies from the connection itself: bytes the client
+	// sent right behind its request, already in the server's buffer,
+	// must come first.
+	if n := brw.Reader.Buffered(); n > 0 {
+		early, _ := brw.Reader.Peek(n)
+		c = &bufferedConn{Conn: c, early: bytes.Clone(early)}
+	}
+	return c, brw, nil
+}
+
+// bufferedConn is a hijacked connection whose first reads return the
+// bytes the server had already buffered.
+type bufferedConn struct {
+	net.Conn
+	early []byte
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) {
+	if len(c.early) > 0 {
+		n := copy(p, c.early)
+		c.early = c.early[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// CloseWrite half-closes the connection when it can, as ReverseProxy does
+// to the client's connection once the upstream is done sending.
+func (c *bufferedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Conn.Close()
 }
 
 // Unwrap lets http.ResponseController reach the server's writer.
 func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// tunnels tracks the connections handed over for protocol upgrades
+// (WebSocket tunnels): http.Server.Shutdown forgets hijacked connections,
+// so without this a shutdown would cut them at once.
+type tunnels struct {
+	mu    sync.Mutex
+	n     int                   // tunnels open or opening
+	conns map[net.Conn]struct{} // the open ones
+	idle  chan struct{}         // closed when n drops to 0; nil until waited for
+}
+
+func (t *tunnels) opening() {
+	t.mu.Lock()
+	t.n++
+	t.mu.Unlock()
+}
+
+func (t *tunnels) opened(c net.Conn) {
+	t.mu.Lock()
+	if t.conns == nil {
+		t.conns = map[net.Conn]struct{}{}
+	}
+	t.conns[c] = struct{}{}
+	t.mu.Unlock()
+}
+
+// remove ends a tunnel counted by opening (c nil: one that never opened).
+func (t *tunnels) remove(c net.Conn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c != nil {
+		delete(t.conns, c)
+	}
+	t.n--
+	if t.n == 0 && t.idle != nil {
+		close(t.idle)
+		t.idle = nil
+	}
+}
+
+// WaitTunnels waits until every upgraded connection (a WebSocket tunnel,
+// which http.Server.Shutdown does not wait for) has closed, or ctx is
+// done; then it closes those still open and returns ctx's error. Call it
+// after the proxy server's Shutdown, with the same deadline.
+func (b *Balancer) WaitTunnels(ctx context.Context) error {
+	t := &b.tunnels
+	t.mu.Lock()
+	if t.n == 0 {
+		t.mu.Unlock()
+		return nil
+	}
+	if t.idle == nil {
+		t.idle = make(chan struct{})
+	}
+	idle := t.idle
+	t.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+	}
+	t.mu.Lock()
+	for c := range t.conns {
+		c.Close()
+	}
+	t.mu.Unlock()
+	return ctx.Err()
+}

@@ -660,3 +660,165 @@ func TestSlowStartAfterReload(t *testing.T) {
 		t.Errorf("active fraction after slow start %v", st.Upstreams[1].ActiveFraction)
 	}
 }
+
+// TestAffinityCookieSurvives1xx: the generated affinity cookie reaches
+// the client on the final response when the upstream sends a 103 Early
+// Hints first (net/http sends and clears the header map with a 1xx), and
+// such a request is still retried elsewhere when its upstream fails
+// after the 1xx.
+func TestAffinityCookieSurvives1xx(t *testing.T) {
+	hints := func(w http.ResponseWriter) {
+		w.Header().Set("Link", "</style.css>; rel=preload; as=style")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+	}
+	a, bb := newBackend(t, "a"), newBackend(t, "b")
+	a.handle = func(w http.ResponseWriter, r *http.Request) {
+		hints(w)
+		panic(http.ErrAbortHandler) // a fails after its 1xx
+	}
+	bb.handle = func(w http.ResponseWriter, r *http.Request) {
+		hints(w)
+		io.WriteString(w, "b")
+	}
+	opts := baseOptions(upstreamsOf(t, a, bb))
+	opts.Key = []KeySource{{Kind: KeyHeader, Name: "X-User-ID"}}
+	opts.OnMissing = "cookie"
+	opts.CookieName = "ringlb_affinity"
+	_, _, front := proxy(t, opts)
+	c := front.Client()
+	for i := 0; i < 50 && a.hits.Load() < 3; i++ {
+		res, err := c.Get(front.URL + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || res.Header.Get("X-Backend") != "b" {
+			t.Errorf("request %d: %d from %q, want 200 from b (a's failures retried)", i, res.StatusCode, res.Header.Get("X-Backend"))
+		}
+		if cs := res.Cookies(); len(cs) != 1 || cs[0].Name != "ringlb_affinity" || len(cs[0].Value) != 32 {
+			t.Errorf("request %d: cookies %v, want the affinity cookie", i, cs)
+		}
+	}
+	if a.hits.Load() == 0 {
+		t.Fatal("no random key landed on a in 50 requests")
+	}
+}
+
+// TestQueryForwardedAsReceived: the request target's query reaches the
+// upstream exactly as the client sent it, also when it holds ";", a bad
+// "%" escape or more parameters than net/url parses (ReverseProxy would
+// re-encode it: drop pairs and sort the rest, breaking signed URLs).
+func TestQueryForwardedAsReceived(t *testing.T) {
+	be := newBackend(t, "a")
+	be.handle = func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.RequestURI) }
+	_, _, front := proxy(t, baseOptions(upstreamsOf(t, be)))
+	many := strings.Repeat("p=1&", 10001) + "user=u"
+	for _, target := range []string{
+		"/s?sig=abc;def&expires=1",
+		"/s?z=1&a=2&x=%zz",
+		"/s?b=2&a=1&a=%41",
+		"/s?" + many,
+		"/s?",
+	} {
+		conn, err := net.Dial("tcp", front.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", target)
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(res.Body)
+		conn.Close()
+		if string(got) != target {
+			show := func(s string) string {
+				if len(s) > 60 {
+					return s[:60] + "..."
+				}
+				return s
+			}
+			t.Errorf("sent %q, upstream got %q", show(target), show(string(got)))
+		}
+	}
+}
+
+// echoUpgrade is a WebSocket-like upstream: it switches protocols and
+// echoes what it reads.
+func echoUpgrade(w http.ResponseWriter, r *http.Request) {
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+	brw.Flush()
+	buf := make([]byte, 64)
+	for {
+		n, err := brw.Read(buf)
+		if err != nil {
+			return
+		}
+		conn.Write(buf[:n])
+	}
+}
+
+// TestUpgradeKeepsBytesSentWithRequest: bytes a client sends right
+// behind its upgrade request, in the same write, reach the upstream.
+func TestUpgradeKeepsBytesSentWithRequest(t *testing.T) {
+	be := newBackend(t, "a")
+	be.handle = echoUpgrade
+	_, _, front := proxy(t, baseOptions(upstreamsOf(t, be)))
+	conn, err := net.Dial("tcp", front.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(conn, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\nearly")
+	br := bufio.NewReader(conn)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("%v %v", res, err)
+	}
+	buf := make([]byte, len("early"))
+	if _, err := io.ReadFull(br, buf); err != nil || string(buf) != "early" {
+		t.Fatalf("echo of the early bytes: %q, %v", buf, err)
+	}
+}
+
+// TestNo1xxToHTTP10: an HTTP/1.0 client never gets a 1xx (RFC 9110
+// 15.2): an nginx in front, speaking HTTP/1.0 by default, would take it
+// as the final response.
+func TestNo1xxToHTTP10(t *testing.T) {
+	be := newBackend(t, "a")
+	be.handle = func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</style.css>; rel=preload; as=style")
+		w.WriteHeader(http.StatusEarlyHints)
+		io.WriteString(w, "final")
+	}
+	_, _, front := proxy(t, baseOptions(upstreamsOf(t, be)))
+	for _, proto := range []string{"HTTP/1.0", "HTTP/1.1"} {
+		conn, err := net.Dial("tcp", front.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(conn, "GET / %s\r\nHost: x\r\nConnection: close\r\n\r\n", proto)
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		conn.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 200
+		if proto == "HTTP/1.1" {
+			want = http.StatusEarlyHints // 1.1 clients do get it
+		}
+		if res.StatusCode != want {
+			t.Errorf("%s: first response %d, want %d", proto, res.StatusCode, want)
+		}
+	}
+}

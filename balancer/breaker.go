@@ -16,6 +16,11 @@ import (
 // a response that breaks off mid-body, and responses whose status is in
 // FailureStatuses are failures; anything else that got a response is a
 // success; an attempt whose client went away first counts as neither.
+// Only the upstream's own faults count: a response that breaks off
+// mid-body while ringlb was held up writing to the client (at least half
+// of the time since the response head blocked on the client, or a write
+// to it failed) counts as neither, since an upstream with a write
+// deadline gives up on a client that does not read.
 // After ConsecutiveFailures failures in a row the breaker opens: the
 // upstream is unavailable and its keys go clockwise (or get 503 under
 // on_unavailable fail). When the open period ends the next request for
@@ -196,14 +201,26 @@ func (b *Balancer) onStateChange(u *Upstream, br *breaker, from, to gobreaker.St
 	u.dirty.Store(true)
 }
 
-// expireOpen ends an open period when it is over, so the breaker shows
-// half-open, and its upstream available when the health check (if any)
-// says up, without waiting for a request: /debug/ring, /readyz and the
-// metrics then agree with /debug/lookup, which already judges the
-// upstream eligible. The next request for its keys is the trial. While
-// the health check says down nothing changes: there is no trial then.
+// expireOpen runs when an open period is over (a timer set at the trip)
+// and publishes its end without waiting for a request; see endOpenLocked.
 func (b *Balancer) expireOpen(u *Upstream, br *breaker) {
-	if u.br.Load() != br || br.state.Load() != breakerOpen || b.clock() < br.openUntil.Load() || u.down.Load() {
+	if u.br.Load() != br {
+		return // breakers were turned off and on by reloads: a stale timer
+	}
+	b.settle(u, "breaker", "")
+}
+
+// endOpenLocked ends u's open period when it is over and the health check
+// (if any) says up: the breaker shows half-open and settle then makes the
+// upstream available, so /debug/ring, /readyz and the metrics agree with
+// /debug/lookup, which already judges the upstream eligible. The next
+// request for its keys is the trial. settleLocked calls it on every
+// change, so the end of an open period is handled whichever comes last:
+// the period's timer, or the health check saying up again (after an
+// outage that stopped all traffic, nothing else would). Callers hold b.mu.
+func (b *Balancer) endOpenLocked(u *Upstream) {
+	br := u.br.Load()
+	if br == nil || br.state.Load() != breakerOpen || u.down.Load() || b.clock() < br.openUntil.Load() {
 		return
 	}
 	// gobreaker's own timeout has long passed: asking its state moves it
@@ -211,35 +228,34 @@ func (b *Balancer) expireOpen(u *Upstream, br *breaker) {
 	// raced the trip had moved it there already.
 	if br.cb.State() == gobreaker.StateHalfOpen && br.state.CompareAndSwap(breakerOpen, breakerHalfOpen) {
 		b.log.Info("circuit breaker half-open: one trial request", "upstream", u.name)
-		u.dirty.Store(true)
 	}
-	b.settleIfDirty(u)
 }
 
 // allow asks u's breaker whether a request may go to u now; false means
 // skip u (its breaker is open, or its half-open trial is taken or waits
 // for the health check). When true, done is the function to hand the
-// attempt's outcome to (nil without a breaker).
-func (b *Balancer) allow(u *Upstream) (done func(error), ok bool) {
+// attempt's outcome to (nil without a breaker), and trial says that the
+// request is the half-open trial.
+func (b *Balancer) allow(u *Upstream) (done func(error), trial, ok bool) {
 	br := u.br.Load()
 	if br == nil {
-		return nil, true
+		return nil, false, true
 	}
 	if br.state.Load() != breakerClosed && (b.clock() < br.openUntil.Load() || u.down.Load()) {
-		return nil, false
+		return nil, false, false
 	}
 	finish, err := br.cb.Allow()
 	if err != nil {
-		return nil, false
+		return nil, false, false
 	}
 	if br.state.Load() == breakerClosed {
-		return finish, true
+		return finish, false, true
 	}
 	// Admitted while not closed: either this request raced a trip, or it
 	// is the half-open trial.
 	if b.clock() < br.openUntil.Load() || u.down.Load() {
 		finish(errNotCounted)
-		return nil, false
+		return nil, false, false
 	}
 	if br.state.CompareAndSwap(breakerOpen, breakerHalfOpen) {
 		// gobreaker went half-open early (see breaker): the state only
@@ -252,7 +268,23 @@ func (b *Balancer) allow(u *Upstream) (done func(error), ok bool) {
 	return func(err error) {
 		finish(err)
 		br.trial.Store(false) // an uncounted trial leaves it half-open: the next request tries
-	}, true
+	}, true, true
+}
+
+// ordinaryAttempt returns the done function of one attempt counted by
+// u's closed breaker, for the body of a trial whose head closed it; nil
+// when the breaker is not closed (the head was a failure, or others
+// re-opened it since): the body's outcome is then not counted.
+func (b *Balancer) ordinaryAttempt(u *Upstream) func(error) {
+	br := u.br.Load()
+	if br == nil || br.state.Load() != breakerClosed {
+		return nil
+	}
+	finish, err := br.cb.Allow()
+	if err != nil {
+		return nil
+	}
+	return finish
 }
 
 // report hands one attempt's outcome to u's breaker (done from allow):
@@ -293,6 +325,9 @@ func (b *Balancer) settle(u *Upstream, cause, reason string) {
 }
 
 func (b *Balancer) settleLocked(u *Upstream, cause, reason string) {
+	if b.ups[u.name] == u {
+		b.endOpenLocked(u) // may mark u dirty: this settle covers it
+	}
 	u.dirty.Store(false)
 	if b.ups[u.name] != u {
 		return // removed by a reload

@@ -2,8 +2,12 @@ package balancer
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -294,9 +298,11 @@ func TestTrialWaitsForHealthCheck(t *testing.T) {
 	if v := r.metric(t, "ringlb_ejections_total", "upstream=a", "reason=health"); v != 0 {
 		t.Errorf("ejections{health} = %v", v)
 	}
+	// Its open period is long over: health up makes it available at once,
+	// half-open, with no request needed.
 	r.b.SetHealthy("a", true, "test")
-	if st := status(t, r.b, "a"); st.Available || st.Breaker != "open" {
-		t.Errorf("health up, breaker open: %+v, want unavailable", st)
+	if st := status(t, r.b, "a"); !st.Available || st.Breaker != "half-open" {
+		t.Errorf("health up after the open period: %+v, want available and half-open", st)
 	}
 	if code, be := r.get(t, key); code != 200 || be != "a" {
 		t.Errorf("trial: %d from %q", code, be)
@@ -815,5 +821,225 @@ func TestOpenPeriodEndsWithoutTraffic(t *testing.T) {
 	}
 	if st := status(t, r.b, "a"); !st.Available || st.Breaker != "closed" {
 		t.Errorf("after the trial: %+v", st)
+	}
+}
+
+// TestFleetReadyAfterOutageWithoutTraffic: every upstream fails, traffic
+// trips every breaker, the health checks say down, and traffic stops (a
+// readiness probe took the instance out of service). Once the open
+// periods are over and the checks say up again, the fleet is ready with
+// no request at all: an upstream whose open period is over and whose
+// health says up is available (half-open), so /readyz turns 200.
+func TestFleetReadyAfterOutageWithoutTraffic(t *testing.T) {
+	r := newRig(t, 2, func(o *Options) { o.Breaker.ConsecutiveFailures = 1; o.HealthChecks = true })
+	ks := newKeyset(r.b, 200)
+	for _, name := range []string{"a", "b"} {
+		r.bes[name].status.Store(http.StatusBadGateway)
+	}
+	for _, name := range []string{"a", "b"} {
+		if code, _ := r.get(t, ks.by[name][0]); code != http.StatusBadGateway && code != http.StatusServiceUnavailable {
+			t.Fatalf("failure on %s: %d", name, code)
+		}
+	}
+	for _, name := range []string{"a", "b"} {
+		if st := status(t, r.b, name); st.Available || st.Breaker != "open" {
+			t.Fatalf("%s after the outage: %+v, want open", name, st)
+		}
+		r.b.SetHealthy(name, false, "test")
+	}
+	if r.b.Ready() {
+		t.Fatal("ready with every breaker open")
+	}
+	// The open periods end while the checks say down; then they recover.
+	r.clk.advance(time.Minute)
+	for _, name := range []string{"a", "b"} {
+		r.bes[name].status.Store(http.StatusOK)
+		r.b.SetHealthy(name, true, "test")
+	}
+	if !r.b.Ready() {
+		t.Fatalf("not ready after recovery without traffic: %+v", r.b.Status().Upstreams)
+	}
+	for _, name := range []string{"a", "b"} {
+		if st := status(t, r.b, name); !st.Available || st.Breaker != "half-open" {
+			t.Errorf("%s: %+v, want available and half-open", name, st)
+		}
+		if v := r.metric(t, "ringlb_upstream_available", "upstream="+name); v != 1 {
+			t.Errorf("ringlb_upstream_available{%s} = %v", name, v)
+		}
+	}
+	// The next request of each is its trial, and closes the breaker.
+	for _, name := range []string{"a", "b"} {
+		if code, be := r.get(t, ks.by[name][0]); code != 200 || be != name {
+			t.Errorf("trial of %s: %d from %q", name, code, be)
+		}
+		if st := status(t, r.b, name); st.Breaker != "closed" {
+			t.Errorf("%s after its trial: %+v", name, st)
+		}
+	}
+}
+
+// writeDeadlineUpstream serves a large body (size bytes, Content-Length
+// set) under a write deadline, as servers with a WriteTimeout or a
+// send_timeout do: a reader slower than the deadline gets a cut body.
+// stalled gets a value when a write to ringlb failed.
+func writeDeadlineUpstream(t *testing.T, name string, deadline time.Duration, size int) (UpstreamOptions, <-chan struct{}) {
+	t.Helper()
+	stalled := make(chan struct{}, 16)
+	chunk := make([]byte, 64<<10)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Backend", name)
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		for n := 0; n < size; n += len(chunk) {
+			if _, err := w.Write(chunk); err != nil {
+				stalled <- struct{}{}
+				return
+			}
+		}
+	}))
+	srv.Config.WriteTimeout = deadline
+	srv.Start()
+	t.Cleanup(srv.Close)
+	u := mustURL(t, srv.URL)
+	return UpstreamOptions{Name: name, URL: u, Addr: u.Host, Weight: 1}, stalled
+}
+
+// TestSlowClientDoesNotChargeUpstream: a client that reads nothing for
+// longer than the upstream's write deadline makes the upstream give up
+// mid-body. That is the client's doing: the upstream's breaker must not
+// count it (else anyone could eject any upstream by choosing its key and
+// reading slowly). An upstream that breaks off while ringlb reads
+// promptly is still charged.
+func TestSlowClientDoesNotChargeUpstream(t *testing.T) {
+	const size = 64 << 20 // far more than the socket buffers on the way
+	// The deadline is long beside the time ringlb then takes to pass on
+	// what the socket buffers hold (a few MiB: up to a few hundred ms on
+	// a busy machine under -race), as a real write timeout is.
+	a, stalled := writeDeadlineUpstream(t, "a", time.Second, size)
+	be := newBackend(t, "b")
+	opts := baseOptions(append([]UpstreamOptions{a}, upstreamsOf(t, be)...))
+	opts.LoadFactor = 0
+	opts.Breaker = BreakerOptions{ConsecutiveFailures: 1, FailureStatuses: []int{502, 503, 504}, OpenTimeout: time.Minute}
+	b, _, front := proxy(t, opts)
+	key := keyOwnedBy(t, b, "a")
+
+	for i := range 3 {
+		conn, err := net.Dial("tcp", front.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(conn, "GET /big?user=%s HTTP/1.1\r\nHost: x\r\n\r\n", key)
+		select { // read nothing until the upstream gives up writing
+		case <-stalled:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the upstream never stalled")
+		}
+		n, _ := io.Copy(io.Discard, conn)
+		conn.Close()
+		if n >= size {
+			t.Fatalf("slow client %d read %d bytes: the body was not cut", i, n)
+		}
+		if st := status(t, b, "a"); !st.Available || st.Breaker != "closed" {
+			t.Fatalf("after slow client %d: %+v, want a available and closed", i, st)
+		}
+	}
+	if lr := b.Lookup(key); lr.Chosen != "a" {
+		t.Errorf("a's key goes to %q", lr.Chosen)
+	}
+
+	// An upstream that breaks off a body ringlb reads as it comes is
+	// charged: its breaker opens.
+	be.handle = func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1000000")
+		w.Write(make([]byte, 64<<10))
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	}
+	res, err := front.Client().Get(front.URL + "/big?user=" + keyOwnedBy(t, b, "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, res.Body); err == nil {
+		t.Fatal("b's cut body read to the end")
+	}
+	res.Body.Close()
+	if st := status(t, b, "b"); st.Available || st.Breaker != "open" {
+		t.Errorf("b broke off mid-body on its own: %+v, want its breaker open", st)
+	}
+}
+
+// TestLongTrialSettlesOnHead: a half-open trial that is a long response
+// (a stream, a download) settles on its head, so the rest of the
+// upstream's keys come back at once instead of waiting, skipped, for the
+// stream to end; a stream that then breaks off counts as an ordinary
+// failure.
+func TestLongTrialSettlesOnHead(t *testing.T) {
+	a, other := newBackend(t, "a"), newBackend(t, "b")
+	var failing atomic.Bool
+	failing.Store(true)
+	release := make(chan struct{})
+	a.handle = func(w http.ResponseWriter, r *http.Request) {
+		if failing.Load() {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		if r.URL.Path == "/stream" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "data: hello\n\n")
+			w.(http.Flusher).Flush()
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			panic(http.ErrAbortHandler) // the stream breaks off
+		}
+		io.WriteString(w, "a")
+	}
+	opts := baseOptions(upstreamsOf(t, a, other))
+	opts.LoadFactor = 0
+	opts.OnUnavailable = "fail"
+	opts.Breaker = BreakerOptions{ConsecutiveFailures: 1, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 50 * time.Millisecond}
+	b, _, front := proxy(t, opts)
+	c := &http.Client{Transport: &http.Transport{}}
+	defer c.CloseIdleConnections()
+	keys := []string{}
+	for i := 0; len(keys) < 2; i++ {
+		if k := fmt.Sprint("k", i); b.Lookup(k).Owner == "a" {
+			keys = append(keys, k)
+		}
+	}
+	if code, _, _ := get(t, c, front.URL+"/?user="+keys[0]); code != http.StatusBadGateway {
+		t.Fatalf("failure: %d", code)
+	}
+	failing.Store(false)
+	deadline := time.Now().Add(5 * time.Second)
+	for st := status(t, b, "a"); st.Breaker != "half-open"; st = status(t, b, "a") {
+		if time.Now().After(deadline) {
+			t.Fatalf("open period never ended: %+v", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	res, err := c.Get(front.URL + "/stream?user=" + keys[0]) // the trial: returns with its head
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if st := status(t, b, "a"); !st.Available || st.Breaker != "closed" {
+		t.Errorf("trial's head arrived: %+v, want closed", st)
+	}
+	if code, be, _ := get(t, c, front.URL+"/?user="+keys[1]); code != 200 || be != "a" {
+		t.Errorf("another key of a while the trial streams: %d from %q, want 200 from a", code, be)
+	}
+	close(release)
+	if _, err := io.Copy(io.Discard, res.Body); err == nil {
+		t.Fatal("the broken stream read to the end")
+	}
+	// The break counts as an ordinary failure: one is enough here.
+	deadline = time.Now().Add(5 * time.Second)
+	for st := status(t, b, "a"); st.Breaker != "open"; st = status(t, b, "a") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stream's break was not counted: %+v", st)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -2,10 +2,13 @@ package balancer
 
 import (
 	"context"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -162,5 +165,182 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	}
 	if _, err := New(good, reg, nil); err == nil {
 		t.Error("a second balancer on the same registry was accepted")
+	}
+}
+
+// TestUpgradeMismatchIsTheClients: a client asks to upgrade to a token
+// list ("websocket, foo") and the upstream, as common WebSocket servers
+// do, answers 101 with one of them; ReverseProxy refuses the switch. The
+// client asked for it: the upstream's breaker does not count it, the
+// request is not retried elsewhere, and the upstream connection is
+// closed at once rather than held until a garbage collection.
+func TestUpgradeMismatchIsTheClients(t *testing.T) {
+	a, other := newBackend(t, "a"), newBackend(t, "b")
+	closed := make(chan struct{}, 8)
+	a.handle = func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		brw.Flush()
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := brw.ReadByte(); errors.Is(err, io.EOF) {
+			closed <- struct{}{} // ringlb let go of the connection
+		}
+	}
+	opts := baseOptions(upstreamsOf(t, a, other))
+	opts.LoadFactor = 0
+	opts.Breaker = BreakerOptions{ConsecutiveFailures: 1, FailureStatuses: []int{502, 503, 504}, OpenTimeout: time.Minute}
+	b, reg, front := proxy(t, opts)
+	key := keyOwnedBy(t, b, "a")
+	for i := range 3 {
+		req, _ := http.NewRequest(http.MethodGet, front.URL+"/ws?user="+key, nil)
+		req.Header.Set("Connection", "Upgrade")
+		req.Header.Set("Upgrade", "websocket, foo")
+		res, err := front.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusBadGateway {
+			t.Errorf("request %d: %d, want 502", i, res.StatusCode)
+		}
+		select {
+		case <-closed:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("request %d: the upstream connection is still open", i)
+		}
+	}
+	if st := status(t, b, "a"); !st.Available || st.Breaker != "closed" {
+		t.Errorf("a: %+v, want available and closed", st)
+	}
+	if n := other.hits.Load(); n != 0 {
+		t.Errorf("retried on b %d times", n)
+	}
+	if v := metric(t, reg, "ringlb_retries_total", "upstream=a"); v != 0 {
+		t.Errorf("ringlb_retries_total{a} = %v", v)
+	}
+}
+
+// TestReplacedTransportClosesReturnedConns: a reload that rebuilds the
+// transport (new timeouts) closes the old one's idle connections, and
+// again once its last request is done, so connections that requests in
+// flight give back (here a retry's) do not linger until idle_conn.
+func TestReplacedTransportClosesReturnedConns(t *testing.T) {
+	a := newBackend(t, "a")
+	var open atomic.Int64 // b's open connections
+	bb := &backend{name: "b"}
+	bb.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		bb.hits.Add(1)
+		io.WriteString(w, "b")
+	}))
+	bb.srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}
+	bb.srv.Start()
+	t.Cleanup(bb.srv.Close)
+	arrived, release := make(chan struct{}), make(chan struct{})
+	a.handle = func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-release
+		panic(http.ErrAbortHandler) // no response: the GET goes on to b
+	}
+	opts := baseOptions(upstreamsOf(t, a, bb))
+	opts.LoadFactor = 0
+	opts.IdleConnTimeout = time.Minute
+	b, _, front := proxy(t, opts)
+	key := keyOwnedBy(t, b, "a")
+	done := make(chan int)
+	go func() {
+		res, err := front.Client().Get(front.URL + "/?user=" + key)
+		if err != nil {
+			done <- 0
+			return
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		done <- res.StatusCode
+	}()
+	<-arrived
+	opts.IdleConnTimeout = 2 * time.Minute // a new transport
+	if _, err := b.Update(opts); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if code := <-done; code != 200 || bb.hits.Load() != 1 {
+		t.Fatalf("retry on b: %d, b hit %d times", code, bb.hits.Load())
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for open.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections to b still open in the replaced transport", open.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestReadTimeoutCutsSilentBody: an upstream that sends its head and a
+// few bytes, then nothing, is cut after timeouts.read: the client sees a
+// truncated response and the upstream's breaker counts a failure. A body
+// whose reads never wait that long is not cut, however long it takes.
+func TestReadTimeoutCutsSilentBody(t *testing.T) {
+	a := newBackend(t, "a")
+	stop := make(chan struct{})
+	defer close(stop)
+	a.handle = func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1000")
+		if r.URL.Path == "/trickle" { // a byte every 40ms: never silent for 200ms
+			for range 20 {
+				w.Write([]byte("x"))
+				w.(http.Flusher).Flush()
+				time.Sleep(40 * time.Millisecond)
+			}
+			w.Write(make([]byte, 980))
+			return
+		}
+		w.Write([]byte("0123456789"))
+		w.(http.Flusher).Flush()
+		select { // stall
+		case <-stop:
+		case <-r.Context().Done():
+		}
+	}
+	opts := baseOptions(upstreamsOf(t, a))
+	opts.ReadTimeout = 200 * time.Millisecond
+	opts.Breaker = BreakerOptions{ConsecutiveFailures: 2, FailureStatuses: []int{502, 503, 504}, OpenTimeout: time.Minute}
+	b, _, front := proxy(t, opts)
+	c := &http.Client{Timeout: 10 * time.Second}
+	res, err := c.Get(front.URL + "/trickle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil || len(body) != 1000 {
+		t.Fatalf("trickling body: %d bytes, %v; want all 1000", len(body), err)
+	}
+	res, err = c.Get(front.URL + "/stall")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err = io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !errors.Is(err, io.ErrUnexpectedEOF) || string(body) != "0123456789" {
+		t.Fatalf("silent body: %d, %q, %v; want 200 cut after 10 bytes", res.StatusCode, body, err)
+	}
+	if st := status(t, b, "a"); st.Breaker != "closed" {
+		t.Fatalf("after one failure: %+v", st)
+	}
+	c.Get(front.URL + "/stall") // the second failure in a row opens it
+	if st := status(t, b, "a"); st.Breaker != "open" {
+		t.Errorf("two silent bodies: %+v, want the breaker open", st)
 	}
 }

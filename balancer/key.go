@@ -30,14 +30,23 @@ func newKeyFunc(src KeySource, trusted []netip.Prefix) (keyFunc, error) {
 			return nil, fmt.Errorf("key source cookie: needs a name")
 		}
 		name := src.Name
-		return func(r *http.Request) (string, bool) { return cookieValue(r.Header, name) }, nil
+		return func(r *http.Request) (string, bool) {
+			if dropped(r.Header, "Cookie") {
+				return "", false
+			}
+			return cookieValue(r.Header, name)
+		}, nil
 	case KeyHeader:
 		if src.Name == "" {
 			return nil, fmt.Errorf("key source header: needs a name")
 		}
 		name := textproto.CanonicalMIMEHeaderKey(src.Name)
+		if hopHeaders[name] {
+			// Never forwarded: never a key.
+			return func(*http.Request) (string, bool) { return "", false }, nil
+		}
 		return func(r *http.Request) (string, bool) {
-			if v := r.Header[name]; len(v) > 0 && v[0] != "" {
+			if v := r.Header[name]; len(v) > 0 && v[0] != "" && !dropped(r.Header, name) {
 				return v[0], true
 			}
 			return "", false
@@ -66,6 +75,31 @@ func newKeyFunc(src KeySource, trusted []netip.Prefix) (keyFunc, error) {
 	return nil, fmt.Errorf("unknown key source %q", src.Kind)
 }
 
+// hopHeaders are the hop-by-hop headers ReverseProxy removes from every
+// request it forwards (canonical names).
+var hopHeaders = map[string]bool{
+	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true,
+	"Proxy-Authenticate": true, "Proxy-Authorization": true,
+	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+}
+
+// dropped reports whether the request's Connection header lists the
+// header name, so that it is removed before the upstream sees it (RFC
+// 9110 section 7.6.1). A key is taken only from what is forwarded: the
+// application must be able to read the same value.
+func dropped(h http.Header, name string) bool {
+	for _, line := range h["Connection"] {
+		for line != "" {
+			var tok string
+			tok, line, _ = strings.Cut(line, ",")
+			if strings.EqualFold(textproto.TrimString(tok), name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (k KeySource) String() string {
 	if k.Name == "" {
 		return k.Kind
@@ -73,13 +107,16 @@ func (k KeySource) String() string {
 	return k.Kind + " " + k.Name
 }
 
-// cookieValue returns the value of the first cookie called name with a
-// non-empty value, reading the Cookie header lines as net/http does
-// (http.Request.Cookie) but without allocating: pairs split on ";", the
-// pair and the name trimmed of ASCII blanks, one pair of surrounding
-// double quotes removed, and a value holding bytes a cookie value cannot
-// (controls, non-ASCII, double quote, backslash) skipped as net/http skips
-// it. So the key is the cookie the application behind ringlb reads.
+// cookieValue returns the value of the cookie called name exactly as
+// net/http's http.Request.Cookie reads it, but without allocating: the
+// first pair with that name whose value net/http accepts, reading the
+// Cookie header lines in order, pairs split on ";", the pair and the name
+// trimmed of ASCII blanks, one pair of surrounding double quotes removed,
+// and a value holding bytes a cookie value cannot (controls, non-ASCII,
+// double quote, backslash) skipped as net/http skips it. An empty value
+// is that cookie too: the source is then absent, not read from a later
+// pair ("session=; session=bob" has no key, as the application reads
+// ""). So the key is the cookie the application behind ringlb reads.
 func cookieValue(h http.Header, name string) (string, bool) {
 	for _, line := range h["Cookie"] {
 		for line != "" {
@@ -92,8 +129,8 @@ func cookieValue(h http.Header, name string) (string, bool) {
 			if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
 				v = v[1 : len(v)-1]
 			}
-			if v != "" && validCookieValue(v) {
-				return v, true
+			if validCookieValue(v) {
+				return v, v != ""
 			}
 		}
 	}

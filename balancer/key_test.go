@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"testing"
 )
 
@@ -28,9 +29,14 @@ func TestQueryValue(t *testing.T) {
 }
 
 func TestCookieValue(t *testing.T) {
-	h := http.Header{"Cookie": {"a=1; session=", "x=2;session=\"s1\"; session=s2"}}
+	h := http.Header{"Cookie": {"a=1; session=\x01", "x=2;session=\"s1\"; session=s2"}}
 	if v, ok := cookieValue(h, "session"); v != "s1" || !ok {
 		t.Errorf("got %q %v", v, ok)
+	}
+	// The first valid pair decides, empty or not, as http.Request.Cookie.
+	h = http.Header{"Cookie": {"a=1; session=", "x=2;session=\"s1\"; session=s2"}}
+	if v, ok := cookieValue(h, "session"); v != "" || ok {
+		t.Errorf("empty first session cookie: got %q %v, want absent", v, ok)
 	}
 	if _, ok := cookieValue(h, "none"); ok {
 		t.Error("found a missing cookie")
@@ -106,5 +112,35 @@ func TestNginxPlacementLookup(t *testing.T) {
 	}
 	if st := b.Status(); st.Placement != "nginx" || st.PointsPerWeight != 160 || st.Upstreams[0].Name != "n10.0.0.1:8080" {
 		t.Errorf("status %+v", st)
+	}
+}
+
+// TestHopByHopHeadersAreNoKey: a header the request's Connection header
+// lists is removed before the upstream sees it, as are the hop-by-hop
+// headers themselves, so none of them gives a key: the key is taken from
+// what is forwarded.
+func TestHopByHopHeadersAreNoKey(t *testing.T) {
+	hdr, _ := newKeyFunc(KeySource{Kind: KeyHeader, Name: "X-User-ID"}, nil)
+	ck, _ := newKeyFunc(KeySource{Kind: KeyCookie, Name: "session"}, nil)
+	te, _ := newKeyFunc(KeySource{Kind: KeyHeader, Name: "Te"}, nil)
+	for _, c := range []struct {
+		name string
+		f    keyFunc
+		h    http.Header
+		want string // "" for absent
+	}{
+		{"header", hdr, http.Header{"X-User-Id": {"alice"}}, "alice"},
+		{"header listed in Connection", hdr, http.Header{"X-User-Id": {"alice"}, "Connection": {"keep-alive, x-user-id"}}, ""},
+		{"header listed on a second Connection line", hdr, http.Header{"X-User-Id": {"alice"}, "Connection": {"keep-alive", "X-User-ID"}}, ""},
+		{"other header listed", hdr, http.Header{"X-User-Id": {"alice"}, "Connection": {"x-user"}}, "alice"},
+		{"cookie", ck, http.Header{"Cookie": {"session=s1"}}, "s1"},
+		{"Cookie listed in Connection", ck, http.Header{"Cookie": {"session=s1"}, "Connection": {"Cookie"}}, ""},
+		{"hop-by-hop header", te, http.Header{"Te": {"trailers"}}, ""},
+	} {
+		r := &http.Request{Header: c.h, URL: &url.URL{}}
+		v, ok := c.f(r)
+		if (c.want == "") == ok || v != c.want {
+			t.Errorf("%s: %q, %v; want %q", c.name, v, ok, c.want)
+		}
 	}
 }

@@ -256,3 +256,57 @@ func TestPprofOnlyWhenAsked(t *testing.T) {
 		t.Errorf("pprof on: /debug/ring: %d", code)
 	}
 }
+
+// TestAdminRefusesForeignHostAndOrigin: the admin listener answers only
+// requests whose Host names it (its address, or a loopback name), so DNS
+// rebinding cannot read it from a browser, and refuses a POST from a
+// cross-site Origin, so a web page cannot make a browser reload it.
+// Probes (/healthz, /readyz) and /metrics answer whatever the Host.
+func TestAdminRefusesForeignHostAndOrigin(t *testing.T) {
+	reloads := 0
+	reload := func() (string, []string, error) { reloads++; return "v1", nil, nil }
+	_, srv := setupWith(t, reload, Options{Addr: "127.0.0.1:9901"})
+	do := func(method, path, host, origin string) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+path, nil)
+		req.Host = host
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	for _, c := range []struct {
+		method, path, host, origin string
+		want                       int
+	}{
+		{"GET", "/debug/ring", "127.0.0.1:9901", "", 200},
+		{"GET", "/debug/ring", "localhost:9901", "", 200},
+		{"GET", "/debug/ring", "LOCALHOST.:9901", "", 200},
+		{"GET", "/debug/ring", "rebind.attacker.example:9901", "", 403},
+		{"GET", "/debug/lookup?key=k", "rebind.attacker.example:9901", "", 403},
+		{"GET", "/", "rebind.attacker.example:9901", "", 403},
+		{"GET", "/debug/ring", "127.0.0.1:8080", "", 403},
+		{"GET", "/debug/ring", "10.1.2.3:9901", "", 403},
+		{"GET", "/healthz", "anything.example", "", 200},
+		{"GET", "/readyz", "anything.example", "", 200},
+		{"GET", "/metrics", "prometheus-target.example:9901", "", 200},
+		{"POST", "/reload", "127.0.0.1:9901", "https://evil.example", 403},
+		{"POST", "/reload", "127.0.0.1:9901", "null", 403},
+		{"POST", "/reload", "rebind.attacker.example:9901", "", 403},
+		{"POST", "/reload", "127.0.0.1:9901", "http://127.0.0.1:9901", 200},
+		{"POST", "/reload", "localhost:9901", "", 200},
+	} {
+		if got := do(c.method, c.path, c.host, c.origin); got != c.want {
+			t.Errorf("%s %s Host %q Origin %q: %d, want %d", c.method, c.path, c.host, c.origin, got, c.want)
+		}
+	}
+	if reloads != 2 {
+		t.Errorf("%d reloads, want the 2 allowed", reloads)
+	}
+}

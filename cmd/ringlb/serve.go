@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"sync"
@@ -70,6 +71,7 @@ func balancerOptions(cfg *config.Config) balancer.Options {
 		Retries:               cfg.Retries,
 		DialTimeout:           cfg.Timeouts.Dial,
 		ResponseHeaderTimeout: cfg.Timeouts.ResponseHeader,
+		ReadTimeout:           cfg.Timeouts.Read,
 		IdleConnTimeout:       cfg.Timeouts.IdleConn,
 		AccessLog:             cfg.AccessLog,
 		HealthChecks:          cfg.Health != nil,
@@ -244,6 +246,8 @@ func serve(ctx context.Context, path string, cfg *config.Config, logger *slog.Lo
 	}
 	adminSrv.Handler = admin.NewHandler(b, reg, reload, admin.Options{
 		Pprof: cfg.DebugPprof, Version: buildVersion(), Listen: pl.Addr().String(), Started: started,
+		Addr: al.Addr().String(),
+		Name: hostName(cfg.AdminListen),
 	})
 	names := make([]string, len(cfg.Upstreams))
 	for i, u := range cfg.Upstreams {
@@ -285,6 +289,13 @@ loop:
 			if err := s.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				logger.Warn("shutdown did not finish draining", "err", err)
 				s.Close()
+			}
+			if s == proxySrv {
+				// Shutdown does not wait for upgraded connections
+				// (WebSocket tunnels): they get the rest of the time.
+				if err := b.WaitTunnels(sctx); err != nil {
+					logger.Warn("shutdown closed upgraded connections still open", "err", err)
+				}
 			}
 		}()
 	}
@@ -360,4 +371,17 @@ func headSize(r *http.Request) int {
 		n += len("Host: ") + len(r.Host) + 2
 	}
 	return n + 2
+}
+
+// hostName returns the host of a host:port address when it is a name
+// rather than an IP address; "" otherwise.
+func hostName(hostport string) string {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil || host == "" {
+		return ""
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return ""
+	}
+	return host
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -338,4 +340,82 @@ func TestReloadRedactsUserInfo(t *testing.T) {
 	if strings.Contains(logs.String(), "hunter2") {
 		t.Errorf("the log shows the password:\n%s", logs.String())
 	}
+}
+
+// startEchoUpgrade starts an upstream that switches protocols and echoes.
+func startEchoUpgrade(t *testing.T) []namedBackend {
+	t.Helper()
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		brw.Flush()
+		io.Copy(conn, brw)
+	}))
+	t.Cleanup(s.Close)
+	return []namedBackend{{s, "ws-1"}}
+}
+
+// openTunnel upgrades a connection through ringlb and checks one echo.
+func openTunnel(t *testing.T, proxy string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(proxy, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	io.WriteString(conn, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+	br := bufio.NewReader(conn)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", res, err)
+	}
+	echo(t, conn, br, "hello")
+	return conn, br
+}
+
+func echo(t *testing.T, conn net.Conn, br *bufio.Reader, msg string) {
+	t.Helper()
+	io.WriteString(conn, msg)
+	buf := make([]byte, len(msg))
+	if _, err := io.ReadFull(br, buf); err != nil || string(buf) != msg {
+		t.Fatalf("echo %q: %q, %v", msg, buf, err)
+	}
+}
+
+// TestServeShutdownWaitsForTunnels: on SIGTERM an open WebSocket tunnel
+// (a hijacked connection, which http.Server.Shutdown ignores) keeps
+// working and ringlb waits for it, up to shutdown_timeout.
+func TestServeShutdownWaitsForTunnels(t *testing.T) {
+	r := startServe(t, writeConfig(t, listenersYAML+"shutdown_timeout: 20s\n"+backendsYAML(startEchoUpgrade(t))))
+	conn, br := openTunnel(t, r.proxy)
+	r.cancel()
+	select {
+	case code := <-r.done:
+		r.done <- code
+		t.Fatal("serve returned with a tunnel open")
+	case <-time.After(500 * time.Millisecond):
+	}
+	echo(t, conn, br, "still open")
+	conn.Close()
+	if code := r.stop(t); code != exitOK {
+		t.Errorf("exit code %d, want 0", code)
+	}
+}
+
+// TestServeShutdownCutsTunnelsAtTimeout: a tunnel still open when
+// shutdown_timeout runs out is closed, and ringlb exits.
+func TestServeShutdownCutsTunnelsAtTimeout(t *testing.T) {
+	r := startServe(t, writeConfig(t, listenersYAML+"shutdown_timeout: 300ms\n"+backendsYAML(startEchoUpgrade(t))))
+	conn, br := openTunnel(t, r.proxy)
+	r.stop(t)
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Errorf("read from the tunnel after shutdown: %v, want EOF (closed)", err)
+	}
+	conn.Close()
 }

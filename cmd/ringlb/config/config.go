@@ -324,6 +324,7 @@ func applyDefaults(c *Config, has func(field string) bool) {
 	num("retries", &c.Retries, 1)
 	dur("timeouts.dial", &c.Timeouts.Dial, 2*time.Second)
 	dur("timeouts.response_header", &c.Timeouts.ResponseHeader, 30*time.Second)
+	dur("timeouts.read", &c.Timeouts.Read, 60*time.Second)
 	dur("timeouts.idle_conn", &c.Timeouts.IdleConn, 90*time.Second)
 	num("max_header_bytes", &c.MaxHeaderBytes, defaultMaxHeaderBytes)
 }

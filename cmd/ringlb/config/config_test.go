@@ -70,7 +70,7 @@ func defaults(t *testing.T) *Config {
 			MaxOpenTimeout:      60 * time.Second,
 		},
 		Retries:        1,
-		Timeouts:       Timeouts{Dial: 2 * time.Second, ResponseHeader: 30 * time.Second, IdleConn: 90 * time.Second},
+		Timeouts:       Timeouts{Dial: 2 * time.Second, ResponseHeader: 30 * time.Second, Read: 60 * time.Second, IdleConn: 90 * time.Second},
 		MaxHeaderBytes: 65536,
 	}
 }
@@ -146,7 +146,7 @@ upstreams:
 health: {path: "/ready?deep=1", interval: 10s, timeout: 9s, rise: 1, fall: 1, expect_status: 200}
 breaker: {consecutive_failures: 0, failure_statuses: [], open_timeout: 1s, max_open_timeout: 1s}
 retries: 0
-timeouts: {dial: 100ms, response_header: 1s, idle_conn: 1h}
+timeouts: {dial: 100ms, response_header: 1s, read: 0s, idle_conn: 1h}
 max_header_bytes: 1024
 `,
 			check: func(t *testing.T, c *Config) {
@@ -175,7 +175,7 @@ max_header_bytes: 1024
 				want.Health = &Health{Path: "/ready?deep=1", Interval: 10 * time.Second, Timeout: 9 * time.Second, Rise: 1, Fall: 1, ExpectStatus: StatusRange{200, 200}}
 				want.Breaker = Breaker{ConsecutiveFailures: 0, FailureStatuses: []int{}, OpenTimeout: time.Second, MaxOpenTimeout: time.Second}
 				want.Retries = 0
-				want.Timeouts = Timeouts{Dial: 100 * time.Millisecond, ResponseHeader: time.Second, IdleConn: time.Hour}
+				want.Timeouts = Timeouts{Dial: 100 * time.Millisecond, ResponseHeader: time.Second, Read: 0, IdleConn: time.Hour}
 				want.MaxHeaderBytes = 1024
 				if !reflect.DeepEqual(c, want) {
 					t.Errorf("got  %+v\nwant %+v", c, want)
@@ -396,6 +396,8 @@ var errorCases = []struct {
 	{"negative retries", "retries: -1\n" + up, "c.yaml:1: retries: must be >= 0, got -1"},
 	{"zero timeout", "timeouts: {dial: 0s, idle_conn: -1s}\n" + up,
 		"c.yaml:1: timeouts.dial: must be > 0, got 0s\nc.yaml:1: timeouts.idle_conn: must be > 0, got -1s"},
+	{"negative read timeout", "timeouts: {read: -1s}\n" + up,
+		"c.yaml:1: timeouts.read: must be >= 0 (0: no limit), got -1s"},
 	{"small max_header_bytes", "max_header_bytes: 100\n" + up, "c.yaml:1: max_header_bytes: must be >= 1024, got 100"},
 
 	// Listeners.

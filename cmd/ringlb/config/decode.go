@@ -555,6 +555,7 @@ func (d *decoder) timeouts(f string, n *yaml.Node, t *Timeouts) {
 	d.mapping(f, n, map[string]handler{
 		"dial":            d.toDuration(&t.Dial),
 		"response_header": d.toDuration(&t.ResponseHeader),
+		"read":            d.toDuration(&t.Read),
 		"idle_conn":       d.toDuration(&t.IdleConn),
 	})
 }

@@ -146,5 +146,9 @@ type Breaker struct {
 type Timeouts struct {
 	Dial           time.Duration // default 2s
 	ResponseHeader time.Duration // default 30s
-	IdleConn       time.Duration // default 90s
+	// Read is the longest an upstream's response body may stay silent:
+	// the longest wait of one read after the head; default 60s, 0 for no
+	// limit. Streams that idle longer (SSE, long polls) need it raised.
+	Read     time.Duration
+	IdleConn time.Duration // default 90s
 }

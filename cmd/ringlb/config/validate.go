@@ -42,6 +42,9 @@ func (d *decoder) validate(c *Config) {
 	positive("timeouts.dial", c.Timeouts.Dial, d)
 	positive("timeouts.response_header", c.Timeouts.ResponseHeader, d)
 	positive("timeouts.idle_conn", c.Timeouts.IdleConn, d)
+	if c.Timeouts.Read < 0 {
+		d.invalid("timeouts.read", "must be >= 0 (0: no limit), got %s", c.Timeouts.Read)
+	}
 	if c.MaxHeaderBytes < minMaxHeaderBytes {
 		d.invalid("max_header_bytes", "must be >= %d, got %d", minMaxHeaderBytes, c.MaxHeaderBytes)
 	}
