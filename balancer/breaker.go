@@ -9,83 +9,6 @@ import (
 	"github.com/sony/gobreaker/v2"
 )
 
-// BreakerOptions configures the per-upstream circuit breakers, the
-// passive half of ejection: real traffic trips them.
-//
-// A breaker counts an upstream's attempts. Connection errors, timeouts,
-// a response that breaks off mid-body, and responses whose status is in
-// FailureStatuses are failures; anything else that got a response is a
-// success; an attempt whose client went away first counts as neither.
-// Only the upstream's own faults count: a response that breaks off
-// mid-body while ringlb was held up writing to the client (at least half
-// of the time since the response head blocked on the client, or a write
-// to it failed) counts as neither, since an upstream with a write
-// deadline gives up on a client that does not read.
-// After ConsecutiveFailures failures in a row the breaker opens: the
-// upstream is unavailable and its keys go clockwise (or get 503 under
-// on_unavailable fail). When the open period ends the next request for
-// the upstream is its one half-open trial, admitted only while the
-// active health check (if any) says up; every other request keeps
-// skipping the upstream until the trial's outcome is known. A success
-// closes the breaker; a failure opens it again.
-//
-// Open periods: the k-th consecutive trip keeps the breaker open for
-// min(OpenTimeout × 2^(k-1), MaxOpenTimeout). A failed half-open trial is
-// always a consecutive trip; a trip from the closed state is consecutive
-// unless the breaker had stayed closed for at least 2 × MaxOpenTimeout
-// since it last closed, in which case k starts again at 1.
-//
-// A reload that changes these options keeps every breaker's state and
-// counts; the new values apply from the next trip. ConsecutiveFailures 0
-// removes the breakers (an open one closes).
-type BreakerOptions struct {
-	// ConsecutiveFailures is how many failures in a row trip a breaker;
-	// 0 turns breakers off.
-	ConsecutiveFailures int
-	// FailureStatuses are the response statuses counted as failures, in
-	// addition to transport errors and timeouts. The response still
-	// reaches the client as it is.
-	FailureStatuses []int
-	// OpenTimeout is the first open period; > 0 when breakers are on.
-	OpenTimeout time.Duration
-	// MaxOpenTimeout caps the doubling; 0 means OpenTimeout (no doubling).
-	MaxOpenTimeout time.Duration
-}
-
-// validate checks o and returns it with MaxOpenTimeout filled in.
-func (o BreakerOptions) validate() (BreakerOptions, error) {
-	if o.ConsecutiveFailures < 0 {
-		return o, fmt.Errorf("balancer: breaker consecutive_failures must be >= 0, got %d", o.ConsecutiveFailures)
-	}
-	for _, c := range o.FailureStatuses {
-		if c < 100 || c > 599 {
-			return o, fmt.Errorf("balancer: breaker failure_statuses: %d is not an HTTP status", c)
-		}
-	}
-	if o.ConsecutiveFailures == 0 {
-		return o, nil
-	}
-	if o.OpenTimeout <= 0 {
-		return o, fmt.Errorf("balancer: breaker open_timeout must be > 0, got %v", o.OpenTimeout)
-	}
-	if o.MaxOpenTimeout == 0 {
-		o.MaxOpenTimeout = o.OpenTimeout
-	}
-	if o.MaxOpenTimeout < o.OpenTimeout {
-		return o, fmt.Errorf("balancer: breaker max_open_timeout (%v) must be >= open_timeout (%v)", o.MaxOpenTimeout, o.OpenTimeout)
-	}
-	return o, nil
-}
-
-// openPeriod is how long the k-th consecutive trip (k >= 1) stays open.
-func (o *BreakerOptions) openPeriod(k int) time.Duration {
-	d := o.OpenTimeout
-	for i := 1; i < k && d < o.MaxOpenTimeout; i++ {
-		d *= 2
-	}
-	return min(d, o.MaxOpenTimeout)
-}
-
 // statusSet is a set of HTTP status codes (100-599), O(1) to query.
 type statusSet [10]uint64
 
@@ -313,59 +236,18 @@ func (b *Balancer) settleIfDirty(u *Upstream) {
 	}
 }
 
-// settle publishes u's availability if it changed: one log line, the
-// ejection metric (reason cause, or whichever of health and breaker is
-// down), slow start on return, and the available weight. It is the only
-// writer of u.ejected, and its CompareAndSwap makes each real transition
-// count once however many callers race to report it.
-func (b *Balancer) settle(u *Upstream, cause, reason string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.settleLocked(u, cause, reason)
-}
+// Breaker states as ringlb_breaker_state and /debug/ring report them.
+const (
+	breakerClosed   int32 = 0
+	breakerHalfOpen int32 = 1
+	breakerOpen     int32 = 2
+)
 
-func (b *Balancer) settleLocked(u *Upstream, cause, reason string) {
-	if b.ups[u.name] == u {
-		b.endOpenLocked(u) // may mark u dirty: this settle covers it
-	}
-	u.dirty.Store(false)
-	if b.ups[u.name] != u {
-		return // removed by a reload
-	}
-	down := u.down.Load()
-	st := u.breakerState()
-	avail := !down && st != breakerOpen
-	if !u.ejected.CompareAndSwap(avail, !avail) {
-		return
-	}
-	if avail {
-		if reason == "" {
-			reason = "circuit breaker " + breakerNames[st]
-		}
-		if s := b.snap.Load(); s.slowStart > 0 {
-			u.warmSince.Store(b.clock())
-		}
-		u.ejection.Store(nil)
-		b.log.Info("upstream available", "upstream", u.name, "cause", cause, "reason", reason)
-	} else {
-		switch {
-		case down && st == breakerOpen: // both: keep the caller's cause
-		case down:
-			cause = "health"
-		default:
-			cause = "breaker"
-		}
-		if reason == "" {
-			reason = "circuit breaker " + breakerNames[st]
-		}
-		if cause == "health" {
-			u.m.ejectH.Inc()
-		} else {
-			u.m.ejectB.Inc()
-		}
-		u.warmSince.Store(0) // a trial or return starts its own slow start
-		u.ejection.Store(&Ejection{Since: b.now(), Cause: cause, Reason: reason})
-		b.log.Warn("upstream unavailable", "upstream", u.name, "cause", cause, "reason", reason)
-	}
-	b.recomputeLocked()
+var breakerNames = [...]string{"closed", "half-open", "open"}
+
+// outcome is what one attempt against an upstream came to.
+type outcome struct {
+	status int   // status received from the upstream, 0 if none
+	err    error // transport error, nil if a response arrived
+	gone   bool  // the client went away first: says nothing about the upstream
 }

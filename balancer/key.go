@@ -1,12 +1,16 @@
 package balancer
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	mrand "math/rand/v2"
 	"net/http"
 	"net/netip"
 	"net/textproto"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // keyFunc extracts one key source from a request; false when the source is
@@ -263,4 +267,41 @@ func hostOnly(hostport string) string {
 		h = h[1 : len(h)-1]
 	}
 	return h
+}
+
+// position returns the request's ring position: the hash of its key, the
+// affinity cookie's value first when on_missing is cookie. With no key it
+// follows on_missing; false means a 400 was written. A generated affinity
+// cookie goes on the final response head (see responseWriter.setCookie).
+func (b *Balancer) position(s *snapshot, w *responseWriter, r *http.Request) (uint64, bool) {
+	if s.onMissing == missingCookie && !dropped(r.Header, "Cookie") {
+		if v, ok := cookieValue(r.Header, s.opts.CookieName); ok {
+			return s.ring.Hash(v), true
+		}
+	}
+	for _, k := range s.keys {
+		if v, ok := k(r); ok {
+			return s.ring.Hash(v), true
+		}
+	}
+	switch s.onMissing {
+	case missingReject:
+		plainError(w, http.StatusBadRequest, "missing hash key: the request has none of "+s.keyDesc+"\n")
+		return 0, false
+	case missingCookie:
+		var id [16]byte
+		rand.Read(id[:])
+		v := hex.EncodeToString(id[:])
+		w.setCookie = (&http.Cookie{
+			Name:     s.opts.CookieName,
+			Value:    v,
+			Path:     "/",
+			MaxAge:   int(s.opts.CookieTTL / time.Second),
+			Secure:   s.opts.CookieSecure,
+			HttpOnly: s.opts.CookieHTTPOnly,
+			SameSite: http.SameSiteLaxMode,
+		}).String()
+		return s.ring.Hash(v), true
+	}
+	return mrand.Uint64(), true
 }

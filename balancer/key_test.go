@@ -2,10 +2,13 @@ package balancer
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestQueryValue(t *testing.T) {
@@ -142,5 +145,177 @@ func TestHopByHopHeadersAreNoKey(t *testing.T) {
 		if (c.want == "") == ok || v != c.want {
 			t.Errorf("%s: %q, %v; want %q", c.name, v, ok, c.want)
 		}
+	}
+}
+
+// TestAffinityPerSource checks, for each key source, that one key always
+// reaches the same upstream and that different keys spread.
+func TestAffinityPerSource(t *testing.T) {
+	bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c")}
+	cases := []struct {
+		src KeySource
+		req func(front, key string) (string, []string)
+	}{
+		{KeySource{Kind: KeyCookie, Name: "session"}, func(f, k string) (string, []string) {
+			return f + "/x", []string{"Cookie", "other=1; session=" + k}
+		}},
+		{KeySource{Kind: KeyHeader, Name: "x-user-id"}, func(f, k string) (string, []string) {
+			return f + "/x", []string{"X-User-ID", k}
+		}},
+		{KeySource{Kind: KeyQuery, Name: "user"}, func(f, k string) (string, []string) {
+			return f + "/x?a=1&user=" + k + "&b=2", nil
+		}},
+		{KeySource{Kind: KeyURI}, func(f, k string) (string, []string) {
+			return f + "/p/" + k + "?q=1", nil
+		}},
+		{KeySource{Kind: KeyPath}, func(f, k string) (string, []string) {
+			return f + "/p/" + k, nil
+		}},
+		{KeySource{Kind: KeyIP}, func(f, k string) (string, []string) {
+			return f + "/x", []string{"X-Forwarded-For", "10.1.0." + k}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.src.Kind, func(t *testing.T) {
+			opts := baseOptions(upstreamsOf(t, bes...))
+			opts.Key = []KeySource{tc.src}
+			opts.OnMissing = "reject" // a missing key would show as 400
+			opts.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+			_, _, front := proxy(t, opts)
+			c := front.Client()
+			seen := map[string]bool{}
+			for k := range 30 {
+				key := fmt.Sprint(k + 1)
+				target, hdr := tc.req(front.URL, key)
+				_, first, _ := get(t, c, target, hdr...)
+				for range 5 {
+					code, got, _ := get(t, c, target, hdr...)
+					if code != 200 || got != first {
+						t.Fatalf("key %s: got %d from %q, first went to %q", key, code, got, first)
+					}
+				}
+				seen[first] = true
+			}
+			if len(seen) < 2 {
+				t.Errorf("30 keys all went to %v", seen)
+			}
+		})
+	}
+}
+
+func TestAffinityCookie(t *testing.T) {
+	bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c")}
+	opts := baseOptions(upstreamsOf(t, bes...))
+	opts.Key = []KeySource{{Kind: KeyHeader, Name: "X-User-ID"}}
+	opts.OnMissing = "cookie"
+	opts.CookieName = "ringlb_affinity"
+	opts.CookieTTL = 24 * time.Hour
+	opts.CookieSecure = true
+	opts.CookieHTTPOnly = true
+	b, _, front := proxy(t, opts)
+	c := front.Client()
+
+	res, err := c.Get(front.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	sc := res.Header.Get("Set-Cookie")
+	for _, want := range []string{"ringlb_affinity=", "Path=/", "Max-Age=86400", "HttpOnly", "Secure", "SameSite=Lax"} {
+		if !strings.Contains(sc, want) {
+			t.Errorf("Set-Cookie %q lacks %q", sc, want)
+		}
+	}
+	cookies := res.Cookies()
+	if len(cookies) != 1 || len(cookies[0].Value) != 32 {
+		t.Fatalf("cookies %v", cookies)
+	}
+	id := cookies[0].Value
+	first := res.Header.Get("X-Backend")
+	if want := b.Lookup(id).Chosen; first != want {
+		t.Errorf("first request went to %s, the cookie's key belongs to %s", first, want)
+	}
+	// Later requests carrying the cookie stick, and the cookie beats the
+	// header source; no new cookie is set.
+	for i := range 20 {
+		req, _ := http.NewRequest(http.MethodGet, front.URL+"/", nil)
+		req.Header.Set("Cookie", "ringlb_affinity="+id)
+		req.Header.Set("X-User-ID", fmt.Sprint("user", i))
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if got := res.Header.Get("X-Backend"); got != first {
+			t.Fatalf("request %d with the cookie went to %s, not %s", i, got, first)
+		}
+		if res.Header.Get("Set-Cookie") != "" {
+			t.Fatalf("cookie set again: %q", res.Header.Get("Set-Cookie"))
+		}
+	}
+}
+
+func TestOnMissingReject(t *testing.T) {
+	be := newBackend(t, "a")
+	opts := baseOptions(upstreamsOf(t, be))
+	opts.Key = []KeySource{{Kind: KeyCookie, Name: "session"}, {Kind: KeyHeader, Name: "X-User-ID"}}
+	opts.OnMissing = "reject"
+	_, _, front := proxy(t, opts)
+	code, _, body := get(t, front.Client(), front.URL+"/")
+	if code != http.StatusBadRequest {
+		t.Fatalf("status %d, want 400", code)
+	}
+	if want := "missing hash key: the request has none of cookie session, header X-User-ID\n"; body != want {
+		t.Errorf("body %q, want %q", body, want)
+	}
+	if be.hits.Load() != 0 {
+		t.Error("rejected request reached the upstream")
+	}
+}
+
+// TestAffinityCookieSurvives1xx: the generated affinity cookie reaches
+// the client on the final response when the upstream sends a 103 Early
+// Hints first (net/http sends and clears the header map with a 1xx), and
+// such a request is still retried elsewhere when its upstream fails
+// after the 1xx.
+func TestAffinityCookieSurvives1xx(t *testing.T) {
+	hints := func(w http.ResponseWriter) {
+		w.Header().Set("Link", "</style.css>; rel=preload; as=style")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+	}
+	a, bb := newBackend(t, "a"), newBackend(t, "b")
+	a.handle = func(w http.ResponseWriter, r *http.Request) {
+		hints(w)
+		panic(http.ErrAbortHandler) // a fails after its 1xx
+	}
+	bb.handle = func(w http.ResponseWriter, r *http.Request) {
+		hints(w)
+		io.WriteString(w, "b")
+	}
+	opts := baseOptions(upstreamsOf(t, a, bb))
+	opts.Key = []KeySource{{Kind: KeyHeader, Name: "X-User-ID"}}
+	opts.OnMissing = "cookie"
+	opts.CookieName = "ringlb_affinity"
+	_, _, front := proxy(t, opts)
+	c := front.Client()
+	for i := 0; i < 50 && a.hits.Load() < 3; i++ {
+		res, err := c.Get(front.URL + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || res.Header.Get("X-Backend") != "b" {
+			t.Errorf("request %d: %d from %q, want 200 from b (a's failures retried)", i, res.StatusCode, res.Header.Get("X-Backend"))
+		}
+		if cs := res.Cookies(); len(cs) != 1 || cs[0].Name != "ringlb_affinity" || len(cs[0].Value) != 32 {
+			t.Errorf("request %d: cookies %v, want the affinity cookie", i, cs)
+		}
+	}
+	if a.hits.Load() == 0 {
+		t.Fatal("no random key landed on a in 50 requests")
 	}
 }

@@ -1,18 +1,10 @@
 package balancer
 
 import (
+	"math"
 	"sync/atomic"
 	"time"
 )
-
-// Breaker states as ringlb_breaker_state and /debug/ring report them.
-const (
-	breakerClosed   int32 = 0
-	breakerHalfOpen int32 = 1
-	breakerOpen     int32 = 2
-)
-
-var breakerNames = [...]string{"closed", "half-open", "open"}
 
 // Upstream is the live state of one upstream, identified by its name. It
 // outlives reloads for as long as its name stays in the config, so its
@@ -76,9 +68,98 @@ func (u *Upstream) breakerState() int32 {
 	return breakerClosed
 }
 
-// outcome is what one attempt against an upstream came to.
-type outcome struct {
-	status int   // status received from the upstream, 0 if none
-	err    error // transport error, nil if a response arrived
-	gone   bool  // the client went away first: says nothing about the upstream
+// recomputeLocked refreshes the current snapshot's available weight.
+// Callers hold b.mu and call it after every availability change, so the
+// last recomputation sees every change.
+func (b *Balancer) recomputeLocked() {
+	s := b.snap.Load()
+	w := 0.0
+	for i := range s.members {
+		if s.members[i].u.Available() {
+			w += s.members[i].weight
+		}
+	}
+	s.availW.Store(math.Float64bits(w))
+}
+
+// SetHealthy records an active health check's verdict for the upstream
+// called name; reason says why (it goes to the log). It has the signature
+// of healthcheck.Reporter, so a Balancer can be handed to the checker
+// directly. A verdict that changes the upstream's availability logs one
+// line; an ejection counts in ringlb_ejections_total{reason="health"};
+// an upstream that becomes available again slow-starts when
+// Options.SlowStart > 0. An upstream whose breaker is open stays
+// unavailable whatever the check says until its open period is over;
+// after it, a verdict of up makes it available at once (half-open: the
+// next request for its keys is the trial). Names not in the current ring
+// (say, just removed by a reload) are ignored, and so is every report
+// after an Update turned Options.HealthChecks off.
+func (b *Balancer) SetHealthy(name string, up bool, reason string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	u := b.ups[name]
+	if u == nil || b.checksOff {
+		return
+	}
+	if !u.down.CompareAndSwap(up, !up) {
+		return
+	}
+	b.settleLocked(u, "health", reason)
+}
+
+// settle publishes u's availability if it changed: one log line, the
+// ejection metric (reason cause, or whichever of health and breaker is
+// down), slow start on return, and the available weight. It is the only
+// writer of u.ejected, and its CompareAndSwap makes each real transition
+// count once however many callers race to report it.
+func (b *Balancer) settle(u *Upstream, cause, reason string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.settleLocked(u, cause, reason)
+}
+
+func (b *Balancer) settleLocked(u *Upstream, cause, reason string) {
+	if b.ups[u.name] == u {
+		b.endOpenLocked(u) // may mark u dirty: this settle covers it
+	}
+	u.dirty.Store(false)
+	if b.ups[u.name] != u {
+		return // removed by a reload
+	}
+	down := u.down.Load()
+	st := u.breakerState()
+	avail := !down && st != breakerOpen
+	if !u.ejected.CompareAndSwap(avail, !avail) {
+		return
+	}
+	if avail {
+		if reason == "" {
+			reason = "circuit breaker " + breakerNames[st]
+		}
+		if s := b.snap.Load(); s.slowStart > 0 {
+			u.warmSince.Store(b.clock())
+		}
+		u.ejection.Store(nil)
+		b.log.Info("upstream available", "upstream", u.name, "cause", cause, "reason", reason)
+	} else {
+		switch {
+		case down && st == breakerOpen: // both: keep the caller's cause
+		case down:
+			cause = "health"
+		default:
+			cause = "breaker"
+		}
+		if reason == "" {
+			reason = "circuit breaker " + breakerNames[st]
+		}
+		if cause == "health" {
+			u.m.ejectH.Inc()
+		} else {
+			u.m.ejectB.Inc()
+		}
+		u.warmSince.Store(0) // a trial or return starts its own slow start
+		u.ejection.Store(&Ejection{Since: b.now(), Cause: cause, Reason: reason})
+		b.log.Warn("upstream unavailable", "upstream", u.name, "cause", cause, "reason", reason)
+	}
+	b.recomputeLocked()
 }

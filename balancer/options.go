@@ -1,0 +1,187 @@
+package balancer
+
+import (
+	"fmt"
+	"net/netip"
+	"net/url"
+	"time"
+)
+
+// KeySource is one entry of hash.key: Kind is cookie, header, query, uri,
+// path or ip; Name is the cookie, header or query parameter name (empty
+// for the others).
+type KeySource struct {
+	Kind string
+	Name string
+}
+
+// UpstreamOptions describes one upstream.
+type UpstreamOptions struct {
+	// Name is the upstream's identity on the ring under placement ringlb,
+	// and its label everywhere (metrics, logs, the upstream header).
+	Name string
+	// URL is where requests go: an absolute http or https URL. A path in it
+	// is prefixed to the request path.
+	URL *url.URL
+	// Addr is the URL's host[:port] exactly as written; the identity under
+	// placement nginx.
+	Addr string
+	// Weight is > 0.
+	Weight float64
+}
+
+// Options configures a Balancer. The command fills it from a validated
+// config; New and Update still reject values that cannot work.
+type Options struct {
+	Upstreams []UpstreamOptions
+
+	// Placement is "ringlb" (the default when empty) or "nginx".
+	Placement string
+	// PointsPerWeight is the number of ring points per unit of weight;
+	// required under placement ringlb, 0 or 160 under nginx.
+	PointsPerWeight int
+	// LoadFactor is the bounded-load factor c (> 1); 0 turns bounded loads off.
+	LoadFactor float64
+	// LoadFloor is the least bounded-load cap: no upstream counts as full
+	// below this many in-flight requests (ring.Limit). Values below 1 count
+	// as 1, the proportional cap alone.
+	LoadFloor int
+	// SlowStart, when > 0, is how long an upstream added by a reload (or
+	// readmitted after an ejection) takes to get all its points back.
+	SlowStart time.Duration
+	// OnUnavailable is "remap" (the default when empty: skip clockwise to
+	// the next available upstream) or "fail" (503 when the key's owner is
+	// unavailable; no retry elsewhere).
+	OnUnavailable string
+
+	// Key lists the key sources in order; the first present gives the key.
+	Key []KeySource
+	// OnMissing is what happens when no source is present: "random" (the
+	// default when empty), "reject" (400) or "cookie" (generate an
+	// affinity id and set it as the cookie CookieName).
+	OnMissing string
+	// CookieName, CookieTTL, CookieSecure and CookieHTTPOnly describe the
+	// affinity cookie used by OnMissing "cookie". A TTL of 0 makes it a
+	// session cookie.
+	CookieName     string
+	CookieTTL      time.Duration
+	CookieSecure   bool
+	CookieHTTPOnly bool
+
+	// TrustedProxies are the peers whose X-Forwarded-For the ip key
+	// source believes.
+	TrustedProxies []netip.Prefix
+	// UpstreamHeader, when not empty, is a response header that carries
+	// the name of the upstream that served (or failed) the request.
+	UpstreamHeader string
+	// Retries is how many other upstreams a failed request may be tried on.
+	Retries int
+
+	// DialTimeout, ResponseHeaderTimeout and IdleConnTimeout tune the
+	// shared transport; 0 means no limit.
+	DialTimeout           time.Duration
+	ResponseHeaderTimeout time.Duration
+	IdleConnTimeout       time.Duration
+	// ReadTimeout is the longest one read of an upstream's response body
+	// may wait for data (timeouts.read); 0 means no limit. A body silent
+	// for longer is cut: the client sees it truncated and the upstream's
+	// breaker counts a failure. Upgraded connections are not limited.
+	ReadTimeout time.Duration
+
+	// AccessLog logs one line per request at level Info.
+	AccessLog bool
+
+	// Breaker configures the per-upstream circuit breakers; its zero
+	// value turns them off.
+	Breaker BreakerOptions
+	// HealthChecks says that an active checker reports into SetHealthy.
+	// A breaker's half-open trial then waits for the check to say up (it
+	// reads the verdict SetHealthy records). An Update that turns it off
+	// resets every verdict to up and ignores later reports, which a
+	// checker being shut down may still send, until an Update turns it
+	// back on. A Balancer created without it still takes SetHealthy calls.
+	HealthChecks bool
+}
+
+const (
+	missingRandom = iota
+	missingReject
+	missingCookie
+)
+
+// BreakerOptions configures the per-upstream circuit breakers, the
+// passive half of ejection: real traffic trips them.
+//
+// A breaker counts an upstream's attempts. Connection errors, timeouts,
+// a response that breaks off mid-body, and responses whose status is in
+// FailureStatuses are failures; anything else that got a response is a
+// success; an attempt whose client went away first counts as neither.
+// Only the upstream's own faults count: a response that breaks off
+// mid-body while ringlb was held up writing to the client (at least half
+// of the time since the response head blocked on the client, or a write
+// to it failed) counts as neither, since an upstream with a write
+// deadline gives up on a client that does not read.
+// After ConsecutiveFailures failures in a row the breaker opens: the
+// upstream is unavailable and its keys go clockwise (or get 503 under
+// on_unavailable fail). When the open period ends the next request for
+// the upstream is its one half-open trial, admitted only while the
+// active health check (if any) says up; every other request keeps
+// skipping the upstream until the trial's outcome is known. A success
+// closes the breaker; a failure opens it again.
+//
+// Open periods: the k-th consecutive trip keeps the breaker open for
+// min(OpenTimeout × 2^(k-1), MaxOpenTimeout). A failed half-open trial is
+// always a consecutive trip; a trip from the closed state is consecutive
+// unless the breaker had stayed closed for at least 2 × MaxOpenTimeout
+// since it last closed, in which case k starts again at 1.
+//
+// A reload that changes these options keeps every breaker's state and
+// counts; the new values apply from the next trip. ConsecutiveFailures 0
+// removes the breakers (an open one closes).
+type BreakerOptions struct {
+	// ConsecutiveFailures is how many failures in a row trip a breaker;
+	// 0 turns breakers off.
+	ConsecutiveFailures int
+	// FailureStatuses are the response statuses counted as failures, in
+	// addition to transport errors and timeouts. The response still
+	// reaches the client as it is.
+	FailureStatuses []int
+	// OpenTimeout is the first open period; > 0 when breakers are on.
+	OpenTimeout time.Duration
+	// MaxOpenTimeout caps the doubling; 0 means OpenTimeout (no doubling).
+	MaxOpenTimeout time.Duration
+}
+
+// validate checks o and returns it with MaxOpenTimeout filled in.
+func (o BreakerOptions) validate() (BreakerOptions, error) {
+	if o.ConsecutiveFailures < 0 {
+		return o, fmt.Errorf("balancer: breaker consecutive_failures must be >= 0, got %d", o.ConsecutiveFailures)
+	}
+	for _, c := range o.FailureStatuses {
+		if c < 100 || c > 599 {
+			return o, fmt.Errorf("balancer: breaker failure_statuses: %d is not an HTTP status", c)
+		}
+	}
+	if o.ConsecutiveFailures == 0 {
+		return o, nil
+	}
+	if o.OpenTimeout <= 0 {
+		return o, fmt.Errorf("balancer: breaker open_timeout must be > 0, got %v", o.OpenTimeout)
+	}
+	if o.MaxOpenTimeout == 0 {
+		o.MaxOpenTimeout = o.OpenTimeout
+	}
+	if o.MaxOpenTimeout < o.OpenTimeout {
+		return o, fmt.Errorf("balancer: breaker max_open_timeout (%v) must be >= open_timeout (%v)", o.MaxOpenTimeout, o.OpenTimeout)
+	}
+	return o, nil
+}
+
+// openPeriod is how long the k-th consecutive trip (k >= 1) stays open.
+func (o *BreakerOptions) openPeriod(k int) time.Duration {
+	d := o.OpenTimeout
+	for i := 1; i < k && d < o.MaxOpenTimeout; i++ {
+		d *= 2
+	}
+	return min(d, o.MaxOpenTimeout)
+}
