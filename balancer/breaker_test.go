@@ -553,12 +553,9 @@ func TestOpenPeriodEndsWithoutTraffic(t *testing.T) {
 		t.Fatalf("after the failure: %+v", st)
 	}
 	a.status.Store(http.StatusOK)
-	deadline := time.Now().Add(5 * time.Second)
-	for st := status(t, r.b, "a"); st.Breaker != "half-open" || !st.Available; st = status(t, r.b, "a") {
-		if time.Now().After(deadline) {
-			t.Fatalf("open period over, no traffic: %+v, want half-open and available", st)
-		}
-		time.Sleep(5 * time.Millisecond)
+	var st UpstreamStatus
+	if !eventually(t, 5*time.Second, func() bool { st = status(t, r.b, "a"); return st.Breaker == "half-open" && st.Available }) {
+		t.Fatalf("open period over, no traffic: %+v, want half-open and available", st)
 	}
 	if v := r.metric(t, "ringlb_breaker_state", "upstream=a"); v != 1 {
 		t.Errorf("ringlb_breaker_state = %v, want 1", v)
@@ -708,12 +705,9 @@ func TestLongTrialSettlesOnHead(t *testing.T) {
 		t.Fatalf("failure: %d", code)
 	}
 	failing.Store(false)
-	deadline := time.Now().Add(5 * time.Second)
-	for st := status(t, b, "a"); st.Breaker != "half-open"; st = status(t, b, "a") {
-		if time.Now().After(deadline) {
-			t.Fatalf("open period never ended: %+v", st)
-		}
-		time.Sleep(5 * time.Millisecond)
+	var st UpstreamStatus
+	if !eventually(t, 5*time.Second, func() bool { st = status(t, b, "a"); return st.Breaker == "half-open" }) {
+		t.Fatalf("open period never ended: %+v", st)
 	}
 	res, err := c.Get(front.URL + "/stream?user=" + keys[0]) // the trial: returns with its head
 	if err != nil {
@@ -731,11 +725,7 @@ func TestLongTrialSettlesOnHead(t *testing.T) {
 		t.Fatal("the broken stream read to the end")
 	}
 	// The break counts as an ordinary failure: one is enough here.
-	deadline = time.Now().Add(5 * time.Second)
-	for st := status(t, b, "a"); st.Breaker != "open"; st = status(t, b, "a") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the stream's break was not counted: %+v", st)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !eventually(t, 5*time.Second, func() bool { st = status(t, b, "a"); return st.Breaker == "open" }) {
+		t.Fatalf("the stream's break was not counted: %+v", st)
 	}
 }

@@ -176,12 +176,8 @@ func TestReplacedTransportClosesReturnedConns(t *testing.T) {
 	if code := <-done; code != 200 || bb.hits.Load() != 1 {
 		t.Fatalf("retry on b: %d, b hit %d times", code, bb.hits.Load())
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for open.Load() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections to b still open in the replaced transport", open.Load())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !eventually(t, 5*time.Second, func() bool { return open.Load() == 0 }) {
+		t.Fatalf("%d connections to b still open in the replaced transport", open.Load())
 	}
 }
 
