@@ -44,8 +44,8 @@ type snapshot struct {
 	opts    Options
 
 	keys       []keyFunc
-	keyDesc    string // "cookie session, header X-User-ID", for 400 answers
-	onMissing  int
+	keyDesc    string    // "cookie session, header X-User-ID", for 400 answers
+	onMissing  OnMissing // never empty
 	loadFactor float64
 	loadFloor  int64 // >= 1
 	fail       bool
@@ -175,8 +175,8 @@ func (b *Balancer) Update(opts Options) (string, error) {
 // new names and updating b.ups and the transport. Nothing is changed when
 // it fails.
 func (b *Balancer) buildLocked(opts Options, initial bool) (*snapshot, error) {
-	s := &snapshot{opts: opts, loadFactor: opts.LoadFactor, loadFloor: max(int64(opts.LoadFloor), 1),
-		retries: opts.Retries, slowStart: int64(opts.SlowStart)}
+	s := &snapshot{opts: opts, loadFactor: opts.Ring.LoadFactor, loadFloor: max(int64(opts.Ring.LoadFloor), 1),
+		retries: opts.Retries, slowStart: int64(opts.Ring.SlowStart)}
 	bo, err := opts.Breaker.validate()
 	if err != nil {
 		return nil, err
@@ -185,27 +185,26 @@ func (b *Balancer) buildLocked(opts Options, initial bool) (*snapshot, error) {
 		s.breaker = &bo
 		s.failStatus = newStatusSet(bo.FailureStatuses)
 	}
-	switch opts.OnUnavailable {
-	case "", "remap":
-	case "fail":
+	switch opts.Ring.OnUnavailable {
+	case "", OnUnavailableRemap:
+	case OnUnavailableFail:
 		s.fail = true
 	default:
-		return nil, fmt.Errorf("balancer: on_unavailable: unknown value %q", opts.OnUnavailable)
+		return nil, fmt.Errorf("balancer: on_unavailable: unknown value %q", opts.Ring.OnUnavailable)
 	}
-	switch opts.OnMissing {
-	case "", "random":
-	case "reject":
-		s.onMissing = missingReject
-	case "cookie":
-		s.onMissing = missingCookie
-		if opts.CookieName == "" {
+	switch opts.Hash.OnMissing {
+	case "", OnMissingRandom:
+		s.onMissing = OnMissingRandom
+	case OnMissingReject, OnMissingCookie:
+		s.onMissing = opts.Hash.OnMissing
+		if opts.Hash.OnMissing == OnMissingCookie && opts.Hash.Cookie.Name == "" {
 			return nil, errors.New("balancer: on_missing cookie needs a cookie name")
 		}
 	default:
-		return nil, fmt.Errorf("balancer: on_missing: unknown value %q", opts.OnMissing)
+		return nil, fmt.Errorf("balancer: on_missing: unknown value %q", opts.Hash.OnMissing)
 	}
-	if opts.LoadFactor != 0 && !(opts.LoadFactor > 1) {
-		return nil, fmt.Errorf("balancer: load_factor must be 0 or > 1, got %v", opts.LoadFactor)
+	if opts.Ring.LoadFactor != 0 && !(opts.Ring.LoadFactor > 1) {
+		return nil, fmt.Errorf("balancer: load_factor must be 0 or > 1, got %v", opts.Ring.LoadFactor)
 	}
 	if opts.Retries < 0 {
 		return nil, fmt.Errorf("balancer: retries must be >= 0, got %d", opts.Retries)
@@ -213,8 +212,8 @@ func (b *Balancer) buildLocked(opts Options, initial bool) (*snapshot, error) {
 	if opts.UpstreamHeader != "" {
 		s.header = textproto.CanonicalMIMEHeaderKey(opts.UpstreamHeader)
 	}
-	descs := make([]string, 0, len(opts.Key))
-	for i, k := range opts.Key {
+	descs := make([]string, 0, len(opts.Hash.Key))
+	for i, k := range opts.Hash.Key {
 		f, err := newKeyFunc(k, opts.TrustedProxies)
 		if err != nil {
 			return nil, fmt.Errorf("balancer: key[%d]: %w", i, err)
@@ -239,14 +238,14 @@ func (b *Balancer) buildLocked(opts Options, initial bool) (*snapshot, error) {
 		byName[uo.Name] = uo
 		rm = append(rm, ring.Member{Name: uo.Name, Addr: uo.Addr, Weight: uo.Weight})
 	}
-	r, err := ring.New(rm, ring.Options{Placement: ring.Placement(opts.Placement), PointsPerWeight: opts.PointsPerWeight})
+	r, err := ring.New(rm, ring.Options{Placement: opts.Ring.Placement, PointsPerWeight: opts.Ring.PointsPerWeight})
 	if err != nil {
 		return nil, fmt.Errorf("balancer: %w", err)
 	}
 	s.ring = r
 
 	// Validation is over: from here on, state changes.
-	tcfg := [3]time.Duration{opts.DialTimeout, opts.ResponseHeaderTimeout, opts.IdleConnTimeout}
+	tcfg := [3]time.Duration{opts.Timeouts.Dial, opts.Timeouts.ResponseHeader, opts.Timeouts.IdleConn}
 	if b.transport == nil || tcfg != b.tcfg {
 		if b.transport != nil {
 			b.transport.retire()
@@ -262,7 +261,7 @@ func (b *Balancer) buildLocked(opts Options, initial bool) (*snapshot, error) {
 		u := b.ups[uo.Name]
 		if u == nil {
 			u = &Upstream{name: uo.Name, m: b.m.forUpstream(uo.Name)}
-			if !initial && opts.SlowStart > 0 {
+			if !initial && opts.Ring.SlowStart > 0 {
 				u.warmSince.Store(b.clock())
 			}
 		}

@@ -127,7 +127,7 @@ func TestUpdateKeepsState(t *testing.T) {
 func TestSlowStartAfterReload(t *testing.T) {
 	a, bb := newBackend(t, "a"), newBackend(t, "b")
 	opts := baseOptions(upstreamsOf(t, a))
-	opts.SlowStart = time.Minute
+	opts.Ring.SlowStart = time.Minute
 	b, _, _ := proxy(t, opts)
 	now := time.Now()
 	b.now = func() time.Time { return now }
@@ -233,12 +233,12 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	reg := NewRegistry()
 	for name, mut := range map[string]func(*Options){
 		"no upstreams":   func(o *Options) { o.Upstreams = nil },
-		"unknown key":    func(o *Options) { o.Key = []KeySource{{Kind: "body"}} },
-		"nameless query": func(o *Options) { o.Key = []KeySource{{Kind: KeyQuery}} },
-		"load factor":    func(o *Options) { o.LoadFactor = 0.5 },
-		"on_missing":     func(o *Options) { o.OnMissing = "guess" },
-		"cookie name":    func(o *Options) { o.OnMissing = "cookie"; o.CookieName = "" },
-		"on_unavailable": func(o *Options) { o.OnUnavailable = "panic" },
+		"unknown key":    func(o *Options) { o.Hash.Key = []KeySource{{Kind: "body"}} },
+		"nameless query": func(o *Options) { o.Hash.Key = []KeySource{{Kind: KeyQuery}} },
+		"load factor":    func(o *Options) { o.Ring.LoadFactor = 0.5 },
+		"on_missing":     func(o *Options) { o.Hash.OnMissing = "guess" },
+		"cookie name":    func(o *Options) { o.Hash.OnMissing = "cookie"; o.Hash.Cookie.Name = "" },
+		"on_unavailable": func(o *Options) { o.Ring.OnUnavailable = "panic" },
 		"weight":         func(o *Options) { o.Upstreams = []UpstreamOptions{{Name: "a", URL: o.Upstreams[0].URL, Weight: -1}} },
 		"url":            func(o *Options) { o.Upstreams = []UpstreamOptions{{Name: "a", URL: mustURL(t, "/rel"), Weight: 1}} },
 		"duplicate": func(o *Options) {

@@ -458,7 +458,7 @@ func TestHang(t *testing.T) {
 	})
 	hang := mustURL(t, "http://"+ln.Addr().String())
 	r := newRig(t, 3, func(o *Options) {
-		o.ResponseHeaderTimeout = 400 * time.Millisecond
+		o.Timeouts.ResponseHeader = 400 * time.Millisecond
 		o.Breaker.ConsecutiveFailures = 3
 		o.Upstreams[2].URL, o.Upstreams[2].Addr = hang, hang.Host
 	})
@@ -495,7 +495,7 @@ func TestHang(t *testing.T) {
 func TestFailClosed(t *testing.T) {
 	dead := deadURL(t)
 	r := newRig(t, 3, func(o *Options) {
-		o.OnUnavailable = "fail"
+		o.Ring.OnUnavailable = "fail"
 		o.Breaker.ConsecutiveFailures = 2
 		o.Upstreams[2].URL, o.Upstreams[2].Addr = dead, dead.Host
 	})
@@ -610,7 +610,7 @@ func TestSlowClientDoesNotChargeUpstream(t *testing.T) {
 	a, stalled := writeDeadlineUpstream(t, "a", time.Second, size)
 	be := newBackend(t, "b")
 	opts := baseOptions(append([]UpstreamOptions{a}, upstreamsOf(t, be)...))
-	opts.LoadFactor = 0
+	opts.Ring.LoadFactor = 0
 	opts.Breaker = BreakerOptions{ConsecutiveFailures: 1, FailureStatuses: []int{502, 503, 504}, OpenTimeout: time.Minute}
 	b, _, front := proxy(t, opts)
 	key := keyOwnedBy(t, b, "a")
@@ -689,8 +689,8 @@ func TestLongTrialSettlesOnHead(t *testing.T) {
 		io.WriteString(w, "a")
 	}
 	opts := baseOptions(upstreamsOf(t, a, other))
-	opts.LoadFactor = 0
-	opts.OnUnavailable = "fail"
+	opts.Ring.LoadFactor = 0
+	opts.Ring.OnUnavailable = "fail"
 	opts.Breaker = BreakerOptions{ConsecutiveFailures: 1, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 50 * time.Millisecond}
 	b, _, front := proxy(t, opts)
 	c := &http.Client{Transport: &http.Transport{}}

@@ -77,16 +77,15 @@ func deadURL(t testing.TB) *url.URL {
 
 func baseOptions(ups []UpstreamOptions) Options {
 	return Options{
-		Upstreams:             ups,
-		PointsPerWeight:       160,
-		LoadFactor:            1.25,
-		Key:                   []KeySource{{Kind: KeyCookie, Name: "session"}, {Kind: KeyHeader, Name: "X-User-ID"}, {Kind: KeyQuery, Name: "user"}, {Kind: KeyURI}},
-		OnMissing:             "random",
-		UpstreamHeader:        "X-Upstream",
-		Retries:               1,
-		DialTimeout:           2 * time.Second,
-		ResponseHeaderTimeout: 10 * time.Second,
-		IdleConnTimeout:       30 * time.Second,
+		Upstreams: ups,
+		Ring:      RingOptions{PointsPerWeight: 160, LoadFactor: 1.25},
+		Hash: HashOptions{
+			Key:       []KeySource{{Kind: KeyCookie, Name: "session"}, {Kind: KeyHeader, Name: "X-User-ID"}, {Kind: KeyQuery, Name: "user"}, {Kind: KeyURI}},
+			OnMissing: "random",
+		},
+		UpstreamHeader: "X-Upstream",
+		Retries:        1,
+		Timeouts:       TimeoutOptions{Dial: 2 * time.Second, ResponseHeader: 10 * time.Second, IdleConn: 30 * time.Second},
 	}
 }
 
@@ -350,7 +349,7 @@ func newRig(t testing.TB, n int, mut func(*Options)) *rig {
 		ups = append(ups, UpstreamOptions{Name: name, URL: u, Addr: u.Host, Weight: 1})
 	}
 	opts := baseOptions(ups)
-	opts.LoadFactor = 0
+	opts.Ring.LoadFactor = 0
 	opts.Breaker = BreakerOptions{ConsecutiveFailures: 5, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: 60 * time.Second}
 	if mut != nil {
 		mut(&opts)

@@ -17,16 +17,6 @@ import (
 // absent (or empty) on this request.
 type keyFunc func(*http.Request) (string, bool)
 
-// Key source kinds, as KeySource.Kind spells them.
-const (
-	KeyCookie = "cookie"
-	KeyHeader = "header"
-	KeyQuery  = "query"
-	KeyURI    = "uri"
-	KeyPath   = "path"
-	KeyIP     = "ip"
-)
-
 func newKeyFunc(src KeySource, trusted []netip.Prefix) (keyFunc, error) {
 	switch src.Kind {
 	case KeyCookie:
@@ -106,9 +96,9 @@ func dropped(h http.Header, name string) bool {
 
 func (k KeySource) String() string {
 	if k.Name == "" {
-		return k.Kind
+		return string(k.Kind)
 	}
-	return k.Kind + " " + k.Name
+	return string(k.Kind) + " " + k.Name
 }
 
 // cookieValue returns the value of the cookie called name exactly as
@@ -274,8 +264,8 @@ func hostOnly(hostport string) string {
 // follows on_missing; false means a 400 was written. A generated affinity
 // cookie goes on the final response head (see responseWriter.setCookie).
 func (b *Balancer) position(s *snapshot, w *responseWriter, r *http.Request) (uint64, bool) {
-	if s.onMissing == missingCookie && !dropped(r.Header, "Cookie") {
-		if v, ok := cookieValue(r.Header, s.opts.CookieName); ok {
+	if s.onMissing == OnMissingCookie && !dropped(r.Header, "Cookie") {
+		if v, ok := cookieValue(r.Header, s.opts.Hash.Cookie.Name); ok {
 			return s.ring.Hash(v), true
 		}
 	}
@@ -285,20 +275,20 @@ func (b *Balancer) position(s *snapshot, w *responseWriter, r *http.Request) (ui
 		}
 	}
 	switch s.onMissing {
-	case missingReject:
+	case OnMissingReject:
 		plainError(w, http.StatusBadRequest, "missing hash key: the request has none of "+s.keyDesc+"\n")
 		return 0, false
-	case missingCookie:
+	case OnMissingCookie:
 		var id [16]byte
 		rand.Read(id[:])
 		v := hex.EncodeToString(id[:])
 		w.setCookie = (&http.Cookie{
-			Name:     s.opts.CookieName,
+			Name:     s.opts.Hash.Cookie.Name,
 			Value:    v,
 			Path:     "/",
-			MaxAge:   int(s.opts.CookieTTL / time.Second),
-			Secure:   s.opts.CookieSecure,
-			HttpOnly: s.opts.CookieHTTPOnly,
+			MaxAge:   int(s.opts.Hash.Cookie.TTL / time.Second),
+			Secure:   s.opts.Hash.Cookie.Secure,
+			HttpOnly: s.opts.Hash.Cookie.HTTPOnly,
 			SameSite: http.SameSiteLaxMode,
 		}).String()
 		return s.ring.Hash(v), true

@@ -81,7 +81,7 @@ func TestClientIP(t *testing.T) {
 func TestIPKeyIgnoresSpoofedEntries(t *testing.T) {
 	bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c")}
 	opts := baseOptions(upstreamsOf(t, bes...))
-	opts.Key = []KeySource{{Kind: KeyIP}}
+	opts.Hash.Key = []KeySource{{Kind: KeyIP}}
 	opts.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.0.0.0/8")}
 	b, _, front := proxy(t, opts)
 	for i := range 20 {
@@ -103,8 +103,8 @@ func TestNginxPlacementLookup(t *testing.T) {
 		ups = append(ups, UpstreamOptions{Name: "n" + hp, URL: u, Addr: u.Host, Weight: 1})
 	}
 	opts := baseOptions(ups)
-	opts.Placement = "nginx"
-	opts.PointsPerWeight = 0
+	opts.Ring.Placement = "nginx"
+	opts.Ring.PointsPerWeight = 0
 	b, err := New(opts, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -176,10 +176,10 @@ func TestAffinityPerSource(t *testing.T) {
 		}},
 	}
 	for _, tc := range cases {
-		t.Run(tc.src.Kind, func(t *testing.T) {
+		t.Run(string(tc.src.Kind), func(t *testing.T) {
 			opts := baseOptions(upstreamsOf(t, bes...))
-			opts.Key = []KeySource{tc.src}
-			opts.OnMissing = "reject" // a missing key would show as 400
+			opts.Hash.Key = []KeySource{tc.src}
+			opts.Hash.OnMissing = "reject" // a missing key would show as 400
 			opts.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 			_, _, front := proxy(t, opts)
 			c := front.Client()
@@ -206,12 +206,12 @@ func TestAffinityPerSource(t *testing.T) {
 func TestAffinityCookie(t *testing.T) {
 	bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c")}
 	opts := baseOptions(upstreamsOf(t, bes...))
-	opts.Key = []KeySource{{Kind: KeyHeader, Name: "X-User-ID"}}
-	opts.OnMissing = "cookie"
-	opts.CookieName = "ringlb_affinity"
-	opts.CookieTTL = 24 * time.Hour
-	opts.CookieSecure = true
-	opts.CookieHTTPOnly = true
+	opts.Hash.Key = []KeySource{{Kind: KeyHeader, Name: "X-User-ID"}}
+	opts.Hash.OnMissing = "cookie"
+	opts.Hash.Cookie.Name = "ringlb_affinity"
+	opts.Hash.Cookie.TTL = 24 * time.Hour
+	opts.Hash.Cookie.Secure = true
+	opts.Hash.Cookie.HTTPOnly = true
 	b, _, front := proxy(t, opts)
 	c := front.Client()
 
@@ -260,8 +260,8 @@ func TestAffinityCookie(t *testing.T) {
 func TestOnMissingReject(t *testing.T) {
 	be := newBackend(t, "a")
 	opts := baseOptions(upstreamsOf(t, be))
-	opts.Key = []KeySource{{Kind: KeyCookie, Name: "session"}, {Kind: KeyHeader, Name: "X-User-ID"}}
-	opts.OnMissing = "reject"
+	opts.Hash.Key = []KeySource{{Kind: KeyCookie, Name: "session"}, {Kind: KeyHeader, Name: "X-User-ID"}}
+	opts.Hash.OnMissing = "reject"
 	_, _, front := proxy(t, opts)
 	code, _, body := get(t, front.Client(), front.URL+"/")
 	if code != http.StatusBadRequest {
@@ -296,9 +296,9 @@ func TestAffinityCookieSurvives1xx(t *testing.T) {
 		io.WriteString(w, "b")
 	}
 	opts := baseOptions(upstreamsOf(t, a, bb))
-	opts.Key = []KeySource{{Kind: KeyHeader, Name: "X-User-ID"}}
-	opts.OnMissing = "cookie"
-	opts.CookieName = "ringlb_affinity"
+	opts.Hash.Key = []KeySource{{Kind: KeyHeader, Name: "X-User-ID"}}
+	opts.Hash.OnMissing = "cookie"
+	opts.Hash.Cookie.Name = "ringlb_affinity"
 	_, _, front := proxy(t, opts)
 	c := front.Client()
 	for i := 0; i < 50 && a.hits.Load() < 3; i++ {

@@ -5,68 +5,17 @@ import (
 	"net/netip"
 	"net/url"
 	"time"
+
+	"github.com/ringlb/ringlb/ring"
 )
 
-// KeySource is one entry of hash.key: Kind is cookie, header, query, uri,
-// path or ip; Name is the cookie, header or query parameter name (empty
-// for the others).
-type KeySource struct {
-	Kind string
-	Name string
-}
-
-// UpstreamOptions describes one upstream.
-type UpstreamOptions struct {
-	// Name is the upstream's identity on the ring under placement ringlb,
-	// and its label everywhere (metrics, logs, the upstream header).
-	Name string
-	// URL is where requests go: an absolute http or https URL. A path in it
-	// is prefixed to the request path.
-	URL *url.URL
-	// Addr is the URL's host[:port] exactly as written; the identity under
-	// placement nginx.
-	Addr string
-	// Weight is > 0.
-	Weight float64
-}
-
-// Options configures a Balancer. The command fills it from a validated
-// config; New and Update still reject values that cannot work.
+// Options configures a Balancer. Its blocks mirror the config file's; the
+// command fills it from a validated config, and New and Update still
+// reject values that cannot work.
 type Options struct {
 	Upstreams []UpstreamOptions
-
-	// Placement is "ringlb" (the default when empty) or "nginx".
-	Placement string
-	// PointsPerWeight is the number of ring points per unit of weight;
-	// required under placement ringlb, 0 or 160 under nginx.
-	PointsPerWeight int
-	// LoadFactor is the bounded-load factor c (> 1); 0 turns bounded loads off.
-	LoadFactor float64
-	// LoadFloor is the least bounded-load cap: no upstream counts as full
-	// below this many in-flight requests (ring.Limit). Values below 1 count
-	// as 1, the proportional cap alone.
-	LoadFloor int
-	// SlowStart, when > 0, is how long an upstream added by a reload (or
-	// readmitted after an ejection) takes to get all its points back.
-	SlowStart time.Duration
-	// OnUnavailable is "remap" (the default when empty: skip clockwise to
-	// the next available upstream) or "fail" (503 when the key's owner is
-	// unavailable; no retry elsewhere).
-	OnUnavailable string
-
-	// Key lists the key sources in order; the first present gives the key.
-	Key []KeySource
-	// OnMissing is what happens when no source is present: "random" (the
-	// default when empty), "reject" (400) or "cookie" (generate an
-	// affinity id and set it as the cookie CookieName).
-	OnMissing string
-	// CookieName, CookieTTL, CookieSecure and CookieHTTPOnly describe the
-	// affinity cookie used by OnMissing "cookie". A TTL of 0 makes it a
-	// session cookie.
-	CookieName     string
-	CookieTTL      time.Duration
-	CookieSecure   bool
-	CookieHTTPOnly bool
+	Ring      RingOptions
+	Hash      HashOptions
 
 	// TrustedProxies are the peers whose X-Forwarded-For the ip key
 	// source believes.
@@ -75,18 +24,8 @@ type Options struct {
 	// the name of the upstream that served (or failed) the request.
 	UpstreamHeader string
 	// Retries is how many other upstreams a failed request may be tried on.
-	Retries int
-
-	// DialTimeout, ResponseHeaderTimeout and IdleConnTimeout tune the
-	// shared transport; 0 means no limit.
-	DialTimeout           time.Duration
-	ResponseHeaderTimeout time.Duration
-	IdleConnTimeout       time.Duration
-	// ReadTimeout is the longest one read of an upstream's response body
-	// may wait for data (timeouts.read); 0 means no limit. A body silent
-	// for longer is cut: the client sees it truncated and the upstream's
-	// breaker counts a failure. Upgraded connections are not limited.
-	ReadTimeout time.Duration
+	Retries  int
+	Timeouts TimeoutOptions
 
 	// AccessLog logs one line per request at level Info.
 	AccessLog bool
@@ -103,11 +42,121 @@ type Options struct {
 	HealthChecks bool
 }
 
+// UpstreamOptions describes one upstream. Its fields are in the
+// config's order, so the command converts one into the other.
+type UpstreamOptions struct {
+	// Name is the upstream's identity on the ring under placement ringlb,
+	// and its label everywhere (metrics, logs, the upstream header).
+	Name string
+	// URL is where requests go: an absolute http or https URL. A path in it
+	// is prefixed to the request path.
+	URL *url.URL
+	// Weight is > 0.
+	Weight float64
+	// Addr is the URL's host[:port] exactly as written; the identity under
+	// placement nginx.
+	Addr string
+}
+
+// RingOptions is the ring block. Its fields are in the config's order, so
+// the command converts one into the other.
+type RingOptions struct {
+	// PointsPerWeight is the number of ring points per unit of weight;
+	// required under placement ringlb, 0 or 160 under nginx.
+	PointsPerWeight int
+	// LoadFactor is the bounded-load factor c (> 1); 0 turns bounded loads off.
+	LoadFactor float64
+	// LoadFloor is the least bounded-load cap: no upstream counts as full
+	// below this many in-flight requests (ring.Limit). Values below 1 count
+	// as 1, the proportional cap alone.
+	LoadFloor int
+	// Placement is ring.PlacementRinglb (the default when empty) or
+	// ring.PlacementNginx.
+	Placement ring.Placement
+	// SlowStart, when > 0, is how long an upstream added by a reload (or
+	// readmitted after an ejection) takes to get all its points back.
+	SlowStart time.Duration
+	// OnUnavailable is what a request whose key's owner is unavailable
+	// gets; empty means OnUnavailableRemap.
+	OnUnavailable OnUnavailable
+}
+
+// OnUnavailable is ring.on_unavailable.
+type OnUnavailable string
+
 const (
-	missingRandom = iota
-	missingReject
-	missingCookie
+	// OnUnavailableRemap skips clockwise to the next available upstream.
+	OnUnavailableRemap OnUnavailable = "remap"
+	// OnUnavailableFail answers 503 when the key's owner is unavailable,
+	// and never retries elsewhere.
+	OnUnavailableFail OnUnavailable = "fail"
 )
+
+// HashOptions is the hash block.
+type HashOptions struct {
+	// Key lists the key sources in order; the first present gives the key.
+	Key []KeySource
+	// OnMissing is what happens when no source is present; empty means
+	// OnMissingRandom.
+	OnMissing OnMissing
+	// Cookie is the affinity cookie of OnMissingCookie.
+	Cookie CookieOptions
+}
+
+// KeySource is one entry of hash.key: Name is the cookie, header or query
+// parameter name (empty for the others).
+type KeySource struct {
+	Kind KeyKind
+	Name string
+}
+
+// KeyKind names a key source.
+type KeyKind string
+
+// The key sources.
+const (
+	KeyCookie KeyKind = "cookie"
+	KeyHeader KeyKind = "header"
+	KeyQuery  KeyKind = "query"
+	KeyURI    KeyKind = "uri"
+	KeyPath   KeyKind = "path"
+	KeyIP     KeyKind = "ip"
+)
+
+// OnMissing is hash.on_missing.
+type OnMissing string
+
+const (
+	// OnMissingRandom sends a request without a key to a random position.
+	OnMissingRandom OnMissing = "random"
+	// OnMissingReject answers 400.
+	OnMissingReject OnMissing = "reject"
+	// OnMissingCookie generates an affinity id, hashes it and sets it as
+	// the affinity cookie on the response.
+	OnMissingCookie OnMissing = "cookie"
+)
+
+// CookieOptions describes the affinity cookie. A TTL of 0 makes it a
+// session cookie. Its fields are in the config's order.
+type CookieOptions struct {
+	Name     string
+	TTL      time.Duration
+	Secure   bool
+	HTTPOnly bool
+}
+
+// TimeoutOptions is the timeouts block; 0 means no limit. Dial,
+// ResponseHeader and IdleConn tune the shared transport. Read is the
+// longest one read of an upstream's response body may wait for data: a
+// body silent for longer is cut, the client sees it truncated and the
+// upstream's breaker counts a failure (upgraded connections are not
+// limited). Its fields are in the config's order.
+type TimeoutOptions struct {
+	Dial           time.Duration
+	ResponseHeader time.Duration
+	Read           time.Duration
+	IdleConn       time.Duration
+}
 
 // BreakerOptions configures the per-upstream circuit breakers, the
 // passive half of ejection: real traffic trips them.

@@ -69,7 +69,7 @@ func TestLoadFloorKeepsQuietFleetTogether(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			bes := fourBackends(t)
 			opts := baseOptions(upstreamsOf(t, bes...))
-			opts.LoadFactor, opts.LoadFloor = 1.25, tc.floor
+			opts.Ring.LoadFactor, opts.Ring.LoadFloor = 1.25, tc.floor
 			holders, b, overflow := holdSameKey(t, bes, opts, "u42", n)
 			owner := b.Lookup("u42").Owner
 			if got := holders[owner] < n; got != tc.split {
@@ -93,7 +93,7 @@ func TestLoadFloorBurstStillOverflows(t *testing.T) {
 	)
 	bes := fourBackends(t)
 	opts := baseOptions(upstreamsOf(t, bes...))
-	opts.LoadFactor, opts.LoadFloor = c, floor
+	opts.Ring.LoadFactor, opts.Ring.LoadFloor = c, floor
 	holders, b, overflow := holdSameKey(t, bes, opts, "hot", n)
 	owner := b.Lookup("hot").Owner
 
@@ -183,7 +183,7 @@ func TestBoundedLoadsSpreadHotKey(t *testing.T) {
 func TestPickDoesNotAllocate(t *testing.T) {
 	ups := upstreamsOf(t, newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c"))
 	opts := baseOptions(ups)
-	opts.SlowStart = time.Minute
+	opts.Ring.SlowStart = time.Minute
 	b, err := New(opts, nil, nil)
 	if err != nil {
 		t.Fatal(err)

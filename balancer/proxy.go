@@ -52,8 +52,8 @@ func (t *transport) retire() {
 }
 
 func newTransport(opts Options) *http.Transport {
-	d := &net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}
-	tlsTimeout := opts.DialTimeout
+	d := &net.Dialer{Timeout: opts.Timeouts.Dial, KeepAlive: 30 * time.Second}
+	tlsTimeout := opts.Timeouts.Dial
 	if tlsTimeout == 0 {
 		tlsTimeout = 10 * time.Second
 	}
@@ -68,8 +68,8 @@ func newTransport(opts Options) *http.Transport {
 		},
 		MaxIdleConns:          16384,
 		MaxIdleConnsPerHost:   1024,
-		IdleConnTimeout:       opts.IdleConnTimeout,
-		ResponseHeaderTimeout: opts.ResponseHeaderTimeout,
+		IdleConnTimeout:       opts.Timeouts.IdleConn,
+		ResponseHeaderTimeout: opts.Timeouts.ResponseHeader,
 		TLSHandshakeTimeout:   tlsTimeout,
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true,
@@ -114,7 +114,7 @@ func (b *Balancer) newProxy(s *snapshot, u *Upstream, target *url.URL) *httputil
 		ErrorHandler: recordError,
 	}
 	key, val := s.header, []string{u.name}
-	readTimeout := s.opts.ReadTimeout
+	readTimeout := s.opts.Timeouts.Read
 	p.ModifyResponse = func(res *http.Response) error {
 		if res.StatusCode == http.StatusSwitchingProtocols {
 			if err := checkUpgrade(res); err != nil {

@@ -89,7 +89,7 @@ func TestUpgradeMismatchIsTheClients(t *testing.T) {
 		}
 	}
 	opts := baseOptions(upstreamsOf(t, a, other))
-	opts.LoadFactor = 0
+	opts.Ring.LoadFactor = 0
 	opts.Breaker = BreakerOptions{ConsecutiveFailures: 1, FailureStatuses: []int{502, 503, 504}, OpenTimeout: time.Minute}
 	b, reg, front := proxy(t, opts)
 	key := keyOwnedBy(t, b, "a")
@@ -152,8 +152,8 @@ func TestReplacedTransportClosesReturnedConns(t *testing.T) {
 		panic(http.ErrAbortHandler) // no response: the GET goes on to b
 	}
 	opts := baseOptions(upstreamsOf(t, a, bb))
-	opts.LoadFactor = 0
-	opts.IdleConnTimeout = time.Minute
+	opts.Ring.LoadFactor = 0
+	opts.Timeouts.IdleConn = time.Minute
 	b, _, front := proxy(t, opts)
 	key := keyOwnedBy(t, b, "a")
 	done := make(chan int)
@@ -168,7 +168,7 @@ func TestReplacedTransportClosesReturnedConns(t *testing.T) {
 		done <- res.StatusCode
 	}()
 	<-arrived
-	opts.IdleConnTimeout = 2 * time.Minute // a new transport
+	opts.Timeouts.IdleConn = 2 * time.Minute // a new transport
 	if _, err := b.Update(opts); err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestReadTimeoutCutsSilentBody(t *testing.T) {
 		}
 	}
 	opts := baseOptions(upstreamsOf(t, a))
-	opts.ReadTimeout = 200 * time.Millisecond
+	opts.Timeouts.Read = 200 * time.Millisecond
 	opts.Breaker = BreakerOptions{ConsecutiveFailures: 2, FailureStatuses: []int{502, 503, 504}, OpenTimeout: time.Minute}
 	b, _, front := proxy(t, opts)
 	c := &http.Client{Timeout: 10 * time.Second}

@@ -70,7 +70,7 @@ func TestResponseHeaderTimeoutIs504(t *testing.T) {
 		}
 	}
 	opts := baseOptions(upstreamsOf(t, be))
-	opts.ResponseHeaderTimeout = 50 * time.Millisecond
+	opts.Timeouts.ResponseHeader = 50 * time.Millisecond
 	_, reg, front := proxy(t, opts)
 	code, _, body := get(t, front.Client(), front.URL+"/")
 	if code != http.StatusGatewayTimeout || !strings.Contains(body, "timed out") {
@@ -190,8 +190,8 @@ func TestFailModeNoRetry(t *testing.T) {
 	dead := deadURL(t)
 	ups = append(ups, UpstreamOptions{Name: "dead", URL: dead, Addr: dead.Host, Weight: 1})
 	opts := baseOptions(ups)
-	opts.OnUnavailable = "fail"
-	opts.LoadFactor = 0
+	opts.Ring.OnUnavailable = "fail"
+	opts.Ring.LoadFactor = 0
 	b, reg, front := proxy(t, opts)
 	key := keyOwnedBy(t, b, "dead")
 	if code, _, _ := get(t, front.Client(), front.URL+"/?user="+key); code != http.StatusBadGateway {

@@ -51,10 +51,10 @@ func (b *Balancer) Status() RingStatus {
 		PointsPerWeight: s.ring.PointsPerWeight(),
 		LoadFactor:      s.loadFactor,
 		LoadFloor:       s.loadFloor,
-		OnMissing:       onMissingNames[s.onMissing],
+		OnMissing:       string(s.onMissing),
 		Upstreams:       make([]UpstreamStatus, len(s.members)),
 	}
-	for _, k := range s.opts.Key {
+	for _, k := range s.opts.Hash.Key {
 		st.KeySources = append(st.KeySources, k.String())
 	}
 	now := b.clock()
@@ -91,8 +91,6 @@ func (s *snapshot) activeFraction(u *Upstream, now int64) float64 {
 	return math.Min(1, math.Max(0, float64(now-ws)/float64(s.slowStart)))
 }
 
-var onMissingNames = [...]string{missingRandom: "random", missingReject: "reject", missingCookie: "cookie"}
-
 // KeyOf returns the key a request would hash on and where it came from:
 // "cookie NAME" for the affinity cookie (under on_missing cookie) or a
 // hash.key source as KeySources names it. ok is false when the request has
@@ -100,14 +98,14 @@ var onMissingNames = [...]string{missingRandom: "random", missingReject: "reject
 // affinity cookie).
 func (b *Balancer) KeyOf(r *http.Request) (key, source string, ok bool) {
 	s := b.snap.Load()
-	if s.onMissing == missingCookie {
-		if v, ok := cookieValue(r.Header, s.opts.CookieName); ok {
-			return v, "cookie " + s.opts.CookieName + " (affinity)", true
+	if s.onMissing == OnMissingCookie {
+		if v, ok := cookieValue(r.Header, s.opts.Hash.Cookie.Name); ok {
+			return v, "cookie " + s.opts.Hash.Cookie.Name + " (affinity)", true
 		}
 	}
 	for i, k := range s.keys {
 		if v, ok := k(r); ok {
-			return v, s.opts.Key[i].String(), true
+			return v, s.opts.Hash.Key[i].String(), true
 		}
 	}
 	return "", "", false

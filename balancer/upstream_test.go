@@ -155,7 +155,7 @@ func TestSlowStartAfterEjection(t *testing.T) {
 	for _, path := range []string{"health", "breaker"} {
 		t.Run(path, func(t *testing.T) {
 			r := newRig(t, 4, func(o *Options) {
-				o.SlowStart = time.Minute
+				o.Ring.SlowStart = time.Minute
 				o.HealthChecks = true
 				o.Breaker.ConsecutiveFailures = 1
 			})

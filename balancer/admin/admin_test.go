@@ -30,9 +30,9 @@ func setupWith(t *testing.T, reload ReloadFunc, opts Options) (*balancer.Balance
 	}
 	reg := balancer.NewRegistry()
 	b, err := balancer.New(balancer.Options{
-		Upstreams: ups, PointsPerWeight: 160, LoadFactor: 1.25,
-		Key:         []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}},
-		DialTimeout: time.Second,
+		Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160, LoadFactor: 1.25},
+		Hash:     balancer.HashOptions{Key: []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}}},
+		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
 	}, reg, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -191,9 +191,9 @@ func TestStatusPageInBrowser(t *testing.T) {
 	}
 	reg := balancer.NewRegistry()
 	opts := balancer.Options{
-		Upstreams: ups, PointsPerWeight: 160, LoadFactor: 1.25, SlowStart: 10 * time.Minute,
-		Key:            []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}},
-		UpstreamHeader: "X-Upstream", Retries: 1, DialTimeout: time.Second,
+		Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160, LoadFactor: 1.25, SlowStart: 10 * time.Minute},
+		Hash:           balancer.HashOptions{Key: []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}}},
+		UpstreamHeader: "X-Upstream", Retries: 1, Timeouts: balancer.TimeoutOptions{Dial: time.Second},
 	}
 	b, err := balancer.New(opts, reg, nil)
 	if err != nil {

@@ -6,41 +6,26 @@ import (
 	"github.com/ringlb/ringlb/healthcheck"
 )
 
-// balancerOptions converts a config to the balancer's plain options.
+// balancerOptions converts a config to the balancer's options. The
+// blocks that share their shape convert as they are.
 func balancerOptions(cfg *config.Config) balancer.Options {
 	o := balancer.Options{
-		Placement:             cfg.Ring.Placement,
-		PointsPerWeight:       cfg.Ring.PointsPerWeight,
-		LoadFactor:            cfg.Ring.LoadFactor,
-		LoadFloor:             cfg.Ring.LoadFloor,
-		SlowStart:             cfg.Ring.SlowStart,
-		OnUnavailable:         cfg.Ring.OnUnavailable,
-		OnMissing:             cfg.Hash.OnMissing,
-		CookieName:            cfg.Hash.Cookie.Name,
-		CookieTTL:             cfg.Hash.Cookie.TTL,
-		CookieSecure:          cfg.Hash.Cookie.Secure,
-		CookieHTTPOnly:        cfg.Hash.Cookie.HTTPOnly,
-		TrustedProxies:        cfg.TrustedProxies,
-		UpstreamHeader:        cfg.UpstreamHeader,
-		Retries:               cfg.Retries,
-		DialTimeout:           cfg.Timeouts.Dial,
-		ResponseHeaderTimeout: cfg.Timeouts.ResponseHeader,
-		ReadTimeout:           cfg.Timeouts.Read,
-		IdleConnTimeout:       cfg.Timeouts.IdleConn,
-		AccessLog:             cfg.AccessLog,
-		HealthChecks:          cfg.Health != nil,
-		Breaker: balancer.BreakerOptions{
-			ConsecutiveFailures: cfg.Breaker.ConsecutiveFailures,
-			FailureStatuses:     cfg.Breaker.FailureStatuses,
-			OpenTimeout:         cfg.Breaker.OpenTimeout,
-			MaxOpenTimeout:      cfg.Breaker.MaxOpenTimeout,
+		Ring: balancer.RingOptions(cfg.Ring),
+		Hash: balancer.HashOptions{
+			Key:       cfg.Hash.Key,
+			OnMissing: cfg.Hash.OnMissing,
+			Cookie:    balancer.CookieOptions(cfg.Hash.Cookie),
 		},
+		TrustedProxies: cfg.TrustedProxies,
+		UpstreamHeader: cfg.UpstreamHeader,
+		Retries:        cfg.Retries,
+		Timeouts:       balancer.TimeoutOptions(cfg.Timeouts),
+		AccessLog:      cfg.AccessLog,
+		Breaker:        balancer.BreakerOptions(cfg.Breaker),
+		HealthChecks:   cfg.Health != nil,
 	}
 	for _, u := range cfg.Upstreams {
-		o.Upstreams = append(o.Upstreams, balancer.UpstreamOptions{Name: u.Name, URL: u.URL, Addr: u.Addr, Weight: u.Weight})
-	}
-	for _, k := range cfg.Hash.Key {
-		o.Key = append(o.Key, balancer.KeySource{Kind: string(k.Kind), Name: k.Name})
+		o.Upstreams = append(o.Upstreams, balancer.UpstreamOptions(u))
 	}
 	return o
 }

@@ -84,7 +84,7 @@ func changeMembers(cfg *config.Config, ms []ring.Member, adds, removes []string)
 				return nil, fmt.Errorf("-add %s: weight must be a number > 0, got %q", a, w)
 			}
 		}
-		nginx := cfg.Ring.Placement == string(ring.PlacementNginx)
+		nginx := cfg.Ring.Placement == ring.PlacementNginx
 		switch {
 		case name == "":
 			return nil, fmt.Errorf("-add %s: empty name", a)

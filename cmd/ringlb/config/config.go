@@ -16,6 +16,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/ring"
 	"gopkg.in/yaml.v3"
 )
 
@@ -273,14 +275,16 @@ func applyDefaults(c *Config, has func(field string) bool) {
 	// access_log and debug_pprof default to false, the zero value.
 
 	if !has("hash.key") {
-		c.Hash.Key = []KeySource{
-			{Kind: KeyCookie, Name: "session"},
-			{Kind: KeyHeader, Name: textproto.CanonicalMIMEHeaderKey("X-User-ID")},
-			{Kind: KeyQuery, Name: "user"},
-			{Kind: KeyURI},
+		c.Hash.Key = []balancer.KeySource{
+			{Kind: balancer.KeyCookie, Name: "session"},
+			{Kind: balancer.KeyHeader, Name: textproto.CanonicalMIMEHeaderKey("X-User-ID")},
+			{Kind: balancer.KeyQuery, Name: "user"},
+			{Kind: balancer.KeyURI},
 		}
 	}
-	str("hash.on_missing", &c.Hash.OnMissing, "random")
+	if !has("hash.on_missing") {
+		c.Hash.OnMissing = balancer.OnMissingRandom
+	}
 	str("hash.cookie.name", &c.Hash.Cookie.Name, "ringlb_affinity")
 	dur("hash.cookie.ttl", &c.Hash.Cookie.TTL, 24*time.Hour)
 	if !has("hash.cookie.http_only") {
@@ -292,8 +296,12 @@ func applyDefaults(c *Config, has func(field string) bool) {
 	num("ring.points_per_weight", &c.Ring.PointsPerWeight, defaultPointsPerWeight)
 	// load_factor defaults to 0 (bounded loads off), the zero value.
 	num("ring.load_floor", &c.Ring.LoadFloor, defaultLoadFloor)
-	str("ring.placement", &c.Ring.Placement, "ringlb")
-	str("ring.on_unavailable", &c.Ring.OnUnavailable, "remap")
+	if !has("ring.placement") {
+		c.Ring.Placement = ring.PlacementRinglb
+	}
+	if !has("ring.on_unavailable") {
+		c.Ring.OnUnavailable = balancer.OnUnavailableRemap
+	}
 	// slow_start defaults to 0s, the zero value.
 
 	for i := range c.Upstreams {

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/balancer"
 )
 
 // rootConfig is the documented default config at the repository root.
@@ -51,11 +53,11 @@ func defaults(t *testing.T) *Config {
 		AccessLog:       false,
 		DebugPprof:      false,
 		Hash: Hash{
-			Key: []KeySource{
-				{Kind: KeyCookie, Name: "session"},
-				{Kind: KeyHeader, Name: "X-User-Id"},
-				{Kind: KeyQuery, Name: "user"},
-				{Kind: KeyURI},
+			Key: []balancer.KeySource{
+				{Kind: balancer.KeyCookie, Name: "session"},
+				{Kind: balancer.KeyHeader, Name: "X-User-Id"},
+				{Kind: balancer.KeyQuery, Name: "user"},
+				{Kind: balancer.KeyURI},
 			},
 			OnMissing: "random",
 			Cookie:    AffinityCookie{Name: "ringlb_affinity", TTL: 24 * time.Hour, Secure: false, HTTPOnly: true},
@@ -163,7 +165,7 @@ max_header_bytes: 1024
 				want.AccessLog = true
 				want.DebugPprof = true
 				want.Hash = Hash{
-					Key:       []KeySource{{KeyHeader, "X-User-Id"}, {Kind: KeyIP}, {Kind: KeyPath}},
+					Key:       []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-Id"}, {Kind: balancer.KeyIP}, {Kind: balancer.KeyPath}},
 					OnMissing: "cookie",
 					Cookie:    AffinityCookie{Name: "aff", TTL: time.Hour, Secure: true, HTTPOnly: false},
 				}

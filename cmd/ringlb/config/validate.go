@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ringlb/ringlb/balancer"
 )
 
 // Limits that keep a config from building an unreasonably large ring.
@@ -154,17 +156,17 @@ func (d *decoder) validateHash(h *Hash) {
 		}
 		nf := f + "." + string(k.Kind)
 		switch {
-		case k.Kind != KeyCookie && k.Kind != KeyHeader && k.Kind != KeyQuery:
+		case k.Kind != balancer.KeyCookie && k.Kind != balancer.KeyHeader && k.Kind != balancer.KeyQuery:
 		case k.Name == "":
 			d.invalid(nf, "must not be empty")
-		case (k.Kind == KeyCookie || k.Kind == KeyHeader) && !isToken(k.Name):
+		case (k.Kind == balancer.KeyCookie || k.Kind == balancer.KeyHeader) && !isToken(k.Name):
 			d.invalid(nf, "must be a valid %s name, got %q", k.Kind, short(k.Name))
 		}
 	}
 	switch h.OnMissing {
 	case "random", "reject", "cookie":
 	default:
-		d.invalid("hash.on_missing", "must be random, reject or cookie, got %q", short(h.OnMissing))
+		d.invalid("hash.on_missing", "must be random, reject or cookie, got %q", short(string(h.OnMissing)))
 	}
 	if !isToken(h.Cookie.Name) {
 		d.invalid("hash.cookie.name", "must be a valid cookie name, got %q", short(h.Cookie.Name))
@@ -176,7 +178,7 @@ func (d *decoder) validateRing(r *Ring) {
 	switch r.Placement {
 	case "ringlb", "nginx":
 	default:
-		d.invalid("ring.placement", "must be ringlb or nginx, got %q", short(r.Placement))
+		d.invalid("ring.placement", "must be ringlb or nginx, got %q", short(string(r.Placement)))
 	}
 	switch {
 	case r.Placement == "nginx" && !d.isBad("ring.placement"):
@@ -206,7 +208,7 @@ func (d *decoder) validateRing(r *Ring) {
 				fmtFloat(r.LoadFactor), r.SlowStart)
 		}
 	default:
-		d.invalid("ring.on_unavailable", "must be remap or fail, got %q", short(r.OnUnavailable))
+		d.invalid("ring.on_unavailable", "must be remap or fail, got %q", short(string(r.OnUnavailable)))
 	}
 }
 
