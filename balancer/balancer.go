@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
-	"math"
 	"net/http/httputil"
 	"net/textproto"
 	"net/url"
@@ -277,7 +276,7 @@ func (b *Balancer) buildLocked(opts Options, initial bool) (*snapshot, error) {
 		s.members[i] = member{
 			u:      u,
 			weight: uo.Weight,
-			points: int(math.Round(float64(r.PointsPerWeight()) * uo.Weight)),
+			points: ring.PointsFor(r.PointsPerWeight(), uo.Weight),
 			url:    uo.URL,
 			proxy:  b.newProxy(s, u, uo.URL),
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	"net/netip"
 	"net/textproto"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/healthcheck"
 	"github.com/ringlb/ringlb/ring"
 	"gopkg.in/yaml.v3"
 )
@@ -312,13 +312,13 @@ func applyDefaults(c *Config, has func(field string) bool) {
 
 	if c.Health != nil { // present: fill its absent fields
 		h := c.Health
-		str("health.path", &h.Path, "/healthz")
-		dur("health.interval", &h.Interval, 2*time.Second)
-		dur("health.timeout", &h.Timeout, time.Second)
-		num("health.rise", &h.Rise, 2)
-		num("health.fall", &h.Fall, 3)
+		str("health.path", &h.Path, healthcheck.DefaultPath)
+		dur("health.interval", &h.Interval, healthcheck.DefaultInterval)
+		dur("health.timeout", &h.Timeout, healthcheck.DefaultTimeout)
+		num("health.rise", &h.Rise, healthcheck.DefaultRise)
+		num("health.fall", &h.Fall, healthcheck.DefaultFall)
 		if !has("health.expect_status") {
-			h.ExpectStatus = StatusRange{Min: 200, Max: 399}
+			h.ExpectStatus = StatusRange{Min: healthcheck.DefaultExpectMin, Max: healthcheck.DefaultExpectMax}
 		}
 	}
 
@@ -337,23 +337,12 @@ func applyDefaults(c *Config, has func(field string) bool) {
 	num("max_header_bytes", &c.MaxHeaderBytes, defaultMaxHeaderBytes)
 }
 
-// Points returns how many ring points an upstream of the given weight owns:
-// round(PointsPerWeight × weight), rounding halves away from zero (as the
-// ring package does).
-func (r Ring) Points(weight float64) int {
-	p := math.Round(float64(r.PointsPerWeight) * weight)
-	if p > math.MaxInt32 {
-		return math.MaxInt32
-	}
-	return int(p)
-}
-
 // TotalPoints returns the number of points on the ring: the sum of every
 // upstream's Points.
 func (c *Config) TotalPoints() int {
 	n := 0
 	for _, u := range c.Upstreams {
-		n += c.Ring.Points(u.Weight)
+		n += ring.PointsFor(c.Ring.PointsPerWeight, u.Weight)
 	}
 	return n
 }

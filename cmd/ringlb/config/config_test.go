@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/ring"
 )
 
 // rootConfig is the documented default config at the repository root.
@@ -298,7 +299,7 @@ upstreams:
 			name: "weight giving one point",
 			src:  "ring: {points_per_weight: 1}\nupstreams:\n  - {name: a, url: http://h, weight: 0.5}\n",
 			check: func(t *testing.T, c *Config) {
-				if got := c.Ring.Points(0.5); got != 1 {
+				if got := ring.PointsFor(c.Ring.PointsPerWeight, 0.5); got != 1 {
 					t.Errorf("Points(0.5) = %d, want 1 (halves round away from zero)", got)
 				}
 			},
@@ -739,7 +740,7 @@ func checkInvariants(t *testing.T, c *Config) {
 		if u.URL == nil || u.Addr != u.URL.Host || (u.URL.Scheme != "http" && u.URL.Scheme != "https") {
 			t.Fatalf("bad upstream %+v", u)
 		}
-		if p := c.Ring.Points(u.Weight); p < 1 || math.IsNaN(u.Weight) {
+		if p := ring.PointsFor(c.Ring.PointsPerWeight, u.Weight); p < 1 || math.IsNaN(u.Weight) {
 			t.Fatalf("upstream %s has %d points", u.Name, p)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/ring"
 )
 
 // Limits that keep a config from building an unreasonably large ring.
@@ -304,12 +305,12 @@ func (d *decoder) validateUpstreams(c *Config) {
 		case nginx && w != math.Trunc(w):
 			d.invalid(f+".weight", "must be a whole number under placement nginx, got %s", fmtFloat(w))
 		case !ppwOK:
-		case c.Ring.Points(w) < 1:
+		case ring.PointsFor(c.Ring.PointsPerWeight, w) < 1:
 			d.invalid(f+".weight", "too small: gives round(%d × %s) = 0 ring points", c.Ring.PointsPerWeight, fmtFloat(w))
-		case c.Ring.Points(w) > maxPointsPerMember:
+		case ring.PointsFor(c.Ring.PointsPerWeight, w) > maxPointsPerMember:
 			d.invalid(f+".weight", "too large: gives round(%d × %s) > %d ring points", c.Ring.PointsPerWeight, fmtFloat(w), maxPointsPerMember)
 		default:
-			total += c.Ring.Points(w)
+			total += ring.PointsFor(c.Ring.PointsPerWeight, w)
 		}
 	}
 	if total > maxPointsTotal {
