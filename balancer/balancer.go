@@ -19,14 +19,10 @@
 package balancer
 
 import (
-	"errors"
 	"fmt"
 	"log"
 	"log/slog"
 	"net/http/httputil"
-	"net/textproto"
-	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,38 +32,26 @@ import (
 	"github.com/ringlb/ringlb/ring"
 )
 
-// snapshot is everything a request needs, fixed when it is built.
+// snapshot is everything a request needs, fixed when it is installed:
+// the compiled settings, the ring, and each member's live upstream and
+// proxy.
 type snapshot struct {
-	ring    *ring.Ring
-	members []member // indexed like ring.Members()
-	opts    Options
-
-	keys       []keyFunc
-	keyDesc    string    // "cookie session, header X-User-ID", for 400 answers
-	onMissing  OnMissing // never empty
-	loadFactor float64
-	loadFloor  int64 // >= 1
-	fail       bool
-	retries    int
-	slowStart  int64  // nanoseconds
-	header     string // canonical UpstreamHeader, or ""
-	failStatus statusSet
-	breaker    *BreakerOptions // validated; nil when breakers are off
-	transport  *transport      // the one every member's proxy uses
+	settings
+	ring      *ring.Ring
+	members   []member   // indexed like ring.Members()
+	transport *transport // the one every member's proxy uses
 
 	// availW is the total weight of available members, as float64 bits;
 	// recomputed (under Balancer.mu) on every availability flip.
 	availW atomic.Uint64
 }
 
-// member is one ring member of a snapshot: the shared Upstream plus what
-// this configuration says about it.
+// member is one ring member of a snapshot: what the options say about
+// it, the shared Upstream, and the proxy that forwards to it.
 type member struct {
-	u      *Upstream
-	weight float64
-	points int // round(points_per_weight × weight): slow start's point count
-	url    *url.URL
-	proxy  *httputil.ReverseProxy
+	memberSpec
+	u     *Upstream
+	proxy *httputil.ReverseProxy
 }
 
 // Balancer is the proxy handler. It is safe for concurrent use; create it
@@ -91,7 +75,6 @@ type Balancer struct {
 	ups       map[string]*Upstream
 	checksOff bool // an Update turned HealthChecks off: SetHealthy is ignored
 	transport *transport
-	tcfg      [3]time.Duration
 }
 
 // New builds a Balancer and registers its metrics on reg (nil: none). It
@@ -109,14 +92,13 @@ func New(opts Options, reg prometheus.Registerer, logger *slog.Logger) (*Balance
 		ups:    map[string]*Upstream{},
 		m:      newMetrics(),
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s, err := b.buildLocked(opts, true)
+	set, r, err := compile(opts)
 	if err != nil {
 		return nil, err
 	}
-	b.snap.Store(s)
-	b.recomputeLocked()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.installLocked(set, r)
 	if reg != nil {
 		if err := b.m.register(b, reg); err != nil {
 			b.transport.CloseIdleConnections()
@@ -132,21 +114,20 @@ func New(opts Options, reg prometheus.Registerer, logger *slog.Logger) (*Balance
 // Upstreams keep their state while their name stays; removed ones drain
 // and their metric series are deleted. On error nothing changes.
 func (b *Balancer) Update(opts Options) (string, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	old := b.snap.Load()
-	s, err := b.buildLocked(opts, false)
+	set, r, err := compile(opts)
 	if err != nil {
 		return "", err
 	}
-	b.snap.Store(s)
-	b.recomputeLocked()
-	if old.opts.HealthChecks && !opts.HealthChecks {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	old := b.snap.Load()
+	s := b.installLocked(set, r)
+	if old.healthChecks && !s.healthChecks {
 		b.checksOff = true
 		for i := range s.members {
 			s.members[i].u.down.Store(false)
 		}
-	} else if opts.HealthChecks {
+	} else if s.healthChecks {
 		b.checksOff = false
 	}
 	for i := range s.members {
@@ -170,97 +151,26 @@ func (b *Balancer) Update(opts Options) (string, error) {
 	return s.ring.Version(), nil
 }
 
-// buildLocked validates opts and builds a snapshot, creating Upstreams for
-// new names and updating b.ups and the transport. Nothing is changed when
-// it fails.
-func (b *Balancer) buildLocked(opts Options, initial bool) (*snapshot, error) {
-	s := &snapshot{opts: opts, loadFactor: opts.Ring.LoadFactor, loadFloor: max(int64(opts.Ring.LoadFloor), 1),
-		retries: opts.Retries, slowStart: int64(opts.Ring.SlowStart)}
-	bo, err := opts.Breaker.validate()
-	if err != nil {
-		return nil, err
-	}
-	if bo.ConsecutiveFailures > 0 {
-		s.breaker = &bo
-		s.failStatus = newStatusSet(bo.FailureStatuses)
-	}
-	switch opts.Ring.OnUnavailable {
-	case "", OnUnavailableRemap:
-	case OnUnavailableFail:
-		s.fail = true
-	default:
-		return nil, fmt.Errorf("balancer: on_unavailable: unknown value %q", opts.Ring.OnUnavailable)
-	}
-	switch opts.Hash.OnMissing {
-	case "", OnMissingRandom:
-		s.onMissing = OnMissingRandom
-	case OnMissingReject, OnMissingCookie:
-		s.onMissing = opts.Hash.OnMissing
-		if opts.Hash.OnMissing == OnMissingCookie && opts.Hash.Cookie.Name == "" {
-			return nil, errors.New("balancer: on_missing cookie needs a cookie name")
-		}
-	default:
-		return nil, fmt.Errorf("balancer: on_missing: unknown value %q", opts.Hash.OnMissing)
-	}
-	if opts.Ring.LoadFactor != 0 && !(opts.Ring.LoadFactor > 1) {
-		return nil, fmt.Errorf("balancer: load_factor must be 0 or > 1, got %v", opts.Ring.LoadFactor)
-	}
-	if opts.Retries < 0 {
-		return nil, fmt.Errorf("balancer: retries must be >= 0, got %d", opts.Retries)
-	}
-	if opts.UpstreamHeader != "" {
-		s.header = textproto.CanonicalMIMEHeaderKey(opts.UpstreamHeader)
-	}
-	descs := make([]string, 0, len(opts.Hash.Key))
-	for i, k := range opts.Hash.Key {
-		f, err := newKeyFunc(k, opts.TrustedProxies)
-		if err != nil {
-			return nil, fmt.Errorf("balancer: key[%d]: %w", i, err)
-		}
-		s.keys = append(s.keys, f)
-		descs = append(descs, k.String())
-	}
-	s.keyDesc = strings.Join(descs, ", ")
-
-	byName := make(map[string]UpstreamOptions, len(opts.Upstreams))
-	rm := make([]ring.Member, 0, len(opts.Upstreams))
-	for i, uo := range opts.Upstreams {
-		if uo.Name == "" {
-			return nil, fmt.Errorf("balancer: upstreams[%d]: empty name", i)
-		}
-		if _, dup := byName[uo.Name]; dup {
-			return nil, fmt.Errorf("balancer: upstreams[%d]: duplicate name %q", i, uo.Name)
-		}
-		if uo.URL == nil || (uo.URL.Scheme != "http" && uo.URL.Scheme != "https") || uo.URL.Host == "" {
-			return nil, fmt.Errorf("balancer: upstreams[%d] (%s): url must be absolute http(s), got %v", i, uo.Name, uo.URL)
-		}
-		byName[uo.Name] = uo
-		rm = append(rm, ring.Member{Name: uo.Name, Addr: uo.Addr, Weight: uo.Weight})
-	}
-	r, err := ring.New(rm, ring.Options{Placement: opts.Ring.Placement, PointsPerWeight: opts.Ring.PointsPerWeight})
-	if err != nil {
-		return nil, fmt.Errorf("balancer: %w", err)
-	}
-	s.ring = r
-
-	// Validation is over: from here on, state changes.
-	tcfg := [3]time.Duration{opts.Timeouts.Dial, opts.Timeouts.ResponseHeader, opts.Timeouts.IdleConn}
-	if b.transport == nil || tcfg != b.tcfg {
+// installLocked makes a compiled configuration current: it replaces the
+// transport when its settings changed, creates Upstreams for new names
+// (an upstream joining a running balancer slow-starts), gives each its
+// breaker settings, builds the members' proxies and swaps the snapshot
+// in. Callers hold b.mu.
+func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
+	running := b.snap.Load() != nil
+	if b.transport == nil || b.transport.cfg != set.transport {
 		if b.transport != nil {
 			b.transport.retire()
 		}
-		b.transport = &transport{Transport: newTransport(opts)}
-		b.tcfg = tcfg
+		b.transport = newTransport(set.transport)
 	}
-	s.transport = b.transport
-	ups := make(map[string]*Upstream, len(rm))
-	s.members = make([]member, len(r.Members()))
-	for i, rmem := range r.Members() {
-		uo := byName[rmem.Name]
-		u := b.ups[uo.Name]
+	s := &snapshot{settings: set, ring: r, transport: b.transport, members: make([]member, len(set.specs))}
+	ups := make(map[string]*Upstream, len(set.specs))
+	for i, spec := range set.specs {
+		u := b.ups[spec.name]
 		if u == nil {
-			u = &Upstream{name: uo.Name, m: b.m.forUpstream(uo.Name)}
-			if !initial && opts.Ring.SlowStart > 0 {
+			u = &Upstream{name: spec.name, m: b.m.forUpstream(spec.name)}
+			if running && s.slowStart > 0 {
 				u.warmSince.Store(b.clock())
 			}
 		}
@@ -272,17 +182,13 @@ func (b *Balancer) buildLocked(opts Options, initial bool) (*snapshot, error) {
 		default:
 			br.cfg.Store(s.breaker)
 		}
-		ups[uo.Name] = u
-		s.members[i] = member{
-			u:      u,
-			weight: uo.Weight,
-			points: ring.PointsFor(r.PointsPerWeight(), uo.Weight),
-			url:    uo.URL,
-			proxy:  b.newProxy(s, u, uo.URL),
-		}
+		ups[spec.name] = u
+		s.members[i] = member{memberSpec: spec, u: u, proxy: b.newProxy(s, u, spec.url)}
 	}
 	b.ups = ups
-	return s, nil
+	b.snap.Store(s)
+	b.recomputeLocked()
+	return s
 }
 
 // clock returns nanoseconds since the balancer started (monotonic), never 0.

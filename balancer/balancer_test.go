@@ -169,7 +169,7 @@ func TestReloadBreakersAndHealthChecksOff(t *testing.T) {
 	r.bes["a"].status.Store(http.StatusBadGateway)
 	r.get(t, ks.by["a"][0])
 	r.b.SetHealthy("b", false, "test")
-	opts := r.b.snap.Load().opts
+	opts := r.opts
 	opts.Breaker = BreakerOptions{}
 	if _, err := r.b.Update(opts); err != nil {
 		t.Fatal(err)

@@ -237,6 +237,7 @@ func (l *logBuffer) String() string {
 // and captured logs.
 type rig struct {
 	b      *Balancer
+	opts   Options // the options b was built with
 	reg    *prometheus.Registry
 	front  *httptest.Server
 	clk    *fakeClock
@@ -361,7 +362,7 @@ func newRig(t testing.TB, n int, mut func(*Options)) *rig {
 		t.Fatal(err)
 	}
 	r.clk.install(b) // before any request: nothing reads the clock yet
-	r.b = b
+	r.b, r.opts = b, opts
 	t.Cleanup(b.Close)
 	t.Cleanup(func() {
 		if t.Failed() {

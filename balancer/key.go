@@ -265,7 +265,7 @@ func hostOnly(hostport string) string {
 // cookie goes on the final response head (see responseWriter.setCookie).
 func (b *Balancer) position(s *snapshot, w *responseWriter, r *http.Request) (uint64, bool) {
 	if s.onMissing == OnMissingCookie && !dropped(r.Header, "Cookie") {
-		if v, ok := cookieValue(r.Header, s.opts.Hash.Cookie.Name); ok {
+		if v, ok := cookieValue(r.Header, s.cookie.Name); ok {
 			return s.ring.Hash(v), true
 		}
 	}
@@ -283,12 +283,12 @@ func (b *Balancer) position(s *snapshot, w *responseWriter, r *http.Request) (ui
 		rand.Read(id[:])
 		v := hex.EncodeToString(id[:])
 		w.setCookie = (&http.Cookie{
-			Name:     s.opts.Hash.Cookie.Name,
+			Name:     s.cookie.Name,
 			Value:    v,
 			Path:     "/",
-			MaxAge:   int(s.opts.Hash.Cookie.TTL / time.Second),
-			Secure:   s.opts.Hash.Cookie.Secure,
-			HttpOnly: s.opts.Hash.Cookie.HTTPOnly,
+			MaxAge:   int(s.cookie.TTL / time.Second),
+			Secure:   s.cookie.Secure,
+			HttpOnly: s.cookie.HTTPOnly,
 			SameSite: http.SameSiteLaxMode,
 		}).String()
 		return s.ring.Hash(v), true

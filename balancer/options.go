@@ -1,9 +1,12 @@
 package balancer
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
+	"net/textproto"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/ringlb/ringlb/ring"
@@ -156,6 +159,141 @@ type TimeoutOptions struct {
 	ResponseHeader time.Duration
 	Read           time.Duration
 	IdleConn       time.Duration
+}
+
+// settings is what compile derives from Options: everything a snapshot
+// holds besides the ring and the live upstreams, validated and in the
+// form the request path reads.
+type settings struct {
+	specs []memberSpec // indexed like the ring's Members(); installLocked reads them
+
+	keys         []keyFunc
+	keyNames     []string  // each key source as RingStatus.KeySources names it
+	keyDesc      string    // "cookie session, header X-User-ID", for 400 answers
+	onMissing    OnMissing // never empty
+	cookie       CookieOptions
+	loadFactor   float64
+	loadFloor    int64 // >= 1
+	fail         bool
+	retries      int
+	slowStart    int64  // nanoseconds
+	header       string // canonical UpstreamHeader, or ""
+	readTimeout  time.Duration
+	accessLog    bool
+	failStatus   statusSet
+	breaker      *BreakerOptions // validated; nil when breakers are off
+	transport    transportConfig
+	healthChecks bool
+}
+
+// memberSpec is what the options say about one ring member.
+type memberSpec struct {
+	name   string
+	url    *url.URL
+	weight float64
+	points int // ring.PointsFor(points_per_weight, weight): slow start's point count
+}
+
+// transportConfig is what the shared upstream transport is built from; a
+// reload that changes it replaces the transport.
+type transportConfig struct {
+	dial, responseHeader, idleConn time.Duration
+}
+
+// compile validates opts and derives the settings and the ring a
+// snapshot is installed from. It changes nothing, so a reload that fails
+// here leaves everything as it was.
+func compile(opts Options) (settings, *ring.Ring, error) {
+	set := settings{
+		loadFactor:   opts.Ring.LoadFactor,
+		loadFloor:    max(int64(opts.Ring.LoadFloor), 1),
+		retries:      opts.Retries,
+		slowStart:    int64(opts.Ring.SlowStart),
+		cookie:       opts.Hash.Cookie,
+		readTimeout:  opts.Timeouts.Read,
+		accessLog:    opts.AccessLog,
+		healthChecks: opts.HealthChecks,
+		transport:    transportConfig{dial: opts.Timeouts.Dial, responseHeader: opts.Timeouts.ResponseHeader, idleConn: opts.Timeouts.IdleConn},
+	}
+	bo, err := opts.Breaker.validate()
+	if err != nil {
+		return settings{}, nil, err
+	}
+	if bo.ConsecutiveFailures > 0 {
+		set.breaker = &bo
+		set.failStatus = newStatusSet(bo.FailureStatuses)
+	}
+	switch opts.Ring.OnUnavailable {
+	case "", OnUnavailableRemap:
+	case OnUnavailableFail:
+		set.fail = true
+	default:
+		return settings{}, nil, fmt.Errorf("balancer: on_unavailable: unknown value %q", opts.Ring.OnUnavailable)
+	}
+	switch opts.Hash.OnMissing {
+	case "", OnMissingRandom:
+		set.onMissing = OnMissingRandom
+	case OnMissingReject, OnMissingCookie:
+		set.onMissing = opts.Hash.OnMissing
+		if opts.Hash.OnMissing == OnMissingCookie && opts.Hash.Cookie.Name == "" {
+			return settings{}, nil, errors.New("balancer: on_missing cookie needs a cookie name")
+		}
+	default:
+		return settings{}, nil, fmt.Errorf("balancer: on_missing: unknown value %q", opts.Hash.OnMissing)
+	}
+	if opts.Ring.LoadFactor != 0 && !(opts.Ring.LoadFactor > 1) {
+		return settings{}, nil, fmt.Errorf("balancer: load_factor must be 0 or > 1, got %v", opts.Ring.LoadFactor)
+	}
+	if opts.Retries < 0 {
+		return settings{}, nil, fmt.Errorf("balancer: retries must be >= 0, got %d", opts.Retries)
+	}
+	if opts.UpstreamHeader != "" {
+		set.header = textproto.CanonicalMIMEHeaderKey(opts.UpstreamHeader)
+	}
+	for i, k := range opts.Hash.Key {
+		f, err := newKeyFunc(k, opts.TrustedProxies)
+		if err != nil {
+			return settings{}, nil, fmt.Errorf("balancer: key[%d]: %w", i, err)
+		}
+		set.keys = append(set.keys, f)
+		set.keyNames = append(set.keyNames, k.String())
+	}
+	set.keyDesc = strings.Join(set.keyNames, ", ")
+	r, err := set.membership(opts)
+	if err != nil {
+		return settings{}, nil, err
+	}
+	return set, r, nil
+}
+
+// membership checks the upstreams, builds the ring and records, for each
+// ring member, what the options say about it.
+func (set *settings) membership(opts Options) (*ring.Ring, error) {
+	byName := make(map[string]UpstreamOptions, len(opts.Upstreams))
+	rm := make([]ring.Member, 0, len(opts.Upstreams))
+	for i, uo := range opts.Upstreams {
+		if uo.Name == "" {
+			return nil, fmt.Errorf("balancer: upstreams[%d]: empty name", i)
+		}
+		if _, dup := byName[uo.Name]; dup {
+			return nil, fmt.Errorf("balancer: upstreams[%d]: duplicate name %q", i, uo.Name)
+		}
+		if uo.URL == nil || (uo.URL.Scheme != "http" && uo.URL.Scheme != "https") || uo.URL.Host == "" {
+			return nil, fmt.Errorf("balancer: upstreams[%d] (%s): url must be absolute http(s), got %v", i, uo.Name, uo.URL)
+		}
+		byName[uo.Name] = uo
+		rm = append(rm, ring.Member{Name: uo.Name, Addr: uo.Addr, Weight: uo.Weight})
+	}
+	r, err := ring.New(rm, ring.Options{Placement: opts.Ring.Placement, PointsPerWeight: opts.Ring.PointsPerWeight})
+	if err != nil {
+		return nil, fmt.Errorf("balancer: %w", err)
+	}
+	set.specs = make([]memberSpec, len(r.Members()))
+	for i, m := range r.Members() {
+		uo := byName[m.Name]
+		set.specs[i] = memberSpec{name: uo.Name, url: uo.URL, weight: uo.Weight, points: ring.PointsFor(r.PointsPerWeight(), uo.Weight)}
+	}
+	return r, nil
 }
 
 // BreakerOptions configures the per-upstream circuit breakers, the

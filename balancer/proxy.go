@@ -34,6 +34,7 @@ func (e *dialError) Unwrap() error { return e.err }
 // but only until the transport's next dial.)
 type transport struct {
 	*http.Transport
+	cfg     transportConfig
 	active  atomic.Int64
 	retired atomic.Bool
 }
@@ -51,13 +52,13 @@ func (t *transport) retire() {
 	t.CloseIdleConnections()
 }
 
-func newTransport(opts Options) *http.Transport {
-	d := &net.Dialer{Timeout: opts.Timeouts.Dial, KeepAlive: 30 * time.Second}
-	tlsTimeout := opts.Timeouts.Dial
+func newTransport(cfg transportConfig) *transport {
+	d := &net.Dialer{Timeout: cfg.dial, KeepAlive: 30 * time.Second}
+	tlsTimeout := cfg.dial
 	if tlsTimeout == 0 {
 		tlsTimeout = 10 * time.Second
 	}
-	return &http.Transport{
+	return &transport{cfg: cfg, Transport: &http.Transport{
 		Proxy: nil, // never send upstream traffic through $HTTP_PROXY
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := d.DialContext(ctx, network, addr)
@@ -68,13 +69,13 @@ func newTransport(opts Options) *http.Transport {
 		},
 		MaxIdleConns:          16384,
 		MaxIdleConnsPerHost:   1024,
-		IdleConnTimeout:       opts.Timeouts.IdleConn,
-		ResponseHeaderTimeout: opts.Timeouts.ResponseHeader,
+		IdleConnTimeout:       cfg.idleConn,
+		ResponseHeaderTimeout: cfg.responseHeader,
 		TLSHandshakeTimeout:   tlsTimeout,
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true,
 		ForceAttemptHTTP2:     false,
-	}
+	}}
 }
 
 // bufferPool lends ReverseProxy 32 KiB copy buffers. It pools array
@@ -114,7 +115,7 @@ func (b *Balancer) newProxy(s *snapshot, u *Upstream, target *url.URL) *httputil
 		ErrorHandler: recordError,
 	}
 	key, val := s.header, []string{u.name}
-	readTimeout := s.opts.Timeouts.Read
+	readTimeout := s.readTimeout
 	p.ModifyResponse = func(res *http.Response) error {
 		if res.StatusCode == http.StatusSwitchingProtocols {
 			if err := checkUpgrade(res); err != nil {

@@ -234,7 +234,7 @@ func (b *Balancer) account(s *snapshot, rw *responseWriter, r *http.Request, m *
 }
 
 func (b *Balancer) accessLog(s *snapshot, r *http.Request, m *member, code int, start time.Time, err error) {
-	if !s.opts.AccessLog {
+	if !s.accessLog {
 		return
 	}
 	name := ""

@@ -54,9 +54,7 @@ func (b *Balancer) Status() RingStatus {
 		OnMissing:       string(s.onMissing),
 		Upstreams:       make([]UpstreamStatus, len(s.members)),
 	}
-	for _, k := range s.opts.Hash.Key {
-		st.KeySources = append(st.KeySources, k.String())
-	}
+	st.KeySources = append(st.KeySources, s.keyNames...)
 	now := b.clock()
 	for i := range s.members {
 		m := &s.members[i]
@@ -99,13 +97,13 @@ func (s *snapshot) activeFraction(u *Upstream, now int64) float64 {
 func (b *Balancer) KeyOf(r *http.Request) (key, source string, ok bool) {
 	s := b.snap.Load()
 	if s.onMissing == OnMissingCookie {
-		if v, ok := cookieValue(r.Header, s.opts.Hash.Cookie.Name); ok {
-			return v, "cookie " + s.opts.Hash.Cookie.Name + " (affinity)", true
+		if v, ok := cookieValue(r.Header, s.cookie.Name); ok {
+			return v, "cookie " + s.cookie.Name + " (affinity)", true
 		}
 	}
 	for i, k := range s.keys {
 		if v, ok := k(r); ok {
-			return v, s.opts.Hash.Key[i].String(), true
+			return v, s.keyNames[i], true
 		}
 	}
 	return "", "", false
