@@ -66,8 +66,8 @@ type Balancer struct {
 	errLog *log.Logger
 	m      *metrics
 	bufs   bufferPool
-	epoch  time.Time
-	now    func() time.Time
+	epoch  time.Time // the start of nanotime
+	clk    clock
 
 	tunnels tunnels // upgraded connections (WebSocket), for shutdown
 
@@ -88,7 +88,7 @@ func New(opts Options, reg prometheus.Registerer, logger *slog.Logger) (*Balance
 		log:    logger,
 		errLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		epoch:  time.Now(),
-		now:    time.Now,
+		clk:    systemClock{},
 		ups:    map[string]*Upstream{},
 		m:      newMetrics(),
 	}
@@ -171,7 +171,7 @@ func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
 		if u == nil {
 			u = &Upstream{name: spec.name, m: b.m.forUpstream(spec.name)}
 			if running && s.slowStart > 0 {
-				u.warmSince.Store(b.clock())
+				u.warmSince.Store(b.nanotime())
 			}
 		}
 		switch br := u.br.Load(); {
@@ -191,8 +191,26 @@ func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
 	return s
 }
 
-// clock returns nanoseconds since the balancer started (monotonic), never 0.
-func (b *Balancer) clock() int64 { return int64(b.now().Sub(b.epoch)) + 1 }
+// nanotime returns nanoseconds since the balancer started on its clock
+// (monotonic on the system clock), never 0.
+func (b *Balancer) nanotime() int64 { return int64(b.clk.Now().Sub(b.epoch)) + 1 }
+
+// clock is where a Balancer reads the time and sets its timers: the
+// system clock, or one a test drives.
+type clock interface {
+	Now() time.Time
+	AfterFunc(d time.Duration, f func()) timer
+}
+
+// timer is a timer set by clock.AfterFunc.
+type timer interface {
+	Stop() bool
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time                            { return time.Now() }
+func (systemClock) AfterFunc(d time.Duration, f func()) timer { return time.AfterFunc(d, f) }
 
 // Version returns the current ring's membership version.
 func (b *Balancer) Version() string { return b.snap.Load().ring.Version() }
@@ -211,7 +229,7 @@ func (b *Balancer) RecordReload(ok bool, problems ...string) {
 		b.m.reloadErr.Inc()
 		b.m.reloadLast.Set(0)
 	}
-	b.lastReload.Store(&Reload{At: b.now(), OK: ok, Problems: problems})
+	b.lastReload.Store(&Reload{At: b.clk.Now(), OK: ok, Problems: problems})
 }
 
 // Reload is one reload attempt as RecordReload recorded it.
@@ -224,10 +242,17 @@ type Reload struct {
 // LastReload returns the last reload attempt, or nil before the first.
 func (b *Balancer) LastReload() *Reload { return b.lastReload.Load() }
 
-// Close releases the transport's idle connections. Requests in flight are
-// not interrupted; the Balancer stays usable.
+// Close releases the transport's idle connections and stops the timers
+// that end the breakers' open periods. Requests in flight are not
+// interrupted; the Balancer stays usable (an open period then ends with
+// the next request or health report).
 func (b *Balancer) Close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.transport.CloseIdleConnections()
+	for _, u := range b.ups {
+		if br := u.br.Load(); br != nil {
+			br.stop()
+		}
+	}
 }

@@ -129,9 +129,9 @@ func TestSlowStartAfterReload(t *testing.T) {
 	opts := baseOptions(upstreamsOf(t, a))
 	opts.Ring.SlowStart = time.Minute
 	b, _, _ := proxy(t, opts)
-	now := time.Now()
-	b.now = func() time.Time { return now }
-	b.epoch = now.Add(-time.Hour)
+	clk := newFakeClock()
+	clk.install(b)
+	clk.advance(time.Hour)
 	opts.Upstreams = upstreamsOf(t, a, bb)
 	if _, err := b.Update(opts); err != nil {
 		t.Fatal(err)
@@ -148,9 +148,9 @@ func TestSlowStartAfterReload(t *testing.T) {
 	if n := count(); n != 0 {
 		t.Errorf("b took %d keys at fraction 0", n)
 	}
-	now = now.Add(30 * time.Second)
+	clk.advance(30 * time.Second)
 	half := count()
-	now = now.Add(31 * time.Second)
+	clk.advance(31 * time.Second)
 	full := count()
 	if !(half > 0 && half < full) || full < 800 {
 		t.Errorf("b's keys: %d at half, %d at full", half, full)

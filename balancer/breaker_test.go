@@ -114,7 +114,7 @@ func TestBreakerOpenPeriodDoublesCapsAndResets(t *testing.T) {
 	expectOpen := func(d time.Duration) {
 		t.Helper()
 		if st := status(t, r.b, "a"); st.Available || st.Breaker != "open" {
-			t.Fatalf("at %v: %+v, want open", r.clk.now(), st)
+			t.Fatalf("at %v: %+v, want open", r.clk.Now(), st)
 		}
 		r.clk.advance(d - 1)
 		if lr := r.b.Lookup(key); lr.Chosen != "b" || !hasSkip(lr, "a", "breaker_open") {
@@ -542,7 +542,7 @@ func TestOpenPeriodEndsWithoutTraffic(t *testing.T) {
 		o.Breaker.OpenTimeout = 50 * time.Millisecond
 		o.Breaker.MaxOpenTimeout = 50 * time.Millisecond
 	})
-	r.b.now = time.Now // the timer that ends the period runs on real time
+	r.b.clk = systemClock{} // the timer that ends the period runs on real time
 	ks := newKeyset(r.b, 200)
 	a, key := r.bes["a"], ks.by["a"][0]
 	a.status.Store(http.StatusBadGateway)
@@ -727,5 +727,49 @@ func TestLongTrialSettlesOnHead(t *testing.T) {
 	// The break counts as an ordinary failure: one is enough here.
 	if !eventually(t, 5*time.Second, func() bool { st = status(t, b, "a"); return st.Breaker == "open" }) {
 		t.Fatalf("the stream's break was not counted: %+v", st)
+	}
+}
+
+// TestOpenPeriodEndsOnItsTimer: the timer set at a trip runs on the
+// balancer's clock and ends the open period without traffic (half-open,
+// available, nothing sent to the upstream); Close stops the timer of an
+// open period still running.
+func TestOpenPeriodEndsOnItsTimer(t *testing.T) {
+	r := newRig(t, 2, func(o *Options) { o.Breaker.ConsecutiveFailures = 1 })
+	ks := newKeyset(r.b, 200)
+	a, key := r.bes["a"], ks.by["a"][0]
+	a.status.Store(http.StatusBadGateway)
+	if code, be := r.get(t, key); code != 502 || be != "a" {
+		t.Fatalf("failure: %d from %q", code, be)
+	}
+	r.clk.advance(5*time.Second - 1)
+	if n := r.clk.fire(); n != 0 {
+		t.Fatalf("%d timers ran before the open period ended", n)
+	}
+	if st := status(t, r.b, "a"); st.Available || st.Breaker != "open" {
+		t.Fatalf("1ns before the end: %+v, want open", st)
+	}
+	r.clk.advance(1)
+	if n := r.clk.fire(); n != 1 {
+		t.Fatalf("%d timers ran at the end of the open period, want 1", n)
+	}
+	if st := status(t, r.b, "a"); !st.Available || st.Breaker != "half-open" {
+		t.Fatalf("open period over, no traffic: %+v, want half-open and available", st)
+	}
+	if hits := a.hits.Load(); hits != 1 {
+		t.Errorf("a got %d requests, want 1", hits)
+	}
+	if code, be := r.get(t, key); code != 502 || be != "a" { // the trial fails
+		t.Fatalf("trial: %d from %q", code, be)
+	}
+	if st := status(t, r.b, "a"); st.Available || st.Breaker != "open" {
+		t.Fatalf("after the failed trial: %+v, want open", st)
+	}
+	if n := r.clk.pending(); n != 1 {
+		t.Fatalf("%d timers pending, want the second open period's", n)
+	}
+	r.b.Close()
+	if n := r.clk.pending(); n != 0 {
+		t.Errorf("%d timers still pending after Close", n)
 	}
 }

@@ -181,19 +181,75 @@ func keyOwnedBy(t testing.TB, b *Balancer, name string) string {
 	return ""
 }
 
-// fakeClock is an injectable clock: it moves only when told.
+// fakeClock is an injectable clock: it moves only when told, and its
+// timers run only when the test calls fire, so a test decides whether an
+// open period ends on its own or with the next request.
 type fakeClock struct {
 	base time.Time
 	ns   atomic.Int64
+
+	mu     sync.Mutex
+	timers []*fakeTimer
 }
+
+// fakeTimer is a timer of a fakeClock.
+type fakeTimer struct {
+	at      int64 // on the clock's ns
+	f       func()
+	stopped atomic.Bool
+}
+
+func (t *fakeTimer) Stop() bool { return !t.stopped.Swap(true) }
 
 func newFakeClock() *fakeClock { return &fakeClock{base: time.Unix(1_700_000_000, 0)} }
 
-func (c *fakeClock) now() time.Time          { return c.base.Add(time.Duration(c.ns.Load())) }
+func (c *fakeClock) Now() time.Time          { return c.base.Add(time.Duration(c.ns.Load())) }
 func (c *fakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &fakeTimer{at: c.ns.Load() + int64(d), f: f}
+	c.timers = append(c.timers, t)
+	return t
+}
+
+// fire runs the timers that are due and not stopped, each once, and
+// returns how many ran.
+func (c *fakeClock) fire() int {
+	c.mu.Lock()
+	var due []*fakeTimer
+	for _, t := range c.timers {
+		if t.at <= c.ns.Load() && !t.stopped.Load() {
+			due = append(due, t)
+		}
+	}
+	c.mu.Unlock()
+	n := 0
+	for _, t := range due {
+		if t.Stop() {
+			t.f()
+			n++
+		}
+	}
+	return n
+}
+
+// pending returns how many timers are neither stopped nor run.
+func (c *fakeClock) pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, t := range c.timers {
+		if !t.stopped.Load() {
+			n++
+		}
+	}
+	return n
+}
+
 // install makes b read c. Call it before b serves anything.
-func (c *fakeClock) install(b *Balancer) { b.now, b.epoch = c.now, c.base }
+func (c *fakeClock) install(b *Balancer) { b.clk, b.epoch = c, c.base }
 
 // logBuffer collects log lines for counting.
 type logBuffer struct {

@@ -45,7 +45,7 @@ func (b *Balancer) pick(s *snapshot, h uint64, tried []int, skipped []ring.Skip)
 				// Once the open period is over the upstream is eligible:
 				// allow makes this request its half-open trial.
 				if now == 0 {
-					now = b.clock()
+					now = b.nanotime()
 				}
 				if now < br.openUntil.Load() {
 					return ring.BreakerOpen
@@ -59,7 +59,7 @@ func (b *Balancer) pick(s *snapshot, h uint64, tried []int, skipped []ring.Skip)
 		if slow {
 			if ws := u.warmSince.Load(); ws != 0 {
 				if now == 0 {
-					now = b.clock()
+					now = b.nanotime()
 				}
 				if f := float64(now-ws) / float64(s.slowStart); f >= 1 {
 					u.warmSince.CompareAndSwap(ws, 0)

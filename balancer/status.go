@@ -55,7 +55,7 @@ func (b *Balancer) Status() RingStatus {
 		Upstreams:       make([]UpstreamStatus, len(s.members)),
 	}
 	st.KeySources = append(st.KeySources, s.keyNames...)
-	now := b.clock()
+	now := b.nanotime()
 	for i := range s.members {
 		m := &s.members[i]
 		u := m.u

@@ -119,8 +119,12 @@ func (b *Balancer) settle(u *Upstream, cause, reason string) {
 }
 
 func (b *Balancer) settleLocked(u *Upstream, cause, reason string) {
-	if b.ups[u.name] == u {
-		b.endOpenLocked(u) // may mark u dirty: this settle covers it
+	if br := u.br.Load(); br != nil && b.ups[u.name] == u {
+		// The end of an open period is handled whichever comes last: the
+		// period's timer, or the health check saying up again (after an
+		// outage that stopped all traffic, nothing else would). It may mark
+		// u dirty: this settle covers it.
+		br.endOpen(b.nanotime(), u.down.Load())
 	}
 	u.dirty.Store(false)
 	if b.ups[u.name] != u {
@@ -137,7 +141,7 @@ func (b *Balancer) settleLocked(u *Upstream, cause, reason string) {
 			reason = "circuit breaker " + breakerNames[st]
 		}
 		if s := b.snap.Load(); s.slowStart > 0 {
-			u.warmSince.Store(b.clock())
+			u.warmSince.Store(b.nanotime())
 		}
 		u.ejection.Store(nil)
 		b.log.Info("upstream available", "upstream", u.name, "cause", cause, "reason", reason)
@@ -158,7 +162,7 @@ func (b *Balancer) settleLocked(u *Upstream, cause, reason string) {
 			u.m.ejectB.Inc()
 		}
 		u.warmSince.Store(0) // a trial or return starts its own slow start
-		u.ejection.Store(&Ejection{Since: b.now(), Cause: cause, Reason: reason})
+		u.ejection.Store(&Ejection{Since: b.clk.Now(), Cause: cause, Reason: reason})
 		b.log.Warn("upstream unavailable", "upstream", u.name, "cause", cause, "reason", reason)
 	}
 	b.recomputeLocked()
