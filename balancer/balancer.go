@@ -157,7 +157,11 @@ func (b *Balancer) Update(opts Options) (string, error) {
 // breaker settings, builds the members' proxies and swaps the snapshot
 // in. Callers hold b.mu.
 func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
-	running := b.snap.Load() != nil
+	old := b.snap.Load()
+	var now int64
+	if old != nil {
+		now = b.nanotime()
+	}
 	if b.transport == nil || b.transport.cfg != set.transport {
 		if b.transport != nil {
 			b.transport.retire()
@@ -168,11 +172,14 @@ func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
 	ups := make(map[string]*Upstream, len(set.specs))
 	for i, spec := range set.specs {
 		u := b.ups[spec.name]
-		if u == nil {
+		switch {
+		case u == nil:
 			u = &Upstream{name: spec.name, m: b.m.forUpstream(spec.name)}
-			if running && s.slowStart > 0 {
-				u.warmSince.Store(b.nanotime())
+			if old != nil && s.slowStart > 0 {
+				u.warmSince.Store(now)
 			}
+		case old != nil:
+			u.endWarmup(now, old.slowStart)
 		}
 		switch br := u.br.Load(); {
 		case s.breaker == nil:

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/ringlb/ringlb/ring"
 )
 
 // ServeHTTP proxies one request. It loads the current snapshot once,
@@ -46,43 +48,31 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		b.account(s, rw, r, last, start)
 	}()
-	c, _ := b.pick(s, h, tried, nil)
 	for attempts := 0; ; {
+		c, _ := b.pick(s, h, tried, nil)
 		if c.Member < 0 {
 			if last == nil {
 				b.noUpstream(s, rw, r, c.Owner)
 				return
 			}
-			break // nowhere else to go
+			break // nowhere else to go: the last failure is answered below
 		}
 		m := &s.members[c.Member]
+		tried = append(tried, c.Member) // whatever comes of it, m is done with this request
 		done, trial, ok := b.allow(m.u)
 		if !ok {
 			// The breaker refused after the walk admitted it (a race with a
 			// trip, or the half-open trial was taken): walk on.
-			tried = append(tried, c.Member)
-			c, _ = b.pick(s, h, tried, nil)
 			continue
 		}
-		if c.Overflow >= 0 {
-			s.members[c.Overflow].u.m.overflow.Inc()
-		}
-		if last != nil {
-			last.u.m.retries.Inc()
-		}
+		countChoice(s, c, last)
 		last = m
-		nh := len(rw.Header())
 		rw.err = nil
 		b.attempt(s, m, rw, r, body, done, trial)
 		attempts++
-		if rw.err == nil || rw.wroteHeader || clientFault(r, body) || byClient(rw.err) {
+		if !s.retry(rw, r, body, attempts) {
 			break
 		}
-		if s.fail || attempts > s.retries || len(rw.Header()) != nh || !retryable(rw.err, r, body) {
-			break
-		}
-		tried = append(tried, c.Member)
-		c, _ = b.pick(s, h, tried, nil)
 	}
 	if rw.err != nil && !rw.wroteHeader {
 		b.writeError(s, rw, r, body, last)
@@ -146,6 +136,36 @@ func (b *Balancer) outcomeDone(u *Upstream, rw *responseWriter, done func(error)
 		return b.ordinaryAttempt(u)
 	}
 	return done
+}
+
+// countChoice counts what the choice of an attempt says: that the request
+// overflowed past its owner, full under bounded loads, and that it is a
+// retry away from last, which failed it.
+func countChoice(s *snapshot, c ring.Choice, last *member) {
+	if c.Overflow >= 0 {
+		s.members[c.Overflow].u.m.overflow.Inc()
+	}
+	if last != nil {
+		last.u.m.retries.Inc()
+	}
+}
+
+// retry decides, after an attempt, whether the request goes on to the
+// next upstream: only when the attempt failed before anything of a
+// response reached the client, not because of the client (it left, its
+// body could not be read, it asked for a list of upgrade protocols),
+// under on_unavailable remap, with retries left, and when the request
+// may be repeated (retryable). A failed attempt leaves nothing in the
+// response header map: ReverseProxy writes a head whenever it fills the
+// map, and clears it after a 1xx head, so the next attempt starts clean.
+func (s *snapshot) retry(rw *responseWriter, r *http.Request, body *trackedBody, attempts int) bool {
+	switch {
+	case rw.err == nil, rw.wroteHeader, clientFault(r, body), byClient(rw.err):
+		return false
+	case s.fail, attempts > s.retries:
+		return false
+	}
+	return retryable(rw.err, r, body)
 }
 
 // retryable says whether a failed attempt may be repeated elsewhere: any

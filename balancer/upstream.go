@@ -59,6 +59,16 @@ func (u *Upstream) Available() bool { return !u.ejected.Load() }
 // Inflight returns the number of requests in flight to the upstream.
 func (u *Upstream) Inflight() int64 { return u.inflight.Load() }
 
+// endWarmup ends u's slow start if it is over at now (balancer clock)
+// under a slow start of slowStart nanoseconds. The walk takes an upstream
+// whose slow start is over as fully active either way; this spares it the
+// arithmetic.
+func (u *Upstream) endWarmup(now, slowStart int64) {
+	if ws := u.warmSince.Load(); ws != 0 && slowStart > 0 && now-ws >= slowStart {
+		u.warmSince.CompareAndSwap(ws, 0)
+	}
+}
+
 // breakerState returns breakerClosed, breakerHalfOpen or breakerOpen
 // (closed without a breaker).
 func (u *Upstream) breakerState() int32 {
