@@ -62,12 +62,12 @@ type Balancer struct {
 
 	lastReload atomic.Pointer[Reload]
 
-	log    *slog.Logger
-	errLog *log.Logger
-	m      *metrics
-	bufs   bufferPool
-	epoch  time.Time // the start of nanotime
-	clk    clock
+	log     *slog.Logger
+	errLog  *log.Logger
+	metrics *metrics
+	bufs    bufferPool
+	epoch   time.Time // the start of nanotime
+	clk     clock
 
 	tunnels tunnels // upgraded connections (WebSocket), for shutdown
 
@@ -85,12 +85,12 @@ func New(opts Options, reg prometheus.Registerer, logger *slog.Logger) (*Balance
 		logger = slog.New(slog.DiscardHandler)
 	}
 	b := &Balancer{
-		log:    logger,
-		errLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-		epoch:  time.Now(),
-		clk:    systemClock{},
-		ups:    map[string]*Upstream{},
-		m:      newMetrics(),
+		log:     logger,
+		errLog:  slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		epoch:   time.Now(),
+		clk:     systemClock{},
+		ups:     map[string]*Upstream{},
+		metrics: newMetrics(),
 	}
 	set, r, err := compile(opts)
 	if err != nil {
@@ -100,7 +100,7 @@ func New(opts Options, reg prometheus.Registerer, logger *slog.Logger) (*Balance
 	defer b.mu.Unlock()
 	s := b.installLocked(set, r)
 	if reg != nil {
-		if err := b.m.register(b, reg); err != nil {
+		if err := b.metrics.register(b, reg); err != nil {
 			b.transport.CloseIdleConnections()
 			return nil, fmt.Errorf("balancer: registering metrics: %w", err)
 		}
@@ -143,7 +143,7 @@ func (b *Balancer) Update(opts Options) (string, error) {
 		u := old.members[i].u
 		if b.ups[u.name] != u {
 			removed = append(removed, u.name)
-			b.m.retire(u.m)
+			b.metrics.retire(u.metrics)
 		}
 	}
 	b.log.Info("ring reloaded", "version", s.ring.Version(), "previous", old.ring.Version(),
@@ -174,7 +174,7 @@ func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
 		u := b.ups[spec.name]
 		switch {
 		case u == nil:
-			u = &Upstream{name: spec.name, m: b.m.forUpstream(spec.name)}
+			u = &Upstream{name: spec.name, metrics: b.metrics.forUpstream(spec.name)}
 			if old != nil && s.slowStart > 0 {
 				u.warmSince.Store(now)
 			}
@@ -230,11 +230,11 @@ func (b *Balancer) Version() string { return b.snap.Load().ring.Version() }
 // does for SIGHUP.
 func (b *Balancer) RecordReload(ok bool, problems ...string) {
 	if ok {
-		b.m.reloadOK.Inc()
-		b.m.reloadLast.Set(1)
+		b.metrics.reloadOK.Inc()
+		b.metrics.reloadLast.Set(1)
 	} else {
-		b.m.reloadErr.Inc()
-		b.m.reloadLast.Set(0)
+		b.metrics.reloadErr.Inc()
+		b.metrics.reloadLast.Set(0)
 	}
 	b.lastReload.Store(&Reload{At: b.clk.Now(), OK: ok, Problems: problems})
 }

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/ring"
 )
 
 // These tests eject upstreams that really fail, through the breakers and
@@ -64,7 +66,7 @@ func TestBreaker5xxStorm(t *testing.T) {
 	if n := r.logs.count("upstream unavailable", "upstream=c", "cause=breaker"); n != 1 {
 		t.Errorf("%d 'upstream unavailable' lines, want 1:\n%s", n, r.logs)
 	}
-	if lr := r.b.Lookup(ks.by["c"][0]); !hasSkip(lr, "c", "breaker_open") {
+	if lr := r.b.Lookup(ks.by["c"][0]); !hasSkip(lr, "c", ring.BreakerOpen) {
 		t.Errorf("lookup of c's key: %+v, want c skipped as breaker_open", lr)
 	}
 	ks.checkPlacement(t, r.b, "c")
@@ -117,7 +119,7 @@ func TestBreakerOpenPeriodDoublesCapsAndResets(t *testing.T) {
 			t.Fatalf("at %v: %+v, want open", r.clk.Now(), st)
 		}
 		r.clk.advance(d - 1)
-		if lr := r.b.Lookup(key); lr.Chosen != "b" || !hasSkip(lr, "a", "breaker_open") {
+		if lr := r.b.Lookup(key); lr.Chosen != "b" || !hasSkip(lr, "a", ring.BreakerOpen) {
 			t.Fatalf("1ns before %v: %+v, want a skipped as breaker_open", d, lr)
 		}
 		r.clk.advance(1)
@@ -210,7 +212,7 @@ func TestHalfOpenAdmitsOneTrial(t *testing.T) {
 	if v := r.metric(t, "ringlb_breaker_state", "upstream=a"); v != 1 {
 		t.Errorf("ringlb_breaker_state{a} = %v, want 1", v)
 	}
-	if lr := r.b.Lookup(key); lr.Chosen != "b" || !hasSkip(lr, "a", "breaker_open") {
+	if lr := r.b.Lookup(key); lr.Chosen != "b" || !hasSkip(lr, "a", ring.BreakerOpen) {
 		t.Errorf("lookup during the trial: %+v", lr)
 	}
 	for range 3 {
@@ -286,7 +288,7 @@ func TestTrialWaitsForHealthCheck(t *testing.T) {
 	r.b.SetHealthy("a", false, "test")
 	a.status.Store(http.StatusOK)
 	r.clk.advance(time.Minute)
-	if lr := r.b.Lookup(key); lr.Chosen != "b" || !hasSkip(lr, "a", "unhealthy") {
+	if lr := r.b.Lookup(key); lr.Chosen != "b" || !hasSkip(lr, "a", ring.Unhealthy) {
 		t.Errorf("lookup: %+v, want a skipped as unhealthy", lr)
 	}
 	if code, be := r.get(t, key); code != 200 || be != "b" || a.hits.Load() != 1 {

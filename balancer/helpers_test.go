@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/ringlb/ringlb/ring"
 )
 
 // backend is a test upstream that names itself in X-Backend and its body.
@@ -561,7 +562,7 @@ func (r *rig) serveAll(t testing.TB, ks *keyset, out ...string) {
 }
 
 // hasSkip reports whether a lookup passed over name for reason.
-func hasSkip(lr LookupResult, name, reason string) bool {
+func hasSkip(lr LookupResult, name string, reason ring.Reason) bool {
 	for _, s := range lr.Skipped {
 		if s.Name == name && s.Reason == reason {
 			return true

@@ -6,7 +6,7 @@ import (
 	"github.com/ringlb/ringlb/ring"
 )
 
-// pick chooses a member for position h, judging each candidate as a
+// pick chooses a member for ring position pos, judging each candidate as a
 // request would: unavailable ones (health, an open breaker whose open
 // period runs, a half-open one whose trial is in flight) are skipped, tried ones
 // are excluded, slow-starting ones are skipped at inactive points, and
@@ -14,7 +14,7 @@ import (
 // only the owner is considered. If only slow start stood in the way, slow
 // start is ignored rather than fail the request. With skipped non-nil the
 // reasons are appended, as /debug/lookup shows them.
-func (b *Balancer) pick(s *snapshot, h uint64, tried []int, skipped []ring.Skip) (ring.Choice, []ring.Skip) {
+func (b *Balancer) pick(s *snapshot, pos uint64, tried []int, skipped []ring.Skip) (ring.Choice, []ring.Skip) {
 	w := walk{
 		b:      b,
 		s:      s,
@@ -25,16 +25,16 @@ func (b *Balancer) pick(s *snapshot, h uint64, tried []int, skipped []ring.Skip)
 		slow:   s.slowStart > 0,
 	}
 	if s.fail {
-		w.owner = s.ring.Owner(h)
+		w.owner = s.ring.Owner(pos)
 	}
 	n0 := len(skipped)
-	ch, skipped := s.ring.Pick(h, w.judge, skipped)
+	ch, skipped := s.ring.Pick(pos, w.judge, skipped)
 	if ch.Member < 0 && w.sawSlow {
 		w.slow = false
 		if skipped != nil {
 			skipped = skipped[:n0]
 		}
-		ch, skipped = s.ring.Pick(h, w.judge, skipped)
+		ch, skipped = s.ring.Pick(pos, w.judge, skipped)
 	}
 	return ch, skipped
 }

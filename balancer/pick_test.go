@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/ring"
 )
 
 // holdSameKey sends n requests for one key through front, one after the
@@ -113,7 +115,7 @@ func TestLoadFloorBurstStillOverflows(t *testing.T) {
 	if v := overflow(owner); v != float64(n-want) {
 		t.Errorf("ringlb_overflow_total{%s} = %v, want %d", owner, v, n-want)
 	}
-	if lk := b.Lookup("hot"); lk.Chosen == owner || len(lk.Skipped) == 0 || lk.Skipped[0].Reason != "full" {
+	if lk := b.Lookup("hot"); lk.Chosen == owner || len(lk.Skipped) == 0 || lk.Skipped[0].Reason != ring.Full {
 		t.Errorf("lookup while the owner is full: %+v", lk)
 	}
 }
@@ -167,7 +169,7 @@ func TestBoundedLoadsSpreadHotKey(t *testing.T) {
 	if got == owner {
 		t.Errorf("hot key went to its full owner %s", owner)
 	}
-	if lk := b.Lookup("hot"); lk.Chosen == owner || len(lk.Skipped) == 0 || lk.Skipped[0].Name != owner || lk.Skipped[0].Reason != "full" {
+	if lk := b.Lookup("hot"); lk.Chosen == owner || len(lk.Skipped) == 0 || lk.Skipped[0].Name != owner || lk.Skipped[0].Reason != ring.Full {
 		t.Errorf("lookup while full: %+v", lk)
 	}
 	close(release)

@@ -27,7 +27,7 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	s := b.snap.Load()
 	rw := &responseWriter{ResponseWriter: w, no1xx: !r.ProtoAtLeast(1, 1), tunnels: &b.tunnels}
-	h, ok := b.position(s, rw, r)
+	pos, ok := b.position(s, rw, r)
 	if !ok {
 		b.accessLog(s, r, nil, http.StatusBadRequest, start, nil)
 		return
@@ -49,23 +49,23 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b.account(s, rw, r, last, start)
 	}()
 	for attempts := 0; ; {
-		c, _ := b.pick(s, h, tried, nil)
-		if c.Member < 0 {
+		choice, _ := b.pick(s, pos, tried, nil)
+		if choice.Member < 0 {
 			if last == nil {
-				b.noUpstream(s, rw, r, c.Owner)
+				b.noUpstream(s, rw, r, choice.Owner)
 				return
 			}
 			break // nowhere else to go: the last failure is answered below
 		}
-		m := &s.members[c.Member]
-		tried = append(tried, c.Member) // whatever comes of it, m is done with this request
+		m := &s.members[choice.Member]
+		tried = append(tried, choice.Member) // whatever comes of it, m is done with this request
 		done, trial, ok := b.allow(m.u)
 		if !ok {
 			// The breaker refused after the walk admitted it (a race with a
 			// trip, or the half-open trial was taken): walk on.
 			continue
 		}
-		countChoice(s, c, last)
+		countChoice(s, choice, last)
 		last = m
 		rw.err = nil
 		b.attempt(s, m, rw, r, body, done, trial)
@@ -141,12 +141,12 @@ func (b *Balancer) outcomeDone(u *Upstream, rw *responseWriter, done func(error)
 // countChoice counts what the choice of an attempt says: that the request
 // overflowed past its owner, full under bounded loads, and that it is a
 // retry away from last, which failed it.
-func countChoice(s *snapshot, c ring.Choice, last *member) {
-	if c.Overflow >= 0 {
-		s.members[c.Overflow].u.m.overflow.Inc()
+func countChoice(s *snapshot, choice ring.Choice, last *member) {
+	if choice.Overflow >= 0 {
+		s.members[choice.Overflow].u.metrics.overflow.Inc()
 	}
 	if last != nil {
-		last.u.m.retries.Inc()
+		last.u.metrics.retries.Inc()
 	}
 }
 
@@ -222,7 +222,7 @@ func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, 
 // noUpstream answers 503: nothing is available, or, under
 // on_unavailable fail, the key's owner is not.
 func (b *Balancer) noUpstream(s *snapshot, rw *responseWriter, r *http.Request, owner int) {
-	b.m.noUpstream.Inc()
+	b.metrics.noUpstream.Inc()
 	msg := "no upstream available\n"
 	if s.fail && owner >= 0 {
 		msg = "upstream " + s.members[owner].u.name + " for this key is unavailable\n"
@@ -231,10 +231,10 @@ func (b *Balancer) noUpstream(s *snapshot, rw *responseWriter, r *http.Request, 
 }
 
 func plainError(w http.ResponseWriter, code int, msg string) {
-	h := w.Header()
-	h.Del("Content-Length")
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	h.Set("X-Content-Type-Options", "nosniff")
+	hdr := w.Header()
+	hdr.Del("Content-Length")
+	hdr.Set("Content-Type", "text/plain; charset=utf-8")
+	hdr.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
 	io.WriteString(w, msg)
 }
@@ -247,8 +247,8 @@ func (b *Balancer) account(s *snapshot, rw *responseWriter, r *http.Request, m *
 		code = http.StatusOK
 	}
 	if m != nil {
-		m.u.m.code(code).Inc()
-		m.u.m.duration.Observe(time.Since(start).Seconds())
+		m.u.metrics.code(code).Inc()
+		m.u.metrics.duration.Observe(time.Since(start).Seconds())
 	}
 	b.accessLog(s, r, m, code, start, rw.err)
 }

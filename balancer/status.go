@@ -120,11 +120,11 @@ func (b *Balancer) Ready() bool {
 	return false
 }
 
-// Skipped is an upstream passed over by a lookup and why: "unhealthy",
-// "breaker_open", "full" or "slow_start".
+// Skipped is an upstream passed over by a lookup and why: ring.Unhealthy,
+// ring.BreakerOpen, ring.Full or ring.SlowStart.
 type Skipped struct {
 	Name   string
-	Reason string
+	Reason ring.Reason
 }
 
 // LookupResult answers "where would this key go now?".
@@ -146,24 +146,24 @@ type LookupResult struct {
 // a request makes.
 func (b *Balancer) Lookup(key string) LookupResult {
 	s := b.snap.Load()
-	h := s.ring.Hash(key)
+	pos := s.ring.Hash(key)
 	res := LookupResult{
 		Key:        key,
-		Hash:       s.ring.FormatHash(h),
-		Owner:      s.members[s.ring.Owner(h)].u.name,
+		Hash:       s.ring.FormatHash(pos),
+		Owner:      s.members[s.ring.Owner(pos)].u.name,
 		Preference: make([]string, 0, len(s.members)),
 		Skipped:    []Skipped{},
 	}
-	s.ring.Walk(h, func(i int) bool {
+	s.ring.Walk(pos, func(i int) bool {
 		res.Preference = append(res.Preference, s.members[i].u.name)
 		return true
 	})
-	c, skipped := b.pick(s, h, nil, make([]ring.Skip, 0, len(s.members)))
-	if c.Member >= 0 {
-		res.Chosen = s.members[c.Member].u.name
+	choice, skipped := b.pick(s, pos, nil, make([]ring.Skip, 0, len(s.members)))
+	if choice.Member >= 0 {
+		res.Chosen = s.members[choice.Member].u.name
 	}
 	for _, sk := range skipped {
-		res.Skipped = append(res.Skipped, Skipped{Name: s.members[sk.Member].u.name, Reason: sk.Reason.String()})
+		res.Skipped = append(res.Skipped, Skipped{Name: s.members[sk.Member].u.name, Reason: sk.Reason})
 	}
 	return res
 }

@@ -37,7 +37,7 @@ type Upstream struct {
 	// while it is available. Written by settle with the flip it reports.
 	ejection atomic.Pointer[Ejection]
 
-	m *upstreamMetrics
+	metrics *upstreamMetrics
 }
 
 // Ejection is why and since when an upstream is unavailable.
@@ -167,9 +167,9 @@ func (b *Balancer) settleLocked(u *Upstream, cause, reason string) {
 			reason = "circuit breaker " + breakerNames[st]
 		}
 		if cause == "health" {
-			u.m.ejectH.Inc()
+			u.metrics.ejectH.Inc()
 		} else {
-			u.m.ejectB.Inc()
+			u.metrics.ejectB.Inc()
 		}
 		u.warmSince.Store(0) // a trial or return starts its own slow start
 		u.ejection.Store(&Ejection{Since: b.clk.Now(), Cause: cause, Reason: reason})

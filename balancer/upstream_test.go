@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/healthcheck"
+	"github.com/ringlb/ringlb/ring"
 )
 
 // The health checker reports straight into a Balancer.
@@ -85,7 +86,7 @@ func TestHealthEjection(t *testing.T) {
 	if v := r.metric(t, "ringlb_ejections_total", "upstream=c", "reason=breaker"); v != 0 {
 		t.Errorf("ejections{c,breaker} = %v", v)
 	}
-	if lr := r.b.Lookup(ks.by["c"][0]); !hasSkip(lr, "c", "unhealthy") {
+	if lr := r.b.Lookup(ks.by["c"][0]); !hasSkip(lr, "c", ring.Unhealthy) {
 		t.Errorf("lookup: %+v", lr)
 	}
 	ks.checkPlacement(t, r.b, "c")
@@ -181,7 +182,7 @@ func TestSlowStartAfterEjection(t *testing.T) {
 			if h := ks.home(r.b, "c"); len(h) != 0 {
 				t.Errorf("%d keys home at fraction 0", len(h))
 			}
-			if lr := r.b.Lookup(own[1]); !hasSkip(lr, "c", "slow_start") {
+			if lr := r.b.Lookup(own[1]); !hasSkip(lr, "c", ring.SlowStart) {
 				t.Errorf("lookup at fraction 0: %+v", lr)
 			}
 			ks.checkPlacement(t, r.b, "c")

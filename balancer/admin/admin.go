@@ -37,6 +37,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/ring"
 )
 
 // ReloadFunc re-reads the config and applies it with Balancer.Update. On
@@ -175,6 +176,22 @@ type skippedJSON struct {
 	Reason string `json:"reason"`
 }
 
+// reasonNames are the reasons of /debug/lookup's skipped entries.
+var reasonNames = map[ring.Reason]string{
+	ring.Unhealthy:   "unhealthy",
+	ring.BreakerOpen: "breaker_open",
+	ring.Full:        "full",
+	ring.SlowStart:   "slow_start",
+	ring.Excluded:    "excluded",
+}
+
+func reasonName(r ring.Reason) string {
+	if n, ok := reasonNames[r]; ok {
+		return n
+	}
+	return "unknown"
+}
+
 func (h *handler) lookup(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if !q.Has("key") && (q.Has("path") || q.Has("header") || q.Has("cookie") || q.Has("ip")) {
@@ -205,7 +222,7 @@ func toLookupJSON(res balancer.LookupResult) lookupJSON {
 		out.Chosen = &res.Chosen
 	}
 	for _, s := range res.Skipped {
-		out.Skipped = append(out.Skipped, skippedJSON(s))
+		out.Skipped = append(out.Skipped, skippedJSON{Name: s.Name, Reason: reasonName(s.Reason)})
 	}
 	return out
 }
