@@ -11,11 +11,12 @@
 // circuit breaker, availability) lives in Upstream values that outlive
 // reloads while their name stays.
 //
-// An upstream is available while its health verdict (SetHealthy, fed by
-// an active checker) is up and its breaker (see BreakerOptions) is not
-// open. Unavailable upstreams are skipped in the clockwise walk, so only
-// their keys move; when one returns, exactly its keys come back, all at
-// once or, with Options.SlowStart, a growing set of its points at a time.
+// An upstream is available while its health verdict (reported by an
+// active checker through a HealthReporter) is up and its breaker (see
+// BreakerOptions) is not open. Unavailable upstreams are skipped in the
+// clockwise walk, so only their keys move; when one returns, exactly its
+// keys come back, all at once or, with slow start, a growing set of its
+// points at a time.
 package balancer
 
 import (
@@ -71,9 +72,9 @@ type Balancer struct {
 
 	tunnels tunnels // upgraded connections (WebSocket), for shutdown
 
-	mu        sync.Mutex // serialises Update, SetHealthy, settle and Close
+	mu        sync.Mutex // serialises Update, health reports, settle and Close
 	ups       map[string]*Upstream
-	checksOff bool // an Update turned HealthChecks off: SetHealthy is ignored
+	healthGen uint64 // incremented by an Update that turns HealthChecks off: revokes HealthReporters
 	transport *transport
 }
 
@@ -123,12 +124,10 @@ func (b *Balancer) Update(opts Options) (string, error) {
 	old := b.snap.Load()
 	s := b.installLocked(set, r)
 	if old.healthChecks && !s.healthChecks {
-		b.checksOff = true
+		b.healthGen++ // the checker being stopped can say nothing more
 		for i := range s.members {
 			s.members[i].u.down.Store(false)
 		}
-	} else if s.healthChecks {
-		b.checksOff = false
 	}
 	for i := range s.members {
 		b.settleLocked(s.members[i].u, "reload", "")
@@ -225,9 +224,8 @@ func (b *Balancer) Version() string { return b.snap.Load().ring.Version() }
 // RecordReload counts a reload attempt in ringlb_config_reloads_total,
 // sets ringlb_config_last_reload_success (1 when ok, 0 when rejected: it
 // stays 0 until a reload succeeds) and keeps the attempt, with the
-// problems of a rejected one, for LastReload. Whoever performs a reload
-// calls it once: the admin handler does for POST /reload, the command
-// does for SIGHUP.
+// problems of a rejected one, for LastReload. The function that performs
+// a reload calls it once per attempt, whatever asked for the reload.
 func (b *Balancer) RecordReload(ok bool, problems ...string) {
 	if ok {
 		b.metrics.reloadOK.Inc()

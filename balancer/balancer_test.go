@@ -108,7 +108,7 @@ func TestUpdateKeepsState(t *testing.T) {
 	a, bb := newBackend(t, "a"), newBackend(t, "b")
 	b, _, _ := proxy(t, baseOptions(upstreamsOf(t, a, bb)))
 	ua := b.snap.Load().members[0].u
-	b.SetHealthy("a", false, "test")
+	b.HealthReporter().SetHealthy("a", false, "test")
 	opts := baseOptions(upstreamsOf(t, a, bb, newBackend(t, "c")))
 	if _, err := b.Update(opts); err != nil {
 		t.Fatal(err)
@@ -168,7 +168,8 @@ func TestReloadBreakersAndHealthChecksOff(t *testing.T) {
 	ks := newKeyset(r.b, 200)
 	r.bes["a"].status.Store(http.StatusBadGateway)
 	r.get(t, ks.by["a"][0])
-	r.b.SetHealthy("b", false, "test")
+	checker := r.b.HealthReporter()
+	checker.SetHealthy("b", false, "test")
 	opts := r.opts
 	opts.Breaker = BreakerOptions{}
 	if _, err := r.b.Update(opts); err != nil {
@@ -184,7 +185,7 @@ func TestReloadBreakersAndHealthChecksOff(t *testing.T) {
 	if _, err := r.b.Update(opts); err != nil {
 		t.Fatal(err)
 	}
-	r.b.SetHealthy("a", false, "late report")
+	checker.SetHealthy("a", false, "late report")
 	for _, name := range []string{"a", "b"} {
 		if st := status(t, r.b, name); !st.Available || st.Health != "up" {
 			t.Errorf("health checks off: %+v", st)
@@ -194,7 +195,7 @@ func TestReloadBreakersAndHealthChecksOff(t *testing.T) {
 	if _, err := r.b.Update(opts); err != nil {
 		t.Fatal(err)
 	}
-	r.b.SetHealthy("a", false, "test")
+	r.b.HealthReporter().SetHealthy("a", false, "test") // the new checker's
 	if status(t, r.b, "a").Available {
 		t.Error("health checks back on, report ignored")
 	}

@@ -285,7 +285,7 @@ func TestTrialWaitsForHealthCheck(t *testing.T) {
 	a, key := r.bes["a"], ks.by["a"][0]
 	a.status.Store(http.StatusBadGateway)
 	r.get(t, key)
-	r.b.SetHealthy("a", false, "test")
+	r.b.HealthReporter().SetHealthy("a", false, "test")
 	a.status.Store(http.StatusOK)
 	r.clk.advance(time.Minute)
 	if lr := r.b.Lookup(key); lr.Chosen != "b" || !hasSkip(lr, "a", ring.Unhealthy) {
@@ -300,7 +300,7 @@ func TestTrialWaitsForHealthCheck(t *testing.T) {
 	}
 	// Its open period is long over: health up makes it available at once,
 	// half-open, with no request needed.
-	r.b.SetHealthy("a", true, "test")
+	r.b.HealthReporter().SetHealthy("a", true, "test")
 	if st := status(t, r.b, "a"); !st.Available || st.Breaker != "half-open" {
 		t.Errorf("health up after the open period: %+v, want available and half-open", st)
 	}

@@ -36,12 +36,10 @@ type Options struct {
 	// Breaker configures the per-upstream circuit breakers; its zero
 	// value turns them off.
 	Breaker BreakerOptions
-	// HealthChecks says that an active checker reports into SetHealthy.
-	// A breaker's half-open trial then waits for the check to say up (it
-	// reads the verdict SetHealthy records). An Update that turns it off
-	// resets every verdict to up and ignores later reports, which a
-	// checker being shut down may still send, until an Update turns it
-	// back on. A Balancer created without it still takes SetHealthy calls.
+	// HealthChecks says that an active checker reports into the Balancer
+	// (through a HealthReporter). A breaker's half-open trial then waits
+	// for the check to say up. An Update that turns it off resets every
+	// verdict to up and revokes the reporters handed out before it.
 	HealthChecks bool
 }
 

@@ -197,7 +197,7 @@ func TestFailModeNoRetry(t *testing.T) {
 	if code, _, _ := get(t, front.Client(), front.URL+"/?user="+key); code != http.StatusBadGateway {
 		t.Errorf("failure under fail: %d, want 502", code)
 	}
-	b.SetHealthy("dead", false, "test")
+	b.HealthReporter().SetHealthy("dead", false, "test")
 	code, _, body := get(t, front.Client(), front.URL+"/?user="+key)
 	if code != http.StatusServiceUnavailable || body != "upstream dead for this key is unavailable\n" {
 		t.Errorf("unavailable owner under fail: %d %q", code, body)
@@ -234,12 +234,12 @@ func TestNoUpstreamAvailable(t *testing.T) {
 	if !b.Ready() {
 		t.Fatal("not ready with two healthy upstreams")
 	}
-	b.SetHealthy("a", false, "test")
+	b.HealthReporter().SetHealthy("a", false, "test")
 	code, got, _ := get(t, front.Client(), front.URL+"/?user=x")
 	if code != 200 || got != "b" {
 		t.Fatalf("with a down: %d from %q", code, got)
 	}
-	b.SetHealthy("b", false, "test")
+	b.HealthReporter().SetHealthy("b", false, "test")
 	code, _, body := get(t, front.Client(), front.URL+"/?user=x")
 	if code != http.StatusServiceUnavailable || body != "no upstream available\n" {
 		t.Errorf("all down: %d %q", code, body)
@@ -257,7 +257,7 @@ func TestNoUpstreamAvailable(t *testing.T) {
 		t.Errorf("ringlb_ejections_total{a,health} = %v", v)
 	}
 	// Back up: exactly its keys return.
-	b.SetHealthy("a", true, "test")
+	b.HealthReporter().SetHealthy("a", true, "test")
 	key := keyOwnedBy(t, b, "a")
 	if _, got, _ := get(t, front.Client(), front.URL+"/?user="+key); got != "a" {
 		t.Errorf("a's key went to %q after a came back", got)

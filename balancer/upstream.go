@@ -92,23 +92,41 @@ func (b *Balancer) recomputeLocked() {
 	s.availW.Store(math.Float64bits(w))
 }
 
-// SetHealthy records an active health check's verdict for the upstream
-// called name; reason says why (it goes to the log). It has the signature
-// of healthcheck.Reporter, so a Balancer can be handed to the checker
-// directly. A verdict that changes the upstream's availability logs one
-// line; an ejection counts in ringlb_ejections_total{reason="health"};
-// an upstream that becomes available again slow-starts when
-// Options.SlowStart > 0. An upstream whose breaker is open stays
-// unavailable whatever the check says until its open period is over;
-// after it, a verdict of up makes it available at once (half-open: the
-// next request for its keys is the trial). Names not in the current ring
-// (say, just removed by a reload) are ignored, and so is every report
-// after an Update turned Options.HealthChecks off.
-func (b *Balancer) SetHealthy(name string, up bool, reason string) {
+// HealthReporter is one health checker's line into a Balancer; it
+// implements healthcheck.Reporter. Get one from Balancer.HealthReporter
+// for each checker started.
+type HealthReporter struct {
+	b   *Balancer
+	gen uint64 // Balancer.healthGen when handed out
+}
+
+// HealthReporter returns a reporter for a health checker about to start.
+// An Update that turns Options.HealthChecks off resets every verdict to
+// up and revokes every reporter handed out before it: reports that a
+// checker being shut down still sends do nothing. A checker started
+// later gets a reporter of its own.
+func (b *Balancer) HealthReporter() *HealthReporter {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return &HealthReporter{b: b, gen: b.healthGen}
+}
+
+// SetHealthy records a health check's verdict for the upstream called
+// name; reason says why (it goes to the log). A verdict that changes the
+// upstream's availability logs one line; an ejection counts in
+// ringlb_ejections_total{reason="health"}; an upstream that becomes
+// available again slow-starts when slow start is on. An upstream whose
+// breaker is open stays unavailable whatever the check says until its
+// open period is over; after it, a verdict of up makes it available at
+// once (half-open: the next request for its keys is the trial). Names not
+// in the current ring (say, just removed by a reload) are ignored, and so
+// is every report of a revoked reporter.
+func (r *HealthReporter) SetHealthy(name string, up bool, reason string) {
+	b := r.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	u := b.ups[name]
-	if u == nil || b.checksOff {
+	if u == nil || r.gen != b.healthGen {
 		return
 	}
 	if !u.down.CompareAndSwap(up, !up) {

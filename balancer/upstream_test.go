@@ -10,8 +10,8 @@ import (
 	"github.com/ringlb/ringlb/ring"
 )
 
-// The health checker reports straight into a Balancer.
-var _ healthcheck.Reporter = (*Balancer)(nil)
+// The health checker reports straight into a Balancer's reporter.
+var _ healthcheck.Reporter = (*HealthReporter)(nil)
 
 // healthEvent is one report of a health checker, with the probe answers
 // the upstream had given by then.
@@ -25,8 +25,9 @@ type healthEvent struct {
 // into r.b; every report also goes to the returned channel.
 func runChecker(t *testing.T, r *rig, rise, fall int) <-chan healthEvent {
 	events := make(chan healthEvent, 16)
+	into := r.b.HealthReporter()
 	rep := healthcheck.ReporterFunc(func(name string, up bool, reason string) {
-		r.b.SetHealthy(name, up, reason)
+		into.SetHealthy(name, up, reason)
 		be := r.bes[name]
 		// The prober waits for us: no probe of name runs meanwhile.
 		events <- healthEvent{name, up, be.passes.Load(), be.fails.Load()}
@@ -163,9 +164,9 @@ func TestSlowStartAfterEjection(t *testing.T) {
 			ks := newKeyset(r.b, 4000)
 			c, own := r.bes["c"], ks.by["c"]
 			if path == "health" {
-				r.b.SetHealthy("c", false, "test")
+				r.b.HealthReporter().SetHealthy("c", false, "test")
 				ks.checkPlacement(t, r.b, "c")
-				r.b.SetHealthy("c", true, "test")
+				r.b.HealthReporter().SetHealthy("c", true, "test")
 			} else {
 				c.status.Store(http.StatusBadGateway)
 				r.get(t, own[0])
@@ -239,7 +240,7 @@ func TestFleetReadyAfterOutageWithoutTraffic(t *testing.T) {
 		if st := status(t, r.b, name); st.Available || st.Breaker != "open" {
 			t.Fatalf("%s after the outage: %+v, want open", name, st)
 		}
-		r.b.SetHealthy(name, false, "test")
+		r.b.HealthReporter().SetHealthy(name, false, "test")
 	}
 	if r.b.Ready() {
 		t.Fatal("ready with every breaker open")
@@ -248,7 +249,7 @@ func TestFleetReadyAfterOutageWithoutTraffic(t *testing.T) {
 	r.clk.advance(time.Minute)
 	for _, name := range []string{"a", "b"} {
 		r.bes[name].status.Store(http.StatusOK)
-		r.b.SetHealthy(name, true, "test")
+		r.b.HealthReporter().SetHealthy(name, true, "test")
 	}
 	if !r.b.Ready() {
 		t.Fatalf("not ready after recovery without traffic: %+v", r.b.Status().Upstreams)

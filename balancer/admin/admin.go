@@ -40,10 +40,10 @@ import (
 	"github.com/ringlb/ringlb/ring"
 )
 
-// ReloadFunc re-reads the config and applies it with Balancer.Update. On
+// ReloadFunc performs a reload: it re-reads the config, applies it with
+// Balancer.Update and records the attempt with Balancer.RecordReload. On
 // failure it returns every problem ("file:line: field: message") and an
-// error. It must not count the reload: the handler does, through
-// Balancer.RecordReload.
+// error. POST /reload answers with what it returns.
 type ReloadFunc func() (version string, problems []string, err error)
 
 // Options are the admin handler's switches; the zero value serves the
@@ -233,7 +233,6 @@ func (h *handler) doReload(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	version, problems, err := h.reload()
-	h.b.RecordReload(err == nil, problems...)
 	if err != nil {
 		if len(problems) == 0 {
 			problems = []string{err.Error()}

@@ -117,7 +117,7 @@ func TestDebugLookupShape(t *testing.T) {
 		t.Errorf("lookup %v", m)
 	}
 	owner := m["owner"].(string)
-	b.SetHealthy(owner, false, "test")
+	b.HealthReporter().SetHealthy(owner, false, "test")
 	m = decode(t, func() string { _, _, s := fetch(t, http.MethodGet, srv.URL+"/debug/lookup?key=user-42"); return s }())
 	sk := m["skipped"].([]any)
 	if m["chosen"] == owner || m["chosen"] == nil || len(sk) != 1 {
@@ -127,7 +127,7 @@ func TestDebugLookupShape(t *testing.T) {
 		t.Errorf("skipped %v", sk)
 	}
 	for _, u := range b.Status().Upstreams {
-		b.SetHealthy(u.Name, false, "test")
+		b.HealthReporter().SetHealthy(u.Name, false, "test")
 	}
 	m = decode(t, func() string { _, _, s := fetch(t, http.MethodGet, srv.URL+"/debug/lookup?key=user-42"); return s }())
 	if v, ok := m["chosen"]; !ok || v != nil {
@@ -160,12 +160,12 @@ func TestHealthAndReady(t *testing.T) {
 			t.Errorf("HEAD %s: %d", p, code)
 		}
 	}
-	b.SetHealthy("a", false, "test")
-	b.SetHealthy("<b>", false, "test")
+	b.HealthReporter().SetHealthy("a", false, "test")
+	b.HealthReporter().SetHealthy("<b>", false, "test")
 	if code, _, _ := fetch(t, http.MethodGet, srv.URL+"/readyz"); code != 503 {
 		t.Errorf("readyz with nothing available: %d", code)
 	}
-	b.SetHealthy("a", true, "test")
+	b.HealthReporter().SetHealthy("a", true, "test")
 	if code, _, _ := fetch(t, http.MethodGet, srv.URL+"/readyz"); code != 200 {
 		t.Errorf("readyz after recovery: %d", code)
 	}
@@ -204,10 +204,13 @@ func TestIndexAndMetrics(t *testing.T) {
 func TestReload(t *testing.T) {
 	fail := false
 	var b *balancer.Balancer
-	reload := func() (string, []string, error) {
+	reload := func() (string, []string, error) { // counts itself, as the command's does
 		if fail {
-			return "", []string{"config.yaml:14: upstreams[1].weight: must be > 0, got -2", "config.yaml:3: listen: bad"}, errors.New("invalid config")
+			problems := []string{"config.yaml:14: upstreams[1].weight: must be > 0, got -2", "config.yaml:3: listen: bad"}
+			b.RecordReload(false, problems...)
+			return "", problems, errors.New("invalid config")
 		}
+		b.RecordReload(true)
 		return b.Version(), nil, nil
 	}
 	b, srv := setup(t, reload)

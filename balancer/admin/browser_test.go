@@ -325,7 +325,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	// 2. The key's owner is ejected right after the page is served, and
 	// more requests come in: only the script's refresh can show it.
 	eject := func() {
-		b.SetHealthy(owner, false, "test")
+		b.HealthReporter().SetHealthy(owner, false, "test")
 		send(40)
 	}
 	afterPage.Store(&eject)
@@ -364,8 +364,8 @@ func TestStatusPageInBrowser(t *testing.T) {
 			break
 		}
 	}
-	b.SetHealthy(slow, false, "test")
-	b.SetHealthy(slow, true, "test")
+	b.HealthReporter().SetHealthy(slow, false, "test")
+	b.HealthReporter().SetHealthy(slow, true, "test")
 	const problem = "c.yaml:7: upstreams[1].weight: must be > 0, got -1"
 	b.RecordReload(false, problem)
 	dom = runChromium(t, bin, pageURL, "--dump-dom")

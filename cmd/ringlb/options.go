@@ -31,18 +31,18 @@ func balancerOptions(cfg *config.Config) balancer.Options {
 }
 
 // healthOptions converts the health block; nil when there is none.
-func healthOptions(h *config.Health) *healthcheck.Options {
-	if h == nil {
+func healthOptions(health *config.Health) *healthcheck.Options {
+	if health == nil {
 		return nil
 	}
 	return &healthcheck.Options{
-		Path:      h.Path,
-		Interval:  h.Interval,
-		Timeout:   h.Timeout,
-		Rise:      h.Rise,
-		Fall:      h.Fall,
-		ExpectMin: h.ExpectStatus.Min,
-		ExpectMax: h.ExpectStatus.Max,
+		Path:      health.Path,
+		Interval:  health.Interval,
+		Timeout:   health.Timeout,
+		Rise:      health.Rise,
+		Fall:      health.Fall,
+		ExpectMin: health.ExpectStatus.Min,
+		ExpectMax: health.ExpectStatus.Max,
 	}
 }
 
