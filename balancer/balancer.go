@@ -8,7 +8,7 @@
 // an atomic pointer. A request loads it once and uses it for its pick and
 // every retry; Update builds a new snapshot and swaps it in, so the request
 // path takes no lock. Per-upstream state (in-flight count, health verdict,
-// circuit breaker, availability) lives in Upstream values that outlive
+// circuit breaker, availability) lives in upstream values that outlive
 // reloads while their name stays.
 //
 // An upstream is available while its health verdict (reported by an
@@ -48,10 +48,10 @@ type snapshot struct {
 }
 
 // member is one ring member of a snapshot: what the options say about
-// it, the shared Upstream, and the proxy that forwards to it.
+// it, the shared upstream state, and the proxy that forwards to it.
 type member struct {
 	memberSpec
-	u     *Upstream
+	u     *upstream
 	proxy *httputil.ReverseProxy
 }
 
@@ -73,7 +73,7 @@ type Balancer struct {
 	tunnels tunnels // upgraded connections (WebSocket), for shutdown
 
 	mu        sync.Mutex // serialises Update, health reports, settle and Close
-	ups       map[string]*Upstream
+	ups       map[string]*upstream
 	healthGen uint64 // incremented by an Update that turns HealthChecks off: revokes HealthReporters
 	transport *transport
 }
@@ -90,7 +90,7 @@ func New(opts Options, reg prometheus.Registerer, logger *slog.Logger) (*Balance
 		errLog:  slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		epoch:   time.Now(),
 		clk:     systemClock{},
-		ups:     map[string]*Upstream{},
+		ups:     map[string]*upstream{},
 		metrics: newMetrics(),
 	}
 	set, r, err := compile(opts)
@@ -151,7 +151,7 @@ func (b *Balancer) Update(opts Options) (string, error) {
 }
 
 // installLocked makes a compiled configuration current: it replaces the
-// transport when its settings changed, creates Upstreams for new names
+// transport when its settings changed, creates upstream state for new names
 // (an upstream joining a running balancer slow-starts), gives each its
 // breaker settings, builds the members' proxies and swaps the snapshot
 // in. Callers hold b.mu.
@@ -168,12 +168,12 @@ func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
 		b.transport = newTransport(set.transport)
 	}
 	s := &snapshot{settings: set, ring: r, transport: b.transport, members: make([]member, len(set.specs))}
-	ups := make(map[string]*Upstream, len(set.specs))
+	ups := make(map[string]*upstream, len(set.specs))
 	for i, spec := range set.specs {
 		u := b.ups[spec.name]
 		switch {
 		case u == nil:
-			u = &Upstream{name: spec.name, metrics: b.metrics.forUpstream(spec.name)}
+			u = &upstream{name: spec.name, metrics: b.metrics.forUpstream(spec.name)}
 			if old != nil && s.slowStart > 0 {
 				u.warmSince.Store(now)
 			}

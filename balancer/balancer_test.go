@@ -114,7 +114,7 @@ func TestUpdateKeepsState(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := b.snap.Load()
-	if s.members[0].u != ua || ua.Available() {
+	if s.members[0].u != ua || ua.available() {
 		t.Error("upstream a lost its identity or state over a reload")
 	}
 	bad := opts

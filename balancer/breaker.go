@@ -91,7 +91,7 @@ type breaker struct {
 	timer   timer // the running open period's; nil when none
 }
 
-func (b *Balancer) newBreaker(u *Upstream, cfg *BreakerOptions) *breaker {
+func (b *Balancer) newBreaker(u *upstream, cfg *BreakerOptions) *breaker {
 	br := &breaker{name: u.name, dirty: &u.dirty, log: b.log, now: b.nanotime,
 		after: func(d time.Duration, f func()) timer { return b.clk.AfterFunc(d, f) }}
 	br.expired = func() { b.expireOpen(u, br) }
@@ -271,7 +271,7 @@ func (o outcome) verdict(fail *statusSet) error {
 // allow asks u's breaker whether a request may go to u now (see
 // breaker.allow; without a breaker it always may, and done is nil), and
 // publishes what that changed.
-func (b *Balancer) allow(u *Upstream) (done func(error), trial, ok bool) {
+func (b *Balancer) allow(u *upstream) (done func(error), trial, ok bool) {
 	br := u.br.Load()
 	if br == nil {
 		return nil, false, true
@@ -284,7 +284,7 @@ func (b *Balancer) allow(u *Upstream) (done func(error), trial, ok bool) {
 }
 
 // ordinaryAttempt is u's breaker's ordinaryAttempt; nil without one.
-func (b *Balancer) ordinaryAttempt(u *Upstream) func(error) {
+func (b *Balancer) ordinaryAttempt(u *upstream) func(error) {
 	if br := u.br.Load(); br != nil {
 		return br.ordinaryAttempt()
 	}
@@ -293,7 +293,7 @@ func (b *Balancer) ordinaryAttempt(u *Upstream) func(error) {
 
 // report hands one attempt's outcome to u's breaker (done from allow; nil
 // without a breaker) and publishes what that changed.
-func (b *Balancer) report(s *snapshot, u *Upstream, done func(error), o outcome) {
+func (b *Balancer) report(s *snapshot, u *upstream, done func(error), o outcome) {
 	if done == nil {
 		return
 	}
@@ -303,7 +303,7 @@ func (b *Balancer) report(s *snapshot, u *Upstream, done func(error), o outcome)
 
 // expireOpen runs when an open period is over (the timer set at the trip)
 // and publishes its end without waiting for a request; see settleLocked.
-func (b *Balancer) expireOpen(u *Upstream, br *breaker) {
+func (b *Balancer) expireOpen(u *upstream, br *breaker) {
 	if u.br.Load() != br {
 		return // breakers were turned off and on by reloads: a stale timer
 	}
@@ -311,7 +311,7 @@ func (b *Balancer) expireOpen(u *Upstream, br *breaker) {
 }
 
 // settleIfDirty publishes a breaker transition's effect on availability.
-func (b *Balancer) settleIfDirty(u *Upstream) {
+func (b *Balancer) settleIfDirty(u *upstream) {
 	if u.dirty.Load() {
 		b.settle(u, "breaker", "")
 	}

@@ -97,7 +97,7 @@ func (bp *bufferPool) Put(b []byte) {
 	}
 }
 
-func (b *Balancer) newProxy(s *snapshot, u *Upstream, target *url.URL) *httputil.ReverseProxy {
+func (b *Balancer) newProxy(s *snapshot, u *upstream, target *url.URL) *httputil.ReverseProxy {
 	p := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// Forward the query exactly as received: ReverseProxy has
@@ -244,7 +244,7 @@ func recordError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // errReadTimeout ends a read of an upstream's response body that waited
-// longer than Options.ReadTimeout.
+// longer than Options.Timeouts.Read.
 var errReadTimeout = &readTimeoutError{}
 
 type readTimeoutError struct{}

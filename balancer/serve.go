@@ -127,7 +127,7 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 // outcomeDone returns where an attempt's final outcome goes: done, unless
 // the attempt is a trial whose head settled it; then the outcome counts
 // as an ordinary attempt of the breaker (see ordinaryAttempt).
-func (b *Balancer) outcomeDone(u *Upstream, rw *responseWriter, done func(error), trial bool) func(error) {
+func (b *Balancer) outcomeDone(u *upstream, rw *responseWriter, done func(error), trial bool) func(error) {
 	if !trial {
 		return done
 	}

@@ -70,7 +70,7 @@ func (b *Balancer) Status() RingStatus {
 			Weight:         m.weight,
 			Points:         s.ring.Points(i),
 			Share:          s.ring.Share(i),
-			Available:      u.Available(),
+			Available:      u.available(),
 			Health:         health,
 			Breaker:        bname,
 			Inflight:       u.inflight.Load(),
@@ -81,7 +81,7 @@ func (b *Balancer) Status() RingStatus {
 	return st
 }
 
-func (s *snapshot) activeFraction(u *Upstream, now int64) float64 {
+func (s *snapshot) activeFraction(u *upstream, now int64) float64 {
 	ws := u.warmSince.Load()
 	if ws == 0 || s.slowStart <= 0 {
 		return 1
@@ -113,7 +113,7 @@ func (b *Balancer) KeyOf(r *http.Request) (key, source string, ok bool) {
 func (b *Balancer) Ready() bool {
 	s := b.snap.Load()
 	for i := range s.members {
-		if s.members[i].u.Available() {
+		if s.members[i].u.available() {
 			return true
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Upstream is the live state of one upstream, identified by its name. It
+// upstream is the live state of one upstream, identified by its name. It
 // outlives reloads for as long as its name stays in the config, so its
 // in-flight count, health verdict and breaker carry over; an upstream
 // removed by a reload drains its in-flight requests and is then dropped.
@@ -15,8 +15,8 @@ import (
 // health verdict and the breaker state change first; settle then
 // publishes the resulting availability through a CompareAndSwap on
 // ejected, so that logs and metrics fire once per real transition. An
-// Upstream must not be copied.
-type Upstream struct {
+// upstream must not be copied.
+type upstream struct {
 	name string
 
 	inflight atomic.Int64
@@ -47,23 +47,17 @@ type Ejection struct {
 	Reason string // the health check's or the breaker's words, e.g. "status 503"
 }
 
-// Name returns the upstream's name.
-func (u *Upstream) Name() string { return u.name }
-
-// Available reports whether the upstream may take requests: its health
+// available reports whether the upstream may take requests: its health
 // check (if any) says up and its breaker is not open (a half-open breaker
 // counts as available, though only its one trial request gets through).
 // A slow-starting upstream is available.
-func (u *Upstream) Available() bool { return !u.ejected.Load() }
-
-// Inflight returns the number of requests in flight to the upstream.
-func (u *Upstream) Inflight() int64 { return u.inflight.Load() }
+func (u *upstream) available() bool { return !u.ejected.Load() }
 
 // endWarmup ends u's slow start if it is over at now (balancer clock)
 // under a slow start of slowStart nanoseconds. The walk takes an upstream
 // whose slow start is over as fully active either way; this spares it the
 // arithmetic.
-func (u *Upstream) endWarmup(now, slowStart int64) {
+func (u *upstream) endWarmup(now, slowStart int64) {
 	if ws := u.warmSince.Load(); ws != 0 && slowStart > 0 && now-ws >= slowStart {
 		u.warmSince.CompareAndSwap(ws, 0)
 	}
@@ -71,7 +65,7 @@ func (u *Upstream) endWarmup(now, slowStart int64) {
 
 // breakerState returns breakerClosed, breakerHalfOpen or breakerOpen
 // (closed without a breaker).
-func (u *Upstream) breakerState() int32 {
+func (u *upstream) breakerState() int32 {
 	if br := u.br.Load(); br != nil {
 		return br.state.Load()
 	}
@@ -85,7 +79,7 @@ func (b *Balancer) recomputeLocked() {
 	s := b.snap.Load()
 	w := 0.0
 	for i := range s.members {
-		if s.members[i].u.Available() {
+		if s.members[i].u.available() {
 			w += s.members[i].weight
 		}
 	}
@@ -140,13 +134,13 @@ func (r *HealthReporter) SetHealthy(name string, up bool, reason string) {
 // down), slow start on return, and the available weight. It is the only
 // writer of u.ejected, and its CompareAndSwap makes each real transition
 // count once however many callers race to report it.
-func (b *Balancer) settle(u *Upstream, cause, reason string) {
+func (b *Balancer) settle(u *upstream, cause, reason string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.settleLocked(u, cause, reason)
 }
 
-func (b *Balancer) settleLocked(u *Upstream, cause, reason string) {
+func (b *Balancer) settleLocked(u *upstream, cause, reason string) {
 	if br := u.br.Load(); br != nil && b.ups[u.name] == u {
 		// The end of an open period is handled whichever comes last: the
 		// period's timer, or the health check saying up again (after an
