@@ -249,92 +249,64 @@ const (
 // so validation sees an explicit 0 or "" and can reject it. It is the only
 // place defaults are set.
 func applyDefaults(c *Config, has func(field string) bool) {
-	str := func(f string, dst *string, v string) {
-		if !has(f) {
-			*dst = v
-		}
-	}
-	dur := func(f string, dst *time.Duration, v time.Duration) {
-		if !has(f) {
-			*dst = v
-		}
-	}
-	num := func(f string, dst *int, v int) {
-		if !has(f) {
-			*dst = v
-		}
-	}
-
-	str("listen", &c.Listen, defaultListen)
-	str("admin_listen", &c.AdminListen, defaultAdminListen)
-	dur("shutdown_timeout", &c.ShutdownTimeout, defaultShutdownTimeout)
-	str("upstream_header", &c.UpstreamHeader, defaultUpstreamHeader)
-	if !has("trusted_proxies") {
-		c.TrustedProxies = []netip.Prefix{}
-	}
+	def(has, "listen", &c.Listen, defaultListen)
+	def(has, "admin_listen", &c.AdminListen, defaultAdminListen)
+	def(has, "shutdown_timeout", &c.ShutdownTimeout, defaultShutdownTimeout)
+	def(has, "upstream_header", &c.UpstreamHeader, defaultUpstreamHeader)
+	def(has, "trusted_proxies", &c.TrustedProxies, []netip.Prefix{})
 	// access_log and debug_pprof default to false, the zero value.
 
-	if !has("hash.key") {
-		c.Hash.Key = []balancer.KeySource{
-			{Kind: balancer.KeyCookie, Name: "session"},
-			{Kind: balancer.KeyHeader, Name: textproto.CanonicalMIMEHeaderKey("X-User-ID")},
-			{Kind: balancer.KeyQuery, Name: "user"},
-			{Kind: balancer.KeyURI},
-		}
-	}
-	if !has("hash.on_missing") {
-		c.Hash.OnMissing = balancer.OnMissingRandom
-	}
-	str("hash.cookie.name", &c.Hash.Cookie.Name, "ringlb_affinity")
-	dur("hash.cookie.ttl", &c.Hash.Cookie.TTL, 24*time.Hour)
-	if !has("hash.cookie.http_only") {
-		c.Hash.Cookie.HTTPOnly = true
-	}
+	def(has, "hash.key", &c.Hash.Key, []balancer.KeySource{
+		{Kind: balancer.KeyCookie, Name: "session"},
+		{Kind: balancer.KeyHeader, Name: textproto.CanonicalMIMEHeaderKey("X-User-ID")},
+		{Kind: balancer.KeyQuery, Name: "user"},
+		{Kind: balancer.KeyURI},
+	})
+	def(has, "hash.on_missing", &c.Hash.OnMissing, balancer.OnMissingRandom)
+	def(has, "hash.cookie.name", &c.Hash.Cookie.Name, "ringlb_affinity")
+	def(has, "hash.cookie.ttl", &c.Hash.Cookie.TTL, 24*time.Hour)
+	def(has, "hash.cookie.http_only", &c.Hash.Cookie.HTTPOnly, true)
 
 	// Under placement nginx an absent points_per_weight is also 160, nginx's
 	// fixed value; an explicit other value is a validation error.
-	num("ring.points_per_weight", &c.Ring.PointsPerWeight, defaultPointsPerWeight)
+	def(has, "ring.points_per_weight", &c.Ring.PointsPerWeight, defaultPointsPerWeight)
 	// load_factor defaults to 0 (bounded loads off), the zero value.
-	num("ring.load_floor", &c.Ring.LoadFloor, defaultLoadFloor)
-	if !has("ring.placement") {
-		c.Ring.Placement = ring.PlacementRinglb
-	}
-	if !has("ring.on_unavailable") {
-		c.Ring.OnUnavailable = balancer.OnUnavailableRemap
-	}
+	def(has, "ring.load_floor", &c.Ring.LoadFloor, defaultLoadFloor)
+	def(has, "ring.placement", &c.Ring.Placement, ring.PlacementRinglb)
+	def(has, "ring.on_unavailable", &c.Ring.OnUnavailable, balancer.OnUnavailableRemap)
 	// slow_start defaults to 0s, the zero value.
 
 	for i := range c.Upstreams {
-		if !has(index("upstreams", i) + ".weight") {
-			c.Upstreams[i].Weight = 1
-		}
+		def(has, index("upstreams", i)+".weight", &c.Upstreams[i].Weight, 1)
 	}
 
-	if c.Health != nil { // present: fill its absent fields
-		h := c.Health
-		str("health.path", &h.Path, healthcheck.DefaultPath)
-		dur("health.interval", &h.Interval, healthcheck.DefaultInterval)
-		dur("health.timeout", &h.Timeout, healthcheck.DefaultTimeout)
-		num("health.rise", &h.Rise, healthcheck.DefaultRise)
-		num("health.fall", &h.Fall, healthcheck.DefaultFall)
-		if !has("health.expect_status") {
-			h.ExpectStatus = StatusRange{Min: healthcheck.DefaultExpectMin, Max: healthcheck.DefaultExpectMax}
-		}
+	if hb := c.Health; hb != nil { // present: fill its absent fields
+		def(has, "health.path", &hb.Path, healthcheck.DefaultPath)
+		def(has, "health.interval", &hb.Interval, healthcheck.DefaultInterval)
+		def(has, "health.timeout", &hb.Timeout, healthcheck.DefaultTimeout)
+		def(has, "health.rise", &hb.Rise, healthcheck.DefaultRise)
+		def(has, "health.fall", &hb.Fall, healthcheck.DefaultFall)
+		def(has, "health.expect_status", &hb.ExpectStatus, StatusRange{Min: healthcheck.DefaultExpectMin, Max: healthcheck.DefaultExpectMax})
 	}
 
-	num("breaker.consecutive_failures", &c.Breaker.ConsecutiveFailures, 5)
-	if !has("breaker.failure_statuses") {
-		c.Breaker.FailureStatuses = []int{502, 503, 504}
-	}
-	dur("breaker.open_timeout", &c.Breaker.OpenTimeout, 5*time.Second)
-	dur("breaker.max_open_timeout", &c.Breaker.MaxOpenTimeout, 60*time.Second)
+	def(has, "breaker.consecutive_failures", &c.Breaker.ConsecutiveFailures, 5)
+	def(has, "breaker.failure_statuses", &c.Breaker.FailureStatuses, []int{502, 503, 504})
+	def(has, "breaker.open_timeout", &c.Breaker.OpenTimeout, 5*time.Second)
+	def(has, "breaker.max_open_timeout", &c.Breaker.MaxOpenTimeout, 60*time.Second)
 
-	num("retries", &c.Retries, 1)
-	dur("timeouts.dial", &c.Timeouts.Dial, 2*time.Second)
-	dur("timeouts.response_header", &c.Timeouts.ResponseHeader, 30*time.Second)
-	dur("timeouts.read", &c.Timeouts.Read, 60*time.Second)
-	dur("timeouts.idle_conn", &c.Timeouts.IdleConn, 90*time.Second)
-	num("max_header_bytes", &c.MaxHeaderBytes, defaultMaxHeaderBytes)
+	def(has, "retries", &c.Retries, 1)
+	def(has, "timeouts.dial", &c.Timeouts.Dial, 2*time.Second)
+	def(has, "timeouts.response_header", &c.Timeouts.ResponseHeader, 30*time.Second)
+	def(has, "timeouts.read", &c.Timeouts.Read, 60*time.Second)
+	def(has, "timeouts.idle_conn", &c.Timeouts.IdleConn, 90*time.Second)
+	def(has, "max_header_bytes", &c.MaxHeaderBytes, defaultMaxHeaderBytes)
+}
+
+// def sets *dst to v when the file has no field (a dotted path).
+func def[T any](has func(field string) bool, field string, dst *T, v T) {
+	if !has(field) {
+		*dst = v
+	}
 }
 
 // TotalPoints returns the number of points on the ring: the sum of every
