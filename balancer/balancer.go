@@ -161,11 +161,11 @@ func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
 	if old != nil {
 		now = b.nanotime()
 	}
-	if b.transport == nil || b.transport.cfg != set.transport {
+	if b.transport == nil || b.transport.cfg != set.transportCfg {
 		if b.transport != nil {
 			b.transport.retire()
 		}
-		b.transport = newTransport(set.transport)
+		b.transport = newTransport(set.transportCfg)
 	}
 	s := &snapshot{settings: set, ring: r, transport: b.transport, members: make([]member, len(set.specs))}
 	ups := make(map[string]*upstream, len(set.specs))
@@ -191,6 +191,7 @@ func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
 		ups[spec.name] = u
 		s.members[i] = member{memberSpec: spec, u: u, proxy: b.newProxy(s, u, spec.url)}
 	}
+	s.specs = nil // kept once, in the members
 	b.ups = ups
 	b.snap.Store(s)
 	b.recomputeLocked()

@@ -180,7 +180,7 @@ type settings struct {
 	accessLog    bool
 	failStatus   statusSet
 	breaker      *BreakerOptions // validated; nil when breakers are off
-	transport    transportConfig
+	transportCfg transportConfig
 	healthChecks bool
 }
 
@@ -211,7 +211,7 @@ func compile(opts Options) (settings, *ring.Ring, error) {
 		readTimeout:  opts.Timeouts.Read,
 		accessLog:    opts.AccessLog,
 		healthChecks: opts.HealthChecks,
-		transport:    transportConfig{dial: opts.Timeouts.Dial, responseHeader: opts.Timeouts.ResponseHeader, idleConn: opts.Timeouts.IdleConn},
+		transportCfg: transportConfig{dial: opts.Timeouts.Dial, responseHeader: opts.Timeouts.ResponseHeader, idleConn: opts.Timeouts.IdleConn},
 	}
 	bo, err := opts.Breaker.validate()
 	if err != nil {
