@@ -22,9 +22,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -89,69 +87,6 @@ func (e *faultEnv) add(r faultRow) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.rows = append(e.rows, r)
-}
-
-// buildBins builds ringlb (without -race: its memory is measured) and the
-// demo upstream.
-func buildBins(t *testing.T) (string, string) {
-	t.Helper()
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	dir := t.TempDir()
-	bin := func(name, pkg string) string {
-		out := filepath.Join(dir, name)
-		cmd := exec.Command(goTool, "build", "-o", out, pkg)
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", pkg, err, b)
-		}
-		return out
-	}
-	return bin("ringlb", "."), bin("upstream", "../../examples/upstream")
-}
-
-// --- processes -------------------------------------------------------------
-
-// proc is a child process; done closes when it has exited.
-type proc struct {
-	cmd  *exec.Cmd
-	logs *syncBuffer
-	done chan struct{}
-	code int
-}
-
-func startProc(t *testing.T, path string, args ...string) *proc {
-	t.Helper()
-	p := &proc{cmd: exec.Command(path, args...), logs: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.cmd.Wait()
-		p.code = p.cmd.ProcessState.ExitCode()
-		close(p.done)
-	}()
-	t.Cleanup(p.kill)
-	return p
-}
-
-// kill sends SIGKILL and waits for the exit.
-func (p *proc) kill() {
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
-func startDemo(t *testing.T, bin, name, addr string) *proc {
-	t.Helper()
-	p := startProc(t, bin, "-name", name, "-listen", addr)
-	waitHTTP(t, "http://"+addr+"/healthz")
-	return p
-}
-
-// lbProc is a running ringlb.
-type lbProc struct {
-	*proc
-	proxy, admin string // base URLs
-	cfgPath      string
 }
 
 // faultsConfig is the config every scenario runs with, before upstreams:
@@ -219,14 +154,6 @@ func startLB(t *testing.T, e *faultEnv, health string, ups string) *lbProc {
 	})
 	waitHTTP(t, lb.admin+"/healthz")
 	return lb
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // adminClient never keeps connections, so the admin listener holds none
