@@ -40,17 +40,12 @@ func ringState(t *testing.T, admin, name string) upstreamState {
 // waitState polls /debug/ring until ok accepts name's state.
 func waitState(t *testing.T, admin, name string, what string, ok func(upstreamState) bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		st := ringState(t, admin, name)
-		if ok(st) {
-			return
+	eventually(t, 15*time.Second, func() error {
+		if st := ringState(t, admin, name); !ok(st) {
+			return fmt.Errorf("%s never became %s: %+v", name, what, st)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never became %s: %+v", name, what, st)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func reloadOK(t *testing.T, admin string) {
