@@ -144,10 +144,6 @@ func startLB(t *testing.T, health string, ups string) *lbProc {
 	return lb
 }
 
-// adminClient never keeps connections, so the admin listener holds none
-// between polls and resource counts are comparable.
-var adminClient = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
-
 func adminGet(t *testing.T, u string) string {
 	t.Helper()
 	res, err := adminClient.Get(u)
@@ -160,28 +156,6 @@ func adminGet(t *testing.T, u string) string {
 		t.Fatalf("GET %s: %d %s", u, res.StatusCode, b)
 	}
 	return string(b)
-}
-
-type ringView struct {
-	Version   string
-	Upstreams []struct {
-		Name      string
-		Available bool
-		Health    string
-		Breaker   string
-		Inflight  int
-	}
-}
-
-func getRing(admin string) (ringView, error) {
-	var v ringView
-	res, err := adminClient.Get(admin + "/debug/ring")
-	if err != nil {
-		return v, err
-	}
-	defer res.Body.Close()
-	err = json.NewDecoder(res.Body).Decode(&v)
-	return v, err
 }
 
 // owners asks /debug/lookup for each key's owner (availability ignored).

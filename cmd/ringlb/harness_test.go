@@ -8,6 +8,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -178,6 +179,79 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// --- the admin listener ----------------------------------------------------
+
+// adminClient never keeps connections, so the admin listener holds none
+// between polls and resource counts are comparable.
+var adminClient = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+
+type ringView struct {
+	Version   string
+	Upstreams []struct {
+		Name      string
+		Available bool
+		Health    string
+		Breaker   string
+		Inflight  int
+	}
+}
+
+func getRing(admin string) (ringView, error) {
+	var v ringView
+	res, err := adminClient.Get(admin + "/debug/ring")
+	if err != nil {
+		return v, err
+	}
+	defer res.Body.Close()
+	err = json.NewDecoder(res.Body).Decode(&v)
+	return v, err
+}
+
+// upstreamState is one upstream of /debug/ring.
+type upstreamState struct {
+	Name      string
+	Available bool
+	Health    string
+	Breaker   string
+}
+
+func ringState(t *testing.T, admin, name string) upstreamState {
+	t.Helper()
+	_, body := get(t, admin+"/debug/ring")
+	var v struct{ Upstreams []upstreamState }
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		t.Fatalf("/debug/ring: %v: %s", err, body)
+	}
+	for _, u := range v.Upstreams {
+		if u.Name == name {
+			return u
+		}
+	}
+	t.Fatalf("/debug/ring has no %s: %s", name, body)
+	return upstreamState{}
+}
+
+// waitState polls /debug/ring until ok accepts name's state.
+func waitState(t *testing.T, admin, name string, what string, ok func(upstreamState) bool) {
+	t.Helper()
+	eventually(t, 15*time.Second, func() error {
+		if st := ringState(t, admin, name); !ok(st) {
+			return fmt.Errorf("%s never became %s: %+v", name, what, st)
+		}
+		return nil
+	})
+}
+
+func ringVersion(t *testing.T, admin string) string {
+	t.Helper()
+	_, body := get(t, admin+"/debug/ring")
+	var v struct{ Version string }
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		t.Fatalf("/debug/ring: %v: %s", err, body)
+	}
+	return v.Version
 }
 
 // --- ports -----------------------------------------------------------------

@@ -186,16 +186,6 @@ func TestServeAffinityAndReload(t *testing.T) {
 	}
 }
 
-func ringVersion(t *testing.T, admin string) string {
-	t.Helper()
-	_, body := get(t, admin+"/debug/ring")
-	var v struct{ Version string }
-	if err := json.Unmarshal([]byte(body), &v); err != nil {
-		t.Fatalf("/debug/ring: %v: %s", err, body)
-	}
-	return v.Version
-}
-
 func TestServeDrainsOnShutdown(t *testing.T) {
 	hold := make(chan struct{})
 	bs := startBackends(t, 2, hold)
