@@ -187,15 +187,19 @@ func lastLines(s string, n int) string {
 // between polls and resource counts are comparable.
 var adminClient = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
 
+// ringView is GET /debug/ring as the tests read it.
 type ringView struct {
 	Version   string
-	Upstreams []struct {
-		Name      string
-		Available bool
-		Health    string
-		Breaker   string
-		Inflight  int
-	}
+	Upstreams []upstreamState
+}
+
+// upstreamState is one upstream of /debug/ring.
+type upstreamState struct {
+	Name      string
+	Available bool
+	Health    string
+	Breaker   string
+	Inflight  int
 }
 
 func getRing(admin string) (ringView, error) {
@@ -209,27 +213,25 @@ func getRing(admin string) (ringView, error) {
 	return v, err
 }
 
-// upstreamState is one upstream of /debug/ring.
-type upstreamState struct {
-	Name      string
-	Available bool
-	Health    string
-	Breaker   string
+// mustGetRing is getRing failing the test on an error.
+func mustGetRing(t *testing.T, admin string) ringView {
+	t.Helper()
+	v, err := getRing(admin)
+	if err != nil {
+		t.Fatalf("/debug/ring: %v", err)
+	}
+	return v
 }
 
 func ringState(t *testing.T, admin, name string) upstreamState {
 	t.Helper()
-	_, body := get(t, admin+"/debug/ring")
-	var v struct{ Upstreams []upstreamState }
-	if err := json.Unmarshal([]byte(body), &v); err != nil {
-		t.Fatalf("/debug/ring: %v: %s", err, body)
-	}
+	v := mustGetRing(t, admin)
 	for _, u := range v.Upstreams {
 		if u.Name == name {
 			return u
 		}
 	}
-	t.Fatalf("/debug/ring has no %s: %s", name, body)
+	t.Fatalf("/debug/ring has no %s: %+v", name, v)
 	return upstreamState{}
 }
 
@@ -246,12 +248,7 @@ func waitState(t *testing.T, admin, name string, what string, ok func(upstreamSt
 
 func ringVersion(t *testing.T, admin string) string {
 	t.Helper()
-	_, body := get(t, admin+"/debug/ring")
-	var v struct{ Version string }
-	if err := json.Unmarshal([]byte(body), &v); err != nil {
-		t.Fatalf("/debug/ring: %v: %s", err, body)
-	}
-	return v.Version
+	return mustGetRing(t, admin).Version
 }
 
 // --- ports -----------------------------------------------------------------
