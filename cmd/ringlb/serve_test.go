@@ -159,13 +159,12 @@ func TestServeAffinityAndReload(t *testing.T) {
 	os.WriteFile(path, []byte(string(good)+fmt.Sprintf("  - name: %s\n    url: %s\n", bs[3].name, bs[3].URL)), 0o644)
 	before := ringVersion(t, r.admin)
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
-	deadline := time.Now().Add(10 * time.Second)
-	for ringVersion(t, r.admin) == before {
-		if time.Now().After(deadline) {
-			t.Fatal("SIGHUP did not reload")
+	eventually(t, 10*time.Second, func() error {
+		if ringVersion(t, r.admin) == before {
+			return errors.New("SIGHUP did not reload")
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	moved := 0
 	for id, was := range owner {
 		_, now := get(t, r.proxy+"/", "X-User-ID", id)
@@ -185,16 +184,6 @@ func TestServeAffinityAndReload(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
-}
-
-func ringVersion(t *testing.T, admin string) string {
-	t.Helper()
-	_, body := get(t, admin+"/debug/ring")
-	var v struct{ Version string }
-	if err := json.Unmarshal([]byte(body), &v); err != nil {
-		t.Fatalf("/debug/ring: %v: %s", err, body)
-	}
-	return v.Version
 }
 
 func TestServeDrainsOnShutdown(t *testing.T) {
@@ -220,19 +209,22 @@ func TestServeDrainsOnShutdown(t *testing.T) {
 		}()
 	}
 	// Wait until all are in flight, then ask ringlb to stop.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, m := get(t, r.admin+"/metrics")
-		if inflightTotal(m) == n {
-			break
+	eventually(t, 10*time.Second, func() error {
+		if _, m := get(t, r.admin+"/metrics"); inflightTotal(m) != n {
+			return fmt.Errorf("requests never got in flight:\n%s", m)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("requests never got in flight:\n%s", m)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	r.cancel()
-	time.Sleep(50 * time.Millisecond) // let Shutdown close the listener
+	// Shutdown has begun once the proxy's listener is closed.
+	eventually(t, 10*time.Second, func() error {
+		c, err := net.Dial("tcp", strings.TrimPrefix(r.proxy, "http://"))
+		if err != nil {
+			return nil
+		}
+		c.Close()
+		return errors.New("the proxy's listener is still open after the stop")
+	})
 	close(hold)
 	wg.Wait()
 	close(results)
@@ -394,6 +386,7 @@ func TestServeShutdownWaitsForTunnels(t *testing.T) {
 	r := startServe(t, writeConfig(t, listenersYAML+"shutdown_timeout: 20s\n"+backendsYAML(startEchoUpgrade(t))))
 	conn, br := openTunnel(t, r.proxy)
 	r.cancel()
+	// A negative check: serve must not return in the next half second.
 	select {
 	case code := <-r.done:
 		r.done <- code
