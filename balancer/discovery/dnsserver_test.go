@@ -161,7 +161,9 @@ func (z *testDNS) serve(w dns.ResponseWriter, req *dns.Msg) {
 	if rc, ok := z.rcode[k]; ok {
 		m.Rcode = rc
 	} else {
-		hdr := func(t uint16) dns.RR_Header { return dns.RR_Header{Name: name, Rrtype: t, Class: dns.ClassINET, Ttl: 5} }
+		hdr := func(t uint16) dns.RR_Header {
+			return dns.RR_Header{Name: name, Rrtype: t, Class: dns.ClassINET, Ttl: 5}
+		}
 		switch q.Qtype {
 		case dns.TypeSRV:
 			for _, r := range z.srv[k] {
