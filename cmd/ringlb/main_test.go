@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // runCmd runs a command line in-process and returns its exit code and output.
@@ -80,6 +82,53 @@ ring:
 	code, _, errOut = runCmd(t, "validate", "-config", filepath.Join(t.TempDir(), "missing.yaml"))
 	if code != exitFail || !strings.Contains(errOut, "missing.yaml") {
 		t.Errorf("missing file: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// validate checks a discovery block without resolving anything: the
+// resolver it names (a UDP socket of this test) receives no query.
+func TestValidateDiscovery(t *testing.T) {
+	dns, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dns.Close()
+	good := writeConfig(t, fmt.Sprintf(`discovery:
+  resolver: %s
+  sources:
+    - srv: _http._tcp.app.example
+    - {host: cache.example, port: 8080}
+upstreams: []
+`, dns.LocalAddr()))
+	code, out, errOut := runCmd(t, "validate", "-config", good)
+	if code != exitOK {
+		t.Fatalf("validate discovery config: exit %d, stderr %q", code, errOut)
+	}
+	want := good + ": ok: 0 upstreams, 0 points, placement ringlb, discovery every 5s from srv _http._tcp.app.example, host cache.example:8080" +
+		" (not resolved: the ring version depends on the answers)\n"
+	if out != want {
+		t.Errorf("summary:\ngot  %q\nwant %q", out, want)
+	}
+	// Loopback delivers a datagram before the send returns, so a query
+	// would already be waiting.
+	dns.SetReadDeadline(time.Now())
+	if n, from, err := dns.ReadFrom(make([]byte, 512)); err == nil {
+		t.Errorf("validate sent the resolver %d bytes from %v", n, from)
+	}
+
+	bad := writeConfig(t, "ring: {placement: nginx}\ndiscovery:\n  timeout: 9s\n  sources: [{host: a.example}]\n")
+	code, out, errOut = runCmd(t, "validate", "-config", bad)
+	if code != exitFail || out != "" {
+		t.Fatalf("validate bad discovery config: exit %d, stdout %q", code, out)
+	}
+	for _, want := range []string{
+		bad + ":2: discovery: needs placement ringlb",
+		bad + ":3: discovery.timeout: must be < discovery.interval (5s), got 9s",
+		bad + ":4: discovery.sources[0].port: required with host",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"math"
+	"net"
 	"net/netip"
 	"net/textproto"
 	"os"
@@ -326,6 +327,26 @@ func applyDefaults(c *Config, has func(field string) bool) {
 	dur("timeouts.response_header", &c.Timeouts.ResponseHeader, 30*time.Second)
 	dur("timeouts.idle_conn", &c.Timeouts.IdleConn, 90*time.Second)
 	num("max_header_bytes", &c.MaxHeaderBytes, defaultMaxHeaderBytes)
+
+	if c.Discovery != nil { // present: fill its absent fields
+		disc := c.Discovery
+		// resolver defaults to "", the system's.
+		dur("discovery.interval", &disc.Interval, 5*time.Second)
+		dur("discovery.timeout", &disc.Timeout, 2*time.Second)
+		dur("discovery.remove_after", &disc.RemoveAfter, 5*time.Minute)
+		num("discovery.confirm", &disc.Confirm, 3)
+		if disc.Sources == nil {
+			disc.Sources = []DiscoverySource{}
+		}
+		for i := range disc.Sources {
+			s, f := &disc.Sources[i], index("discovery.sources", i)
+			str(f+".scheme", &s.Scheme, "http")
+			str(f+".protocol", &s.Protocol, "http1")
+			if !has(f + ".weight") {
+				s.Weight = 1
+			}
+		}
+	}
 }
 
 // Points returns how many ring points an upstream of the given weight owns:
@@ -350,13 +371,40 @@ func (c *Config) TotalPoints() int {
 }
 
 // Summary describes a loaded config in one line, e.g.
-// "config.yaml: ok: 4 upstreams, 640 points, placement ringlb"; the command
-// appends what config does not know, such as the ring version.
+// "config.yaml: ok: 4 upstreams, 640 points, placement ringlb", and with a
+// discovery block "config.yaml: ok: 0 upstreams, 0 points, placement
+// ringlb, discovery every 5s from srv _http._tcp.app.example, host
+// cache.example:8080" (nothing is resolved: the points are the static
+// upstreams'); the command appends what config does not know, such as the
+// ring version.
 func (c *Config) Summary() string {
-	s := "s"
-	if len(c.Upstreams) == 1 {
-		s = ""
+	return fmt.Sprintf("%s: ok: %s, %d points, placement %s%s",
+		c.File, plural(len(c.Upstreams), "upstream"), c.TotalPoints(), c.Ring.Placement, c.Discovery.summary())
+}
+
+// summary describes the discovery block for Summary: "" when it is absent.
+func (disc *Discovery) summary() string {
+	if disc == nil {
+		return ""
 	}
-	return fmt.Sprintf("%s: ok: %d upstream%s, %d points, placement %s",
-		c.File, len(c.Upstreams), s, c.TotalPoints(), c.Ring.Placement)
+	var b strings.Builder
+	fmt.Fprintf(&b, ", discovery every %s from ", disc.Interval)
+	for i, s := range disc.Sources {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if s.SRV != "" {
+			b.WriteString("srv " + s.SRV)
+		} else {
+			b.WriteString("host " + net.JoinHostPort(s.Host, strconv.Itoa(s.Port)))
+		}
+	}
+	return b.String()
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
 }

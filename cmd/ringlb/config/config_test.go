@@ -293,6 +293,66 @@ upstreams:
 			},
 		},
 		{
+			name: "discovery defaults",
+			src:  "discovery:\n  sources:\n    - srv: _http._tcp.app.example\n    - host: cache.example\n      port: 8080\n",
+			check: func(t *testing.T, c *Config) {
+				want := &Discovery{
+					Resolver: "", Interval: 5 * time.Second, Timeout: 2 * time.Second, RemoveAfter: 5 * time.Minute, Confirm: 3,
+					Sources: []DiscoverySource{
+						{SRV: "_http._tcp.app.example", Scheme: "http", Protocol: "http1", Weight: 1},
+						{Host: "cache.example", Port: 8080, Scheme: "http", Protocol: "http1", Weight: 1},
+					},
+				}
+				if !reflect.DeepEqual(c.Discovery, want) {
+					t.Errorf("Discovery = %+v, want %+v", c.Discovery, want)
+				}
+				if len(c.Upstreams) != 0 {
+					t.Errorf("Upstreams = %+v, want none", c.Upstreams)
+				}
+				if got, want := c.Summary(), "c.yaml: ok: 0 upstreams, 0 points, placement ringlb, discovery every 5s from srv _http._tcp.app.example, host cache.example:8080"; got != want {
+					t.Errorf("Summary() = %q, want %q", got, want)
+				}
+				if got := c.Discovery.Sources[1].Name(); got != "cache.example" {
+					t.Errorf("Name() = %q", got)
+				}
+			},
+		},
+		{
+			name: "discovery explicit values beside static upstreams",
+			src: `discovery:
+  resolver: "[::1]:5353"
+  interval: 10s
+  timeout: 9s
+  remove_after: 0s
+  confirm: 1
+  sources:
+    - {srv: _grpc._tcp.App.Example., scheme: https, protocol: h2, weight: 2.5}
+    - {host: 10.0.0.1, port: 9000, protocol: h2c}
+upstreams: []
+`,
+			check: func(t *testing.T, c *Config) {
+				want := &Discovery{
+					Resolver: "[::1]:5353", Interval: 10 * time.Second, Timeout: 9 * time.Second, RemoveAfter: 0, Confirm: 1,
+					Sources: []DiscoverySource{
+						{SRV: "_grpc._tcp.App.Example.", Scheme: "https", Protocol: "h2", Weight: 2.5},
+						{Host: "10.0.0.1", Port: 9000, Scheme: "http", Protocol: "h2c", Weight: 1},
+					},
+				}
+				if !reflect.DeepEqual(c.Discovery, want) {
+					t.Errorf("Discovery = %+v, want %+v", c.Discovery, want)
+				}
+			},
+		},
+		{
+			name: "no discovery block",
+			src:  up,
+			check: func(t *testing.T, c *Config) {
+				if c.Discovery != nil {
+					t.Errorf("Discovery = %+v, want nil", c.Discovery)
+				}
+			},
+		},
+		{
 			name: "weight giving one point",
 			src:  "ring: {points_per_weight: 1}\nupstreams:\n  - {name: a, url: http://h, weight: 0.5}\n",
 			check: func(t *testing.T, c *Config) {
@@ -458,8 +518,8 @@ var errorCases = []struct {
 		"c.yaml:4: upstreams[1].url: host \"h:1\" is also upstreams[0]'s; placement nginx identifies upstreams by host[:port] as written"},
 
 	// Upstreams.
-	{"no upstreams", "listen: 127.0.0.1:8080\n", "c.yaml:1: upstreams: required: list at least one upstream"},
-	{"empty upstreams", "retries: 1\nupstreams: []\n", "c.yaml:2: upstreams: must list at least one upstream"},
+	{"no upstreams", "listen: 127.0.0.1:8080\n", "c.yaml:1: upstreams: required: list at least one upstream (or a discovery source)"},
+	{"empty upstreams", "retries: 1\nupstreams: []\n", "c.yaml:2: upstreams: must list at least one upstream (or a discovery source)"},
 	{"missing name and url", "upstreams:\n  - weight: 1\n", "c.yaml:2: upstreams[0].name: required\nc.yaml:2: upstreams[0].url: required"},
 	{"empty name", "upstreams:\n  - {name: \"\", url: http://h}\n", "c.yaml:2: upstreams[0].name: must not be empty"},
 	{"bad name", "upstreams:\n  - {name: \"app #1\", url: http://h}\n", "c.yaml:2: upstreams[0].name: must use only letters, digits and \"-_.:\", got \"app #1\""},
@@ -507,6 +567,62 @@ var errorCases = []struct {
 			"c.yaml:3: breaker.failure_statuses[2]: must be an HTTP status 100-599, got 600\n" +
 			"c.yaml:5: breaker.max_open_timeout: must be >= breaker.open_timeout (10s), got 5s"},
 	{"breaker zero open_timeout", "breaker: {open_timeout: 0s}\n" + up, "c.yaml:1: breaker.open_timeout: must be > 0, got 0s"},
+
+	// Discovery.
+	{"discovery with nginx placement", "ring: {placement: nginx}\ndiscovery:\n  sources: [{srv: _http._tcp.a}]\n",
+		"c.yaml:2: discovery: needs placement ringlb: placement nginx identifies upstreams by the host:port written in the config"},
+	{"discovery without sources", "discovery:\n  interval: 5s\n", "c.yaml:1: discovery.sources: must list at least one source (or remove the discovery block)"},
+	{"discovery empty sources", "discovery:\n  sources: []\nupstreams: []\n", "c.yaml:2: discovery.sources: must list at least one source (or remove the discovery block)"},
+	{"discovery null block", "discovery:\n" + up, "c.yaml:1: discovery: must be a mapping, got null"},
+	{"discovery unknown field", "discovery:\n  sources: [{srv: a.b}]\n  ttl: 5s\n", "c.yaml:3: discovery.ttl: unknown field"},
+	{"discovery unknown source field", "discovery:\n  sources:\n    - srv: a.b\n      target: x\n", "c.yaml:4: discovery.sources[0].target: unknown field"},
+	{"discovery timeout not below interval", "discovery:\n  interval: 2s\n  sources: [{srv: a.b}]\n",
+		"c.yaml:1: discovery.timeout: must be < discovery.interval (2s), got 2s"},
+	{"discovery bad values", "discovery:\n  resolver: 10.0.0.53\n  interval: 0s\n  timeout: -1s\n  remove_after: -1m\n  confirm: 0\n  sources: [{srv: a.b}]\n",
+		"c.yaml:2: discovery.resolver: must be host:port of a DNS server with a port 1-65535 (or \"\" for the system's), got \"10.0.0.53\"\n" +
+			"c.yaml:3: discovery.interval: must be > 0, got 0s\n" +
+			"c.yaml:4: discovery.timeout: must be > 0, got -1s\n" +
+			"c.yaml:5: discovery.remove_after: must be >= 0, got -1m0s\n" +
+			"c.yaml:6: discovery.confirm: must be >= 1, got 0"},
+	{"discovery resolver port 0", "discovery:\n  resolver: \"127.0.0.1:0\"\n  sources: [{srv: a.b}]\n",
+		"c.yaml:2: discovery.resolver: must be host:port of a DNS server with a port 1-65535 (or \"\" for the system's), got \"127.0.0.1:0\""},
+	{"discovery confirm type", "discovery:\n  confirm: many\n  sources: [{srv: a.b}]\n", "c.yaml:2: discovery.confirm: must be an integer, got \"many\""},
+	{"discovery source shapes", `discovery:
+  sources:
+    - {srv: _http._tcp.a, host: b}
+    - {scheme: http}
+    - {host: cache.example}
+    - {host: other.example, port: 70000}
+    - {srv: _http._tcp.a, port: 80}
+    - {srv: "bad name"}
+    - {host: "a..b", port: 1}
+    - 5
+`,
+		"c.yaml:3: discovery.sources[0].host: a source has either srv or host, not both\n" +
+			"c.yaml:4: discovery.sources[1]: needs srv (a name with SRV records) or host (a name with A/AAAA records)\n" +
+			"c.yaml:5: discovery.sources[2].port: required with host: the port the members listen on\n" +
+			"c.yaml:6: discovery.sources[3].port: must be 1-65535, got 70000\n" +
+			"c.yaml:7: discovery.sources[4].port: only with host: SRV records carry their own ports\n" +
+			"c.yaml:8: discovery.sources[5].srv: must be a DNS name like _http._tcp.app.example, got \"bad name\"\n" +
+			"c.yaml:9: discovery.sources[6].host: must be a DNS name or an IP address, got \"a..b\"\n" +
+			"c.yaml:10: discovery.sources[7]: must be a mapping, got 5"},
+	{"discovery duplicate source", "discovery:\n  sources:\n    - {host: a.example, port: 1}\n    - {host: a.example, port: 2}\n",
+		"c.yaml:4: discovery.sources[1]: \"a.example\" is already discovery.sources[0]; sources are named by their srv or host value, which must be unique"},
+	{"discovery scheme, protocol and weight", `discovery:
+  sources:
+    - {srv: a.example, scheme: ftp}
+    - {srv: b.example, protocol: h3}
+    - {srv: c.example, protocol: h2}
+    - {srv: d.example, scheme: https, protocol: h2c}
+    - {srv: e.example, weight: 0}
+    - {srv: f.example, weight: 0.001}
+`,
+		"c.yaml:3: discovery.sources[0].scheme: must be http or https, got \"ftp\"\n" +
+			"c.yaml:4: discovery.sources[1].protocol: must be http1, h2c or h2, got \"h3\"\n" +
+			"c.yaml:5: discovery.sources[2].protocol: h2 needs scheme https; for cleartext HTTP/2 use h2c\n" +
+			"c.yaml:6: discovery.sources[3].protocol: h2c is cleartext HTTP/2 and needs scheme http; with https use h2\n" +
+			"c.yaml:7: discovery.sources[4].weight: must be > 0, got 0\n" +
+			"c.yaml:8: discovery.sources[5].weight: too small: gives round(160 × 0.001) = 0 ring points"},
 
 	// Several problems at once, reported in line order.
 	{"many problems", `listen: localhost
@@ -655,6 +771,10 @@ func TestExplicitZeroIsNotAbsent(t *testing.T) {
 		"breaker: {open_timeout: 0s}\n",
 		"listen: \"\"\n",
 		"upstreams:\n  - {name: a, url: http://h, weight: 0}\n",
+		"discovery: {confirm: 0, sources: [{srv: a.b}]}\n",
+		"discovery: {interval: 0s, sources: [{srv: a.b}]}\n",
+		"discovery: {sources: [{srv: a.b, weight: 0}]}\n",
+		"discovery: {sources: [{srv: a.b, scheme: \"\"}]}\n",
 	} {
 		if !strings.HasPrefix(src, "upstreams") {
 			src += up
@@ -720,8 +840,20 @@ func FuzzParse(f *testing.F) {
 // checkInvariants checks what users of a successfully parsed Config rely on.
 func checkInvariants(t *testing.T, c *Config) {
 	t.Helper()
-	if len(c.Upstreams) == 0 {
-		t.Fatal("no upstreams")
+	if len(c.Upstreams) == 0 && (c.Discovery == nil || len(c.Discovery.Sources) == 0) {
+		t.Fatal("no upstreams and no discovery source")
+	}
+	if disc := c.Discovery; disc != nil {
+		if disc.Timeout <= 0 || disc.Timeout >= disc.Interval || disc.Confirm < 1 || disc.RemoveAfter < 0 || c.Ring.Placement != "ringlb" {
+			t.Fatalf("bad discovery %+v", disc)
+		}
+		for _, s := range disc.Sources {
+			if (s.SRV == "") == (s.Host == "") || (s.Host != "" && (s.Port < 1 || s.Port > 65535)) || c.Ring.Points(s.Weight) < 1 ||
+				(s.Scheme != "http" && s.Scheme != "https") ||
+				!(s.Protocol == "http1" || s.Protocol == "h2c" && s.Scheme == "http" || s.Protocol == "h2" && s.Scheme == "https") {
+				t.Fatalf("bad source %+v", s)
+			}
+		}
 	}
 	if len(c.Hash.Key) == 0 {
 		t.Fatal("no key sources")

@@ -336,6 +336,10 @@ func (d *decoder) decode(root *yaml.Node, c *Config) {
 		"retries":          d.toInt(&c.Retries),
 		"timeouts":         func(f string, n *yaml.Node) { d.timeouts(f, n, &c.Timeouts) },
 		"max_header_bytes": d.toInt(&c.MaxHeaderBytes),
+		"discovery": func(f string, n *yaml.Node) {
+			c.Discovery = &Discovery{}
+			d.discovery(f, n, c.Discovery)
+		},
 	})
 }
 
@@ -556,5 +560,30 @@ func (d *decoder) timeouts(f string, n *yaml.Node, t *Timeouts) {
 		"dial":            d.toDuration(&t.Dial),
 		"response_header": d.toDuration(&t.ResponseHeader),
 		"idle_conn":       d.toDuration(&t.IdleConn),
+	})
+}
+
+func (d *decoder) discovery(f string, n *yaml.Node, disc *Discovery) {
+	d.mapping(f, n, map[string]handler{
+		"resolver":     d.toStr(&disc.Resolver),
+		"interval":     d.toDuration(&disc.Interval),
+		"timeout":      d.toDuration(&disc.Timeout),
+		"remove_after": d.toDuration(&disc.RemoveAfter),
+		"confirm":      d.toInt(&disc.Confirm),
+		"sources": func(f string, n *yaml.Node) {
+			disc.Sources = []DiscoverySource{}
+			d.sequence(f, n, func(i int, f string, n *yaml.Node) {
+				disc.Sources = append(disc.Sources, DiscoverySource{})
+				s := &disc.Sources[i]
+				d.mapping(f, n, map[string]handler{
+					"srv":      d.toStr(&s.SRV),
+					"host":     d.toStr(&s.Host),
+					"port":     d.toInt(&s.Port),
+					"scheme":   d.toStr(&s.Scheme),
+					"protocol": d.toStr(&s.Protocol),
+					"weight":   d.toFloat(&s.Weight),
+				})
+			})
+		},
 	})
 }

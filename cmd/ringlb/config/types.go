@@ -39,6 +39,9 @@ type Config struct {
 	Timeouts  Timeouts
 	// MaxHeaderBytes caps request headers; larger ones get 431. Default 65536.
 	MaxHeaderBytes int
+	// Discovery is nil when the discovery block is absent: the ring's
+	// members are the static Upstreams only.
+	Discovery *Discovery
 }
 
 // KeyKind names a key source.
@@ -147,4 +150,45 @@ type Timeouts struct {
 	Dial           time.Duration // default 2s
 	ResponseHeader time.Duration // default 30s
 	IdleConn       time.Duration // default 90s
+}
+
+// Discovery is the discovery block: ring members resolved from DNS, beside
+// (or instead of) the static upstreams. Validation resolves nothing.
+type Discovery struct {
+	// Resolver is the host:port of the DNS server asked; "" (the default)
+	// uses the system's resolver configuration.
+	Resolver    string
+	Interval    time.Duration // default 5s; every source is resolved again this often
+	Timeout     time.Duration // default 2s; per query; < Interval
+	RemoveAfter time.Duration // default 5m; >= 0; an absent member is removed after this
+	// Confirm is how many identical answers in a row it takes to apply one
+	// that would leave a source with fewer than half of its present
+	// members. Default 3; >= 1 (1: apply at once).
+	Confirm int
+	// Sources lists at least one source; no two share a Name().
+	Sources []DiscoverySource
+}
+
+// DiscoverySource is one entry of discovery.sources: exactly one of SRV
+// and Host is set.
+type DiscoverySource struct {
+	SRV  string // srv: a DNS name whose SRV records give one member per target
+	Host string // host: a DNS name whose A and AAAA records give one member per address
+	Port int    // port: 1-65535, with Host only (SRV records carry their ports)
+	// Scheme is http (default) or https: the members' URLs are
+	// SCHEME://ADDRESS:PORT.
+	Scheme string
+	// Protocol is how members are spoken to: http1 (default), h2c
+	// (cleartext HTTP/2, scheme http) or h2 (scheme https).
+	Protocol string
+	Weight   float64 // default 1; > 0: the ring weight of each member
+}
+
+// Name returns the source as configured: its srv or host value. It labels
+// the source in metrics, logs and the admin pages.
+func (s DiscoverySource) Name() string {
+	if s.SRV != "" {
+		return s.SRV
+	}
+	return s.Host
 }

@@ -45,6 +45,9 @@ func (d *decoder) validate(c *Config) {
 	if c.MaxHeaderBytes < minMaxHeaderBytes {
 		d.invalid("max_header_bytes", "must be >= %d, got %d", minMaxHeaderBytes, c.MaxHeaderBytes)
 	}
+	if c.Discovery != nil {
+		d.validateDiscovery(c)
+	}
 }
 
 func positive(f string, v time.Duration, d *decoder) {
@@ -233,12 +236,15 @@ func ValidName(s string) bool { return validName(s) }
 const MaxPointsPerUpstream = maxPointsPerMember
 
 func (d *decoder) validateUpstreams(c *Config) {
-	if !d.has("upstreams") {
-		d.invalid("upstreams", "required: list at least one upstream")
+	switch {
+	case c.Discovery != nil:
+		// Members may all come from DNS; a discovery block without sources
+		// is reported there.
+	case !d.has("upstreams"):
+		d.invalid("upstreams", "required: list at least one upstream (or a discovery source)")
 		return
-	}
-	if len(c.Upstreams) == 0 {
-		d.invalid("upstreams", "must list at least one upstream")
+	case len(c.Upstreams) == 0:
+		d.invalid("upstreams", "must list at least one upstream (or a discovery source)")
 		return
 	}
 	nginx := c.Ring.Placement == "nginx"
@@ -409,6 +415,126 @@ func (d *decoder) validateBreaker(b *Breaker) {
 	if b.OpenTimeout > 0 && b.MaxOpenTimeout < b.OpenTimeout && !d.isBad("breaker.open_timeout") {
 		d.invalid("breaker.max_open_timeout", "must be >= breaker.open_timeout (%s), got %s", b.OpenTimeout, b.MaxOpenTimeout)
 	}
+}
+
+func (d *decoder) validateDiscovery(c *Config) {
+	disc := c.Discovery
+	if c.Ring.Placement == "nginx" && !d.isBad("ring.placement") {
+		d.invalid("discovery", "needs placement ringlb: placement nginx identifies upstreams by the host:port written in the config")
+	}
+	if disc.Resolver != "" {
+		if host, port, ok := splitHostPort(disc.Resolver); !ok || host == "" || port < 1 {
+			d.invalid("discovery.resolver", "must be host:port of a DNS server with a port 1-65535 (or \"\" for the system's), got %q", short(disc.Resolver))
+		}
+	}
+	positive("discovery.interval", disc.Interval, d)
+	positive("discovery.timeout", disc.Timeout, d)
+	if disc.Interval > 0 && disc.Timeout > 0 && disc.Timeout >= disc.Interval && !d.isBad("discovery.interval") {
+		d.invalid("discovery.timeout", "must be < discovery.interval (%s), got %s", disc.Interval, disc.Timeout)
+	}
+	if disc.RemoveAfter < 0 {
+		d.invalid("discovery.remove_after", "must be >= 0, got %s", disc.RemoveAfter)
+	}
+	if disc.Confirm < 1 {
+		d.invalid("discovery.confirm", "must be >= 1, got %d", disc.Confirm)
+	}
+	if len(disc.Sources) == 0 {
+		d.invalid("discovery.sources", "must list at least one source (or remove the discovery block)")
+		return
+	}
+	ppwOK := !d.isBad("ring.points_per_weight") && c.Ring.PointsPerWeight > 0 && c.Ring.PointsPerWeight <= maxPointsPerWeight
+	names := map[string]int{}
+	for i := range disc.Sources {
+		s, f := &disc.Sources[i], index("discovery.sources", i)
+		hasSRV, hasHost := d.has(f+".srv"), d.has(f+".host")
+		switch {
+		case d.isBad(f + ".srv"), d.isBad(f + ".host"):
+		case hasSRV && hasHost:
+			d.invalid(f+".host", "a source has either srv or host, not both")
+		case !hasSRV && !hasHost:
+			d.invalid(f, "needs srv (a name with SRV records) or host (a name with A/AAAA records)")
+		case hasSRV && !validDNSName(s.SRV):
+			d.invalid(f+".srv", "must be a DNS name like _http._tcp.app.example, got %q", short(s.SRV))
+		case hasHost && !validDNSName(s.Host) && !isIP(s.Host):
+			d.invalid(f+".host", "must be a DNS name or an IP address, got %q", short(s.Host))
+		default:
+			if j, dup := names[s.Name()]; dup {
+				d.invalid(f, "%q is already discovery.sources[%d]; sources are named by their srv or host value, which must be unique", s.Name(), j)
+			} else {
+				names[s.Name()] = i
+			}
+		}
+		switch {
+		case hasHost == hasSRV:
+		case hasHost && !d.has(f+".port"):
+			d.invalid(f+".port", "required with host: the port the members listen on")
+		case hasHost && (s.Port < 1 || s.Port > 65535):
+			d.invalid(f+".port", "must be 1-65535, got %d", s.Port)
+		case hasSRV && d.has(f+".port"):
+			d.invalid(f+".port", "only with host: SRV records carry their own ports")
+		}
+		scheme := s.Scheme == "http" || s.Scheme == "https"
+		if !scheme {
+			d.invalid(f+".scheme", "must be http or https, got %q", short(s.Scheme))
+		}
+		switch s.Protocol {
+		case "http1":
+		case "h2c":
+			if s.Scheme == "https" {
+				d.invalid(f+".protocol", "h2c is cleartext HTTP/2 and needs scheme http; with https use h2")
+			}
+		case "h2":
+			if s.Scheme == "http" {
+				d.invalid(f+".protocol", "h2 needs scheme https; for cleartext HTTP/2 use h2c")
+			}
+		default:
+			d.invalid(f+".protocol", "must be http1, h2c or h2, got %q", short(s.Protocol))
+		}
+		w := s.Weight
+		switch {
+		case !(w > 0):
+			d.invalid(f+".weight", "must be > 0, got %s", fmtFloat(w))
+		case !ppwOK:
+		case c.Ring.Points(w) < 1:
+			d.invalid(f+".weight", "too small: gives round(%d × %s) = 0 ring points", c.Ring.PointsPerWeight, fmtFloat(w))
+		case c.Ring.Points(w) > maxPointsPerMember:
+			d.invalid(f+".weight", "too large: gives round(%d × %s) > %d ring points", c.Ring.PointsPerWeight, fmtFloat(w), maxPointsPerMember)
+		}
+	}
+}
+
+// splitHostPort reads host:port ([v6]:port for IPv6) with a numeric port
+// 0-65535.
+func splitHostPort(s string) (host string, port int, ok bool) {
+	l, ok := parseListen(s)
+	return l.host, l.port, ok
+}
+
+// validDNSName reports whether s is a DNS name as resolvers accept it:
+// dot-separated labels of 1-63 letters, digits, '-' or '_', at most 253
+// characters, with an optional final dot.
+func validDNSName(s string) bool {
+	s = strings.TrimSuffix(s, ".")
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func isIP(s string) bool {
+	a, err := netip.ParseAddr(s)
+	return err == nil && a.Zone() == ""
 }
 
 // isToken reports whether s is a non-empty RFC 9110 token, the syntax of
