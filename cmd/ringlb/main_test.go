@@ -82,6 +82,27 @@ ring:
 	}
 }
 
+// validate reads the hold cookie's secret file (beside the config) and
+// reports on it without printing a secret.
+func TestValidateHold(t *testing.T) {
+	secret := "s3cr3t-" + strings.Repeat("x", 40)
+	cfg := writeConfig(t, "hold:\n  idle: 10m\n  cookie: {name: ringlb_hold, secret_file: hold.secret}\n"+upstreamsYAML(2))
+	code, _, errOut := runCmd(t, "validate", "-config", cfg)
+	if code != exitFail || !strings.Contains(errOut, cfg+`:3: hold.cookie.secret_file: "hold.secret": cannot read: no such file or directory`) {
+		t.Fatalf("without the secret file: exit %d, stderr %q", code, errOut)
+	}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(cfg), "hold.secret"), []byte(secret+"\n"+secret+"-old\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd(t, "validate", "-config", cfg)
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	if !strings.HasSuffix(out, ", hold idle 10m0s max_keys 1000000, cookie ringlb_hold (2 secrets)\n") || strings.Contains(out, "s3cr3t") {
+		t.Errorf("summary = %q", out)
+	}
+}
+
 func TestUsage(t *testing.T) {
 	for _, tc := range []struct {
 		args []string

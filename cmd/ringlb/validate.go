@@ -44,7 +44,26 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return exitFail
 	}
-	fmt.Fprintf(stdout, "%s: ok: %d upstreams, %d points, placement %s, version %s\n",
-		*path, len(cfg.Upstreams), r.TotalPoints(), r.Placement(), r.Version())
+	fmt.Fprintf(stdout, "%s: ok: %d upstreams, %d points, placement %s, version %s%s\n",
+		*path, len(cfg.Upstreams), r.TotalPoints(), r.Placement(), r.Version(), holdSummary(cfg.Hold))
 	return exitOK
+}
+
+// holdSummary describes the hold block for validate's summary line: "" when
+// hold is off, else e.g. ", hold idle 10m0s max_keys 1000000, cookie
+// ringlb_hold (2 secrets)". The secrets themselves are never printed.
+func holdSummary(h config.Hold) string {
+	if !h.On() {
+		return ""
+	}
+	s := fmt.Sprintf(", hold idle %s max_keys %d", h.Idle, h.MaxKeys)
+	if h.Cookie.Name != "" {
+		n := len(h.Cookie.Secrets)
+		plural := "s"
+		if n == 1 {
+			plural = ""
+		}
+		s += fmt.Sprintf(", cookie %s (%d secret%s)", h.Cookie.Name, n, plural)
+	}
+	return s
 }

@@ -190,6 +190,7 @@ const (
 	defaultUpstreamHeader  = "X-Upstream"
 	defaultPointsPerWeight = 160
 	defaultMaxHeaderBytes  = 65536
+	defaultHoldMaxKeys     = 1_000_000
 )
 
 // applyDefaults fills every field absent from the file (has(field) false)
@@ -277,6 +278,8 @@ func applyDefaults(c *Config, has func(field string) bool) {
 	dur("timeouts.response_header", &c.Timeouts.ResponseHeader, 30*time.Second)
 	dur("timeouts.idle_conn", &c.Timeouts.IdleConn, 90*time.Second)
 	num("max_header_bytes", &c.MaxHeaderBytes, defaultMaxHeaderBytes)
+	// hold.idle defaults to 0s (off), hold.cookie.name and secret_file to "".
+	num("hold.max_keys", &c.Hold.MaxKeys, defaultHoldMaxKeys)
 }
 
 // Points returns how many ring points an upstream of the given weight owns:

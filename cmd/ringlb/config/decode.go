@@ -336,6 +336,7 @@ func (d *decoder) decode(root *yaml.Node, c *Config) {
 		"retries":          d.toInt(&c.Retries),
 		"timeouts":         func(f string, n *yaml.Node) { d.timeouts(f, n, &c.Timeouts) },
 		"max_header_bytes": d.toInt(&c.MaxHeaderBytes),
+		"hold":             func(f string, n *yaml.Node) { d.hold(f, n, &c.Hold) },
 	})
 }
 
@@ -555,5 +556,18 @@ func (d *decoder) timeouts(f string, n *yaml.Node, t *Timeouts) {
 		"dial":            d.toDuration(&t.Dial),
 		"response_header": d.toDuration(&t.ResponseHeader),
 		"idle_conn":       d.toDuration(&t.IdleConn),
+	})
+}
+
+func (d *decoder) hold(f string, n *yaml.Node, h *Hold) {
+	d.mapping(f, n, map[string]handler{
+		"idle":     d.toDuration(&h.Idle),
+		"max_keys": d.toInt(&h.MaxKeys),
+		"cookie": func(f string, n *yaml.Node) {
+			d.mapping(f, n, map[string]handler{
+				"name":        d.toStr(&h.Cookie.Name),
+				"secret_file": d.toStr(&h.Cookie.SecretFile),
+			})
+		},
 	})
 }
