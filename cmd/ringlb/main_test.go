@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -179,6 +180,62 @@ func TestSimulateRemove(t *testing.T) {
 	code, _, _ = runCmd(t, "simulate", "-config", cfg, "-add", "x=-1")
 	if code != exitUsage {
 		t.Errorf("-add with a bad weight: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// With hold on, simulate says how many keys move at once without it and
+// that with it only keys of removed upstreams (and keys beyond max_keys)
+// do; the rest move as they go idle.
+func TestSimulateHold(t *testing.T) {
+	cfg := writeConfig(t, "hold: {idle: 10m}\n"+upstreamsYAML(4))
+	code, out, errOut := runCmd(t, "simulate", "-config", cfg, "-keys", "100000", "-add", "app-5")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	moved := simFigure(t, out, "keys moved (ring):")
+	if got := simFigure(t, out, "keys moved at once without hold:"); got != moved || moved < 15 {
+		t.Errorf("without hold %.2f%%, want the ring's %.2f%% (about 20%%)", got, moved)
+	}
+	if got := simFigure(t, out, "keys moved at once with hold:"); got != 0 {
+		t.Errorf("adding an upstream with hold moves %.2f%% at once, want 0", got)
+	}
+	if got := simFigure(t, out, "keys held, moving as they go idle:"); got != moved {
+		t.Errorf("held %.2f%%, want %.2f%%", got, moved)
+	}
+	if !strings.Contains(out, "used at least every 10m0s") {
+		t.Errorf("output does not say keys move once idle:\n%s", out)
+	}
+
+	// Removing app-2 and adding app-5: app-2's keys move at once, the keys
+	// app-5 takes from the others are held.
+	_, out, _ = runCmd(t, "simulate", "-config", cfg, "-keys", "100000", "-add", "app-5", "-remove", "app-2")
+	moved = simFigure(t, out, "keys moved (ring):")
+	atOnce, held := simFigure(t, out, "keys moved at once with hold:"), simFigure(t, out, "keys held, moving as they go idle:")
+	m := regexp.MustCompile(`(?m)^app-2\s+1\s+160\s+\d+\s+([0-9.]+)%`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no share of app-2 in:\n%s", out)
+	}
+	share, _ := strconv.ParseFloat(m[1], 64)
+	if atOnce != share || held < 10 || math.Abs(atOnce+held-moved) > 0.011 {
+		t.Errorf("at once %.2f%% (want app-2's share %.2f%%), held %.2f%%, of %.2f%% moved:\n%s", atOnce, share, held, moved, out)
+	}
+	if !strings.Contains(out, "of removed upstreams") {
+		t.Errorf("output does not say why keys move at once:\n%s", out)
+	}
+
+	// max_keys smaller than the keys in use: only that share is held.
+	cfg = writeConfig(t, "hold: {idle: 10m, max_keys: 50000}\n"+upstreamsYAML(4))
+	_, out, _ = runCmd(t, "simulate", "-config", cfg, "-keys", "100000", "-add", "app-5")
+	moved = simFigure(t, out, "keys moved (ring):")
+	if held := simFigure(t, out, "keys held, moving as they go idle:"); math.Abs(held-moved/2) > 0.011 {
+		t.Errorf("max_keys half the keys: held %.2f%%, want half of %.2f%%", held, moved)
+	}
+
+	// Hold off: no hold section.
+	cfg = writeConfig(t, upstreamsYAML(4))
+	_, out, _ = runCmd(t, "simulate", "-config", cfg, "-keys", "1000", "-add", "app-5")
+	if strings.Contains(out, "with hold") {
+		t.Errorf("hold section printed with hold off:\n%s", out)
 	}
 }
 
