@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -132,6 +133,28 @@ upstreams: []
 	}
 }
 
+// validate reads the hold cookie's secret file (beside the config) and
+// reports on it without printing a secret.
+func TestValidateHold(t *testing.T) {
+	secret := "s3cr3t-" + strings.Repeat("x", 40)
+	cfg := writeConfig(t, "hold:\n  idle: 10m\n  cookie: {name: ringlb_hold, secret_file: hold.secret}\n"+upstreamsYAML(2))
+	code, _, errOut := runCmd(t, "validate", "-config", cfg)
+	if code != exitFail || !strings.Contains(errOut, cfg+`:3: hold.cookie.secret_file: "hold.secret": cannot read: no such file or directory`) {
+		t.Fatalf("without the secret file: exit %d, stderr %q", code, errOut)
+	}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(cfg), "hold.secret"), []byte(secret+"\n"+secret+"-old\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd(t, "validate", "-config", cfg)
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	want := regexp.MustCompile("^" + regexp.QuoteMeta(cfg+": ok: 2 upstreams, 320 points, placement ringlb, hold idle 10m0s max_keys 1000000, cookie ringlb_hold (2 secrets), version ") + "[0-9a-f]{12}\n$")
+	if !want.MatchString(out) || strings.Contains(out, "s3cr3t") {
+		t.Errorf("summary = %q", out)
+	}
+}
+
 func TestUsage(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -214,6 +237,62 @@ func TestSimulateRemove(t *testing.T) {
 	code, _, _ = runCmd(t, "simulate", "-config", cfg, "-add", "x=-1")
 	if code != exitUsage {
 		t.Errorf("-add with a bad weight: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// With hold on, simulate says how many keys move at once without it and
+// that with it only keys of removed upstreams (and keys beyond max_keys)
+// do; the rest move as they go idle.
+func TestSimulateHold(t *testing.T) {
+	cfg := writeConfig(t, "hold: {idle: 10m}\n"+upstreamsYAML(4))
+	code, out, errOut := runCmd(t, "simulate", "-config", cfg, "-keys", "100000", "-add", "app-5")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	moved := simFigure(t, out, "keys moved (ring):")
+	if got := simFigure(t, out, "keys moved at once without hold:"); got != moved || moved < 15 {
+		t.Errorf("without hold %.2f%%, want the ring's %.2f%% (about 20%%)", got, moved)
+	}
+	if got := simFigure(t, out, "keys moved at once with hold:"); got != 0 {
+		t.Errorf("adding an upstream with hold moves %.2f%% at once, want 0", got)
+	}
+	if got := simFigure(t, out, "keys held, moving as they go idle:"); got != moved {
+		t.Errorf("held %.2f%%, want %.2f%%", got, moved)
+	}
+	if !strings.Contains(out, "used at least every 10m0s") {
+		t.Errorf("output does not say keys move once idle:\n%s", out)
+	}
+
+	// Removing app-2 and adding app-5: app-2's keys move at once, the keys
+	// app-5 takes from the others are held.
+	_, out, _ = runCmd(t, "simulate", "-config", cfg, "-keys", "100000", "-add", "app-5", "-remove", "app-2")
+	moved = simFigure(t, out, "keys moved (ring):")
+	atOnce, held := simFigure(t, out, "keys moved at once with hold:"), simFigure(t, out, "keys held, moving as they go idle:")
+	m := regexp.MustCompile(`(?m)^app-2\s+1\s+160\s+\d+\s+([0-9.]+)%`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no share of app-2 in:\n%s", out)
+	}
+	share, _ := strconv.ParseFloat(m[1], 64)
+	if atOnce != share || held < 10 || math.Abs(atOnce+held-moved) > 0.011 {
+		t.Errorf("at once %.2f%% (want app-2's share %.2f%%), held %.2f%%, of %.2f%% moved:\n%s", atOnce, share, held, moved, out)
+	}
+	if !strings.Contains(out, "of removed upstreams") {
+		t.Errorf("output does not say why keys move at once:\n%s", out)
+	}
+
+	// max_keys smaller than the keys in use: only that share is held.
+	cfg = writeConfig(t, "hold: {idle: 10m, max_keys: 50000}\n"+upstreamsYAML(4))
+	_, out, _ = runCmd(t, "simulate", "-config", cfg, "-keys", "100000", "-add", "app-5")
+	moved = simFigure(t, out, "keys moved (ring):")
+	if held := simFigure(t, out, "keys held, moving as they go idle:"); math.Abs(held-moved/2) > 0.011 {
+		t.Errorf("max_keys half the keys: held %.2f%%, want half of %.2f%%", held, moved)
+	}
+
+	// Hold off: no hold section.
+	cfg = writeConfig(t, upstreamsYAML(4))
+	_, out, _ = runCmd(t, "simulate", "-config", cfg, "-keys", "1000", "-add", "app-5")
+	if strings.Contains(out, "with hold") {
+		t.Errorf("hold section printed with hold off:\n%s", out)
 	}
 }
 

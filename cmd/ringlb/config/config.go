@@ -241,6 +241,7 @@ const (
 	defaultPointsPerWeight = 160
 	defaultLoadFloor       = 8
 	defaultMaxHeaderBytes  = 65536
+	defaultHoldMaxKeys     = 1_000_000
 )
 
 // applyDefaults fills every field absent from the file (has(field) false)
@@ -347,6 +348,9 @@ func applyDefaults(c *Config, has func(field string) bool) {
 			}
 		}
 	}
+
+	// hold.idle defaults to 0s (off), hold.cookie.name and secret_file to "".
+	num("hold.max_keys", &c.Hold.MaxKeys, defaultHoldMaxKeys)
 }
 
 // Points returns how many ring points an upstream of the given weight owns:
@@ -375,11 +379,25 @@ func (c *Config) TotalPoints() int {
 // discovery block "config.yaml: ok: 0 upstreams, 0 points, placement
 // ringlb, discovery every 5s from srv _http._tcp.app.example, host
 // cache.example:8080" (nothing is resolved: the points are the static
-// upstreams'); the command appends what config does not know, such as the
-// ring version.
+// upstreams'); with hold on it ends in e.g. ", hold idle 10m0s max_keys
+// 1000000, cookie ringlb_hold (2 secrets)", never printing a secret. The
+// command appends what config does not know, such as the ring version.
 func (c *Config) Summary() string {
-	return fmt.Sprintf("%s: ok: %s, %d points, placement %s%s",
-		c.File, plural(len(c.Upstreams), "upstream"), c.TotalPoints(), c.Ring.Placement, c.Discovery.summary())
+	return fmt.Sprintf("%s: ok: %s, %d points, placement %s%s%s",
+		c.File, plural(len(c.Upstreams), "upstream"), c.TotalPoints(), c.Ring.Placement,
+		c.Discovery.summary(), c.Hold.summary())
+}
+
+// summary describes the hold block for Summary: "" when hold is off.
+func (h Hold) summary() string {
+	if !h.On() {
+		return ""
+	}
+	s := fmt.Sprintf(", hold idle %s max_keys %d", h.Idle, h.MaxKeys)
+	if h.Cookie.Name != "" {
+		s += fmt.Sprintf(", cookie %s (%s)", h.Cookie.Name, plural(len(h.Cookie.Secrets), "secret"))
+	}
+	return s
 }
 
 // summary describes the discovery block for Summary: "" when it is absent.

@@ -72,6 +72,7 @@ func defaults(t *testing.T) *Config {
 		Retries:        1,
 		Timeouts:       Timeouts{Dial: 2 * time.Second, ResponseHeader: 30 * time.Second, IdleConn: 90 * time.Second},
 		MaxHeaderBytes: 65536,
+		Hold:           Hold{Idle: 0, MaxKeys: 1000000, Cookie: HoldCookie{Name: "", SecretFile: ""}},
 	}
 }
 
@@ -148,6 +149,7 @@ breaker: {consecutive_failures: 0, failure_statuses: [], open_timeout: 1s, max_o
 retries: 0
 timeouts: {dial: 100ms, response_header: 1s, idle_conn: 1h}
 max_header_bytes: 1024
+hold: {idle: 10m, max_keys: 5, cookie: {name: "", secret_file: ""}}
 `,
 			check: func(t *testing.T, c *Config) {
 				want := defaults(t)
@@ -177,6 +179,7 @@ max_header_bytes: 1024
 				want.Retries = 0
 				want.Timeouts = Timeouts{Dial: 100 * time.Millisecond, ResponseHeader: time.Second, IdleConn: time.Hour}
 				want.MaxHeaderBytes = 1024
+				want.Hold = Hold{Idle: 10 * time.Minute, MaxKeys: 5}
 				if !reflect.DeepEqual(c, want) {
 					t.Errorf("got  %+v\nwant %+v", c, want)
 				}
@@ -654,6 +657,24 @@ c.yaml:15: health.timeout: must be < health.interval (2s), got 5s
 c.yaml:16: extra: unknown field`},
 	// A field of the wrong type is reported once, not again by checks that
 	// depend on it.
+	// Hold. Secret files that exist are tested in TestHoldSecretFile.
+	{"hold idle negative", "hold: {idle: -1s}\n" + up, "c.yaml:1: hold.idle: must be >= 0 (0s turns hold off), got -1s"},
+	{"hold max_keys zero", "hold:\n  max_keys: 0\n" + up, "c.yaml:2: hold.max_keys: must be >= 1, got 0"},
+	{"hold idle not a duration", "hold: {idle: 10}\n" + up, "c.yaml:1: hold.idle: must be a duration like 2s, got 10"},
+	{"hold unknown field", "hold:\n  cookie:\n    secret: x\n" + up, "c.yaml:3: hold.cookie.secret: unknown field"},
+	{"hold cookie name invalid", "hold:\n  cookie:\n    name: a b\n    secret_file: /nonexistent/s\n" + up,
+		"c.yaml:3: hold.cookie.name: must be a valid cookie name (or \"\" for no cookie), got \"a b\"\n" +
+			"c.yaml:4: hold.cookie.secret_file: \"/nonexistent/s\": cannot read: no such file or directory"},
+	{"hold cookie without secret", "hold:\n  cookie: {name: held}\n" + up, "c.yaml:2: hold.cookie.secret_file: required when hold.cookie.name is set"},
+	{"hold secret without cookie", "hold:\n  cookie:\n    secret_file: s.txt\n" + up,
+		"c.yaml:3: hold.cookie.secret_file: is set but hold.cookie.name is empty (no cookie); set a name or remove secret_file"},
+	{"hold cookie is a key cookie", "hash: {key: [uri, cookie: sid]}\nhold:\n  cookie: {name: sid, secret_file: /nonexistent/s}\n" + up,
+		"c.yaml:3: hold.cookie.name: \"sid\" is also the cookie hash.key[1] reads; the hold cookie needs a name of its own\n" +
+			"c.yaml:3: hold.cookie.secret_file: \"/nonexistent/s\": cannot read: no such file or directory"},
+	{"hold cookie is the affinity cookie", "hash: {on_missing: cookie}\nhold:\n  cookie:\n    name: ringlb_affinity\n    secret_file: /nonexistent/s\n" + up,
+		"c.yaml:4: hold.cookie.name: \"ringlb_affinity\" is also hash.cookie.name; the hold cookie needs a name of its own\n" +
+			"c.yaml:5: hold.cookie.secret_file: \"/nonexistent/s\": cannot read: no such file or directory"},
+
 	{"no cascade from a type error", "health: {interval: 5, timeout: 3s}\nring: {points_per_weight: x}\nupstreams:\n  - {name: a, url: http://h, weight: 0.0001}\n",
 		"c.yaml:1: health.interval: must be a duration like 2s, got 5\nc.yaml:2: ring.points_per_weight: must be an integer, got \"x\""},
 }
@@ -770,6 +791,7 @@ func TestExplicitZeroIsNotAbsent(t *testing.T) {
 		"ring: {placement: \"\"}\n",
 		"breaker: {open_timeout: 0s}\n",
 		"listen: \"\"\n",
+		"hold: {max_keys: 0}\n",
 		"upstreams:\n  - {name: a, url: http://h, weight: 0}\n",
 		"discovery: {confirm: 0, sources: [{srv: a.b}]}\n",
 		"discovery: {interval: 0s, sources: [{srv: a.b}]}\n",
@@ -880,4 +902,104 @@ func checkInvariants(t *testing.T, c *Config) {
 	if c.Breaker.MaxOpenTimeout < c.Breaker.OpenTimeout || c.Breaker.OpenTimeout <= 0 {
 		t.Fatalf("bad breaker %+v", c.Breaker)
 	}
+	if h := c.Hold; h.Idle < 0 || h.MaxKeys < 1 || (h.Cookie.Name != "") != (len(h.Cookie.Secrets) > 0) {
+		t.Fatalf("bad hold %+v", h)
+	}
+}
+
+// The hold cookie's secret file: read when the config is, relative to the
+// config file's directory; one secret per line, blank lines and surrounding
+// blanks ignored; every secret at least 32 bytes; never quoted in errors.
+func TestHoldSecretFile(t *testing.T) {
+	dir := t.TempDir()
+	s1 := strings.Repeat("a", 32)
+	s2 := "0123456789abcdef0123456789abcdef-second"
+	write := func(name, data string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	config := func(secretFile string) string {
+		p := filepath.Join(dir, "c.yaml")
+		write("c.yaml", "hold:\n  idle: 5m\n  cookie:\n    name: ringlb_hold\n    secret_file: "+secretFile+"\n"+up)
+		return p
+	}
+
+	good := []struct {
+		name, data string
+		want       []string
+	}{
+		{"one secret, no newline", s1, []string{s1}},
+		{"trailing newline", s1 + "\n", []string{s1}},
+		{"two secrets, CRLF and blank lines", "\n" + s1 + "\r\n\r\n  " + s2 + "\t\n\n", []string{s1, s2}},
+	}
+	for _, tt := range good {
+		t.Run(tt.name, func(t *testing.T) {
+			write("secret", tt.data)
+			c, err := Load(config("secret")) // relative: beside c.yaml, not in the working directory
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, s := range c.Hold.Cookie.Secrets {
+				got = append(got, string(s))
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Secrets = %q, want %q", got, tt.want)
+			}
+			if c.Hold.Cookie.SecretFile != "secret" || c.Hold.Cookie.Name != "ringlb_hold" || c.Hold.Idle != 5*time.Minute || !c.Hold.On() {
+				t.Errorf("Hold = %+v", c.Hold)
+			}
+		})
+	}
+
+	bad := []struct {
+		name, data, want string
+	}{
+		{"empty", "", `"secret": holds no secret; want one per line, each at least 32 bytes`},
+		{"blank lines only", "\n  \n\r\n", `"secret": holds no secret; want one per line, each at least 32 bytes`},
+		{"short secret", "tooshort-secret-value\n", `"secret": line 1: secret is 21 bytes, want at least 32`},
+		{"second secret short", s1 + "\n\n" + s1[:31] + "\n", `"secret": line 3: secret is 31 bytes, want at least 32`},
+		{"too large", strings.Repeat(s1+"\n", 3000), `"secret": larger than 64 KiB; want one secret per line`},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			write("secret", tt.data)
+			p := config("secret")
+			_, err := Load(p)
+			want := p + ":5: hold.cookie.secret_file: " + tt.want
+			if err == nil || err.Error() != want {
+				t.Fatalf("err = %v\nwant %s", err, want)
+			}
+			if strings.Contains(err.Error(), "tooshort") || strings.Contains(err.Error(), s1) {
+				t.Errorf("error quotes the secret: %v", err)
+			}
+		})
+	}
+
+	t.Run("missing", func(t *testing.T) {
+		p := config("nope")
+		if _, err := Load(p); err == nil || err.Error() != p+`:5: hold.cookie.secret_file: "nope": cannot read: no such file or directory` {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("a directory", func(t *testing.T) {
+		p := config(dir)
+		if _, err := Load(p); err == nil || !strings.HasPrefix(err.Error(), p+`:5: hold.cookie.secret_file: "`+short(dir)+`": cannot read: `) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("absolute path", func(t *testing.T) {
+		write("abs", s2)
+		c, err := Load(config(filepath.Join(dir, "abs")))
+		if err != nil || len(c.Hold.Cookie.Secrets) != 1 || string(c.Hold.Cookie.Secrets[0]) != s2 {
+			t.Fatalf("Load: %v, %+v", err, c)
+		}
+	})
+	t.Run("no cookie reads no file", func(t *testing.T) {
+		c := mustParse(t, "hold: {idle: 1s}\n"+up)
+		if c.Hold.Cookie.Secrets != nil || !c.Hold.On() {
+			t.Errorf("Hold = %+v", c.Hold)
+		}
+	})
 }

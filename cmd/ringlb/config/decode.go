@@ -340,6 +340,7 @@ func (d *decoder) decode(root *yaml.Node, c *Config) {
 			c.Discovery = &Discovery{}
 			d.discovery(f, n, c.Discovery)
 		},
+		"hold": func(f string, n *yaml.Node) { d.hold(f, n, &c.Hold) },
 	})
 }
 
@@ -583,6 +584,19 @@ func (d *decoder) discovery(f string, n *yaml.Node, disc *Discovery) {
 					"protocol": d.toStr(&s.Protocol),
 					"weight":   d.toFloat(&s.Weight),
 				})
+			})
+		},
+	})
+}
+
+func (d *decoder) hold(f string, n *yaml.Node, h *Hold) {
+	d.mapping(f, n, map[string]handler{
+		"idle":     d.toDuration(&h.Idle),
+		"max_keys": d.toInt(&h.MaxKeys),
+		"cookie": func(f string, n *yaml.Node) {
+			d.mapping(f, n, map[string]handler{
+				"name":        d.toStr(&h.Cookie.Name),
+				"secret_file": d.toStr(&h.Cookie.SecretFile),
 			})
 		},
 	})

@@ -42,6 +42,8 @@ type Config struct {
 	// Discovery is nil when the discovery block is absent: the ring's
 	// members are the static Upstreams only.
 	Discovery *Discovery
+	// Hold is the hold block; its zero Idle turns hold off.
+	Hold Hold
 }
 
 // KeyKind names a key source.
@@ -143,6 +145,39 @@ type Breaker struct {
 	FailureStatuses     []int         // default [502, 503, 504]
 	OpenTimeout         time.Duration // default 5s
 	MaxOpenTimeout      time.Duration // default 60s; >= OpenTimeout
+}
+
+// Hold is the hold block: keys in use stay on the upstream that served
+// them through membership changes.
+type Hold struct {
+	// Idle is hold.idle; default 0s, which turns hold off. A key seen within
+	// Idle stays where it is across a membership change.
+	Idle time.Duration
+	// MaxKeys is hold.max_keys; default 1000000; >= 1. Beyond it the least
+	// recently seen keys are forgotten.
+	MaxKeys int
+	Cookie  HoldCookie
+}
+
+// On reports whether hold is turned on (Idle > 0).
+func (h Hold) On() bool { return h.Idle > 0 }
+
+// HoldCookie is hold.cookie: the signed cookie that carries a hold to every
+// replica sharing the secret.
+type HoldCookie struct {
+	// Name is the cookie's name; default "", meaning no cookie: the hold
+	// is per process. Else a valid cookie name distinct from the cookies
+	// the key is read from.
+	Name string
+	// SecretFile is the path of the secret file as written; default "".
+	// Required when Name is set; a relative path is read from the config
+	// file's directory.
+	SecretFile string
+	// Secrets are the secret file's non-blank lines, surrounding spaces
+	// and tabs removed, in file order, each at least 32 bytes: the first
+	// signs, all verify. Read when the config is loaded (and on every
+	// reload); nil when Name is "".
+	Secrets [][]byte
 }
 
 // Timeouts is the timeouts block.

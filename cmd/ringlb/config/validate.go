@@ -1,11 +1,18 @@
 package config
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
 	"math"
 	"net"
 	"net/netip"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -48,6 +55,7 @@ func (d *decoder) validate(c *Config) {
 	if c.Discovery != nil {
 		d.validateDiscovery(c)
 	}
+	d.validateHold(c)
 }
 
 func positive(f string, v time.Duration, d *decoder) {
@@ -553,3 +561,100 @@ func isToken(s string) bool {
 }
 
 func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// Limits of the hold cookie's secret file.
+const (
+	MinSecretBytes    = 32       // shortest secret accepted: HMAC-SHA256's output size
+	maxSecretFileSize = 64 << 10 // a secret file is a few lines; refuse anything larger
+)
+
+func (d *decoder) validateHold(c *Config) {
+	h := &c.Hold
+	if h.Idle < 0 {
+		d.invalid("hold.idle", "must be >= 0 (0s turns hold off), got %s", h.Idle)
+	}
+	if h.MaxKeys < 1 {
+		d.invalid("hold.max_keys", "must be >= 1, got %d", h.MaxKeys)
+	}
+	ck := &h.Cookie
+	if ck.Name == "" {
+		if ck.SecretFile != "" {
+			d.invalid("hold.cookie.secret_file", "is set but hold.cookie.name is empty (no cookie); set a name or remove secret_file")
+		}
+		return
+	}
+	switch {
+	case !isToken(ck.Name):
+		d.invalid("hold.cookie.name", "must be a valid cookie name (or \"\" for no cookie), got %q", short(ck.Name))
+	case c.Hash.OnMissing == "cookie" && ck.Name == c.Hash.Cookie.Name:
+		d.invalid("hold.cookie.name", "%q is also hash.cookie.name; the hold cookie needs a name of its own", ck.Name)
+	default:
+		for i, k := range c.Hash.Key {
+			if k.Kind == KeyCookie && k.Name == ck.Name {
+				d.invalid("hold.cookie.name", "%q is also the cookie hash.key[%d] reads; the hold cookie needs a name of its own", ck.Name, i)
+				break
+			}
+		}
+	}
+	if ck.SecretFile == "" {
+		d.invalid("hold.cookie.secret_file", "required when hold.cookie.name is set")
+		return
+	}
+	secrets, msg := readSecrets(resolvePath(d.file, ck.SecretFile))
+	if msg != "" {
+		d.invalid("hold.cookie.secret_file", "%q: %s", short(ck.SecretFile), msg)
+		return
+	}
+	ck.Secrets = secrets
+}
+
+// resolvePath returns p, read relative to the directory of the config file
+// when it is relative.
+func resolvePath(configFile, p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(filepath.Dir(configFile), p)
+}
+
+// readSecrets reads a secret file: one secret per line, surrounding spaces,
+// tabs and a CR removed, blank lines ignored; at least one secret and each
+// at least MinSecretBytes long. On failure it returns a message that never
+// quotes a secret.
+func readSecrets(path string) ([][]byte, string) {
+	f, err := os.Open(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, "cannot read: " + err.Error()
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxSecretFileSize+1))
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, "cannot read: " + err.Error()
+	}
+	if len(data) > maxSecretFileSize {
+		return nil, fmt.Sprintf("larger than %d KiB; want one secret per line", maxSecretFileSize>>10)
+	}
+	var secrets [][]byte
+	for i, line := range bytes.Split(data, []byte("\n")) {
+		s := bytes.Trim(line, " \t\r")
+		if len(s) == 0 {
+			continue
+		}
+		if len(s) < MinSecretBytes {
+			return nil, fmt.Sprintf("line %d: secret is %d bytes, want at least %d", i+1, len(s), MinSecretBytes)
+		}
+		secrets = append(secrets, bytes.Clone(s))
+	}
+	if len(secrets) == 0 {
+		return nil, fmt.Sprintf("holds no secret; want one per line, each at least %d bytes", MinSecretBytes)
+	}
+	return secrets, ""
+}
