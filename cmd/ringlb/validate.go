@@ -44,6 +44,11 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return exitFail
 	}
+	if len(cfg.Expired) > 0 {
+		// It would be served, but no client that checks would accept it.
+		fmt.Fprintln(stderr, cfg.Expired)
+		return exitFail
+	}
 	fmt.Fprintf(stdout, "%s: ok: %d upstreams, %d points, placement %s, version %s\n",
 		*path, len(cfg.Upstreams), r.TotalPoints(), r.Placement(), r.Version())
 	return exitOK

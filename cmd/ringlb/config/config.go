@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -43,7 +44,12 @@ func Load(path string) (*Config, error) {
 }
 
 // Parse decodes, defaults and validates a config held in data; file names it
-// in errors and becomes Config.File. Errors are as for Load.
+// in errors and becomes Config.File, and relative paths in it are read from
+// file's directory. Validation loads the files the config names (the tls
+// certificate and key, the upstream_tls CA file) as serving would, so a
+// file that cannot be read or parsed, or a key that does not match its
+// certificate, is a problem of its field; an expired certificate is noted
+// in Config.Expired. Errors are as for Load.
 func Parse(file string, data []byte) (*Config, error) {
 	d := newDecoder(file)
 	root, err := d.root(data)
@@ -54,6 +60,7 @@ func Parse(file string, data []byte) (*Config, error) {
 	d.decode(root, c)
 	applyDefaults(c, d.has)
 	d.validate(c)
+	d.checkFiles(c, time.Now())
 	if len(d.errs) > 0 {
 		d.errs.sortByLine()
 		return nil, d.errs
@@ -251,6 +258,7 @@ func applyDefaults(c *Config, has func(field string) bool) {
 		if !has(index("upstreams", i) + ".weight") {
 			c.Upstreams[i].Weight = 1
 		}
+		str(index("upstreams", i)+".protocol", &c.Upstreams[i].Protocol, ProtocolHTTP1)
 	}
 
 	if c.Health != nil { // present: fill its absent fields
@@ -269,6 +277,9 @@ func applyDefaults(c *Config, has func(field string) bool) {
 	if !has("breaker.failure_statuses") {
 		c.Breaker.FailureStatuses = []int{502, 503, 504}
 	}
+	if !has("breaker.failure_grpc_statuses") {
+		c.Breaker.FailureGRPCStatuses = []int{14} // UNAVAILABLE
+	}
 	dur("breaker.open_timeout", &c.Breaker.OpenTimeout, 5*time.Second)
 	dur("breaker.max_open_timeout", &c.Breaker.MaxOpenTimeout, 60*time.Second)
 
@@ -277,6 +288,14 @@ func applyDefaults(c *Config, has func(field string) bool) {
 	dur("timeouts.response_header", &c.Timeouts.ResponseHeader, 30*time.Second)
 	dur("timeouts.idle_conn", &c.Timeouts.IdleConn, 90*time.Second)
 	num("max_header_bytes", &c.MaxHeaderBytes, defaultMaxHeaderBytes)
+
+	if c.TLS != nil && !has("tls.min_version") {
+		c.TLS.MinVersion = tls.VersionTLS12
+	}
+	if !has("http2") {
+		c.HTTP2 = true
+	}
+	// h2c and upstream_tls.* default to false and "", the zero values.
 }
 
 // Points returns how many ring points an upstream of the given weight owns:
