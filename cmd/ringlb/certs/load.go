@@ -32,11 +32,11 @@ import (
 	"time"
 )
 
-// The fields a FileError names, as in the config file.
+// The config fields a FileError names.
 const (
-	FieldCertFile = "cert_file"
-	FieldKeyFile  = "key_file"
-	FieldCAFile   = "ca_file"
+	FieldCertFile = "tls.cert_file"
+	FieldKeyFile  = "tls.key_file"
+	FieldCAFile   = "upstream_tls.ca_file"
 )
 
 // maxFileSize bounds what is read from a PEM file: far above any real
@@ -46,8 +46,7 @@ const maxFileSize = 1 << 20
 
 // FileError is a file of a certificate, key or CA that cannot be used.
 // Field says which of the config's fields named it: FieldCertFile,
-// FieldKeyFile or FieldCAFile (callers prefix the block, e.g.
-// "tls.cert_file").
+// FieldKeyFile or FieldCAFile.
 type FileError struct {
 	Field string
 	Path  string

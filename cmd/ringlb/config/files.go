@@ -17,7 +17,7 @@ func (d *decoder) checkFiles(c *Config, now time.Time) {
 	if t := c.TLS; t != nil && t.CertFile != "" && t.KeyFile != "" && !d.isBad("tls.cert_file") && !d.isBad("tls.key_file") {
 		pair, err := certs.LoadKeyPair(t.CertFile, t.KeyFile)
 		if err != nil {
-			d.fileError("tls", err)
+			d.fileError(err)
 		} else if msg := certs.Expired(pair.Leaf, now); msg != "" {
 			at := d.lineOf("tls.cert_file")
 			c.Expired = append(c.Expired, &FieldError{File: d.file, Line: at.line, Field: "tls.cert_file", Msg: msg, col: at.col})
@@ -25,19 +25,18 @@ func (d *decoder) checkFiles(c *Config, now time.Time) {
 	}
 	if f := c.UpstreamTLS.CAFile; f != "" && !d.isBad("upstream_tls.ca_file") {
 		if _, err := certs.LoadCAFile(f); err != nil {
-			d.fileError("upstream_tls", err)
+			d.fileError(err)
 		}
 	}
 }
 
-// fileError records a *certs.FileError as a problem of block.FIELD.
-func (d *decoder) fileError(block string, err error) {
+// fileError records a *certs.FileError as a problem of the field it names.
+func (d *decoder) fileError(err error) {
 	var fe *certs.FileError
-	if !errors.As(err, &fe) {
-		d.invalid(block, "%v", err)
-		return
+	if !errors.As(err, &fe) { // certs returns only *FileError; never lose a problem
+		fe = &certs.FileError{Field: "tls", Msg: err.Error()}
 	}
-	f := block + "." + fe.Field
+	f := fe.Field
 	d.invalid(f, "%s: %s", fe.Path, fe.Msg)
 	if e := d.errs[len(d.errs)-1]; e.Field == f {
 		e.err = err
