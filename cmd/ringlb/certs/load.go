@@ -62,7 +62,8 @@ func (e *FileError) Error() string { return e.Field + ": " + e.Path + ": " + e.M
 func (e *FileError) Unwrap() error { return e.Err }
 
 // readFile reads a regular file (after following symlinks) of at most
-// maxFileSize bytes.
+// maxFileSize bytes; anything else (a directory, a device, a FIFO) is
+// refused without being opened.
 func readFile(field, path string) ([]byte, error) {
 	fail := func(err error) error {
 		reason := err
@@ -72,18 +73,19 @@ func readFile(field, path string) ([]byte, error) {
 		}
 		return &FileError{Field: field, Path: path, Msg: "cannot read: " + reason.Error(), Err: err}
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fail(err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
+	// Stat before opening: opening a FIFO would block until a writer came.
+	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fail(err)
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, &FileError{Field: field, Path: path, Msg: "cannot read: not a regular file"}
 	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fail(err)
+	}
+	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
 	if err != nil {
 		return nil, fail(err)

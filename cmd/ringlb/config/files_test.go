@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,6 +33,9 @@ func TestTLSFiles(t *testing.T) {
 	write("garbage.pem", "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n")
 	write("keyonly.pem", string(good.KeyPEM))
 	if err := os.Symlink("/dev/zero", filepath.Join(dir, "zero.pem")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.pem"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 
@@ -86,6 +90,8 @@ func TestTLSFiles(t *testing.T) {
 			":2: tls.cert_file: " + dir + ": cannot read: not a regular file"},
 		{"device", "tls:\n  cert_file: zero.pem\n  key_file: good.key\n",
 			":2: tls.cert_file: " + in("zero.pem") + ": cannot read: not a regular file"},
+		{"fifo", "tls:\n  cert_file: good.crt\n  key_file: fifo.pem\n",
+			":3: tls.key_file: " + in("fifo.pem") + ": cannot read: not a regular file"},
 		{"empty cert", "tls:\n  cert_file: empty.pem\n  key_file: good.key\n",
 			":2: tls.cert_file: " + in("empty.pem") + ": no PEM certificate in it"},
 		{"key as cert", "tls:\n  cert_file: keyonly.pem\n  key_file: good.key\n",
