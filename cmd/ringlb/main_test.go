@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/cmd/ringlb/certs/certstest"
 )
 
 // runCmd runs a command line in-process and returns its exit code and output.
@@ -430,5 +432,35 @@ func TestValidateSingular(t *testing.T) {
 	code, out, errOut := runCmd(t, "validate", "-config", writeConfig(t, upstreamsYAML(1)))
 	if code != exitOK || !strings.Contains(out, ": ok: 1 upstream, 160 points") {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// TestValidateTLS: validate loads the certificate pair and says, with line
+// and field, when it has expired or the key is not the certificate's.
+func TestValidateTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := certstest.NewCA(t)
+	ca.Issue(t, certstest.Options{}).Write(t, dir, "good")
+	ca.Issue(t, certstest.Options{}).Write(t, dir, "other")
+	ca.Issue(t, certstest.Options{CommonName: "old", NotBefore: time.Now().AddDate(0, 0, -2), NotAfter: time.Now().AddDate(0, 0, -1)}).Write(t, dir, "old")
+	ca.WriteCA(t, dir, "ca.pem")
+	cfg := func(cert, key string) string {
+		p := filepath.Join(dir, cert+"-"+key+".yaml")
+		body := "tls:\n  cert_file: " + cert + ".crt\n  key_file: " + key + ".key\nupstream_tls: {ca_file: ca.pem}\n" + upstreamsYAML(1)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if code, out, errOut := runCmd(t, "validate", "-config", cfg("good", "good")); code != exitOK || !strings.Contains(out, ": ok: ") {
+		t.Errorf("good pair: exit %d, %q %q", code, out, errOut)
+	}
+	p := cfg("old", "old")
+	if code, _, errOut := runCmd(t, "validate", "-config", p); code != exitFail || !strings.HasPrefix(errOut, p+":2: tls.cert_file: certificate old expired at ") {
+		t.Errorf("expired: exit %d, stderr %q", code, errOut)
+	}
+	p = cfg("good", "other")
+	if code, _, errOut := runCmd(t, "validate", "-config", p); code != exitFail || !strings.HasPrefix(errOut, p+":3: tls.key_file: ") || !strings.Contains(errOut, "does not match the certificate") {
+		t.Errorf("mismatched key: exit %d, stderr %q", code, errOut)
 	}
 }

@@ -44,6 +44,11 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return exitFail
 	}
+	if len(cfg.Expired) > 0 {
+		// It would be served, but no client that checks would accept it.
+		fmt.Fprintln(stderr, cfg.Expired)
+		return exitFail
+	}
 	if cfg.Discovery != nil {
 		// Nothing is resolved: the ring, and so its version, depend on
 		// what the sources answer at run time.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -44,7 +45,12 @@ func Load(path string) (*Config, error) {
 }
 
 // Parse decodes, defaults and validates a config held in data; file names it
-// in errors and becomes Config.File. Errors are as for Load.
+// in errors and becomes Config.File, and relative paths in it are read from
+// file's directory. Validation loads the files the config names (the tls
+// certificate and key, the upstream_tls CA file) as serving would, so a
+// file that cannot be read or parsed, or a key that does not match its
+// certificate, is a problem of its field; an expired certificate is noted
+// in Config.Expired. Errors are as for Load.
 func Parse(file string, data []byte) (*Config, error) {
 	d := newDecoder(file)
 	root, err := d.root(data)
@@ -55,6 +61,7 @@ func Parse(file string, data []byte) (*Config, error) {
 	d.decode(root, c)
 	applyDefaults(c, d.has)
 	d.validate(c)
+	d.checkFiles(c, time.Now())
 	if len(d.errs) > 0 {
 		d.errs.sortByLine()
 		return nil, d.errs
@@ -302,6 +309,7 @@ func applyDefaults(c *Config, has func(field string) bool) {
 		if !has(index("upstreams", i) + ".weight") {
 			c.Upstreams[i].Weight = 1
 		}
+		str(index("upstreams", i)+".protocol", &c.Upstreams[i].Protocol, ProtocolHTTP1)
 	}
 
 	if c.Health != nil { // present: fill its absent fields
@@ -320,6 +328,9 @@ func applyDefaults(c *Config, has func(field string) bool) {
 	if !has("breaker.failure_statuses") {
 		c.Breaker.FailureStatuses = []int{502, 503, 504}
 	}
+	if !has("breaker.failure_grpc_statuses") {
+		c.Breaker.FailureGRPCStatuses = []int{14} // UNAVAILABLE
+	}
 	dur("breaker.open_timeout", &c.Breaker.OpenTimeout, 5*time.Second)
 	dur("breaker.max_open_timeout", &c.Breaker.MaxOpenTimeout, 60*time.Second)
 
@@ -328,6 +339,14 @@ func applyDefaults(c *Config, has func(field string) bool) {
 	dur("timeouts.response_header", &c.Timeouts.ResponseHeader, 30*time.Second)
 	dur("timeouts.idle_conn", &c.Timeouts.IdleConn, 90*time.Second)
 	num("max_header_bytes", &c.MaxHeaderBytes, defaultMaxHeaderBytes)
+
+	if c.TLS != nil && !has("tls.min_version") {
+		c.TLS.MinVersion = tls.VersionTLS12
+	}
+	if !has("http2") {
+		c.HTTP2 = true
+	}
+	// h2c and upstream_tls.* default to false and "", the zero values.
 
 	if c.Discovery != nil { // present: fill its absent fields
 		disc := c.Discovery
@@ -342,7 +361,7 @@ func applyDefaults(c *Config, has func(field string) bool) {
 		for i := range disc.Sources {
 			s, f := &disc.Sources[i], index("discovery.sources", i)
 			str(f+".scheme", &s.Scheme, "http")
-			str(f+".protocol", &s.Protocol, "http1")
+			str(f+".protocol", &s.Protocol, ProtocolHTTP1)
 			if !has(f + ".weight") {
 				s.Weight = 1
 			}

@@ -61,11 +61,12 @@ func defaults(t *testing.T) *Config {
 			Cookie:    AffinityCookie{Name: "ringlb_affinity", TTL: 24 * time.Hour, Secure: false, HTTPOnly: true},
 		},
 		Ring:      Ring{PointsPerWeight: 160, LoadFactor: 0, LoadFloor: 8, Placement: "ringlb", SlowStart: 0, OnUnavailable: "remap"},
-		Upstreams: []Upstream{{Name: "a", URL: u.URL, Weight: 1, Addr: "127.0.0.1:9001"}},
+		Upstreams: []Upstream{{Name: "a", URL: u.URL, Weight: 1, Addr: "127.0.0.1:9001", Protocol: "http1"}},
 		Health:    nil,
 		Breaker: Breaker{
 			ConsecutiveFailures: 5,
 			FailureStatuses:     []int{502, 503, 504},
+			FailureGRPCStatuses: []int{14},
 			OpenTimeout:         5 * time.Second,
 			MaxOpenTimeout:      60 * time.Second,
 		},
@@ -73,6 +74,7 @@ func defaults(t *testing.T) *Config {
 		Timeouts:       Timeouts{Dial: 2 * time.Second, ResponseHeader: 30 * time.Second, IdleConn: 90 * time.Second},
 		MaxHeaderBytes: 65536,
 		Hold:           Hold{Idle: 0, MaxKeys: 1000000, Cookie: HoldCookie{Name: "", SecretFile: ""}},
+		HTTP2:          true,
 	}
 }
 
@@ -104,7 +106,7 @@ func TestRootConfigIsTheDefaults(t *testing.T) {
 	want.Upstreams = nil
 	for i := 1; i <= 4; i++ {
 		u := mustURL(t, fmt.Sprintf("http://127.0.0.1:900%d", i))
-		want.Upstreams = append(want.Upstreams, Upstream{Name: fmt.Sprintf("app-%d", i), URL: u.URL, Weight: 1, Addr: u.Addr})
+		want.Upstreams = append(want.Upstreams, Upstream{Name: fmt.Sprintf("app-%d", i), URL: u.URL, Weight: 1, Addr: u.Addr, Protocol: "http1"})
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
@@ -141,15 +143,19 @@ upstreams:
   - name: app-1
     url: https://backend.example:8443/
     weight: 2.5
+    protocol: h2
   - name: app_2.x:y
     url: http://[::1]:9002
     weight: 0x10
+    protocol: h2c
 health: {path: "/ready?deep=1", interval: 10s, timeout: 9s, rise: 1, fall: 1, expect_status: 200}
-breaker: {consecutive_failures: 0, failure_statuses: [], open_timeout: 1s, max_open_timeout: 1s}
+breaker: {consecutive_failures: 0, failure_statuses: [], failure_grpc_statuses: [0, 16], open_timeout: 1s, max_open_timeout: 1s}
 retries: 0
 timeouts: {dial: 100ms, response_header: 1s, idle_conn: 1h}
 max_header_bytes: 1024
 hold: {idle: 10m, max_keys: 5, cookie: {name: "", secret_file: ""}}
+http2: false
+upstream_tls: {server_name: backend.example, insecure_skip_verify: true}
 `,
 			check: func(t *testing.T, c *Config) {
 				want := defaults(t)
@@ -171,11 +177,13 @@ hold: {idle: 10m, max_keys: 5, cookie: {name: "", secret_file: ""}}
 				}
 				want.Ring = Ring{PointsPerWeight: 100, LoadFactor: 2, LoadFloor: 3, Placement: "ringlb", SlowStart: 30 * time.Second, OnUnavailable: "remap"}
 				want.Upstreams = []Upstream{
-					{Name: "app-1", URL: mustURL(t, "https://backend.example:8443/").URL, Weight: 2.5, Addr: "backend.example:8443"},
-					{Name: "app_2.x:y", URL: mustURL(t, "http://[::1]:9002").URL, Weight: 16, Addr: "[::1]:9002"},
+					{Name: "app-1", URL: mustURL(t, "https://backend.example:8443/").URL, Weight: 2.5, Addr: "backend.example:8443", Protocol: "h2"},
+					{Name: "app_2.x:y", URL: mustURL(t, "http://[::1]:9002").URL, Weight: 16, Addr: "[::1]:9002", Protocol: "h2c"},
 				}
 				want.Health = &Health{Path: "/ready?deep=1", Interval: 10 * time.Second, Timeout: 9 * time.Second, Rise: 1, Fall: 1, ExpectStatus: StatusRange{200, 200}}
-				want.Breaker = Breaker{ConsecutiveFailures: 0, FailureStatuses: []int{}, OpenTimeout: time.Second, MaxOpenTimeout: time.Second}
+				want.Breaker = Breaker{ConsecutiveFailures: 0, FailureStatuses: []int{}, FailureGRPCStatuses: []int{0, 16}, OpenTimeout: time.Second, MaxOpenTimeout: time.Second}
+				want.HTTP2 = false
+				want.UpstreamTLS = UpstreamTLS{ServerName: "backend.example", InsecureSkipVerify: true}
 				want.Retries = 0
 				want.Timeouts = Timeouts{Dial: 100 * time.Millisecond, ResponseHeader: time.Second, IdleConn: time.Hour}
 				want.MaxHeaderBytes = 1024
@@ -570,6 +578,38 @@ var errorCases = []struct {
 			"c.yaml:3: breaker.failure_statuses[2]: must be an HTTP status 100-599, got 600\n" +
 			"c.yaml:5: breaker.max_open_timeout: must be >= breaker.open_timeout (10s), got 5s"},
 	{"breaker zero open_timeout", "breaker: {open_timeout: 0s}\n" + up, "c.yaml:1: breaker.open_timeout: must be > 0, got 0s"},
+	{"grpc statuses", "breaker:\n  failure_grpc_statuses: [14, -1, 17, x]\n" + up,
+		"c.yaml:2: breaker.failure_grpc_statuses[1]: must be a gRPC status code 0-16, got -1\n" +
+			"c.yaml:2: breaker.failure_grpc_statuses[2]: must be a gRPC status code 0-16, got 17\n" +
+			"c.yaml:2: breaker.failure_grpc_statuses[3]: must be an integer, got \"x\""},
+
+	// TLS and HTTP/2 (the files named are checked in TestTLSFiles).
+	{"tls without files", "tls: {}\n" + up,
+		"c.yaml:1: tls.cert_file: required with tls\nc.yaml:1: tls.key_file: required with tls"},
+	{"tls empty files and bad version", "tls:\n  cert_file: \"\"\n  key_file: \"\"\n  min_version: 1.1\n" + up,
+		"c.yaml:2: tls.cert_file: must not be empty\n" +
+			"c.yaml:3: tls.key_file: must not be empty\n" +
+			"c.yaml:4: tls.min_version: must be \"1.2\" or \"1.3\", got 1.1"},
+	{"tls version as a number", "tls: {cert_file: \"\", key_file: \"\", min_version: 1.30}\n" + up,
+		"c.yaml:1: tls.cert_file: must not be empty\n" +
+			"c.yaml:1: tls.key_file: must not be empty\n" +
+			"c.yaml:1: tls.min_version: must be \"1.2\" or \"1.3\", got 1.30"},
+	{"tls not a mapping", "tls: on\n" + up, "c.yaml:1: tls: must be a mapping, got \"on\""},
+	{"h2c with tls", "tls: {cert_file: \"\", key_file: \"\"}\nh2c: true\n" + up,
+		"c.yaml:1: tls.cert_file: must not be empty\n" +
+			"c.yaml:1: tls.key_file: must not be empty\n" +
+			"c.yaml:2: h2c: must be false with tls: cleartext HTTP/2 is for listeners without TLS (over TLS, http2 offers h2 by ALPN)"},
+	{"h2c without http2", "http2: false\nh2c: true\n" + up, "c.yaml:2: h2c: must be false with http2: false, which turns HTTP/2 off"},
+	{"http2 not a bool", "http2: yes please\n" + up, "c.yaml:1: http2: must be true or false, got \"yes please\""},
+	{"protocols", "upstreams:\n  - {name: a, url: \"http://h:1\", protocol: h2}\n  - {name: b, url: \"https://h:2\", protocol: h2c}\n" +
+		"  - {name: c, url: \"http://h:3\", protocol: HTTP2}\n  - {name: d, url: \"ftp://h:4\", protocol: h2}\n",
+		"c.yaml:2: upstreams[0].protocol: h2 is HTTP/2 over TLS and needs an https:// URL, got \"http://h:1\" (use h2c for cleartext)\n" +
+			"c.yaml:3: upstreams[1].protocol: h2c is cleartext HTTP/2 and needs an http:// URL, got \"https://h:2\" (use h2 for https)\n" +
+			"c.yaml:4: upstreams[2].protocol: must be http1, h2c or h2, got \"HTTP2\"\n" +
+			"c.yaml:5: upstreams[3].url: must be an absolute http:// or https:// URL, got \"ftp://h:4\""},
+	{"upstream_tls", "upstream_tls:\n  server_name: \"bad name\"\n  verify: true\n" + up,
+		"c.yaml:2: upstream_tls.server_name: must be a host name or IP address, got \"bad name\"\n" +
+			"c.yaml:3: upstream_tls.verify: unknown field"},
 
 	// Discovery.
 	{"discovery with nginx placement", "ring: {placement: nginx}\ndiscovery:\n  sources: [{srv: _http._tcp.a}]\n",
@@ -792,6 +832,7 @@ func TestExplicitZeroIsNotAbsent(t *testing.T) {
 		"breaker: {open_timeout: 0s}\n",
 		"listen: \"\"\n",
 		"hold: {max_keys: 0}\n",
+		"tls: {cert_file: \"\", key_file: k}\n",
 		"upstreams:\n  - {name: a, url: http://h, weight: 0}\n",
 		"discovery: {confirm: 0, sources: [{srv: a.b}]}\n",
 		"discovery: {interval: 0s, sources: [{srv: a.b}]}\n",

@@ -1,12 +1,14 @@
 package config
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
 	"net/netip"
 	"net/textproto"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -341,6 +343,54 @@ func (d *decoder) decode(root *yaml.Node, c *Config) {
 			d.discovery(f, n, c.Discovery)
 		},
 		"hold": func(f string, n *yaml.Node) { d.hold(f, n, &c.Hold) },
+		"tls": func(f string, n *yaml.Node) {
+			c.TLS = &TLS{}
+			d.tls(f, n, c.TLS)
+		},
+		"http2":        d.toBool(&c.HTTP2),
+		"h2c":          d.toBool(&c.H2C),
+		"upstream_tls": func(f string, n *yaml.Node) { d.upstreamTLS(f, n, &c.UpstreamTLS) },
+	})
+}
+
+// path decodes a file path; a relative one is taken from the config
+// file's directory, so a config reads the same files whatever the working
+// directory of the process reading it.
+func (d *decoder) path(f string, n *yaml.Node) (string, bool) {
+	s, ok := d.str(f, n)
+	if !ok || s == "" || filepath.IsAbs(s) {
+		return s, ok
+	}
+	return filepath.Join(filepath.Dir(d.file), s), true
+}
+
+func (d *decoder) tls(f string, n *yaml.Node, t *TLS) {
+	d.mapping(f, n, map[string]handler{
+		"cert_file": into(d.path, &t.CertFile),
+		"key_file":  into(d.path, &t.KeyFile),
+		"min_version": func(f string, n *yaml.Node) {
+			n = resolve(n)
+			// Unquoted, 1.2 is a YAML float; its text is what counts.
+			if n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!str" || n.ShortTag() == "!!float") {
+				switch n.Value {
+				case "1.2":
+					t.MinVersion = tls.VersionTLS12
+					return
+				case "1.3":
+					t.MinVersion = tls.VersionTLS13
+					return
+				}
+			}
+			d.badValue(f, n, `must be "1.2" or "1.3", got %s`, describe(n))
+		},
+	})
+}
+
+func (d *decoder) upstreamTLS(f string, n *yaml.Node, t *UpstreamTLS) {
+	d.mapping(f, n, map[string]handler{
+		"ca_file":              into(d.path, &t.CAFile),
+		"server_name":          d.toStr(&t.ServerName),
+		"insecure_skip_verify": d.toBool(&t.InsecureSkipVerify),
 	})
 }
 
@@ -484,7 +534,8 @@ func (d *decoder) upstreams(f string, n *yaml.Node, c *Config) {
 				}
 				u.URL, u.Addr = p, p.Host
 			},
-			"weight": d.toFloat(&u.Weight),
+			"weight":   d.toFloat(&u.Weight),
+			"protocol": d.toStr(&u.Protocol),
 		})
 	})
 }
@@ -549,6 +600,13 @@ func (d *decoder) breaker(f string, n *yaml.Node, b *Breaker) {
 			d.sequence(f, n, func(_ int, f string, n *yaml.Node) {
 				v, _ := d.integer(f, n)
 				b.FailureStatuses = append(b.FailureStatuses, v)
+			})
+		},
+		"failure_grpc_statuses": func(f string, n *yaml.Node) {
+			b.FailureGRPCStatuses = []int{}
+			d.sequence(f, n, func(_ int, f string, n *yaml.Node) {
+				v, _ := d.integer(f, n)
+				b.FailureGRPCStatuses = append(b.FailureGRPCStatuses, v)
 			})
 		},
 		"open_timeout":     d.toDuration(&b.OpenTimeout),

@@ -37,6 +37,23 @@ type Config struct {
 	Breaker   Breaker
 	Retries   int // retries; default 1
 	Timeouts  Timeouts
+	// TLS is the tls block; nil when absent: plain HTTP on Listen.
+	TLS *TLS
+	// HTTP2 is http2; default true. With TLS it offers h2 beside
+	// http/1.1 by ALPN; false serves HTTP/1.1 only. Without TLS it has no
+	// effect unless H2C is set.
+	HTTP2 bool
+	// H2C is h2c; default false. Without TLS it also accepts cleartext
+	// HTTP/2 with prior knowledge beside HTTP/1.1; with TLS it is an error.
+	H2C bool
+	// UpstreamTLS is upstream_tls: how https upstreams are verified.
+	UpstreamTLS UpstreamTLS
+
+	// Expired holds, for tls.cert_file, a problem saying that the
+	// certificate had expired (or was not valid yet) when the config was
+	// loaded. It is not a load error: the pair loads and is served, and
+	// clients decide; `ringlb validate` reports it as a problem.
+	Expired Errors
 	// MaxHeaderBytes caps request headers; larger ones get 431. Default 65536.
 	MaxHeaderBytes int
 	// Discovery is nil when the discovery block is absent: the ring's
@@ -109,6 +126,10 @@ type Upstream struct {
 	// (compared as scheme://host:port, default ports filled in).
 	URL    *url.URL
 	Weight float64 // default 1; > 0; whole under placement nginx
+	// Protocol is how ringlb talks to the upstream: ProtocolHTTP1 (the
+	// default), ProtocolH2C (cleartext HTTP/2 with prior knowledge; needs
+	// an http URL) or ProtocolH2 (HTTP/2 over TLS; needs an https URL).
+	Protocol string
 	// Addr is the URL's host[:port] exactly as written (nginx placement's identity).
 	Addr string
 }
@@ -141,8 +162,12 @@ func (r StatusRange) String() string {
 
 // Breaker is the breaker block.
 type Breaker struct {
-	ConsecutiveFailures int           // default 5; 0 turns breakers off
-	FailureStatuses     []int         // default [502, 503, 504]
+	ConsecutiveFailures int   // default 5; 0 turns breakers off
+	FailureStatuses     []int // default [502, 503, 504]
+	// FailureGRPCStatuses lists the gRPC status codes (0-16) that count as
+	// failures when a response carries one in its grpc-status trailer, or
+	// header of a trailers-only response. Default [14] (UNAVAILABLE).
+	FailureGRPCStatuses []int
 	OpenTimeout         time.Duration // default 5s
 	MaxOpenTimeout      time.Duration // default 60s; >= OpenTimeout
 }
@@ -226,4 +251,36 @@ func (s DiscoverySource) Name() string {
 		return s.SRV
 	}
 	return s.Host
+}
+
+// The values of upstreams[].protocol.
+const (
+	ProtocolHTTP1 = "http1"
+	ProtocolH2C   = "h2c"
+	ProtocolH2    = "h2"
+)
+
+// TLS is the tls block: the proxy listener's certificate.
+//
+// Relative paths are read from the config file's directory; CertFile and
+// KeyFile hold them resolved.
+type TLS struct {
+	CertFile string // cert_file: PEM, the leaf first, then any chain; required
+	KeyFile  string // key_file: PEM private key matching the leaf; required
+	// MinVersion is min_version, "1.2" (default) or "1.3", as
+	// tls.VersionTLS12 or tls.VersionTLS13.
+	MinVersion uint16
+}
+
+// UpstreamTLS is the upstream_tls block, used for https upstreams.
+type UpstreamTLS struct {
+	// CAFile is ca_file: PEM roots to verify upstreams against; "" uses
+	// the system's. Relative to the config file's directory; held resolved.
+	CAFile string
+	// ServerName is server_name: sent as SNI and verified in the
+	// upstream's certificate; "" uses each URL's host.
+	ServerName string
+	// InsecureSkipVerify is insecure_skip_verify; default false. True
+	// accepts any certificate (for tests and private networks only).
+	InsecureSkipVerify bool
 }

@@ -56,6 +56,58 @@ func (d *decoder) validate(c *Config) {
 		d.validateDiscovery(c)
 	}
 	d.validateHold(c)
+	d.validateTLS(c)
+}
+
+// validateTLS checks tls, http2, h2c and upstream_tls; the files they name
+// are read by checkFiles.
+func (d *decoder) validateTLS(c *Config) {
+	if t := c.TLS; t != nil {
+		for _, f := range [...]struct {
+			field string
+			val   string
+		}{{"tls.cert_file", t.CertFile}, {"tls.key_file", t.KeyFile}} {
+			switch {
+			case !d.has(f.field):
+				d.invalid(f.field, "required with tls")
+			case f.val == "":
+				d.invalid(f.field, "must not be empty")
+			}
+		}
+	}
+	if c.H2C && !d.isBad("h2c") {
+		switch {
+		case c.TLS != nil:
+			d.invalid("h2c", "must be false with tls: cleartext HTTP/2 is for listeners without TLS (over TLS, http2 offers h2 by ALPN)")
+		case !c.HTTP2 && !d.isBad("http2"):
+			d.invalid("h2c", "must be false with http2: false, which turns HTTP/2 off")
+		}
+	}
+	u := c.UpstreamTLS
+	if u.InsecureSkipVerify && u.CAFile != "" {
+		d.invalid("upstream_tls.insecure_skip_verify", "must be false with upstream_tls.ca_file, which it would ignore")
+	}
+	if u.ServerName != "" && !validServerName(u.ServerName) {
+		d.invalid("upstream_tls.server_name", "must be a host name or IP address, got %q", short(u.ServerName))
+	}
+}
+
+// validServerName reports whether s can be sent as SNI and verified: an IP
+// address or a DNS name of letters, digits, '-', '_' and '.' (a leading
+// "*." is not a name a server has).
+func validServerName(s string) bool {
+	if _, err := netip.ParseAddr(s); err == nil {
+		return true
+	}
+	if len(s) > 253 || strings.HasPrefix(s, ".") || strings.HasSuffix(s, ".") || strings.Contains(s, "..") {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 func positive(f string, v time.Duration, d *decoder) {
@@ -306,6 +358,20 @@ func (d *decoder) validateUpstreams(c *Config) {
 			}
 		}
 
+		switch u.Protocol {
+		case ProtocolHTTP1:
+		case ProtocolH2C:
+			if u.URL != nil && u.URL.Scheme != "http" && checkURL(u.URL) == "" {
+				d.invalid(f+".protocol", "h2c is cleartext HTTP/2 and needs an http:// URL, got %q (use h2 for https)", short(u.URL.String()))
+			}
+		case ProtocolH2:
+			if u.URL != nil && u.URL.Scheme != "https" && checkURL(u.URL) == "" {
+				d.invalid(f+".protocol", "h2 is HTTP/2 over TLS and needs an https:// URL, got %q (use h2c for cleartext)", short(u.URL.String()))
+			}
+		default:
+			d.invalid(f+".protocol", "must be http1, h2c or h2, got %q", short(u.Protocol))
+		}
+
 		w := u.Weight
 		switch {
 		case !(w > 0):
@@ -419,6 +485,11 @@ func (d *decoder) validateBreaker(b *Breaker) {
 			d.invalid(index("breaker.failure_statuses", i), "must be an HTTP status 100-599, got %d", s)
 		}
 	}
+	for i, s := range b.FailureGRPCStatuses {
+		if s < 0 || s > 16 {
+			d.invalid(index("breaker.failure_grpc_statuses", i), "must be a gRPC status code 0-16, got %d", s)
+		}
+	}
 	positive("breaker.open_timeout", b.OpenTimeout, d)
 	if b.OpenTimeout > 0 && b.MaxOpenTimeout < b.OpenTimeout && !d.isBad("breaker.open_timeout") {
 		d.invalid("breaker.max_open_timeout", "must be >= breaker.open_timeout (%s), got %s", b.OpenTimeout, b.MaxOpenTimeout)
@@ -486,12 +557,12 @@ func (d *decoder) validateDiscovery(c *Config) {
 			d.invalid(f+".scheme", "must be http or https, got %q", short(s.Scheme))
 		}
 		switch s.Protocol {
-		case "http1":
-		case "h2c":
+		case ProtocolHTTP1:
+		case ProtocolH2C:
 			if s.Scheme == "https" {
 				d.invalid(f+".protocol", "h2c is cleartext HTTP/2 and needs scheme http; with https use h2")
 			}
-		case "h2":
+		case ProtocolH2:
 			if s.Scheme == "http" {
 				d.invalid(f+".protocol", "h2 needs scheme https; for cleartext HTTP/2 use h2c")
 			}
