@@ -252,6 +252,9 @@ func (e *exchange) Read(p []byte) (int, error) {
 	e.done = true
 	if err == io.EOF {
 		e.rerr = io.EOF
+		if e.w != nil {
+			e.w.await()
+		}
 		e.finish(readDone, true, false)
 		return n, io.EOF
 	}
@@ -372,11 +375,33 @@ func (w *bodyWriter) run() {
 		err = w.readErr
 	}
 	w.err = err
-	close(w.done)
 	// A failed body read leaves the request unfinished: the upstream will
 	// not answer, so close now. A failed connection write leaves the
 	// response to be read (the upstream may have answered already).
 	w.e.finish(writeDone, err == nil && !w.notSent, w.readErr != nil)
+	close(w.done)
+}
+
+// writerGrace is how long the end of a response body waits for the
+// request body's writer to finish, so that the connection is back in the
+// pool when the caller sees EOF. An upstream normally answers after
+// reading the whole body, so the writer is only returning from its last
+// write; past this bound the writer pools the connection itself.
+const writerGrace = 50 * time.Millisecond
+
+// await waits up to writerGrace for the request body's writer.
+func (w *bodyWriter) await() {
+	select {
+	case <-w.done:
+		return
+	default:
+	}
+	t := time.NewTimer(writerGrace)
+	select {
+	case <-w.done:
+	case <-t.C:
+	}
+	t.Stop()
 }
 
 // Read reads the request body, first waiting for 100 Continue if asked to.
