@@ -212,9 +212,9 @@ func (e *exchange) readHead(trace *httptrace.ClientTrace) (*http.Response, error
 		}
 		code := res.StatusCode
 		if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
-			if code == http.StatusContinue && e.w.signal(true) && trace != nil && trace.Got100Continue != nil {
-				trace.Got100Continue()
-			}
+			// The hook runs before the body writer is released: a proxy
+			// forwarding this 100 to its client does so before its
+			// server, seeing the body read, sends one of its own.
 			if trace != nil && trace.Got1xxResponse != nil {
 				if err := trace.Got1xxResponse(code, textproto.MIMEHeader(res.Header)); err != nil {
 					e.w.signal(false)
@@ -225,6 +225,9 @@ func (e *exchange) readHead(trace *httptrace.ClientTrace) (*http.Response, error
 			} else if n1xx++; n1xx > max1xx {
 				e.w.signal(false)
 				return nil, errTooMany1xx
+			}
+			if code == http.StatusContinue && e.w.signal(true) && trace != nil && trace.Got100Continue != nil {
+				trace.Got100Continue()
 			}
 			continue
 		}

@@ -127,6 +127,11 @@ func TestDifferential(t *testing.T) {
 			t.Cleanup(std.CloseIdleConnections)
 			got := exchangeThrough(t, ours, target, c)
 			want := exchangeThrough(t, std, target, c)
+			// With http.Transport the client sometimes gets two 100
+			// Continue: its writer may read the body (the front's server
+			// then sends its own 100) before its reader forwards the
+			// upstream's. This transport forwards first, so one, always.
+			want = strings.Replace(want, "HTTP/1.1 100 Continue\nHTTP/1.1 100 Continue\n", "HTTP/1.1 100 Continue\n", 1)
 			if got != want {
 				t.Errorf("responses differ\nh1:\n%s\nhttp.Transport:\n%s", got, want)
 			}
