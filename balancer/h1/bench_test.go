@@ -38,7 +38,9 @@ func BenchmarkReverseProxy(b *testing.B) {
 	defer up.Close()
 	target, _ := url.Parse(up.URL)
 	var d net.Dialer
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) { return d.DialContext(ctx, network, addr) }
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return d.DialContext(ctx, network, addr)
+	}
 	transports := []struct {
 		name string
 		rt   http.RoundTripper
