@@ -874,3 +874,25 @@ func TestBadRequests(t *testing.T) {
 		}
 	}
 }
+
+func TestResponseHeaderLimit(t *testing.T) {
+	checkLeaks(t)
+	u := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := readHead(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Big: ")
+		io.Copy(c, io.LimitReader(strings.NewReader(strings.Repeat("a", 1<<20)), 1<<20))
+		io.WriteString(c, "\r\nContent-Length: 0\r\n\r\n")
+	})
+	tr := newTransport(t)
+	tr.MaxResponseHeaderBytes = 64 << 10
+	req, _ := http.NewRequest("GET", u.URL, nil)
+	if _, err := tr.RoundTrip(req); !errors.Is(err, errHeaderTooLarge) {
+		t.Errorf("1 MiB header with a 64 KiB limit: err %v, want %v", err, errHeaderTooLarge)
+	}
+	tr.MaxResponseHeaderBytes = 2 << 20
+	if res, body := get(t, tr, "GET", u.URL, nil); len(res.Header.Get("X-Big")) != 1<<20 || body != "" {
+		t.Errorf("1 MiB header with a 2 MiB limit: X-Big %d bytes", len(res.Header.Get("X-Big")))
+	}
+}
