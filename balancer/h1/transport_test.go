@@ -234,8 +234,8 @@ func TestExpectContinue(t *testing.T) {
 			if err != nil {
 				return
 			}
+			close(sent100) // before the write: the client cannot see it earlier
 			io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\n")
-			close(sent100)
 			b, _ := io.ReadAll(req.Body)
 			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(b), b)
 		})
