@@ -5,10 +5,12 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/balancer/discovery/dnstest"
 )
 
 // benchDiscoverer returns a Discoverer on z's big.test SRV record.
-func benchDiscoverer(b *testing.B, z *testDNS, onChange func(Update)) *Discoverer {
+func benchDiscoverer(b *testing.B, z *dnstest.Server, onChange func(Update)) *Discoverer {
 	d, err := New(Options{
 		Resolver: z.Addr, Interval: time.Hour, Timeout: 2 * time.Second, RemoveAfter: time.Minute, Confirm: 3,
 		Sources:  []Source{srvSource("_http._tcp.big.test")},
@@ -28,10 +30,10 @@ func benchDiscoverer(b *testing.B, z *testDNS, onChange func(Update)) *Discovere
 // means lookups stopped running in parallel or a target's AAAA query came
 // back although it has an IPv4 address.
 func BenchmarkResolve1000(b *testing.B) {
-	z := newTestDNS(b)
-	zoneOf(z, 1000)
+	z := dnstest.New(b)
+	z.Big(1000)
 	b.ReportAllocs()
-	start := z.queries.Load()
+	start := z.Queries()
 	for b.Loop() {
 		var got int
 		d := benchDiscoverer(b, z, func(u Update) { got = len(u.Members) })
@@ -39,7 +41,7 @@ func BenchmarkResolve1000(b *testing.B) {
 			b.Fatalf("got %d members", got)
 		}
 	}
-	b.ReportMetric(float64(z.queries.Load()-start)/float64(b.N), "queries/op")
+	b.ReportMetric(float64(z.Queries()-start)/float64(b.N), "queries/op")
 }
 
 // BenchmarkPollUnchanged1000 is the steady state: the same 1000-target
@@ -47,8 +49,8 @@ func BenchmarkResolve1000(b *testing.B) {
 // machine adds nothing and no member list is built (see
 // TestUnchangedAnswerAllocatesNothing).
 func BenchmarkPollUnchanged1000(b *testing.B) {
-	z := newTestDNS(b)
-	zoneOf(z, 1000)
+	z := dnstest.New(b)
+	z.Big(1000)
 	d := benchDiscoverer(b, z, nil)
 	if !d.Poll(context.Background()) {
 		b.Fatal("first poll: no members")

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/discovery/dnstest"
+
 	"github.com/miekg/dns"
 )
 
@@ -28,7 +30,7 @@ func (c *clock) Advance(d time.Duration) {
 // harness is a Discoverer on a test DNS server, recording its updates and
 // log lines.
 type harness struct {
-	z       *testDNS
+	z       *dnstest.Server
 	d       *Discoverer
 	clock   *clock
 	updates chan Update
@@ -57,7 +59,7 @@ func (l *lockedBuffer) Take() string {
 
 func newHarness(t *testing.T, confirm int, sources ...Source) *harness {
 	t.Helper()
-	h := &harness{z: newTestDNS(t), clock: &clock{t: t0}, updates: make(chan Update, 16), logs: &lockedBuffer{}}
+	h := &harness{z: dnstest.New(t), clock: &clock{t: t0}, updates: make(chan Update, 16), logs: &lockedBuffer{}}
 	d, err := New(h.options(confirm, sources...))
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/discovery/dnstest"
+
 	"github.com/miekg/dns"
 )
 
@@ -35,7 +37,7 @@ func recs(pairs ...string) []record {
 // Answers, over real DNS: identity, address choice, duplicates, and what
 // counts as an empty answer.
 func TestResolveAnswers(t *testing.T) {
-	z := newTestDNS(t)
+	z := dnstest.New(t)
 	rs := &resolver{r: newResolver(z.Addr), timeout: 2 * time.Second}
 
 	tests := []struct {
@@ -146,7 +148,7 @@ func TestResolveAnswers(t *testing.T) {
 
 // Failures, over real DNS: the query fails, which is not an empty answer.
 func TestResolveFailures(t *testing.T) {
-	z := newTestDNS(t)
+	z := dnstest.New(t)
 	const timeout = 300 * time.Millisecond
 	rs := &resolver{r: newResolver(z.Addr), timeout: timeout}
 
@@ -208,8 +210,8 @@ func TestResolveFailures(t *testing.T) {
 
 // A large answer is truncated over UDP and fetched again over TCP.
 func TestResolveLargeAnswerOverTCP(t *testing.T) {
-	z := newTestDNS(t)
-	names := zoneOf(z, 300)
+	z := dnstest.New(t)
+	names := z.Big(300)
 	rs := &resolver{r: newResolver(z.Addr), timeout: 2 * time.Second}
 	got, err := rs.resolve(context.Background(), srvSource("_http._tcp.big.test"))
 	if err != nil {
@@ -218,7 +220,7 @@ func TestResolveLargeAnswerOverTCP(t *testing.T) {
 	if len(got) != len(names) {
 		t.Fatalf("%d members, want %d", len(got), len(names))
 	}
-	if z.tcp.Load() == 0 {
+	if z.TCPQueries() == 0 {
 		t.Errorf("no query came over TCP; the answer should not fit a UDP message")
 	}
 }

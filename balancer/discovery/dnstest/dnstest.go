@@ -1,4 +1,9 @@
-package discovery
+// Package dnstest is a real DNS server on loopback for tests: UDP and TCP
+// on one port of 127.0.0.1, answering SRV, A and AAAA queries from a zone
+// the test edits while it runs, and able to fail (a forced response code)
+// or stay silent per name. Tests of discovery, of the balancer and of the
+// ringlb command use it as their resolver.
+package dnstest
 
 import (
 	"fmt"
@@ -11,10 +16,12 @@ import (
 	"github.com/miekg/dns"
 )
 
-// testDNS is a real DNS server on 127.0.0.1, UDP and TCP on one port,
+// Server is a real DNS server on 127.0.0.1, UDP and TCP on one port,
 // answering from a zone the test edits while it runs. UDP answers larger
 // than the client's buffer are truncated, so the client retries over TCP.
-type testDNS struct {
+// A name with no records of any type answers NXDOMAIN; a name with records
+// of other types answers NOERROR with none.
+type Server struct {
 	Addr string // host:port
 
 	mu    sync.Mutex
@@ -28,10 +35,10 @@ type testDNS struct {
 	tcp     atomic.Int64 // queries that came over TCP
 }
 
-// newTestDNS starts a server and stops it when the test ends.
-func newTestDNS(t testing.TB) *testDNS {
+// New starts a server and stops it when the test ends.
+func New(t testing.TB) *Server {
 	t.Helper()
-	z := &testDNS{}
+	z := &Server{}
 	z.Reset()
 	var (
 		pc  net.PacketConn
@@ -74,7 +81,7 @@ func newTestDNS(t testing.TB) *testDNS {
 }
 
 // Reset empties the zone.
-func (z *testDNS) Reset() {
+func (z *Server) Reset() {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	z.srv, z.a, z.aaaa = map[string][]*dns.SRV{}, map[string][]net.IP{}, map[string][]net.IP{}
@@ -85,7 +92,7 @@ func key(name string) string { return dns.Fqdn(strings.ToLower(name)) }
 
 // SetSRV replaces name's SRV records; each target is "host:port" written as
 // it should appear in the answer (case and final dot kept).
-func (z *testDNS) SetSRV(name string, targets ...string) {
+func (z *Server) SetSRV(name string, targets ...string) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	var rrs []*dns.SRV
@@ -104,7 +111,7 @@ func (z *testDNS) SetSRV(name string, targets ...string) {
 }
 
 // SetAddrs replaces name's A and AAAA records.
-func (z *testDNS) SetAddrs(name string, addrs ...string) {
+func (z *Server) SetAddrs(name string, addrs ...string) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	k := key(name)
@@ -120,7 +127,7 @@ func (z *testDNS) SetAddrs(name string, addrs ...string) {
 }
 
 // SetRcode makes every query for name get rcode (0 clears it).
-func (z *testDNS) SetRcode(name string, rcode int) {
+func (z *Server) SetRcode(name string, rcode int) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	if rcode == 0 {
@@ -131,13 +138,13 @@ func (z *testDNS) SetRcode(name string, rcode int) {
 }
 
 // SetSilent makes the server ignore queries for name (or stop ignoring them).
-func (z *testDNS) SetSilent(name string, silent bool) {
+func (z *Server) SetSilent(name string, silent bool) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	z.drop[key(name)] = silent
 }
 
-func (z *testDNS) serve(w dns.ResponseWriter, req *dns.Msg) {
+func (z *Server) serve(w dns.ResponseWriter, req *dns.Msg) {
 	z.queries.Add(1)
 	if w.LocalAddr().Network() == "tcp" {
 		z.tcp.Add(1)
@@ -199,10 +206,16 @@ func (z *testDNS) serve(w dns.ResponseWriter, req *dns.Msg) {
 	w.WriteMsg(m)
 }
 
-// zoneOf fills the zone with an SRV record _http._tcp.big.test of n
-// targets m-I.big.test port 8080, each with one IPv4 address, and returns
-// the member names in order.
-func zoneOf(z *testDNS, n int) []string {
+// Queries returns how many queries the server received.
+func (z *Server) Queries() int64 { return z.queries.Load() }
+
+// TCPQueries returns how many of them came over TCP.
+func (z *Server) TCPQueries() int64 { return z.tcp.Load() }
+
+// Big fills the zone with an SRV record _http._tcp.big.test of n targets
+// m-I.big.test port 8080, each with one IPv4 address in 10.0.0.0/8, and
+// returns the member names in order.
+func (z *Server) Big(n int) []string {
 	targets := make([]string, n)
 	names := make([]string, n)
 	for i := range n {
