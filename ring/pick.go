@@ -20,9 +20,12 @@ const (
 	// Excluded: the caller has ruled the member out (say, it already
 	// failed this request). Not reported in Skipped lists.
 	Excluded
+	// Absent: the member is missing from its discovery source's answer
+	// but not yet removed from the ring.
+	Absent
 )
 
-var reasonNames = [...]string{"", "unhealthy", "breaker_open", "full", "slow_start", "excluded"}
+var reasonNames = [...]string{"", "unhealthy", "breaker_open", "full", "slow_start", "excluded", "absent"}
 
 // String returns the reason as /debug/lookup names it.
 func (r Reason) String() string {

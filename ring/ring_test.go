@@ -372,7 +372,7 @@ func TestSlowStart(t *testing.T) {
 func TestWalkAndSkipped(t *testing.T) {
 	r := mustNew(t, equalMembers(10), Options{PointsPerWeight: 20})
 	keys := testKeys(2000)
-	reasons := []Reason{Unhealthy, BreakerOpen, Full, Excluded, SlowStart}
+	reasons := []Reason{Unhealthy, BreakerOpen, Full, Excluded, Absent, SlowStart}
 	for ki, k := range keys {
 		h := r.Hash(k)
 		want := naivePreference(r, h)
@@ -398,7 +398,7 @@ func TestWalkAndSkipped(t *testing.T) {
 		verdict := map[int]Reason{}
 		var wantSkip []Skip
 		for i, m := range want[:rej] {
-			why := reasons[(ki+i)%4]
+			why := reasons[(ki+i)%5]
 			verdict[m] = why
 			if why != Excluded {
 				wantSkip = append(wantSkip, Skip{m, why})
