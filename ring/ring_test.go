@@ -653,3 +653,32 @@ func TestAllocs(t *testing.T) {
 	}
 	_ = sink
 }
+
+func TestEmptyRing(t *testing.T) {
+	r, err := New(nil, Options{PointsPerWeight: 160, AllowEmpty: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := mustNew(t, []Member{{Name: "a", Weight: 1}}, Options{PointsPerWeight: 160})
+	if r.Len() != 0 || r.TotalPoints() != 0 || r.Version() == "" || r.Version() == one.Version() {
+		t.Errorf("empty ring: len %d, points %d, version %q (one member: %q)", r.Len(), r.TotalPoints(), r.Version(), one.Version())
+	}
+	again, _ := New([]Member{}, Options{PointsPerWeight: 160, AllowEmpty: true})
+	if again.Version() != r.Version() {
+		t.Errorf("two empty rings: versions %q and %q", r.Version(), again.Version())
+	}
+	for _, k := range testKeys(100) {
+		h := r.Hash(k)
+		if o := r.Owner(h); o != -1 {
+			t.Fatalf("Owner = %d, want -1", o)
+		}
+		c, sk := r.Pick(h, func(int, int) Reason { t.Fatal("judge called on an empty ring"); return Accept }, []Skip{})
+		if c != (Choice{Member: -1, Owner: -1, Overflow: -1}) || len(sk) != 0 {
+			t.Fatalf("Pick = %+v, %v", c, sk)
+		}
+		r.Walk(h, func(int) bool { t.Fatal("Walk called fn on an empty ring"); return true })
+	}
+	if _, err := New(nil, Options{AllowEmpty: true}); err == nil {
+		t.Error("empty ring without points_per_weight: no error")
+	}
+}
