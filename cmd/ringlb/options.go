@@ -26,6 +26,7 @@ func balancerOptions(cfg *config.Config) balancer.Options {
 			OpenTimeout: cfg.Breaker.OpenTimeout, MaxOpenTimeout: cfg.Breaker.MaxOpenTimeout,
 		},
 		HealthChecks: cfg.Health != nil,
+		Discovery:    discoveryOptions(cfg.Discovery),
 	}
 	for _, u := range cfg.Upstreams {
 		o.Upstreams = append(o.Upstreams, balancer.UpstreamOptions{Name: u.Name, URL: u.URL, Weight: u.Weight, Addr: u.Addr})
@@ -49,10 +50,13 @@ func healthOptions(health *config.Health) *healthcheck.Options {
 	}
 }
 
-func healthTargets(cfg *config.Config) []healthcheck.Target {
-	ts := make([]healthcheck.Target, len(cfg.Upstreams))
-	for i, u := range cfg.Upstreams {
-		ts[i] = healthcheck.Target{Name: u.Name, URL: u.URL}
+// healthTargets lists the ring's members, static and discovered (absent
+// ones too, so their health state carries over if they return).
+func healthTargets(b *balancer.Balancer) []healthcheck.Target {
+	ms := b.Members()
+	ts := make([]healthcheck.Target, len(ms))
+	for i, m := range ms {
+		ts[i] = healthcheck.Target{Name: m.Name, URL: m.URL}
 	}
 	return ts
 }
