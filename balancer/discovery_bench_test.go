@@ -58,34 +58,47 @@ func BenchmarkDiscoveryPollUnchanged1000(b *testing.B) {
 }
 
 // BenchmarkDiscoveryApply1000 is the balancer's part alone: installing a
-// member list of 1000 (ring, snapshot, proxies), as after an answer that
-// changed one member's address.
+// member list of 1000 (snapshot, proxies, and the ring when it changed).
+// readdress: one member's address changed, so the ring is reused; renamed:
+// every name changed (two fleets alternate), so the ring is built again.
 func BenchmarkDiscoveryApply1000(b *testing.B) {
 	z := dnstest.New(b)
 	opts := discOptions(z, nil, srvSource("_http._tcp.big.test"))
-	bal, err := New(opts, nil, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer bal.Close()
-	run := bal.disc.run.Load()
-	lists := [2][]discovery.Member{}
-	for v := range lists {
+	list := func(prefix, addr0 string) []discovery.Member {
+		var ms []discovery.Member
 		for i := range 1000 {
-			lists[v] = append(lists[v], discovery.Member{
-				Name: fmt.Sprintf("m-%04d.big.test:8080", i), URL: fmt.Sprintf("http://10.0.%d.%d:8080", i>>8, i&255),
+			ms = append(ms, discovery.Member{
+				Name: fmt.Sprintf("%s-%04d.big.test:8080", prefix, i), URL: fmt.Sprintf("http://10.0.%d.%d:8080", i>>8, i&255),
 				Weight: 1, Protocol: "http1", Source: "_http._tcp.big.test", Initial: true,
 			})
 		}
-		lists[v][0].URL = fmt.Sprintf("http://10.1.0.%d:8080", v)
+		ms[0].URL = "http://" + addr0 + ":8080"
+		return ms
 	}
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		bal.discovered(run, lists[i%2])
-		i++
-	}
-	if bal.snap.Load().ring.Len() != 1000 {
-		b.Fatal("not installed")
+	for _, c := range []struct {
+		name  string
+		lists [2][]discovery.Member
+	}{
+		{"readdress", [2][]discovery.Member{list("m", "10.1.0.1"), list("m", "10.1.0.2")}},
+		{"renamed", [2][]discovery.Member{list("a", "10.1.0.1"), list("b", "10.1.0.1")}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			bal, err := New(opts, nil, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer bal.Close()
+			run := bal.disc.run.Load()
+			bal.discovered(run, c.lists[1])
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				bal.discovered(run, c.lists[i%2])
+				i++
+			}
+			if bal.snap.Load().ring.Len() != 1000 {
+				b.Fatal("not installed")
+			}
+		})
 	}
 }
