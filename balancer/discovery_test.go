@@ -259,10 +259,14 @@ func TestDiscoverySRV(t *testing.T) {
 		t.Fatal("not ready with 4 members")
 	}
 
-	// An unchanged answer builds nothing.
+	// An unchanged answer builds nothing and logs nothing.
 	snap := b.snap.Load()
+	logged := len(r.logs.String())
 	if r.poll(t) || b.snap.Load() != snap {
 		t.Fatal("an unchanged answer installed a snapshot")
+	}
+	if l := r.logs.String()[logged:]; l != "" {
+		t.Errorf("an unchanged answer logged:\n%s", l)
 	}
 
 	// Scale-out: keys move only to the newcomer, about 1/5 of them.
@@ -296,8 +300,13 @@ func TestDiscoverySRV(t *testing.T) {
 	again, _ := appBackend(t, "app-1.test", "127.0.0.2", p)
 	f.bes[1] = again
 	z.SetAddrs("app-1.test", "127.0.0.2")
+	logged = len(r.logs.String())
 	if !r.poll(t) {
 		t.Fatal("readdress: no change")
+	}
+	if lines := strings.Split(strings.TrimSpace(r.logs.String()[logged:]), "\n"); len(lines) != 1 ||
+		!strings.Contains(lines[0], "change=readdressed") || !strings.Contains(lines[0], "old_url=http://127.0.0.1:"+port) {
+		t.Errorf("the readdress logged:\n%s", strings.Join(lines, "\n"))
 	}
 	if b.Version() != v5 {
 		t.Errorf("readdress changed the version: %s, was %s", b.Version(), v5)
@@ -354,6 +363,9 @@ func TestDiscoverySRV(t *testing.T) {
 		}
 		fail(false)
 	}
+	if r.poll(t) || !strings.Contains(r.logs.String(), "change=recovered") {
+		t.Error("the answer after failures: a change, or no recovered line")
+	}
 
 	// Scale-in: app-4 leaves the answer. It is absent at once (its keys
 	// go to their next member, nothing else moves, the version stays),
@@ -361,8 +373,14 @@ func TestDiscoverySRV(t *testing.T) {
 	// 4-member one and every key is home).
 	f.live[4] = false
 	f.publish()
+	logged = len(r.logs.String())
 	if !r.poll(t) {
 		t.Fatal("scale-in: no change")
+	}
+	// One log line for the change, naming the member.
+	if lines := strings.Split(strings.TrimSpace(r.logs.String()[logged:]), "\n"); len(lines) != 1 ||
+		!strings.Contains(lines[0], "member="+newcomer) || !strings.Contains(lines[0], "change=absent") {
+		t.Errorf("the absence logged:\n%s", strings.Join(lines, "\n"))
 	}
 	if b.Version() != v5 {
 		t.Errorf("absence changed the version")
