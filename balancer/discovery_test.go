@@ -144,6 +144,10 @@ func testKeys(n int) []string {
 	return keys
 }
 
+// hooks holds, by *backend of appBackend, a function its handler calls
+// first.
+var hooks sync.Map
+
 // appBackend is a backend listening on ip:port (port 0: any), named by
 // the member name it will have: target:port.
 func appBackend(t *testing.T, target, ip string, port int) (*backend, int) {
@@ -156,6 +160,9 @@ func appBackend(t *testing.T, target, ip string, port int) (*backend, int) {
 	be := &backend{name: fmt.Sprintf("%s:%d", target, p)}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		be.hits.Add(1)
+		if h, ok := hooks.Load(be); ok {
+			h.(func())()
+		}
 		w.Header().Set("X-Backend", be.name)
 		w.Header().Set("X-Addr", r.Context().Value(http.LocalAddrContextKey).(net.Addr).String())
 		io.WriteString(w, be.name)
@@ -668,5 +675,70 @@ func TestDiscoveryNeedsPlacementRinglb(t *testing.T) {
 	opts.Discovery = nil
 	if _, err := New(opts, nil, nil); err == nil {
 		t.Fatal("no upstreams and no discovery: no error")
+	}
+}
+
+// Surviving members keep their state through a discovery change: a
+// health verdict, a request in flight, the upstream itself.
+func TestDiscoveryKeepsState(t *testing.T) {
+	z := dnstest.New(t)
+	f := newFleet(t, z, 3)
+	f.publish()
+	r := newDiscRig(t, z, discOptions(z, nil, srvSource(srvName)))
+	b := r.b
+	r.poll(t)
+	down, busy := f.bes[0].name, f.bes[1].name
+	b.HealthReporter().SetHealthy(down, false, "test")
+	release := make(chan struct{})
+	started := make(chan struct{})
+	var once sync.Once
+	hooks.Store(f.bes[1], func() {
+		once.Do(func() { close(started) })
+		<-release
+	})
+	t.Cleanup(func() { hooks.Delete(f.bes[1]) })
+	key := ""
+	for _, k := range testKeys(1000) {
+		if b.Lookup(k).Chosen == busy {
+			key = k
+			break
+		}
+	}
+	done := make(chan int)
+	go func() {
+		res, err := r.client.Get(r.front.URL + "/?user=" + key)
+		if err != nil {
+			done <- 0
+			return
+		}
+		res.Body.Close()
+		done <- res.StatusCode
+	}()
+	<-started
+	before := b.ups[busy]
+
+	f.add(t)
+	f.publish()
+	if !r.poll(t) {
+		t.Fatal("no change")
+	}
+	if u := status(t, b, down); u.Health != "down" || u.Available {
+		t.Errorf("the unhealthy member after the change: %+v", u)
+	}
+	if u := status(t, b, busy); u.Inflight != 1 {
+		t.Errorf("the busy member after the change: %+v", u)
+	}
+	b.mu.Lock()
+	same := b.ups[busy] == before
+	b.mu.Unlock()
+	if !same {
+		t.Error("the busy member's state was replaced")
+	}
+	close(release)
+	if code := <-done; code != 200 {
+		t.Errorf("the request in flight through the change: %d", code)
+	}
+	if u := status(t, b, busy); u.Inflight != 0 {
+		t.Errorf("in flight after it finished: %d", u.Inflight)
 	}
 }
