@@ -76,6 +76,7 @@ type Balancer struct {
 	ups       map[string]*upstream
 	healthGen uint64 // incremented by an Update that turns HealthChecks off: revokes HealthReporters
 	transport *transport
+	disc      discoveryState
 }
 
 // New builds a Balancer and registers its metrics on reg (nil: none). It
@@ -93,13 +94,19 @@ func New(opts Options, reg prometheus.Registerer, logger *slog.Logger) (*Balance
 		ups:     map[string]*upstream{},
 		metrics: newMetrics(),
 	}
-	set, r, err := compile(opts)
+	b.disc.changed = make(chan struct{}, 1)
+	set, r, err := compile(opts, nil)
 	if err != nil {
 		return nil, err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	startDiscovery, err := b.prepareDiscoveryLocked(opts)
+	if err != nil {
+		return nil, err
+	}
 	s := b.installLocked(set, r)
+	b.disc.static = opts
 	if reg != nil {
 		if err := b.metrics.register(b, reg); err != nil {
 			b.transport.CloseIdleConnections()
@@ -107,6 +114,7 @@ func New(opts Options, reg prometheus.Registerer, logger *slog.Logger) (*Balance
 		}
 	}
 	logger.Info("ring ready", "version", s.ring.Version(), "upstreams", len(s.members), "placement", string(s.ring.Placement()))
+	startDiscovery()
 	return b, nil
 }
 
@@ -114,15 +122,25 @@ func New(opts Options, reg prometheus.Registerer, logger *slog.Logger) (*Balance
 // Requests already running finish on the snapshot they started with.
 // Upstreams keep their state while their name stays; removed ones drain
 // and their metric series are deleted. On error nothing changes.
+//
+// The discovery block is applied too: its Discoverer starts, takes the new
+// settings (keeping the members of sources that stay) and resolves at
+// once, or stops, taking the discovered members with it.
 func (b *Balancer) Update(opts Options) (string, error) {
-	set, r, err := compile(opts)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	set, r, err := compile(opts, b.disc.foundFor(opts))
 	if err != nil {
 		return "", err
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	commitDiscovery, err := b.prepareDiscoveryLocked(opts)
+	if err != nil {
+		return "", err
+	}
 	old := b.snap.Load()
 	s := b.installLocked(set, r)
+	b.disc.static = opts
+	commitDiscovery()
 	if old.healthChecks && !s.healthChecks {
 		b.healthGen++ // the checker being stopped can say nothing more
 		for i := range s.members {
@@ -145,6 +163,7 @@ func (b *Balancer) Update(opts Options) (string, error) {
 			b.metrics.retire(u.metrics)
 		}
 	}
+	b.logConflictsLocked()
 	b.log.Info("ring reloaded", "version", s.ring.Version(), "previous", old.ring.Version(),
 		"upstreams", len(s.members), "added", added, "removed", removed)
 	return s.ring.Version(), nil
@@ -174,12 +193,13 @@ func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
 		switch {
 		case u == nil:
 			u = &upstream{name: spec.name, metrics: b.metrics.forUpstream(spec.name)}
-			if old != nil && s.slowStart > 0 {
+			if old != nil && s.slowStart > 0 && !spec.initial {
 				u.warmSince.Store(now)
 			}
 		case old != nil:
 			u.endWarmup(now, old.slowStart)
 		}
+		u.absent.Store(spec.absent) // the caller settles it
 		switch br := u.br.Load(); {
 		case s.breaker == nil:
 			u.br.Store(nil) // an open one closes: Update settles it
@@ -248,11 +268,13 @@ type Reload struct {
 // LastReload returns the last reload attempt, or nil before the first.
 func (b *Balancer) LastReload() *Reload { return b.lastReload.Load() }
 
-// Close releases the transport's idle connections and stops the timers
-// that end the breakers' open periods. Requests in flight are not
-// interrupted; the Balancer stays usable (an open period then ends with
-// the next request or health report).
+// Close stops discovery, releases the transport's idle connections and
+// stops the timers that end the breakers' open periods. Requests in flight
+// are not interrupted; the Balancer stays usable (an open period then ends
+// with the next request or health report; the members stay as discovery
+// last left them).
 func (b *Balancer) Close() {
+	b.stopDiscovery()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.transport.CloseIdleConnections()

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/discovery"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -36,6 +37,9 @@ type Options struct {
 	// Breaker configures the per-upstream circuit breakers; its zero
 	// value turns them off.
 	Breaker BreakerOptions
+	// Discovery, when not nil, adds members resolved from DNS to the
+	// static Upstreams (which may then be empty); see DiscoveryOptions.
+	Discovery *DiscoveryOptions
 	// HealthChecks says that an active checker reports into the Balancer
 	// (through a HealthReporter). A breaker's half-open trial then waits
 	// for the check to say up. An Update that turns it off resets every
@@ -190,6 +194,10 @@ type memberSpec struct {
 	url    *url.URL
 	weight float64
 	points int // ring.PointsFor(points_per_weight, weight): slow start's point count
+
+	source  string // the discovery source's name; "" for a static upstream
+	absent  bool   // discovered, missing from its source's answer: skipped
+	initial bool   // discovered in its source's first answer: no slow start
 }
 
 // transportConfig is what the shared upstream transport is built from; a
@@ -199,9 +207,10 @@ type transportConfig struct {
 }
 
 // compile validates opts and derives the settings and the ring a
-// snapshot is installed from. It changes nothing, so a reload that fails
-// here leaves everything as it was.
-func compile(opts Options) (settings, *ring.Ring, error) {
+// snapshot is installed from, with found (the discovered members) beside
+// the static upstreams. It changes nothing, so a reload that fails here
+// leaves everything as it was.
+func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, error) {
 	set := settings{
 		loadFactor:   opts.Ring.LoadFactor,
 		loadFloor:    max(int64(opts.Ring.LoadFloor), 1),
@@ -257,16 +266,21 @@ func compile(opts Options) (settings, *ring.Ring, error) {
 		set.keyNames = append(set.keyNames, k.String())
 	}
 	set.keyDesc = strings.Join(set.keyNames, ", ")
-	r, err := set.membership(opts)
+	if opts.Discovery != nil && opts.Ring.Placement == ring.PlacementNginx {
+		return settings{}, nil, errors.New("balancer: discovery needs placement ringlb")
+	}
+	r, err := set.membership(opts, found, nil)
 	if err != nil {
 		return settings{}, nil, err
 	}
 	return set, r, nil
 }
 
-// membership checks the upstreams, builds the ring and records, for each
-// ring member, what the options say about it.
-func (set *settings) membership(opts Options) (*ring.Ring, error) {
+// membership checks the upstreams, builds the ring from them and the
+// discovered members found (a static upstream wins a name both have), and
+// records, for each ring member, what the options say about it. When prev
+// (nil: none) has the same members, it is the ring.
+func (set *settings) membership(opts Options, found []discovery.Member, prev *ring.Ring) (*ring.Ring, error) {
 	byName := make(map[string]UpstreamOptions, len(opts.Upstreams))
 	rm := make([]ring.Member, 0, len(opts.Upstreams))
 	for i, uo := range opts.Upstreams {
@@ -282,13 +296,27 @@ func (set *settings) membership(opts Options) (*ring.Ring, error) {
 		byName[uo.Name] = uo
 		rm = append(rm, ring.Member{Name: uo.Name, Addr: uo.Addr, Weight: uo.Weight})
 	}
-	r, err := ring.New(rm, ring.Options{Placement: opts.Ring.Placement, PointsPerWeight: opts.Ring.PointsPerWeight})
+	drm, dspecs, err := discoveredSpecs(found, byName)
 	if err != nil {
-		return nil, fmt.Errorf("balancer: %w", err)
+		return nil, err
+	}
+	rm = append(rm, drm...)
+	r := prev
+	if !sameRing(prev, rm, opts.Ring) {
+		r, err = ring.New(rm, ring.Options{Placement: opts.Ring.Placement, PointsPerWeight: opts.Ring.PointsPerWeight,
+			AllowEmpty: opts.Discovery != nil})
+		if err != nil {
+			return nil, fmt.Errorf("balancer: %w", err)
+		}
 	}
 	set.specs = make([]memberSpec, len(r.Members()))
 	for i, m := range r.Members() {
-		uo := byName[m.Name]
+		uo, static := byName[m.Name]
+		if !static {
+			set.specs[i] = dspecs[m.Name]
+			set.specs[i].points = ring.PointsFor(r.PointsPerWeight(), m.Weight)
+			continue
+		}
 		set.specs[i] = memberSpec{name: uo.Name, url: uo.URL, weight: uo.Weight, points: ring.PointsFor(r.PointsPerWeight(), uo.Weight)}
 	}
 	return r, nil

@@ -74,6 +74,9 @@ func (w *walk) judge(i, seq int) ring.Reason {
 		}
 	}
 	m := &w.s.members[i]
+	if m.absent {
+		return ring.Absent
+	}
 	u := m.u
 	if u.down.Load() {
 		return ring.Unhealthy

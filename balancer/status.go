@@ -1,6 +1,7 @@
 package balancer
 
 import (
+	"cmp"
 	"math"
 	"net/http"
 
@@ -20,6 +21,9 @@ type RingStatus struct {
 	KeySources []string
 	OnMissing  string
 	Upstreams  []UpstreamStatus
+	// Discovery lists each discovery source, in config order; nil
+	// without a discovery block.
+	Discovery []DiscoveryStatus
 }
 
 // UpstreamStatus is one upstream in a RingStatus.
@@ -39,6 +43,11 @@ type UpstreamStatus struct {
 	// Ejection says since when and why the upstream is unavailable; nil
 	// while it is available.
 	Ejection *Ejection
+	// Source is "static", or the discovery source (srv or host value)
+	// the upstream came from; Absent is true while it is missing from
+	// that source's answer.
+	Source string
+	Absent bool
 }
 
 // Status returns the current ring and the live state of its upstreams, in
@@ -55,6 +64,9 @@ func (b *Balancer) Status() RingStatus {
 		Upstreams:       make([]UpstreamStatus, len(s.members)),
 	}
 	st.KeySources = append(st.KeySources, s.keyNames...)
+	for _, d := range b.discoveryStatus() {
+		st.Discovery = append(st.Discovery, DiscoveryStatus{Source: d.Source, Members: d.Members, LastSuccess: d.LastSuccess, LastError: d.LastError})
+	}
 	now := b.nanotime()
 	for i := range s.members {
 		m := &s.members[i]
@@ -76,6 +88,8 @@ func (b *Balancer) Status() RingStatus {
 			Inflight:       u.inflight.Load(),
 			ActiveFraction: s.activeFraction(u, now),
 			Ejection:       u.ejection.Load(),
+			Source:         cmp.Or(m.source, "static"),
+			Absent:         m.absent,
 		}
 	}
 	return st
@@ -121,7 +135,7 @@ func (b *Balancer) Ready() bool {
 }
 
 // Skipped is an upstream passed over by a lookup and why: ring.Unhealthy,
-// ring.BreakerOpen, ring.Full or ring.SlowStart.
+// ring.BreakerOpen, ring.Full, ring.SlowStart or ring.Absent.
 type Skipped struct {
 	Name   string
 	Reason ring.Reason
@@ -150,9 +164,11 @@ func (b *Balancer) Lookup(key string) LookupResult {
 	res := LookupResult{
 		Key:        key,
 		Hash:       s.ring.FormatHash(pos),
-		Owner:      s.members[s.ring.Owner(pos)].u.name,
 		Preference: make([]string, 0, len(s.members)),
 		Skipped:    []Skipped{},
+	}
+	if o := s.ring.Owner(pos); o >= 0 { // -1: an empty ring (discovery has no members yet)
+		res.Owner = s.members[o].u.name
 	}
 	s.ring.Walk(pos, func(i int) bool {
 		res.Preference = append(res.Preference, s.members[i].u.name)
@@ -173,7 +189,7 @@ func (b *Balancer) Lookup(key string) LookupResult {
 // circle, starting at 0. The admin page draws the ring from it.
 func (b *Balancer) Owners(n int) []int {
 	s := b.snap.Load()
-	if n <= 0 {
+	if n <= 0 || s.ring.Len() == 0 {
 		return nil
 	}
 	out := make([]int, n)

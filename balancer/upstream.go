@@ -23,6 +23,9 @@ type upstream struct {
 	// down is the active health check's verdict; the zero value (up) is
 	// what an upstream counts as before its first probe or without checks.
 	down atomic.Bool
+	// absent says a discovered upstream is missing from its source's
+	// answer: unavailable, but not ejected.
+	absent atomic.Bool
 	// br is the circuit breaker; nil when breakers are off.
 	br atomic.Pointer[breaker]
 	// ejected is the published availability (false: available), written
@@ -43,7 +46,7 @@ type upstream struct {
 // Ejection is why and since when an upstream is unavailable.
 type Ejection struct {
 	Since  time.Time
-	Cause  string // "health" or "breaker"
+	Cause  string // "health", "breaker" or "absent" (missing from its discovery source's answer)
 	Reason string // the health check's or the breaker's words, e.g. "status 503"
 }
 
@@ -152,9 +155,9 @@ func (b *Balancer) settleLocked(u *upstream, cause, reason string) {
 	if b.ups[u.name] != u {
 		return // removed by a reload
 	}
-	down := u.down.Load()
+	down, absent := u.down.Load(), u.absent.Load()
 	st := u.breakerState()
-	avail := !down && st != breakerOpen
+	avail := !down && !absent && st != breakerOpen
 	if !u.ejected.CompareAndSwap(avail, !avail) {
 		return
 	}
@@ -165,10 +168,14 @@ func (b *Balancer) settleLocked(u *upstream, cause, reason string) {
 		if s := b.snap.Load(); s.slowStart > 0 {
 			u.warmSince.Store(b.nanotime())
 		}
-		u.ejection.Store(nil)
-		b.log.Info("upstream available", "upstream", u.name, "cause", cause, "reason", reason)
+		// A return from absence is discovery's to log (one line per change).
+		if e := u.ejection.Swap(nil); e == nil || e.Cause != "absent" {
+			b.log.Info("upstream available", "upstream", u.name, "cause", cause, "reason", reason)
+		}
 	} else {
 		switch {
+		case absent: // not an ejection: not counted
+			cause, reason = "absent", "missing from its discovery source's answer"
 		case down && st == breakerOpen: // both: keep the caller's cause
 		case down:
 			cause = "health"
@@ -178,14 +185,17 @@ func (b *Balancer) settleLocked(u *upstream, cause, reason string) {
 		if reason == "" {
 			reason = "circuit breaker " + breakerNames[st]
 		}
-		if cause == "health" {
+		switch cause {
+		case "health":
 			u.metrics.ejectH.Inc()
-		} else {
+		case "breaker":
 			u.metrics.ejectB.Inc()
 		}
 		u.warmSince.Store(0) // a trial or return starts its own slow start
 		u.ejection.Store(&Ejection{Since: b.clk.Now(), Cause: cause, Reason: reason})
-		b.log.Warn("upstream unavailable", "upstream", u.name, "cause", cause, "reason", reason)
+		if !absent {
+			b.log.Warn("upstream unavailable", "upstream", u.name, "cause", cause, "reason", reason)
+		}
 	}
 	b.recomputeLocked()
 }

@@ -72,6 +72,16 @@ func TestConfigsLoad(t *testing.T) {
 	}
 	files = append(files, path)
 
+	disc, err := configMapConfig(filepath.Join("kubernetes", "discovery.yaml"), "ringlb-discovery", "config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path = filepath.Join(t.TempDir(), "kubernetes-discovery-config.yaml")
+	if err := os.WriteFile(path, disc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, path)
+
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			if _, err := config.Load(f); err != nil {

@@ -22,6 +22,9 @@ const (
 	// Excluded: the caller has ruled the member out (say, it already
 	// failed this request). Not reported in Skipped lists.
 	Excluded
+	// Absent: the member is missing from its discovery source's answer
+	// but not yet removed from the ring.
+	Absent
 )
 
 // Skip records a member passed over by Pick and why.
@@ -34,7 +37,8 @@ type Skip struct {
 type Choice struct {
 	// Member is the chosen member's index, or -1 if no member was accepted.
 	Member int
-	// Owner is the member owning the key's position, regardless of state.
+	// Owner is the member owning the key's position, regardless of state
+	// (-1 on an empty ring).
 	Owner int
 	// Overflow is the first member passed over because it was Full, or -1.
 	// When Member >= 0 and Overflow >= 0 the request overflowed past it.
@@ -78,6 +82,9 @@ func setAdd(s []uint64, i int)      { s[i>>6] |= 1 << (uint(i) & 63) }
 // removed again. With skipped nil, Pick allocates nothing for rings of up to
 // 1024 members.
 func (r *Ring) Pick(h uint64, judge Judge, skipped []Skip) (Choice, []Skip) {
+	if r.n == 0 {
+		return Choice{Member: -1, Owner: -1, Overflow: -1}, skipped
+	}
 	start := r.start(h)
 	first := r.pts[start]
 	c := Choice{Member: -1, Owner: int(first.member), Overflow: -1}
@@ -164,6 +171,9 @@ func dropMember(s []Skip, m int) []Skip {
 // preference order, until fn returns false. It allocates nothing for rings
 // of up to 1024 members.
 func (r *Ring) Walk(h uint64, fn func(member int) bool) {
+	if r.n == 0 {
+		return
+	}
 	var small [smallSet / 64]uint64
 	done := memberSet(&small, len(r.members))
 	start := r.start(h)

@@ -72,7 +72,8 @@ const (
 // weight; it is fixed under PlacementNginx.
 const NginxPointsPerWeight = 160
 
-// ErrEmpty is returned by New for a ring without members.
+// ErrEmpty is returned by New for a ring without members, unless
+// Options.AllowEmpty.
 var ErrEmpty = errors.New("ring: no members")
 
 // Member is one upstream as the ring sees it.
@@ -93,6 +94,10 @@ type Options struct {
 	Placement Placement
 	// PointsPerWeight is the number of virtual nodes per unit of weight.
 	PointsPerWeight int
+	// AllowEmpty lets New build a ring without members (say, before a
+	// discovery source's first answer): Pick finds no member, Owner
+	// returns -1 and Walk calls nothing.
+	AllowEmpty bool
 }
 
 // point is one virtual node: its position, the member that owns it and its
@@ -129,7 +134,7 @@ type Ring struct {
 // Under PlacementNginx ties between equal CRC32 points go to the member
 // listed first, as nginx's sort leaves them.
 func New(members []Member, opt Options) (*Ring, error) {
-	if len(members) == 0 {
+	if len(members) == 0 && !opt.AllowEmpty {
 		return nil, ErrEmpty
 	}
 	if opt.Placement == "" {
@@ -184,7 +189,9 @@ func New(members []Member, opt Options) (*Ring, error) {
 	case PlacementNginx:
 		r.buildNginx()
 	}
-	r.buildIndex()
+	if len(r.members) > 0 {
+		r.buildIndex()
+	}
 	r.buildShares()
 	r.ver = version(r)
 	return r, nil
@@ -425,8 +432,13 @@ func (r *Ring) start(h uint64) int {
 }
 
 // Owner returns the index of the member owning position h, ignoring
-// availability and load.
-func (r *Ring) Owner(h uint64) int { return int(r.pts[r.search(h)].member) }
+// availability and load; -1 on an empty ring.
+func (r *Ring) Owner(h uint64) int {
+	if r.n == 0 {
+		return -1
+	}
+	return int(r.pts[r.search(h)].member)
+}
 
 // Version returns a short hash of the membership: placement, identities,
 // weights and points per weight. It does not depend on member order.

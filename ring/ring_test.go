@@ -372,7 +372,7 @@ func TestSlowStart(t *testing.T) {
 func TestWalkAndSkipped(t *testing.T) {
 	r := mustNew(t, equalMembers(10), Options{PointsPerWeight: 20})
 	keys := testKeys(2000)
-	reasons := []Reason{Unhealthy, BreakerOpen, Full, Excluded, SlowStart}
+	reasons := []Reason{Unhealthy, BreakerOpen, Full, Excluded, Absent, SlowStart}
 	for ki, k := range keys {
 		h := r.Hash(k)
 		want := naivePreference(r, h)
@@ -398,7 +398,7 @@ func TestWalkAndSkipped(t *testing.T) {
 		verdict := map[int]Reason{}
 		var wantSkip []Skip
 		for i, m := range want[:rej] {
-			why := reasons[(ki+i)%4]
+			why := reasons[(ki+i)%5]
 			verdict[m] = why
 			if why != Excluded {
 				wantSkip = append(wantSkip, Skip{m, why})
@@ -652,4 +652,33 @@ func TestAllocs(t *testing.T) {
 		t.Errorf("Pick: %v allocs", a)
 	}
 	_ = sink
+}
+
+func TestEmptyRing(t *testing.T) {
+	r, err := New(nil, Options{PointsPerWeight: 160, AllowEmpty: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := mustNew(t, []Member{{Name: "a", Weight: 1}}, Options{PointsPerWeight: 160})
+	if r.Len() != 0 || r.TotalPoints() != 0 || r.Version() == "" || r.Version() == one.Version() {
+		t.Errorf("empty ring: len %d, points %d, version %q (one member: %q)", r.Len(), r.TotalPoints(), r.Version(), one.Version())
+	}
+	again, _ := New([]Member{}, Options{PointsPerWeight: 160, AllowEmpty: true})
+	if again.Version() != r.Version() {
+		t.Errorf("two empty rings: versions %q and %q", r.Version(), again.Version())
+	}
+	for _, k := range testKeys(100) {
+		h := r.Hash(k)
+		if o := r.Owner(h); o != -1 {
+			t.Fatalf("Owner = %d, want -1", o)
+		}
+		c, sk := r.Pick(h, func(int, int) Reason { t.Fatal("judge called on an empty ring"); return Accept }, []Skip{})
+		if c != (Choice{Member: -1, Owner: -1, Overflow: -1}) || len(sk) != 0 {
+			t.Fatalf("Pick = %+v, %v", c, sk)
+		}
+		r.Walk(h, func(int) bool { t.Fatal("Walk called fn on an empty ring"); return true })
+	}
+	if _, err := New(nil, Options{AllowEmpty: true}); err == nil {
+		t.Error("empty ring without points_per_weight: no error")
+	}
 }

@@ -126,6 +126,18 @@ type ringJSON struct {
 	PointsPerWeight int            `json:"points_per_weight"`
 	LoadFactor      float64        `json:"load_factor"`
 	Upstreams       []upstreamJSON `json:"upstreams"`
+	// Discovery lists the discovery sources; [] without a discovery block.
+	Discovery []discoveryJSON `json:"discovery"`
+}
+
+// discoveryJSON is one discovery source: its present members, the time
+// of its last successful answer (RFC 3339, "" before the first) and the
+// last query's error ("" when it succeeded).
+type discoveryJSON struct {
+	Source      string `json:"source"`
+	Members     int    `json:"members"`
+	LastSuccess string `json:"last_success"`
+	LastError   string `json:"last_error"`
 }
 
 type upstreamJSON struct {
@@ -139,6 +151,8 @@ type upstreamJSON struct {
 	Breaker        string  `json:"breaker"`
 	Inflight       int64   `json:"inflight"`
 	ActiveFraction float64 `json:"active_fraction"`
+	Source         string  `json:"source"` // "static", or the discovery source
+	Absent         bool    `json:"absent"` // missing from its discovery source's answer
 }
 
 func (h *handler) ring(w http.ResponseWriter, _ *http.Request) {
@@ -149,12 +163,20 @@ func (h *handler) ring(w http.ResponseWriter, _ *http.Request) {
 		PointsPerWeight: st.PointsPerWeight,
 		LoadFactor:      st.LoadFactor,
 		Upstreams:       make([]upstreamJSON, 0, len(st.Upstreams)),
+		Discovery:       make([]discoveryJSON, 0, len(st.Discovery)),
+	}
+	for _, d := range st.Discovery {
+		dj := discoveryJSON{Source: d.Source, Members: d.Members, LastError: d.LastError}
+		if !d.LastSuccess.IsZero() {
+			dj.LastSuccess = d.LastSuccess.UTC().Format(time.RFC3339)
+		}
+		out.Discovery = append(out.Discovery, dj)
 	}
 	for _, u := range st.Upstreams {
 		out.Upstreams = append(out.Upstreams, upstreamJSON{
 			Name: u.Name, URL: u.URL, Weight: u.Weight, Points: u.Points, Share: u.Share,
 			Available: u.Available, Health: u.Health, Breaker: u.Breaker, Inflight: u.Inflight,
-			ActiveFraction: u.ActiveFraction,
+			ActiveFraction: u.ActiveFraction, Source: u.Source, Absent: u.Absent,
 		})
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -183,6 +205,7 @@ var reasonNames = map[ring.Reason]string{
 	ring.Full:        "full",
 	ring.SlowStart:   "slow_start",
 	ring.Excluded:    "excluded",
+	ring.Absent:      "absent",
 }
 
 func reasonName(r ring.Reason) string {

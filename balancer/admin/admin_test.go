@@ -79,23 +79,27 @@ func TestDebugRingShape(t *testing.T) {
 		t.Fatalf("%d %s", code, hdr.Get("Content-Type"))
 	}
 	m := decode(t, body)
-	if got, want := keys(m), []string{"load_factor", "placement", "points_per_weight", "upstreams", "version"}; !slices.Equal(got, want) {
+	if got, want := keys(m), []string{"discovery", "load_factor", "placement", "points_per_weight", "upstreams", "version"}; !slices.Equal(got, want) {
 		t.Errorf("keys %v, want %v", got, want)
 	}
 	if m["version"] != b.Version() || m["placement"] != "ringlb" || m["points_per_weight"] != 160.0 || m["load_factor"] != 1.25 {
 		t.Errorf("ring %v", m)
+	}
+	if d, ok := m["discovery"].([]any); !ok || len(d) != 0 {
+		t.Errorf("discovery %v, want [] without a discovery block", m["discovery"])
 	}
 	ups := m["upstreams"].([]any)
 	if len(ups) != 2 {
 		t.Fatalf("upstreams %v", ups)
 	}
 	u0 := ups[1].(map[string]any) // "a" sorts after "<b>"
-	want := []string{"active_fraction", "available", "breaker", "health", "inflight", "name", "points", "share", "url", "weight"}
+	want := []string{"absent", "active_fraction", "available", "breaker", "health", "inflight", "name", "points", "share", "source", "url", "weight"}
 	if got := keys(u0); !slices.Equal(got, want) {
 		t.Errorf("upstream keys %v, want %v", got, want)
 	}
 	if u0["name"] != "a" || u0["url"] != "http://a.internal:8080" || u0["points"] != 160.0 || u0["available"] != true ||
-		u0["health"] != "up" || u0["breaker"] != "closed" || u0["inflight"] != 0.0 || u0["active_fraction"] != 1.0 {
+		u0["health"] != "up" || u0["breaker"] != "closed" || u0["inflight"] != 0.0 || u0["active_fraction"] != 1.0 ||
+		u0["source"] != "static" || u0["absent"] != false {
 		t.Errorf("upstream %v", u0)
 	}
 	if s := u0["share"].(float64) + ups[0].(map[string]any)["share"].(float64); s < 0.999 || s > 1.001 {

@@ -212,6 +212,8 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 // must agree.
 func upstreamState(u balancer.UpstreamStatus) (class, text string) {
 	switch {
+	case u.Absent:
+		return "ejected", "absent from the answer"
 	case !u.Available:
 		var why []string
 		if u.Health == "down" {

@@ -33,6 +33,7 @@
 
   // state classifies an upstream as status.go's upstreamState does.
   function state(u) {
+    if (u.absent) return ["ejected", "absent from the answer"];
     if (!u.available) {
       var why = [];
       if (u.health === "down") why.push("health");
@@ -109,6 +110,8 @@
       var r = s[0] === "slow-start" ? arcR - width / 2 + width * u.active_fraction : arcR + width / 2 + 1;
       e.clip.setAttribute("r", num(r));
       setText(e.row, "state", s[1]);
+      setText(e.row, "url", u.url);
+      setText(e.row, "source", u.source);
       setText(e.row, "health", u.health);
       setText(e.row, "breaker", u.breaker);
       setText(e.row, "weight", num(u.weight));

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ringlb/ringlb/cmd/ringlb/certs/certstest"
 )
 
 // runCmd runs a command line in-process and returns its exit code and output.
@@ -80,6 +85,75 @@ ring:
 	code, _, errOut = runCmd(t, "validate", "-config", filepath.Join(t.TempDir(), "missing.yaml"))
 	if code != exitFail || !strings.Contains(errOut, "missing.yaml") {
 		t.Errorf("missing file: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// validate checks a discovery block without resolving anything: the
+// resolver it names (a UDP socket of this test) receives no query.
+func TestValidateDiscovery(t *testing.T) {
+	dns, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dns.Close()
+	good := writeConfig(t, fmt.Sprintf(`discovery:
+  resolver: %s
+  sources:
+    - srv: _http._tcp.app.example
+    - {host: cache.example, port: 8080}
+upstreams: []
+`, dns.LocalAddr()))
+	code, out, errOut := runCmd(t, "validate", "-config", good)
+	if code != exitOK {
+		t.Fatalf("validate discovery config: exit %d, stderr %q", code, errOut)
+	}
+	want := good + ": ok: 0 upstreams, 0 points, placement ringlb, discovery every 5s from srv _http._tcp.app.example, host cache.example:8080" +
+		" (not resolved: the ring version depends on the answers)\n"
+	if out != want {
+		t.Errorf("summary:\ngot  %q\nwant %q", out, want)
+	}
+	// Loopback delivers a datagram before the send returns, so a query
+	// would already be waiting.
+	dns.SetReadDeadline(time.Now())
+	if n, from, err := dns.ReadFrom(make([]byte, 512)); err == nil {
+		t.Errorf("validate sent the resolver %d bytes from %v", n, from)
+	}
+
+	bad := writeConfig(t, "ring: {placement: nginx}\ndiscovery:\n  timeout: 9s\n  sources: [{host: a.example}]\n")
+	code, out, errOut = runCmd(t, "validate", "-config", bad)
+	if code != exitFail || out != "" {
+		t.Fatalf("validate bad discovery config: exit %d, stdout %q", code, out)
+	}
+	for _, want := range []string{
+		bad + ":2: discovery: needs placement ringlb",
+		bad + ":3: discovery.timeout: must be < discovery.interval (5s), got 9s",
+		bad + ":4: discovery.sources[0].port: required with host",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+}
+
+// validate reads the hold cookie's secret file (beside the config) and
+// reports on it without printing a secret.
+func TestValidateHold(t *testing.T) {
+	secret := "s3cr3t-" + strings.Repeat("x", 40)
+	cfg := writeConfig(t, "hold:\n  idle: 10m\n  cookie: {name: ringlb_hold, secret_file: hold.secret}\n"+upstreamsYAML(2))
+	code, _, errOut := runCmd(t, "validate", "-config", cfg)
+	if code != exitFail || !strings.Contains(errOut, cfg+`:3: hold.cookie.secret_file: "hold.secret": cannot read: no such file or directory`) {
+		t.Fatalf("without the secret file: exit %d, stderr %q", code, errOut)
+	}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(cfg), "hold.secret"), []byte(secret+"\n"+secret+"-old\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd(t, "validate", "-config", cfg)
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	want := regexp.MustCompile("^" + regexp.QuoteMeta(cfg+": ok: 2 upstreams, 320 points, placement ringlb, hold idle 10m0s max_keys 1000000, cookie ringlb_hold (2 secrets), version ") + "[0-9a-f]{12}\n$")
+	if !want.MatchString(out) || strings.Contains(out, "s3cr3t") {
+		t.Errorf("summary = %q", out)
 	}
 }
 
@@ -165,6 +239,62 @@ func TestSimulateRemove(t *testing.T) {
 	code, _, _ = runCmd(t, "simulate", "-config", cfg, "-add", "x=-1")
 	if code != exitUsage {
 		t.Errorf("-add with a bad weight: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// With hold on, simulate says how many keys move at once without it and
+// that with it only keys of removed upstreams (and keys beyond max_keys)
+// do; the rest move as they go idle.
+func TestSimulateHold(t *testing.T) {
+	cfg := writeConfig(t, "hold: {idle: 10m}\n"+upstreamsYAML(4))
+	code, out, errOut := runCmd(t, "simulate", "-config", cfg, "-keys", "100000", "-add", "app-5")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	moved := simFigure(t, out, "keys moved (ring):")
+	if got := simFigure(t, out, "keys moved at once without hold:"); got != moved || moved < 15 {
+		t.Errorf("without hold %.2f%%, want the ring's %.2f%% (about 20%%)", got, moved)
+	}
+	if got := simFigure(t, out, "keys moved at once with hold:"); got != 0 {
+		t.Errorf("adding an upstream with hold moves %.2f%% at once, want 0", got)
+	}
+	if got := simFigure(t, out, "keys held, moving as they go idle:"); got != moved {
+		t.Errorf("held %.2f%%, want %.2f%%", got, moved)
+	}
+	if !strings.Contains(out, "used at least every 10m0s") {
+		t.Errorf("output does not say keys move once idle:\n%s", out)
+	}
+
+	// Removing app-2 and adding app-5: app-2's keys move at once, the keys
+	// app-5 takes from the others are held.
+	_, out, _ = runCmd(t, "simulate", "-config", cfg, "-keys", "100000", "-add", "app-5", "-remove", "app-2")
+	moved = simFigure(t, out, "keys moved (ring):")
+	atOnce, held := simFigure(t, out, "keys moved at once with hold:"), simFigure(t, out, "keys held, moving as they go idle:")
+	m := regexp.MustCompile(`(?m)^app-2\s+1\s+160\s+\d+\s+([0-9.]+)%`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no share of app-2 in:\n%s", out)
+	}
+	share, _ := strconv.ParseFloat(m[1], 64)
+	if atOnce != share || held < 10 || math.Abs(atOnce+held-moved) > 0.011 {
+		t.Errorf("at once %.2f%% (want app-2's share %.2f%%), held %.2f%%, of %.2f%% moved:\n%s", atOnce, share, held, moved, out)
+	}
+	if !strings.Contains(out, "of removed upstreams") {
+		t.Errorf("output does not say why keys move at once:\n%s", out)
+	}
+
+	// max_keys smaller than the keys in use: only that share is held.
+	cfg = writeConfig(t, "hold: {idle: 10m, max_keys: 50000}\n"+upstreamsYAML(4))
+	_, out, _ = runCmd(t, "simulate", "-config", cfg, "-keys", "100000", "-add", "app-5")
+	moved = simFigure(t, out, "keys moved (ring):")
+	if held := simFigure(t, out, "keys held, moving as they go idle:"); math.Abs(held-moved/2) > 0.011 {
+		t.Errorf("max_keys half the keys: held %.2f%%, want half of %.2f%%", held, moved)
+	}
+
+	// Hold off: no hold section.
+	cfg = writeConfig(t, upstreamsYAML(4))
+	_, out, _ = runCmd(t, "simulate", "-config", cfg, "-keys", "1000", "-add", "app-5")
+	if strings.Contains(out, "with hold") {
+		t.Errorf("hold section printed with hold off:\n%s", out)
 	}
 }
 
@@ -302,5 +432,35 @@ func TestValidateSingular(t *testing.T) {
 	code, out, errOut := runCmd(t, "validate", "-config", writeConfig(t, upstreamsYAML(1)))
 	if code != exitOK || !strings.Contains(out, ": ok: 1 upstream, 160 points") {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// TestValidateTLS: validate loads the certificate pair and says, with line
+// and field, when it has expired or the key is not the certificate's.
+func TestValidateTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := certstest.NewCA(t)
+	ca.Issue(t, certstest.Options{}).Write(t, dir, "good")
+	ca.Issue(t, certstest.Options{}).Write(t, dir, "other")
+	ca.Issue(t, certstest.Options{CommonName: "old", NotBefore: time.Now().AddDate(0, 0, -2), NotAfter: time.Now().AddDate(0, 0, -1)}).Write(t, dir, "old")
+	ca.WriteCA(t, dir, "ca.pem")
+	cfg := func(cert, key string) string {
+		p := filepath.Join(dir, cert+"-"+key+".yaml")
+		body := "tls:\n  cert_file: " + cert + ".crt\n  key_file: " + key + ".key\nupstream_tls: {ca_file: ca.pem}\n" + upstreamsYAML(1)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if code, out, errOut := runCmd(t, "validate", "-config", cfg("good", "good")); code != exitOK || !strings.Contains(out, ": ok: ") {
+		t.Errorf("good pair: exit %d, %q %q", code, out, errOut)
+	}
+	p := cfg("old", "old")
+	if code, _, errOut := runCmd(t, "validate", "-config", p); code != exitFail || !strings.HasPrefix(errOut, p+":2: tls.cert_file: certificate old expired at ") {
+		t.Errorf("expired: exit %d, stderr %q", code, errOut)
+	}
+	p = cfg("good", "other")
+	if code, _, errOut := runCmd(t, "validate", "-config", p); code != exitFail || !strings.HasPrefix(errOut, p+":3: tls.key_file: ") || !strings.Contains(errOut, "does not match the certificate") {
+		t.Errorf("mismatched key: exit %d, stderr %q", code, errOut)
 	}
 }

@@ -21,11 +21,15 @@ func balancerOptions(cfg *config.Config) balancer.Options {
 		Retries:        cfg.Retries,
 		Timeouts:       balancer.TimeoutOptions(cfg.Timeouts),
 		AccessLog:      cfg.AccessLog,
-		Breaker:        balancer.BreakerOptions(cfg.Breaker),
-		HealthChecks:   cfg.Health != nil,
+		Breaker: balancer.BreakerOptions{
+			ConsecutiveFailures: cfg.Breaker.ConsecutiveFailures, FailureStatuses: cfg.Breaker.FailureStatuses,
+			OpenTimeout: cfg.Breaker.OpenTimeout, MaxOpenTimeout: cfg.Breaker.MaxOpenTimeout,
+		},
+		HealthChecks: cfg.Health != nil,
+		Discovery:    discoveryOptions(cfg.Discovery),
 	}
 	for _, u := range cfg.Upstreams {
-		o.Upstreams = append(o.Upstreams, balancer.UpstreamOptions(u))
+		o.Upstreams = append(o.Upstreams, balancer.UpstreamOptions{Name: u.Name, URL: u.URL, Weight: u.Weight, Addr: u.Addr})
 	}
 	return o
 }
@@ -46,10 +50,13 @@ func healthOptions(health *config.Health) *healthcheck.Options {
 	}
 }
 
-func healthTargets(cfg *config.Config) []healthcheck.Target {
-	ts := make([]healthcheck.Target, len(cfg.Upstreams))
-	for i, u := range cfg.Upstreams {
-		ts[i] = healthcheck.Target{Name: u.Name, URL: u.URL}
+// healthTargets lists the ring's members, static and discovered (absent
+// ones too, so their health state carries over if they return).
+func healthTargets(b *balancer.Balancer) []healthcheck.Target {
+	ms := b.Members()
+	ts := make([]healthcheck.Target, len(ms))
+	for i, m := range ms {
+		ts[i] = healthcheck.Target{Name: m.Name, URL: m.URL}
 	}
 	return ts
 }

@@ -47,6 +47,7 @@ func newServer(path string, cfg *config.Config, logger *slog.Logger) (*server, e
 	s := &server{path: path, log: logger, started: started, b: b, reg: reg, listen: cfg.Listen, adminListen: cfg.AdminListen,
 		hcCtx: ctx, hcCancel: cancel}
 	s.hc = s.startChecker(cfg)
+	go s.followMembers()
 	return s, nil
 }
 
@@ -103,7 +104,8 @@ func (s *server) apply() (string, []string, error) {
 		s.hc = s.startChecker(next)
 		s.log.Info("health checks on", "path", opts.Path, "interval", opts.Interval)
 	case opts != nil:
-		s.hc.hc.Update(*opts, healthTargets(next))
+		s.hc.opts = *opts
+		s.hc.hc.Update(*opts, healthTargets(s.b))
 	}
 	return version, nil, nil
 }
@@ -112,20 +114,22 @@ func (s *server) apply() (string, []string, error) {
 // until stop.
 type checker struct {
 	hc     *healthcheck.Checker
+	opts   healthcheck.Options // the ones hc last took
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-// startChecker starts active checks of cfg's upstreams, reporting through
-// a reporter of their own (nil without a health block).
+// startChecker starts active checks of the ring's members (cfg's
+// upstreams and those discovery found), reporting through a reporter of
+// their own (nil without a health block).
 func (s *server) startChecker(cfg *config.Config) *checker {
 	opts := healthOptions(cfg.Health)
 	if opts == nil {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(s.hcCtx)
-	ck := &checker{hc: healthcheck.New(*opts, s.b.HealthReporter(), s.log), cancel: cancel, done: make(chan struct{})}
-	ck.hc.Update(*opts, healthTargets(cfg))
+	ck := &checker{hc: healthcheck.New(*opts, s.b.HealthReporter(), s.log), opts: *opts, cancel: cancel, done: make(chan struct{})}
+	ck.hc.Update(*opts, healthTargets(s.b))
 	go func() {
 		defer close(ck.done)
 		ck.hc.Run(ctx)

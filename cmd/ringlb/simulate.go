@@ -45,7 +45,7 @@ func cmdSimulate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ringlb simulate: %v\n", err)
 		return exitUsage
 	}
-	sim := simulation{keys: *keys, before: before}
+	sim := simulation{keys: *keys, before: before, hold: cfg.Hold}
 	if len(adds)+len(removes) > 0 {
 		sim.after, err = ring.New(after, ringOptions(cfg))
 		if err != nil { // changeMembers checked what the ring checks
@@ -137,6 +137,9 @@ type simulation struct {
 	moved       int
 	modMoved    int
 	flows       map[[2]string]int // from, to → keys moved
+
+	hold      config.Hold
+	movedGone int // moved keys whose upstream left the ring: they move even with hold
 }
 
 func (s *simulation) run() {
@@ -166,6 +169,9 @@ func (s *simulation) run() {
 		if from, to := bm[ob].Name, am[oa].Name; from != to {
 			s.moved++
 			s.flows[[2]string{from, to}]++
+			if s.after.Index(from) < 0 {
+				s.movedGone++
+			}
 		}
 		// hash mod N over the config-order lists.
 		mh := h
@@ -247,6 +253,7 @@ func (s *simulation) print(w io.Writer, adds, removes []string) {
 	fmt.Fprintf(tw, "least possible (ideal shares):\t%.2f%%\t(with every upstream at exactly its share by weight)\n", 100*minimumMoved(s.beforeList, s.afterList))
 	fmt.Fprintf(tw, "keys moved (hash mod N):\t%s\t(%d keys)\n", pct(s.modMoved, s.keys), s.modMoved)
 	tw.Flush()
+	s.printHold(w)
 	if s.moved == 0 {
 		return
 	}
@@ -302,4 +309,42 @@ func printShares(w io.Writer, r *ring.Ring, counts []int, keys int) {
 	tw.Flush()
 	avg := sumR / float64(len(ms))
 	fmt.Fprintf(w, "max/avg %.3f  min/avg %.3f  (keys per unit of weight)\n", maxR/avg, minR/avg)
+}
+
+// printHold says, when hold is on, what it changes for the keys the ring
+// moves, taking every simulated key as a key in use: without hold they all
+// move at once; with it, keys of upstreams that stay are held (up to
+// max_keys keys in use) and move only once idle for hold.idle, while keys
+// of removed upstreams move at once (their records are dropped).
+func (s *simulation) printHold(w io.Writer) {
+	if !s.hold.On() {
+		return
+	}
+	// The store keeps the max_keys most recently used keys; with every
+	// simulated key in use, that share of the movable keys is held.
+	movable := s.moved - s.movedGone
+	held := movable
+	if s.hold.MaxKeys < s.keys {
+		held = int(float64(movable) * float64(s.hold.MaxKeys) / float64(s.keys))
+	}
+	atOnce := s.moved - held
+	fmt.Fprintf(w, "\nwith hold (idle %s, max_keys %d), every simulated key in use:\n", s.hold.Idle, s.hold.MaxKeys)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "keys moved at once without hold:\t%s\t(%d keys)\n", pct(s.moved, s.keys), s.moved)
+	fmt.Fprintf(tw, "keys moved at once with hold:\t%s\t(%d keys", pct(atOnce, s.keys), atOnce)
+	var why []string
+	if s.movedGone > 0 {
+		why = append(why, fmt.Sprintf("%d of removed upstreams", s.movedGone))
+	}
+	if movable > held {
+		why = append(why, fmt.Sprintf("%d beyond max_keys", movable-held))
+	}
+	if len(why) > 0 {
+		fmt.Fprintf(tw, ": %s", strings.Join(why, ", "))
+	}
+	fmt.Fprintf(tw, ")\n")
+	fmt.Fprintf(tw, "keys held, moving as they go idle:\t%s\t(%d keys)\n", pct(held, s.keys), held)
+	tw.Flush()
+	fmt.Fprintf(w, "a held key stays on its upstream while it is used at least every %s and follows the new ring\n"+
+		"once idle for that long; new keys follow the new ring at once\n", s.hold.Idle)
 }

@@ -39,6 +39,28 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	if code, ok := c.parse(args); !ok {
 		return code
 	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitFail
+	}
+	if len(cfg.Expired) > 0 {
+		// It would be served, but no client that checks would accept it.
+		fmt.Fprintln(stderr, cfg.Expired)
+		return exitFail
+	}
+	if cfg.Discovery != nil {
+		// Nothing is resolved: the ring, and so its version, depend on
+		// what the sources answer at run time.
+		if len(cfg.Upstreams) > 0 {
+			if _, err := ring.New(ringMembers(cfg.Upstreams), ringOptions(cfg)); err != nil {
+				fmt.Fprintf(stderr, "%s: %v\n", *path, err)
+				return exitFail
+			}
+		}
+		fmt.Fprintf(stdout, "%s (not resolved: the ring version depends on the answers)\n", cfg.Summary())
+		return exitOK
+	}
 	cfg, r, err := loadRing(*path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)

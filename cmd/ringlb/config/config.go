@@ -2,10 +2,12 @@ package config
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/netip"
 	"net/textproto"
 	"os"
@@ -45,7 +47,12 @@ func Load(path string) (*Config, error) {
 }
 
 // Parse decodes, defaults and validates a config held in data; file names it
-// in errors and becomes Config.File. Errors are as for Load.
+// in errors and becomes Config.File, and relative paths in it are read from
+// file's directory. Validation loads the files the config names (the tls
+// certificate and key, the upstream_tls CA file) as serving would, so a
+// file that cannot be read or parsed, or a key that does not match its
+// certificate, is a problem of its field; an expired certificate is noted
+// in Config.Expired. Errors are as for Load.
 func Parse(file string, data []byte) (*Config, error) {
 	d := newDecoder(file)
 	root, err := d.root(data)
@@ -56,6 +63,7 @@ func Parse(file string, data []byte) (*Config, error) {
 	d.decode(root, c)
 	applyDefaults(c, d.has)
 	d.validate(c)
+	d.checkFiles(c, time.Now())
 	if len(d.errs) > 0 {
 		d.errs.sortByLine()
 		return nil, d.errs
@@ -242,6 +250,7 @@ const (
 	defaultPointsPerWeight = 160
 	defaultLoadFloor       = 8
 	defaultMaxHeaderBytes  = 65536
+	defaultHoldMaxKeys     = 1_000_000
 )
 
 // applyDefaults fills every field absent from the file (has(field) false)
@@ -278,6 +287,7 @@ func applyDefaults(c *Config, has func(field string) bool) {
 
 	for i := range c.Upstreams {
 		def(has, index("upstreams", i)+".weight", &c.Upstreams[i].Weight, 1)
+		def(has, index("upstreams", i)+".protocol", &c.Upstreams[i].Protocol, ProtocolHTTP1)
 	}
 
 	if hb := c.Health; hb != nil { // present: fill its absent fields
@@ -291,6 +301,7 @@ func applyDefaults(c *Config, has func(field string) bool) {
 
 	def(has, "breaker.consecutive_failures", &c.Breaker.ConsecutiveFailures, 5)
 	def(has, "breaker.failure_statuses", &c.Breaker.FailureStatuses, []int{502, 503, 504})
+	def(has, "breaker.failure_grpc_statuses", &c.Breaker.FailureGRPCStatuses, []int{14}) // UNAVAILABLE
 	def(has, "breaker.open_timeout", &c.Breaker.OpenTimeout, 5*time.Second)
 	def(has, "breaker.max_open_timeout", &c.Breaker.MaxOpenTimeout, 60*time.Second)
 
@@ -300,6 +311,30 @@ func applyDefaults(c *Config, has func(field string) bool) {
 	def(has, "timeouts.read", &c.Timeouts.Read, 60*time.Second)
 	def(has, "timeouts.idle_conn", &c.Timeouts.IdleConn, 90*time.Second)
 	def(has, "max_header_bytes", &c.MaxHeaderBytes, defaultMaxHeaderBytes)
+
+	if c.TLS != nil {
+		def(has, "tls.min_version", &c.TLS.MinVersion, tls.VersionTLS12)
+	}
+	def(has, "http2", &c.HTTP2, true)
+	// h2c and upstream_tls.* default to false and "", the zero values.
+
+	if disc := c.Discovery; disc != nil { // present: fill its absent fields
+		// resolver defaults to "", the system's.
+		def(has, "discovery.interval", &disc.Interval, 5*time.Second)
+		def(has, "discovery.timeout", &disc.Timeout, 2*time.Second)
+		def(has, "discovery.remove_after", &disc.RemoveAfter, 5*time.Minute)
+		def(has, "discovery.confirm", &disc.Confirm, 3)
+		def(has, "discovery.sources", &disc.Sources, []DiscoverySource{})
+		for i := range disc.Sources {
+			s, f := &disc.Sources[i], index("discovery.sources", i)
+			def(has, f+".scheme", &s.Scheme, "http")
+			def(has, f+".protocol", &s.Protocol, ProtocolHTTP1)
+			def(has, f+".weight", &s.Weight, 1)
+		}
+	}
+
+	// hold.idle defaults to 0s (off), hold.cookie.name and secret_file to "".
+	def(has, "hold.max_keys", &c.Hold.MaxKeys, defaultHoldMaxKeys)
 }
 
 // def sets *dst to v when the file has no field (a dotted path).
@@ -320,13 +355,54 @@ func (c *Config) TotalPoints() int {
 }
 
 // Summary describes a loaded config in one line, e.g.
-// "config.yaml: ok: 4 upstreams, 640 points, placement ringlb"; the command
-// appends what config does not know, such as the ring version.
+// "config.yaml: ok: 4 upstreams, 640 points, placement ringlb", and with a
+// discovery block "config.yaml: ok: 0 upstreams, 0 points, placement
+// ringlb, discovery every 5s from srv _http._tcp.app.example, host
+// cache.example:8080" (nothing is resolved: the points are the static
+// upstreams'); with hold on it ends in e.g. ", hold idle 10m0s max_keys
+// 1000000, cookie ringlb_hold (2 secrets)", never printing a secret. The
+// command appends what config does not know, such as the ring version.
 func (c *Config) Summary() string {
-	s := "s"
-	if len(c.Upstreams) == 1 {
-		s = ""
+	return fmt.Sprintf("%s: ok: %s, %d points, placement %s%s%s",
+		c.File, plural(len(c.Upstreams), "upstream"), c.TotalPoints(), c.Ring.Placement,
+		c.Discovery.summary(), c.Hold.summary())
+}
+
+// summary describes the hold block for Summary: "" when hold is off.
+func (h Hold) summary() string {
+	if !h.On() {
+		return ""
 	}
-	return fmt.Sprintf("%s: ok: %d upstream%s, %d points, placement %s",
-		c.File, len(c.Upstreams), s, c.TotalPoints(), c.Ring.Placement)
+	s := fmt.Sprintf(", hold idle %s max_keys %d", h.Idle, h.MaxKeys)
+	if h.Cookie.Name != "" {
+		s += fmt.Sprintf(", cookie %s (%s)", h.Cookie.Name, plural(len(h.Cookie.Secrets), "secret"))
+	}
+	return s
+}
+
+// summary describes the discovery block for Summary: "" when it is absent.
+func (disc *Discovery) summary() string {
+	if disc == nil {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, ", discovery every %s from ", disc.Interval)
+	for i, s := range disc.Sources {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if s.SRV != "" {
+			b.WriteString("srv " + s.SRV)
+		} else {
+			b.WriteString("host " + net.JoinHostPort(s.Host, strconv.Itoa(s.Port)))
+		}
+	}
+	return b.String()
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
 }

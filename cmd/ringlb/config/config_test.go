@@ -64,17 +64,20 @@ func defaults(t *testing.T) *Config {
 			Cookie:    AffinityCookie{Name: "ringlb_affinity", TTL: 24 * time.Hour, Secure: false, HTTPOnly: true},
 		},
 		Ring:      Ring{PointsPerWeight: 160, LoadFactor: 0, LoadFloor: 8, Placement: "ringlb", SlowStart: 0, OnUnavailable: "remap"},
-		Upstreams: []Upstream{{Name: "a", URL: u.URL, Weight: 1, Addr: "127.0.0.1:9001"}},
+		Upstreams: []Upstream{{Name: "a", URL: u.URL, Weight: 1, Addr: "127.0.0.1:9001", Protocol: "http1"}},
 		Health:    nil,
 		Breaker: Breaker{
 			ConsecutiveFailures: 5,
 			FailureStatuses:     []int{502, 503, 504},
+			FailureGRPCStatuses: []int{14},
 			OpenTimeout:         5 * time.Second,
 			MaxOpenTimeout:      60 * time.Second,
 		},
 		Retries:        1,
 		Timeouts:       Timeouts{Dial: 2 * time.Second, ResponseHeader: 30 * time.Second, Read: 60 * time.Second, IdleConn: 90 * time.Second},
 		MaxHeaderBytes: 65536,
+		Hold:           Hold{Idle: 0, MaxKeys: 1000000, Cookie: HoldCookie{Name: "", SecretFile: ""}},
+		HTTP2:          true,
 	}
 }
 
@@ -106,7 +109,7 @@ func TestRootConfigIsTheDefaults(t *testing.T) {
 	want.Upstreams = nil
 	for i := 1; i <= 4; i++ {
 		u := mustURL(t, fmt.Sprintf("http://127.0.0.1:900%d", i))
-		want.Upstreams = append(want.Upstreams, Upstream{Name: fmt.Sprintf("app-%d", i), URL: u.URL, Weight: 1, Addr: u.Addr})
+		want.Upstreams = append(want.Upstreams, Upstream{Name: fmt.Sprintf("app-%d", i), URL: u.URL, Weight: 1, Addr: u.Addr, Protocol: "http1"})
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
@@ -143,14 +146,19 @@ upstreams:
   - name: app-1
     url: https://backend.example:8443/
     weight: 2.5
+    protocol: h2
   - name: app_2.x:y
     url: http://[::1]:9002
     weight: 0x10
+    protocol: h2c
 health: {path: "/ready?deep=1", interval: 10s, timeout: 9s, rise: 1, fall: 1, expect_status: 200}
-breaker: {consecutive_failures: 0, failure_statuses: [], open_timeout: 1s, max_open_timeout: 1s}
+breaker: {consecutive_failures: 0, failure_statuses: [], failure_grpc_statuses: [0, 16], open_timeout: 1s, max_open_timeout: 1s}
 retries: 0
 timeouts: {dial: 100ms, response_header: 1s, read: 0s, idle_conn: 1h}
 max_header_bytes: 1024
+hold: {idle: 10m, max_keys: 5, cookie: {name: "", secret_file: ""}}
+http2: false
+upstream_tls: {server_name: backend.example, insecure_skip_verify: true}
 `,
 			check: func(t *testing.T, c *Config) {
 				want := defaults(t)
@@ -172,14 +180,17 @@ max_header_bytes: 1024
 				}
 				want.Ring = Ring{PointsPerWeight: 100, LoadFactor: 2, LoadFloor: 3, Placement: "ringlb", SlowStart: 30 * time.Second, OnUnavailable: "remap"}
 				want.Upstreams = []Upstream{
-					{Name: "app-1", URL: mustURL(t, "https://backend.example:8443/").URL, Weight: 2.5, Addr: "backend.example:8443"},
-					{Name: "app_2.x:y", URL: mustURL(t, "http://[::1]:9002").URL, Weight: 16, Addr: "[::1]:9002"},
+					{Name: "app-1", URL: mustURL(t, "https://backend.example:8443/").URL, Weight: 2.5, Addr: "backend.example:8443", Protocol: "h2"},
+					{Name: "app_2.x:y", URL: mustURL(t, "http://[::1]:9002").URL, Weight: 16, Addr: "[::1]:9002", Protocol: "h2c"},
 				}
 				want.Health = &Health{Path: "/ready?deep=1", Interval: 10 * time.Second, Timeout: 9 * time.Second, Rise: 1, Fall: 1, ExpectStatus: StatusRange{200, 200}}
-				want.Breaker = Breaker{ConsecutiveFailures: 0, FailureStatuses: []int{}, OpenTimeout: time.Second, MaxOpenTimeout: time.Second}
+				want.Breaker = Breaker{ConsecutiveFailures: 0, FailureStatuses: []int{}, FailureGRPCStatuses: []int{0, 16}, OpenTimeout: time.Second, MaxOpenTimeout: time.Second}
+				want.HTTP2 = false
+				want.UpstreamTLS = UpstreamTLS{ServerName: "backend.example", InsecureSkipVerify: true}
 				want.Retries = 0
 				want.Timeouts = Timeouts{Dial: 100 * time.Millisecond, ResponseHeader: time.Second, Read: 0, IdleConn: time.Hour}
 				want.MaxHeaderBytes = 1024
+				want.Hold = Hold{Idle: 10 * time.Minute, MaxKeys: 5}
 				if !reflect.DeepEqual(c, want) {
 					t.Errorf("got  %+v\nwant %+v", c, want)
 				}
@@ -292,6 +303,66 @@ upstreams:
 			check: func(t *testing.T, c *Config) {
 				if c.Timeouts.ResponseHeader != 3*time.Second || c.Upstreams[1].Weight != 3 {
 					t.Errorf("aliases not followed: %+v %+v", c.Timeouts, c.Upstreams)
+				}
+			},
+		},
+		{
+			name: "discovery defaults",
+			src:  "discovery:\n  sources:\n    - srv: _http._tcp.app.example\n    - host: cache.example\n      port: 8080\n",
+			check: func(t *testing.T, c *Config) {
+				want := &Discovery{
+					Resolver: "", Interval: 5 * time.Second, Timeout: 2 * time.Second, RemoveAfter: 5 * time.Minute, Confirm: 3,
+					Sources: []DiscoverySource{
+						{SRV: "_http._tcp.app.example", Scheme: "http", Protocol: "http1", Weight: 1},
+						{Host: "cache.example", Port: 8080, Scheme: "http", Protocol: "http1", Weight: 1},
+					},
+				}
+				if !reflect.DeepEqual(c.Discovery, want) {
+					t.Errorf("Discovery = %+v, want %+v", c.Discovery, want)
+				}
+				if len(c.Upstreams) != 0 {
+					t.Errorf("Upstreams = %+v, want none", c.Upstreams)
+				}
+				if got, want := c.Summary(), "c.yaml: ok: 0 upstreams, 0 points, placement ringlb, discovery every 5s from srv _http._tcp.app.example, host cache.example:8080"; got != want {
+					t.Errorf("Summary() = %q, want %q", got, want)
+				}
+				if got := c.Discovery.Sources[1].Name(); got != "cache.example" {
+					t.Errorf("Name() = %q", got)
+				}
+			},
+		},
+		{
+			name: "discovery explicit values beside static upstreams",
+			src: `discovery:
+  resolver: "[::1]:5353"
+  interval: 10s
+  timeout: 9s
+  remove_after: 0s
+  confirm: 1
+  sources:
+    - {srv: _grpc._tcp.App.Example., scheme: https, protocol: h2, weight: 2.5}
+    - {host: 10.0.0.1, port: 9000, protocol: h2c}
+upstreams: []
+`,
+			check: func(t *testing.T, c *Config) {
+				want := &Discovery{
+					Resolver: "[::1]:5353", Interval: 10 * time.Second, Timeout: 9 * time.Second, RemoveAfter: 0, Confirm: 1,
+					Sources: []DiscoverySource{
+						{SRV: "_grpc._tcp.App.Example.", Scheme: "https", Protocol: "h2", Weight: 2.5},
+						{Host: "10.0.0.1", Port: 9000, Scheme: "http", Protocol: "h2c", Weight: 1},
+					},
+				}
+				if !reflect.DeepEqual(c.Discovery, want) {
+					t.Errorf("Discovery = %+v, want %+v", c.Discovery, want)
+				}
+			},
+		},
+		{
+			name: "no discovery block",
+			src:  up,
+			check: func(t *testing.T, c *Config) {
+				if c.Discovery != nil {
+					t.Errorf("Discovery = %+v, want nil", c.Discovery)
 				}
 			},
 		},
@@ -463,8 +534,8 @@ var errorCases = []struct {
 		"c.yaml:4: upstreams[1].url: host \"h:1\" is also upstreams[0]'s; placement nginx identifies upstreams by host[:port] as written"},
 
 	// Upstreams.
-	{"no upstreams", "listen: 127.0.0.1:8080\n", "c.yaml:1: upstreams: required: list at least one upstream"},
-	{"empty upstreams", "retries: 1\nupstreams: []\n", "c.yaml:2: upstreams: must list at least one upstream"},
+	{"no upstreams", "listen: 127.0.0.1:8080\n", "c.yaml:1: upstreams: required: list at least one upstream (or a discovery source)"},
+	{"empty upstreams", "retries: 1\nupstreams: []\n", "c.yaml:2: upstreams: must list at least one upstream (or a discovery source)"},
 	{"missing name and url", "upstreams:\n  - weight: 1\n", "c.yaml:2: upstreams[0].name: required\nc.yaml:2: upstreams[0].url: required"},
 	{"empty name", "upstreams:\n  - {name: \"\", url: http://h}\n", "c.yaml:2: upstreams[0].name: must not be empty"},
 	{"bad name", "upstreams:\n  - {name: \"app #1\", url: http://h}\n", "c.yaml:2: upstreams[0].name: must use only letters, digits and \"-_.:\", got \"app #1\""},
@@ -512,6 +583,94 @@ var errorCases = []struct {
 			"c.yaml:3: breaker.failure_statuses[2]: must be an HTTP status 100-599, got 600\n" +
 			"c.yaml:5: breaker.max_open_timeout: must be >= breaker.open_timeout (10s), got 5s"},
 	{"breaker zero open_timeout", "breaker: {open_timeout: 0s}\n" + up, "c.yaml:1: breaker.open_timeout: must be > 0, got 0s"},
+	{"grpc statuses", "breaker:\n  failure_grpc_statuses: [14, -1, 17, x]\n" + up,
+		"c.yaml:2: breaker.failure_grpc_statuses[1]: must be a gRPC status code 0-16, got -1\n" +
+			"c.yaml:2: breaker.failure_grpc_statuses[2]: must be a gRPC status code 0-16, got 17\n" +
+			"c.yaml:2: breaker.failure_grpc_statuses[3]: must be an integer, got \"x\""},
+
+	// TLS and HTTP/2 (the files named are checked in TestTLSFiles).
+	{"tls without files", "tls: {}\n" + up,
+		"c.yaml:1: tls.cert_file: required with tls\nc.yaml:1: tls.key_file: required with tls"},
+	{"tls empty files and bad version", "tls:\n  cert_file: \"\"\n  key_file: \"\"\n  min_version: 1.1\n" + up,
+		"c.yaml:2: tls.cert_file: must not be empty\n" +
+			"c.yaml:3: tls.key_file: must not be empty\n" +
+			"c.yaml:4: tls.min_version: must be \"1.2\" or \"1.3\", got 1.1"},
+	{"tls version as a number", "tls: {cert_file: \"\", key_file: \"\", min_version: 1.30}\n" + up,
+		"c.yaml:1: tls.cert_file: must not be empty\n" +
+			"c.yaml:1: tls.key_file: must not be empty\n" +
+			"c.yaml:1: tls.min_version: must be \"1.2\" or \"1.3\", got 1.30"},
+	{"tls not a mapping", "tls: on\n" + up, "c.yaml:1: tls: must be a mapping, got \"on\""},
+	{"h2c with tls", "tls: {cert_file: \"\", key_file: \"\"}\nh2c: true\n" + up,
+		"c.yaml:1: tls.cert_file: must not be empty\n" +
+			"c.yaml:1: tls.key_file: must not be empty\n" +
+			"c.yaml:2: h2c: must be false with tls: cleartext HTTP/2 is for listeners without TLS (over TLS, http2 offers h2 by ALPN)"},
+	{"h2c without http2", "http2: false\nh2c: true\n" + up, "c.yaml:2: h2c: must be false with http2: false, which turns HTTP/2 off"},
+	{"http2 not a bool", "http2: yes please\n" + up, "c.yaml:1: http2: must be true or false, got \"yes please\""},
+	{"protocols", "upstreams:\n  - {name: a, url: \"http://h:1\", protocol: h2}\n  - {name: b, url: \"https://h:2\", protocol: h2c}\n" +
+		"  - {name: c, url: \"http://h:3\", protocol: HTTP2}\n  - {name: d, url: \"ftp://h:4\", protocol: h2}\n",
+		"c.yaml:2: upstreams[0].protocol: h2 is HTTP/2 over TLS and needs an https:// URL, got \"http://h:1\" (use h2c for cleartext)\n" +
+			"c.yaml:3: upstreams[1].protocol: h2c is cleartext HTTP/2 and needs an http:// URL, got \"https://h:2\" (use h2 for https)\n" +
+			"c.yaml:4: upstreams[2].protocol: must be http1, h2c or h2, got \"HTTP2\"\n" +
+			"c.yaml:5: upstreams[3].url: must be an absolute http:// or https:// URL, got \"ftp://h:4\""},
+	{"upstream_tls", "upstream_tls:\n  server_name: \"bad name\"\n  verify: true\n" + up,
+		"c.yaml:2: upstream_tls.server_name: must be a host name or IP address, got \"bad name\"\n" +
+			"c.yaml:3: upstream_tls.verify: unknown field"},
+
+	// Discovery.
+	{"discovery with nginx placement", "ring: {placement: nginx}\ndiscovery:\n  sources: [{srv: _http._tcp.a}]\n",
+		"c.yaml:2: discovery: needs placement ringlb: placement nginx identifies upstreams by the host:port written in the config"},
+	{"discovery without sources", "discovery:\n  interval: 5s\n", "c.yaml:1: discovery.sources: must list at least one source (or remove the discovery block)"},
+	{"discovery empty sources", "discovery:\n  sources: []\nupstreams: []\n", "c.yaml:2: discovery.sources: must list at least one source (or remove the discovery block)"},
+	{"discovery null block", "discovery:\n" + up, "c.yaml:1: discovery: must be a mapping, got null"},
+	{"discovery unknown field", "discovery:\n  sources: [{srv: a.b}]\n  ttl: 5s\n", "c.yaml:3: discovery.ttl: unknown field"},
+	{"discovery unknown source field", "discovery:\n  sources:\n    - srv: a.b\n      target: x\n", "c.yaml:4: discovery.sources[0].target: unknown field"},
+	{"discovery timeout not below interval", "discovery:\n  interval: 2s\n  sources: [{srv: a.b}]\n",
+		"c.yaml:1: discovery.timeout: must be < discovery.interval (2s), got 2s"},
+	{"discovery bad values", "discovery:\n  resolver: 10.0.0.53\n  interval: 0s\n  timeout: -1s\n  remove_after: -1m\n  confirm: 0\n  sources: [{srv: a.b}]\n",
+		"c.yaml:2: discovery.resolver: must be host:port of a DNS server with a port 1-65535 (or \"\" for the system's), got \"10.0.0.53\"\n" +
+			"c.yaml:3: discovery.interval: must be > 0, got 0s\n" +
+			"c.yaml:4: discovery.timeout: must be > 0, got -1s\n" +
+			"c.yaml:5: discovery.remove_after: must be >= 0, got -1m0s\n" +
+			"c.yaml:6: discovery.confirm: must be >= 1, got 0"},
+	{"discovery resolver port 0", "discovery:\n  resolver: \"127.0.0.1:0\"\n  sources: [{srv: a.b}]\n",
+		"c.yaml:2: discovery.resolver: must be host:port of a DNS server with a port 1-65535 (or \"\" for the system's), got \"127.0.0.1:0\""},
+	{"discovery confirm type", "discovery:\n  confirm: many\n  sources: [{srv: a.b}]\n", "c.yaml:2: discovery.confirm: must be an integer, got \"many\""},
+	{"discovery source shapes", `discovery:
+  sources:
+    - {srv: _http._tcp.a, host: b}
+    - {scheme: http}
+    - {host: cache.example}
+    - {host: other.example, port: 70000}
+    - {srv: _http._tcp.a, port: 80}
+    - {srv: "bad name"}
+    - {host: "a..b", port: 1}
+    - 5
+`,
+		"c.yaml:3: discovery.sources[0].host: a source has either srv or host, not both\n" +
+			"c.yaml:4: discovery.sources[1]: needs srv (a name with SRV records) or host (a name with A/AAAA records)\n" +
+			"c.yaml:5: discovery.sources[2].port: required with host: the port the members listen on\n" +
+			"c.yaml:6: discovery.sources[3].port: must be 1-65535, got 70000\n" +
+			"c.yaml:7: discovery.sources[4].port: only with host: SRV records carry their own ports\n" +
+			"c.yaml:8: discovery.sources[5].srv: must be a DNS name like _http._tcp.app.example, got \"bad name\"\n" +
+			"c.yaml:9: discovery.sources[6].host: must be a DNS name or an IP address, got \"a..b\"\n" +
+			"c.yaml:10: discovery.sources[7]: must be a mapping, got 5"},
+	{"discovery duplicate source", "discovery:\n  sources:\n    - {host: a.example, port: 1}\n    - {host: a.example, port: 2}\n",
+		"c.yaml:4: discovery.sources[1]: \"a.example\" is already discovery.sources[0]; sources are named by their srv or host value, which must be unique"},
+	{"discovery scheme, protocol and weight", `discovery:
+  sources:
+    - {srv: a.example, scheme: ftp}
+    - {srv: b.example, protocol: h3}
+    - {srv: c.example, protocol: h2}
+    - {srv: d.example, scheme: https, protocol: h2c}
+    - {srv: e.example, weight: 0}
+    - {srv: f.example, weight: 0.001}
+`,
+		"c.yaml:3: discovery.sources[0].scheme: must be http or https, got \"ftp\"\n" +
+			"c.yaml:4: discovery.sources[1].protocol: must be http1, h2c or h2, got \"h3\"\n" +
+			"c.yaml:5: discovery.sources[2].protocol: h2 needs scheme https; for cleartext HTTP/2 use h2c\n" +
+			"c.yaml:6: discovery.sources[3].protocol: h2c is cleartext HTTP/2 and needs scheme http; with https use h2\n" +
+			"c.yaml:7: discovery.sources[4].weight: must be > 0, got 0\n" +
+			"c.yaml:8: discovery.sources[5].weight: too small: gives round(160 × 0.001) = 0 ring points"},
 
 	// Several problems at once, reported in line order.
 	{"many problems", `listen: localhost
@@ -543,6 +702,24 @@ c.yaml:15: health.timeout: must be < health.interval (2s), got 5s
 c.yaml:16: extra: unknown field`},
 	// A field of the wrong type is reported once, not again by checks that
 	// depend on it.
+	// Hold. Secret files that exist are tested in TestHoldSecretFile.
+	{"hold idle negative", "hold: {idle: -1s}\n" + up, "c.yaml:1: hold.idle: must be >= 0 (0s turns hold off), got -1s"},
+	{"hold max_keys zero", "hold:\n  max_keys: 0\n" + up, "c.yaml:2: hold.max_keys: must be >= 1, got 0"},
+	{"hold idle not a duration", "hold: {idle: 10}\n" + up, "c.yaml:1: hold.idle: must be a duration like 2s, got 10"},
+	{"hold unknown field", "hold:\n  cookie:\n    secret: x\n" + up, "c.yaml:3: hold.cookie.secret: unknown field"},
+	{"hold cookie name invalid", "hold:\n  cookie:\n    name: a b\n    secret_file: /nonexistent/s\n" + up,
+		"c.yaml:3: hold.cookie.name: must be a valid cookie name (or \"\" for no cookie), got \"a b\"\n" +
+			"c.yaml:4: hold.cookie.secret_file: \"/nonexistent/s\": cannot read: no such file or directory"},
+	{"hold cookie without secret", "hold:\n  cookie: {name: held}\n" + up, "c.yaml:2: hold.cookie.secret_file: required when hold.cookie.name is set"},
+	{"hold secret without cookie", "hold:\n  cookie:\n    secret_file: s.txt\n" + up,
+		"c.yaml:3: hold.cookie.secret_file: is set but hold.cookie.name is empty (no cookie); set a name or remove secret_file"},
+	{"hold cookie is a key cookie", "hash: {key: [uri, cookie: sid]}\nhold:\n  cookie: {name: sid, secret_file: /nonexistent/s}\n" + up,
+		"c.yaml:3: hold.cookie.name: \"sid\" is also the cookie hash.key[1] reads; the hold cookie needs a name of its own\n" +
+			"c.yaml:3: hold.cookie.secret_file: \"/nonexistent/s\": cannot read: no such file or directory"},
+	{"hold cookie is the affinity cookie", "hash: {on_missing: cookie}\nhold:\n  cookie:\n    name: ringlb_affinity\n    secret_file: /nonexistent/s\n" + up,
+		"c.yaml:4: hold.cookie.name: \"ringlb_affinity\" is also hash.cookie.name; the hold cookie needs a name of its own\n" +
+			"c.yaml:5: hold.cookie.secret_file: \"/nonexistent/s\": cannot read: no such file or directory"},
+
 	{"no cascade from a type error", "health: {interval: 5, timeout: 3s}\nring: {points_per_weight: x}\nupstreams:\n  - {name: a, url: http://h, weight: 0.0001}\n",
 		"c.yaml:1: health.interval: must be a duration like 2s, got 5\nc.yaml:2: ring.points_per_weight: must be an integer, got \"x\""},
 }
@@ -659,7 +836,13 @@ func TestExplicitZeroIsNotAbsent(t *testing.T) {
 		"ring: {placement: \"\"}\n",
 		"breaker: {open_timeout: 0s}\n",
 		"listen: \"\"\n",
+		"hold: {max_keys: 0}\n",
+		"tls: {cert_file: \"\", key_file: k}\n",
 		"upstreams:\n  - {name: a, url: http://h, weight: 0}\n",
+		"discovery: {confirm: 0, sources: [{srv: a.b}]}\n",
+		"discovery: {interval: 0s, sources: [{srv: a.b}]}\n",
+		"discovery: {sources: [{srv: a.b, weight: 0}]}\n",
+		"discovery: {sources: [{srv: a.b, scheme: \"\"}]}\n",
 	} {
 		if !strings.HasPrefix(src, "upstreams") {
 			src += up
@@ -725,8 +908,20 @@ func FuzzParse(f *testing.F) {
 // checkInvariants checks what users of a successfully parsed Config rely on.
 func checkInvariants(t *testing.T, c *Config) {
 	t.Helper()
-	if len(c.Upstreams) == 0 {
-		t.Fatal("no upstreams")
+	if len(c.Upstreams) == 0 && (c.Discovery == nil || len(c.Discovery.Sources) == 0) {
+		t.Fatal("no upstreams and no discovery source")
+	}
+	if disc := c.Discovery; disc != nil {
+		if disc.Timeout <= 0 || disc.Timeout >= disc.Interval || disc.Confirm < 1 || disc.RemoveAfter < 0 || c.Ring.Placement != "ringlb" {
+			t.Fatalf("bad discovery %+v", disc)
+		}
+		for _, s := range disc.Sources {
+			if (s.SRV == "") == (s.Host == "") || (s.Host != "" && (s.Port < 1 || s.Port > 65535)) || ring.PointsFor(c.Ring.PointsPerWeight, s.Weight) < 1 ||
+				(s.Scheme != "http" && s.Scheme != "https") ||
+				!(s.Protocol == "http1" || s.Protocol == "h2c" && s.Scheme == "http" || s.Protocol == "h2" && s.Scheme == "https") {
+				t.Fatalf("bad source %+v", s)
+			}
+		}
 	}
 	if len(c.Hash.Key) == 0 {
 		t.Fatal("no key sources")
@@ -753,4 +948,104 @@ func checkInvariants(t *testing.T, c *Config) {
 	if c.Breaker.MaxOpenTimeout < c.Breaker.OpenTimeout || c.Breaker.OpenTimeout <= 0 {
 		t.Fatalf("bad breaker %+v", c.Breaker)
 	}
+	if h := c.Hold; h.Idle < 0 || h.MaxKeys < 1 || (h.Cookie.Name != "") != (len(h.Cookie.Secrets) > 0) {
+		t.Fatalf("bad hold %+v", h)
+	}
+}
+
+// The hold cookie's secret file: read when the config is, relative to the
+// config file's directory; one secret per line, blank lines and surrounding
+// blanks ignored; every secret at least 32 bytes; never quoted in errors.
+func TestHoldSecretFile(t *testing.T) {
+	dir := t.TempDir()
+	s1 := strings.Repeat("a", 32)
+	s2 := "0123456789abcdef0123456789abcdef-second"
+	write := func(name, data string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	config := func(secretFile string) string {
+		p := filepath.Join(dir, "c.yaml")
+		write("c.yaml", "hold:\n  idle: 5m\n  cookie:\n    name: ringlb_hold\n    secret_file: "+secretFile+"\n"+up)
+		return p
+	}
+
+	good := []struct {
+		name, data string
+		want       []string
+	}{
+		{"one secret, no newline", s1, []string{s1}},
+		{"trailing newline", s1 + "\n", []string{s1}},
+		{"two secrets, CRLF and blank lines", "\n" + s1 + "\r\n\r\n  " + s2 + "\t\n\n", []string{s1, s2}},
+	}
+	for _, tt := range good {
+		t.Run(tt.name, func(t *testing.T) {
+			write("secret", tt.data)
+			c, err := Load(config("secret")) // relative: beside c.yaml, not in the working directory
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, s := range c.Hold.Cookie.Secrets {
+				got = append(got, string(s))
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Secrets = %q, want %q", got, tt.want)
+			}
+			if c.Hold.Cookie.SecretFile != "secret" || c.Hold.Cookie.Name != "ringlb_hold" || c.Hold.Idle != 5*time.Minute || !c.Hold.On() {
+				t.Errorf("Hold = %+v", c.Hold)
+			}
+		})
+	}
+
+	bad := []struct {
+		name, data, want string
+	}{
+		{"empty", "", `"secret": holds no secret; want one per line, each at least 32 bytes`},
+		{"blank lines only", "\n  \n\r\n", `"secret": holds no secret; want one per line, each at least 32 bytes`},
+		{"short secret", "tooshort-secret-value\n", `"secret": line 1: secret is 21 bytes, want at least 32`},
+		{"second secret short", s1 + "\n\n" + s1[:31] + "\n", `"secret": line 3: secret is 31 bytes, want at least 32`},
+		{"too large", strings.Repeat(s1+"\n", 3000), `"secret": larger than 64 KiB; want one secret per line`},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			write("secret", tt.data)
+			p := config("secret")
+			_, err := Load(p)
+			want := p + ":5: hold.cookie.secret_file: " + tt.want
+			if err == nil || err.Error() != want {
+				t.Fatalf("err = %v\nwant %s", err, want)
+			}
+			if strings.Contains(err.Error(), "tooshort") || strings.Contains(err.Error(), s1) {
+				t.Errorf("error quotes the secret: %v", err)
+			}
+		})
+	}
+
+	t.Run("missing", func(t *testing.T) {
+		p := config("nope")
+		if _, err := Load(p); err == nil || err.Error() != p+`:5: hold.cookie.secret_file: "nope": cannot read: no such file or directory` {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("a directory", func(t *testing.T) {
+		p := config(dir)
+		if _, err := Load(p); err == nil || !strings.HasPrefix(err.Error(), p+`:5: hold.cookie.secret_file: "`+short(dir)+`": cannot read: `) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("absolute path", func(t *testing.T) {
+		write("abs", s2)
+		c, err := Load(config(filepath.Join(dir, "abs")))
+		if err != nil || len(c.Hold.Cookie.Secrets) != 1 || string(c.Hold.Cookie.Secrets[0]) != s2 {
+			t.Fatalf("Load: %v, %+v", err, c)
+		}
+	})
+	t.Run("no cookie reads no file", func(t *testing.T) {
+		c := mustParse(t, "hold: {idle: 1s}\n"+up)
+		if c.Hold.Cookie.Secrets != nil || !c.Hold.On() {
+			t.Errorf("Hold = %+v", c.Hold)
+		}
+	})
 }

@@ -1,12 +1,14 @@
 package config
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
 	"net/netip"
 	"net/textproto"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -347,6 +349,59 @@ func (d *decoder) decode(root *yaml.Node, c *Config) {
 		"retries":          d.toInt(&c.Retries),
 		"timeouts":         func(f string, n *yaml.Node) { d.timeouts(f, n, &c.Timeouts) },
 		"max_header_bytes": d.toInt(&c.MaxHeaderBytes),
+		"discovery": func(f string, n *yaml.Node) {
+			c.Discovery = &Discovery{}
+			d.discovery(f, n, c.Discovery)
+		},
+		"hold": func(f string, n *yaml.Node) { d.hold(f, n, &c.Hold) },
+		"tls": func(f string, n *yaml.Node) {
+			c.TLS = &TLS{}
+			d.tls(f, n, c.TLS)
+		},
+		"http2":        d.toBool(&c.HTTP2),
+		"h2c":          d.toBool(&c.H2C),
+		"upstream_tls": func(f string, n *yaml.Node) { d.upstreamTLS(f, n, &c.UpstreamTLS) },
+	})
+}
+
+// path decodes a file path; a relative one is taken from the config
+// file's directory, so a config reads the same files whatever the working
+// directory of the process reading it.
+func (d *decoder) path(f string, n *yaml.Node) (string, bool) {
+	s, ok := d.str(f, n)
+	if !ok || s == "" || filepath.IsAbs(s) {
+		return s, ok
+	}
+	return filepath.Join(filepath.Dir(d.file), s), true
+}
+
+func (d *decoder) tls(f string, n *yaml.Node, t *TLS) {
+	d.mapping(f, n, map[string]handler{
+		"cert_file": into(d.path, &t.CertFile),
+		"key_file":  into(d.path, &t.KeyFile),
+		"min_version": func(f string, n *yaml.Node) {
+			n = resolve(n)
+			// Unquoted, 1.2 is a YAML float; its text is what counts.
+			if n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!str" || n.ShortTag() == "!!float") {
+				switch n.Value {
+				case "1.2":
+					t.MinVersion = tls.VersionTLS12
+					return
+				case "1.3":
+					t.MinVersion = tls.VersionTLS13
+					return
+				}
+			}
+			d.badValue(f, n, `must be "1.2" or "1.3", got %s`, describe(n))
+		},
+	})
+}
+
+func (d *decoder) upstreamTLS(f string, n *yaml.Node, t *UpstreamTLS) {
+	d.mapping(f, n, map[string]handler{
+		"ca_file":              into(d.path, &t.CAFile),
+		"server_name":          d.toStr(&t.ServerName),
+		"insecure_skip_verify": d.toBool(&t.InsecureSkipVerify),
 	})
 }
 
@@ -490,7 +545,8 @@ func (d *decoder) upstreams(f string, n *yaml.Node, c *Config) {
 				}
 				u.URL, u.Addr = p, p.Host
 			},
-			"weight": d.toFloat(&u.Weight),
+			"weight":   d.toFloat(&u.Weight),
+			"protocol": d.toStr(&u.Protocol),
 		})
 	})
 }
@@ -557,6 +613,13 @@ func (d *decoder) breaker(f string, n *yaml.Node, b *Breaker) {
 				b.FailureStatuses = append(b.FailureStatuses, v)
 			})
 		},
+		"failure_grpc_statuses": func(f string, n *yaml.Node) {
+			b.FailureGRPCStatuses = []int{}
+			d.sequence(f, n, func(_ int, f string, n *yaml.Node) {
+				v, _ := d.integer(f, n)
+				b.FailureGRPCStatuses = append(b.FailureGRPCStatuses, v)
+			})
+		},
 		"open_timeout":     d.toDuration(&b.OpenTimeout),
 		"max_open_timeout": d.toDuration(&b.MaxOpenTimeout),
 	})
@@ -568,5 +631,43 @@ func (d *decoder) timeouts(f string, n *yaml.Node, t *Timeouts) {
 		"response_header": d.toDuration(&t.ResponseHeader),
 		"read":            d.toDuration(&t.Read),
 		"idle_conn":       d.toDuration(&t.IdleConn),
+	})
+}
+
+func (d *decoder) discovery(f string, n *yaml.Node, disc *Discovery) {
+	d.mapping(f, n, map[string]handler{
+		"resolver":     d.toStr(&disc.Resolver),
+		"interval":     d.toDuration(&disc.Interval),
+		"timeout":      d.toDuration(&disc.Timeout),
+		"remove_after": d.toDuration(&disc.RemoveAfter),
+		"confirm":      d.toInt(&disc.Confirm),
+		"sources": func(f string, n *yaml.Node) {
+			disc.Sources = []DiscoverySource{}
+			d.sequence(f, n, func(i int, f string, n *yaml.Node) {
+				disc.Sources = append(disc.Sources, DiscoverySource{})
+				s := &disc.Sources[i]
+				d.mapping(f, n, map[string]handler{
+					"srv":      d.toStr(&s.SRV),
+					"host":     d.toStr(&s.Host),
+					"port":     d.toInt(&s.Port),
+					"scheme":   d.toStr(&s.Scheme),
+					"protocol": d.toStr(&s.Protocol),
+					"weight":   d.toFloat(&s.Weight),
+				})
+			})
+		},
+	})
+}
+
+func (d *decoder) hold(f string, n *yaml.Node, h *Hold) {
+	d.mapping(f, n, map[string]handler{
+		"idle":     d.toDuration(&h.Idle),
+		"max_keys": d.toInt(&h.MaxKeys),
+		"cookie": func(f string, n *yaml.Node) {
+			d.mapping(f, n, map[string]handler{
+				"name":        d.toStr(&h.Cookie.Name),
+				"secret_file": d.toStr(&h.Cookie.SecretFile),
+			})
+		},
 	})
 }

@@ -40,8 +40,30 @@ type Config struct {
 	Breaker   Breaker
 	Retries   int // retries; default 1
 	Timeouts  Timeouts
+	// TLS is the tls block; nil when absent: plain HTTP on Listen.
+	TLS *TLS
+	// HTTP2 is http2; default true. With TLS it offers h2 beside
+	// http/1.1 by ALPN; false serves HTTP/1.1 only. Without TLS it has no
+	// effect unless H2C is set.
+	HTTP2 bool
+	// H2C is h2c; default false. Without TLS it also accepts cleartext
+	// HTTP/2 with prior knowledge beside HTTP/1.1; with TLS it is an error.
+	H2C bool
+	// UpstreamTLS is upstream_tls: how https upstreams are verified.
+	UpstreamTLS UpstreamTLS
+
+	// Expired holds, for tls.cert_file, a problem saying that the
+	// certificate had expired (or was not valid yet) when the config was
+	// loaded. It is not a load error: the pair loads and is served, and
+	// clients decide; `ringlb validate` reports it as a problem.
+	Expired Errors
 	// MaxHeaderBytes caps request headers; larger ones get 431. Default 65536.
 	MaxHeaderBytes int
+	// Discovery is nil when the discovery block is absent: the ring's
+	// members are the static Upstreams only.
+	Discovery *Discovery
+	// Hold is the hold block; its zero Idle turns hold off.
+	Hold Hold
 }
 
 // Hash is the hash block.
@@ -90,6 +112,10 @@ type Upstream struct {
 	// (compared as scheme://host:port, default ports filled in).
 	URL    *url.URL
 	Weight float64 // default 1; > 0; whole under placement nginx
+	// Protocol is how ringlb talks to the upstream: ProtocolHTTP1 (the
+	// default), ProtocolH2C (cleartext HTTP/2 with prior knowledge; needs
+	// an http URL) or ProtocolH2 (HTTP/2 over TLS; needs an https URL).
+	Protocol string
 	// Addr is the URL's host[:port] exactly as written (nginx placement's identity).
 	Addr string
 }
@@ -120,10 +146,47 @@ func (r StatusRange) String() string {
 // Breaker is the breaker block.
 // Its fields match balancer.BreakerOptions, which the command converts it to.
 type Breaker struct {
-	ConsecutiveFailures int           // default 5; 0 turns breakers off
-	FailureStatuses     []int         // default [502, 503, 504]
+	ConsecutiveFailures int   // default 5; 0 turns breakers off
+	FailureStatuses     []int // default [502, 503, 504]
+	// FailureGRPCStatuses lists the gRPC status codes (0-16) that count as
+	// failures when a response carries one in its grpc-status trailer, or
+	// header of a trailers-only response. Default [14] (UNAVAILABLE).
+	FailureGRPCStatuses []int
 	OpenTimeout         time.Duration // default 5s
 	MaxOpenTimeout      time.Duration // default 60s; >= OpenTimeout
+}
+
+// Hold is the hold block: keys in use stay on the upstream that served
+// them through membership changes.
+type Hold struct {
+	// Idle is hold.idle; default 0s, which turns hold off. A key seen within
+	// Idle stays where it is across a membership change.
+	Idle time.Duration
+	// MaxKeys is hold.max_keys; default 1000000; >= 1. Beyond it the least
+	// recently seen keys are forgotten.
+	MaxKeys int
+	Cookie  HoldCookie
+}
+
+// On reports whether hold is turned on (Idle > 0).
+func (h Hold) On() bool { return h.Idle > 0 }
+
+// HoldCookie is hold.cookie: the signed cookie that carries a hold to every
+// replica sharing the secret.
+type HoldCookie struct {
+	// Name is the cookie's name; default "", meaning no cookie: the hold
+	// is per process. Else a valid cookie name distinct from the cookies
+	// the key is read from.
+	Name string
+	// SecretFile is the path of the secret file as written; default "".
+	// Required when Name is set; a relative path is read from the config
+	// file's directory.
+	SecretFile string
+	// Secrets are the secret file's non-blank lines, surrounding spaces
+	// and tabs removed, in file order, each at least 32 bytes: the first
+	// signs, all verify. Read when the config is loaded (and on every
+	// reload); nil when Name is "".
+	Secrets [][]byte
 }
 
 // Timeouts is the timeouts block.
@@ -136,4 +199,77 @@ type Timeouts struct {
 	// limit. Streams that idle longer (SSE, long polls) need it raised.
 	Read     time.Duration
 	IdleConn time.Duration // default 90s
+}
+
+// Discovery is the discovery block: ring members resolved from DNS, beside
+// (or instead of) the static upstreams. Validation resolves nothing.
+type Discovery struct {
+	// Resolver is the host:port of the DNS server asked; "" (the default)
+	// uses the system's resolver configuration.
+	Resolver    string
+	Interval    time.Duration // default 5s; every source is resolved again this often
+	Timeout     time.Duration // default 2s; per query; < Interval
+	RemoveAfter time.Duration // default 5m; >= 0; an absent member is removed after this
+	// Confirm is how many identical answers in a row it takes to apply one
+	// that would leave a source with fewer than half of its present
+	// members. Default 3; >= 1 (1: apply at once).
+	Confirm int
+	// Sources lists at least one source; no two share a Name().
+	Sources []DiscoverySource
+}
+
+// DiscoverySource is one entry of discovery.sources: exactly one of SRV
+// and Host is set.
+type DiscoverySource struct {
+	SRV  string // srv: a DNS name whose SRV records give one member per target
+	Host string // host: a DNS name whose A and AAAA records give one member per address
+	Port int    // port: 1-65535, with Host only (SRV records carry their ports)
+	// Scheme is http (default) or https: the members' URLs are
+	// SCHEME://ADDRESS:PORT.
+	Scheme string
+	// Protocol is how members are spoken to: http1 (default), h2c
+	// (cleartext HTTP/2, scheme http) or h2 (scheme https).
+	Protocol string
+	Weight   float64 // default 1; > 0: the ring weight of each member
+}
+
+// Name returns the source as configured: its srv or host value. It labels
+// the source in metrics, logs and the admin pages.
+func (s DiscoverySource) Name() string {
+	if s.SRV != "" {
+		return s.SRV
+	}
+	return s.Host
+}
+
+// The values of upstreams[].protocol.
+const (
+	ProtocolHTTP1 = "http1"
+	ProtocolH2C   = "h2c"
+	ProtocolH2    = "h2"
+)
+
+// TLS is the tls block: the proxy listener's certificate.
+//
+// Relative paths are read from the config file's directory; CertFile and
+// KeyFile hold them resolved.
+type TLS struct {
+	CertFile string // cert_file: PEM, the leaf first, then any chain; required
+	KeyFile  string // key_file: PEM private key matching the leaf; required
+	// MinVersion is min_version, "1.2" (default) or "1.3", as
+	// tls.VersionTLS12 or tls.VersionTLS13.
+	MinVersion uint16
+}
+
+// UpstreamTLS is the upstream_tls block, used for https upstreams.
+type UpstreamTLS struct {
+	// CAFile is ca_file: PEM roots to verify upstreams against; "" uses
+	// the system's. Relative to the config file's directory; held resolved.
+	CAFile string
+	// ServerName is server_name: sent as SNI and verified in the
+	// upstream's certificate; "" uses each URL's host.
+	ServerName string
+	// InsecureSkipVerify is insecure_skip_verify; default false. True
+	// accepts any certificate (for tests and private networks only).
+	InsecureSkipVerify bool
 }

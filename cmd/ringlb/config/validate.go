@@ -1,11 +1,18 @@
 package config
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
 	"math"
 	"net"
 	"net/netip"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -51,6 +58,62 @@ func (d *decoder) validate(c *Config) {
 	if c.MaxHeaderBytes < minMaxHeaderBytes {
 		d.invalid("max_header_bytes", "must be >= %d, got %d", minMaxHeaderBytes, c.MaxHeaderBytes)
 	}
+	if c.Discovery != nil {
+		d.validateDiscovery(c)
+	}
+	d.validateHold(c)
+	d.validateTLS(c)
+}
+
+// validateTLS checks tls, http2, h2c and upstream_tls; the files they name
+// are read by checkFiles.
+func (d *decoder) validateTLS(c *Config) {
+	if t := c.TLS; t != nil {
+		for _, f := range [...]struct {
+			field string
+			val   string
+		}{{"tls.cert_file", t.CertFile}, {"tls.key_file", t.KeyFile}} {
+			switch {
+			case !d.has(f.field):
+				d.invalid(f.field, "required with tls")
+			case f.val == "":
+				d.invalid(f.field, "must not be empty")
+			}
+		}
+	}
+	if c.H2C && !d.isBad("h2c") {
+		switch {
+		case c.TLS != nil:
+			d.invalid("h2c", "must be false with tls: cleartext HTTP/2 is for listeners without TLS (over TLS, http2 offers h2 by ALPN)")
+		case !c.HTTP2 && !d.isBad("http2"):
+			d.invalid("h2c", "must be false with http2: false, which turns HTTP/2 off")
+		}
+	}
+	u := c.UpstreamTLS
+	if u.InsecureSkipVerify && u.CAFile != "" {
+		d.invalid("upstream_tls.insecure_skip_verify", "must be false with upstream_tls.ca_file, which it would ignore")
+	}
+	if u.ServerName != "" && !validServerName(u.ServerName) {
+		d.invalid("upstream_tls.server_name", "must be a host name or IP address, got %q", short(u.ServerName))
+	}
+}
+
+// validServerName reports whether s can be sent as SNI and verified: an IP
+// address or a DNS name of letters, digits, '-', '_' and '.' (a leading
+// "*." is not a name a server has).
+func validServerName(s string) bool {
+	if _, err := netip.ParseAddr(s); err == nil {
+		return true
+	}
+	if len(s) > 253 || strings.HasPrefix(s, ".") || strings.HasSuffix(s, ".") || strings.Contains(s, "..") {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 func positive(f string, v time.Duration, d *decoder) {
@@ -239,12 +302,15 @@ func ValidName(s string) bool { return validName(s) }
 const MaxPointsPerUpstream = maxPointsPerMember
 
 func (d *decoder) validateUpstreams(c *Config) {
-	if !d.has("upstreams") {
-		d.invalid("upstreams", "required: list at least one upstream")
+	switch {
+	case c.Discovery != nil:
+		// Members may all come from DNS; a discovery block without sources
+		// is reported there.
+	case !d.has("upstreams"):
+		d.invalid("upstreams", "required: list at least one upstream (or a discovery source)")
 		return
-	}
-	if len(c.Upstreams) == 0 {
-		d.invalid("upstreams", "must list at least one upstream")
+	case len(c.Upstreams) == 0:
+		d.invalid("upstreams", "must list at least one upstream (or a discovery source)")
 		return
 	}
 	nginx := c.Ring.Placement == "nginx"
@@ -296,6 +362,20 @@ func (d *decoder) validateUpstreams(c *Config) {
 				}
 				idents[u.Addr] = i
 			}
+		}
+
+		switch u.Protocol {
+		case ProtocolHTTP1:
+		case ProtocolH2C:
+			if u.URL != nil && u.URL.Scheme != "http" && checkURL(u.URL) == "" {
+				d.invalid(f+".protocol", "h2c is cleartext HTTP/2 and needs an http:// URL, got %q (use h2 for https)", short(u.URL.String()))
+			}
+		case ProtocolH2:
+			if u.URL != nil && u.URL.Scheme != "https" && checkURL(u.URL) == "" {
+				d.invalid(f+".protocol", "h2 is HTTP/2 over TLS and needs an https:// URL, got %q (use h2c for cleartext)", short(u.URL.String()))
+			}
+		default:
+			d.invalid(f+".protocol", "must be http1, h2c or h2, got %q", short(u.Protocol))
 		}
 
 		w := u.Weight
@@ -411,10 +491,135 @@ func (d *decoder) validateBreaker(b *Breaker) {
 			d.invalid(index("breaker.failure_statuses", i), "must be an HTTP status 100-599, got %d", s)
 		}
 	}
+	for i, s := range b.FailureGRPCStatuses {
+		if s < 0 || s > 16 {
+			d.invalid(index("breaker.failure_grpc_statuses", i), "must be a gRPC status code 0-16, got %d", s)
+		}
+	}
 	positive("breaker.open_timeout", b.OpenTimeout, d)
 	if b.OpenTimeout > 0 && b.MaxOpenTimeout < b.OpenTimeout && !d.isBad("breaker.open_timeout") {
 		d.invalid("breaker.max_open_timeout", "must be >= breaker.open_timeout (%s), got %s", b.OpenTimeout, b.MaxOpenTimeout)
 	}
+}
+
+func (d *decoder) validateDiscovery(c *Config) {
+	disc := c.Discovery
+	if c.Ring.Placement == "nginx" && !d.isBad("ring.placement") {
+		d.invalid("discovery", "needs placement ringlb: placement nginx identifies upstreams by the host:port written in the config")
+	}
+	if disc.Resolver != "" {
+		if host, port, ok := splitHostPort(disc.Resolver); !ok || host == "" || port < 1 {
+			d.invalid("discovery.resolver", "must be host:port of a DNS server with a port 1-65535 (or \"\" for the system's), got %q", short(disc.Resolver))
+		}
+	}
+	positive("discovery.interval", disc.Interval, d)
+	positive("discovery.timeout", disc.Timeout, d)
+	if disc.Interval > 0 && disc.Timeout > 0 && disc.Timeout >= disc.Interval && !d.isBad("discovery.interval") {
+		d.invalid("discovery.timeout", "must be < discovery.interval (%s), got %s", disc.Interval, disc.Timeout)
+	}
+	if disc.RemoveAfter < 0 {
+		d.invalid("discovery.remove_after", "must be >= 0, got %s", disc.RemoveAfter)
+	}
+	if disc.Confirm < 1 {
+		d.invalid("discovery.confirm", "must be >= 1, got %d", disc.Confirm)
+	}
+	if len(disc.Sources) == 0 {
+		d.invalid("discovery.sources", "must list at least one source (or remove the discovery block)")
+		return
+	}
+	ppwOK := !d.isBad("ring.points_per_weight") && c.Ring.PointsPerWeight > 0 && c.Ring.PointsPerWeight <= maxPointsPerWeight
+	names := map[string]int{}
+	for i := range disc.Sources {
+		s, f := &disc.Sources[i], index("discovery.sources", i)
+		hasSRV, hasHost := d.has(f+".srv"), d.has(f+".host")
+		switch {
+		case d.isBad(f + ".srv"), d.isBad(f + ".host"):
+		case hasSRV && hasHost:
+			d.invalid(f+".host", "a source has either srv or host, not both")
+		case !hasSRV && !hasHost:
+			d.invalid(f, "needs srv (a name with SRV records) or host (a name with A/AAAA records)")
+		case hasSRV && !validDNSName(s.SRV):
+			d.invalid(f+".srv", "must be a DNS name like _http._tcp.app.example, got %q", short(s.SRV))
+		case hasHost && !validDNSName(s.Host) && !isIP(s.Host):
+			d.invalid(f+".host", "must be a DNS name or an IP address, got %q", short(s.Host))
+		default:
+			if j, dup := names[s.Name()]; dup {
+				d.invalid(f, "%q is already discovery.sources[%d]; sources are named by their srv or host value, which must be unique", s.Name(), j)
+			} else {
+				names[s.Name()] = i
+			}
+		}
+		switch {
+		case hasHost == hasSRV:
+		case hasHost && !d.has(f+".port"):
+			d.invalid(f+".port", "required with host: the port the members listen on")
+		case hasHost && (s.Port < 1 || s.Port > 65535):
+			d.invalid(f+".port", "must be 1-65535, got %d", s.Port)
+		case hasSRV && d.has(f+".port"):
+			d.invalid(f+".port", "only with host: SRV records carry their own ports")
+		}
+		scheme := s.Scheme == "http" || s.Scheme == "https"
+		if !scheme {
+			d.invalid(f+".scheme", "must be http or https, got %q", short(s.Scheme))
+		}
+		switch s.Protocol {
+		case ProtocolHTTP1:
+		case ProtocolH2C:
+			if s.Scheme == "https" {
+				d.invalid(f+".protocol", "h2c is cleartext HTTP/2 and needs scheme http; with https use h2")
+			}
+		case ProtocolH2:
+			if s.Scheme == "http" {
+				d.invalid(f+".protocol", "h2 needs scheme https; for cleartext HTTP/2 use h2c")
+			}
+		default:
+			d.invalid(f+".protocol", "must be http1, h2c or h2, got %q", short(s.Protocol))
+		}
+		w := s.Weight
+		switch {
+		case !(w > 0):
+			d.invalid(f+".weight", "must be > 0, got %s", fmtFloat(w))
+		case !ppwOK:
+		case ring.PointsFor(c.Ring.PointsPerWeight, w) < 1:
+			d.invalid(f+".weight", "too small: gives round(%d × %s) = 0 ring points", c.Ring.PointsPerWeight, fmtFloat(w))
+		case ring.PointsFor(c.Ring.PointsPerWeight, w) > maxPointsPerMember:
+			d.invalid(f+".weight", "too large: gives round(%d × %s) > %d ring points", c.Ring.PointsPerWeight, fmtFloat(w), maxPointsPerMember)
+		}
+	}
+}
+
+// splitHostPort reads host:port ([v6]:port for IPv6) with a numeric port
+// 0-65535.
+func splitHostPort(s string) (host string, port int, ok bool) {
+	l, ok := parseListen(s)
+	return l.host, l.port, ok
+}
+
+// validDNSName reports whether s is a DNS name as resolvers accept it:
+// dot-separated labels of 1-63 letters, digits, '-' or '_', at most 253
+// characters, with an optional final dot.
+func validDNSName(s string) bool {
+	s = strings.TrimSuffix(s, ".")
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func isIP(s string) bool {
+	a, err := netip.ParseAddr(s)
+	return err == nil && a.Zone() == ""
 }
 
 // isToken reports whether s is a non-empty RFC 9110 token, the syntax of
@@ -433,3 +638,100 @@ func isToken(s string) bool {
 }
 
 func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// Limits of the hold cookie's secret file.
+const (
+	MinSecretBytes    = 32       // shortest secret accepted: HMAC-SHA256's output size
+	maxSecretFileSize = 64 << 10 // a secret file is a few lines; refuse anything larger
+)
+
+func (d *decoder) validateHold(c *Config) {
+	h := &c.Hold
+	if h.Idle < 0 {
+		d.invalid("hold.idle", "must be >= 0 (0s turns hold off), got %s", h.Idle)
+	}
+	if h.MaxKeys < 1 {
+		d.invalid("hold.max_keys", "must be >= 1, got %d", h.MaxKeys)
+	}
+	ck := &h.Cookie
+	if ck.Name == "" {
+		if ck.SecretFile != "" {
+			d.invalid("hold.cookie.secret_file", "is set but hold.cookie.name is empty (no cookie); set a name or remove secret_file")
+		}
+		return
+	}
+	switch {
+	case !isToken(ck.Name):
+		d.invalid("hold.cookie.name", "must be a valid cookie name (or \"\" for no cookie), got %q", short(ck.Name))
+	case c.Hash.OnMissing == "cookie" && ck.Name == c.Hash.Cookie.Name:
+		d.invalid("hold.cookie.name", "%q is also hash.cookie.name; the hold cookie needs a name of its own", ck.Name)
+	default:
+		for i, k := range c.Hash.Key {
+			if k.Kind == balancer.KeyCookie && k.Name == ck.Name {
+				d.invalid("hold.cookie.name", "%q is also the cookie hash.key[%d] reads; the hold cookie needs a name of its own", ck.Name, i)
+				break
+			}
+		}
+	}
+	if ck.SecretFile == "" {
+		d.invalid("hold.cookie.secret_file", "required when hold.cookie.name is set")
+		return
+	}
+	secrets, msg := readSecrets(resolvePath(d.file, ck.SecretFile))
+	if msg != "" {
+		d.invalid("hold.cookie.secret_file", "%q: %s", short(ck.SecretFile), msg)
+		return
+	}
+	ck.Secrets = secrets
+}
+
+// resolvePath returns p, read relative to the directory of the config file
+// when it is relative.
+func resolvePath(configFile, p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(filepath.Dir(configFile), p)
+}
+
+// readSecrets reads a secret file: one secret per line, surrounding spaces,
+// tabs and a CR removed, blank lines ignored; at least one secret and each
+// at least MinSecretBytes long. On failure it returns a message that never
+// quotes a secret.
+func readSecrets(path string) ([][]byte, string) {
+	f, err := os.Open(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, "cannot read: " + err.Error()
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxSecretFileSize+1))
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, "cannot read: " + err.Error()
+	}
+	if len(data) > maxSecretFileSize {
+		return nil, fmt.Sprintf("larger than %d KiB; want one secret per line", maxSecretFileSize>>10)
+	}
+	var secrets [][]byte
+	for i, line := range bytes.Split(data, []byte("\n")) {
+		s := bytes.Trim(line, " \t\r")
+		if len(s) == 0 {
+			continue
+		}
+		if len(s) < MinSecretBytes {
+			return nil, fmt.Sprintf("line %d: secret is %d bytes, want at least %d", i+1, len(s), MinSecretBytes)
+		}
+		secrets = append(secrets, bytes.Clone(s))
+	}
+	if len(secrets) == 0 {
+		return nil, fmt.Sprintf("holds no secret; want one per line, each at least %d bytes", MinSecretBytes)
+	}
+	return secrets, ""
+}

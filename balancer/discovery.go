@@ -1,0 +1,292 @@
+package balancer
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ringlb/ringlb/balancer/discovery"
+	"github.com/ringlb/ringlb/ring"
+)
+
+// DiscoveryOptions is the discovery block: ring members resolved from DNS,
+// beside (or instead of) the static upstreams. Its fields are in the
+// config's order; see package discovery for what each one does.
+//
+// Discovered members are ring members like static ones (health checks,
+// breakers, slow start, bounded loads, metric series). A member's name is
+// its identity, so a member whose address changes keeps its keys: only
+// its proxy's target changes, and the ring version does not. A member
+// missing from its source's answer stays on the ring but is skipped (skip
+// reason "absent") until it returns or is removed. A discovered name equal
+// to a static upstream's is ignored (the static one wins) and logged.
+type DiscoveryOptions struct {
+	Resolver    string // host:port of the DNS server; "": the system's
+	Interval    time.Duration
+	Timeout     time.Duration
+	RemoveAfter time.Duration
+	Confirm     int
+	Sources     []discovery.Source
+}
+
+// DiscoveryStatus is one discovery source's state, for the admin pages.
+type DiscoveryStatus struct {
+	Source      string    // the srv or host value as configured
+	Members     int       // present members (absent ones not counted)
+	LastSuccess time.Time // zero before the first successful answer
+	LastError   string    // "" when the last query succeeded
+}
+
+// discoveryRun is one running Discoverer: the one a discovery block
+// started, kept across reloads while the block stays.
+type discoveryRun struct {
+	d      *discovery.Discoverer
+	cancel context.CancelFunc
+}
+
+// discoveryState is the Balancer's discovery side. Guarded by Balancer.mu
+// except run, which the metrics and admin pages read without a lock.
+type discoveryState struct {
+	run       atomic.Pointer[discoveryRun]
+	static    Options            // the options last installed, the static half of every membership
+	found     []discovery.Member // the Discoverer's last member list
+	conflicts map[string]bool    // discovered names a static upstream shadows, logged once each
+	changed   chan struct{}      // signalled (never blocking) after a membership change
+}
+
+// discovererOptions translates the block for package discovery; changes
+// reach b through run.
+func (b *Balancer) discovererOptions(o *DiscoveryOptions, run *discoveryRun) discovery.Options {
+	return discovery.Options{
+		Resolver: o.Resolver, Interval: o.Interval, Timeout: o.Timeout,
+		RemoveAfter: o.RemoveAfter, Confirm: o.Confirm, Sources: o.Sources,
+		OnChange: func(u discovery.Update) { b.discovered(run, u.Members) },
+		Logger:   b.log,
+	}
+}
+
+// found returns the discovered members a snapshot built from opts holds:
+// the last list while opts has a discovery block, else none. Callers hold
+// b.mu.
+func (d *discoveryState) foundFor(opts Options) []discovery.Member {
+	if opts.Discovery == nil {
+		return nil
+	}
+	return d.found
+}
+
+// prepareDiscoveryLocked does the fallible part of applying opts'
+// discovery block, before anything changes: it builds the Discoverer of a
+// new block (not running yet) or reconfigures the running one (which then
+// resolves at once). commit, called once the snapshot is installed,
+// starts the new one or stops the old one when the block was removed.
+// Callers hold b.mu.
+func (b *Balancer) prepareDiscoveryLocked(opts Options) (commit func(), err error) {
+	cur := b.disc.run.Load()
+	switch {
+	case opts.Discovery == nil && cur == nil:
+		return func() {}, nil
+	case opts.Discovery == nil:
+		return func() {
+			b.disc.run.Store(nil)
+			b.disc.found = nil
+			cur.cancel() // a poll in flight finds itself replaced and changes nothing
+			b.log.Info("discovery off: the ring's members are the static upstreams")
+		}, nil
+	case cur != nil:
+		if err := cur.d.Reconfigure(b.discovererOptions(opts.Discovery, cur)); err != nil {
+			return nil, fmt.Errorf("balancer: %w", err)
+		}
+		return func() {}, nil
+	}
+	run := &discoveryRun{}
+	d, err := discovery.New(b.discovererOptions(opts.Discovery, run))
+	if err != nil {
+		return nil, fmt.Errorf("balancer: %w", err)
+	}
+	run.d = d
+	return func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		run.cancel = cancel
+		b.disc.run.Store(run)
+		go d.Run(ctx) // returns when cancelled
+	}, nil
+}
+
+// stopDiscovery stops the running Discoverer, if any (Close).
+func (b *Balancer) stopDiscovery() {
+	b.mu.Lock()
+	run := b.disc.run.Swap(nil)
+	b.mu.Unlock()
+	if run != nil {
+		run.cancel()
+	}
+}
+
+// discovered installs a new member list from run: the next snapshot is
+// the static upstreams plus the discovered members, with everything else
+// as it was. Lists from a Discoverer that was since stopped are ignored.
+func (b *Balancer) discovered(run *discoveryRun, found []discovery.Member) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.disc.run.Load() != run {
+		return
+	}
+	b.disc.found = found
+	old := b.snap.Load()
+	set := old.settings
+	r, err := set.membership(b.disc.static, found, old.ring)
+	if err != nil { // names and weights come checked: not expected
+		b.log.Error("discovery: membership not installed", "err", err)
+		return
+	}
+	// The Discoverer has logged each change: no line here.
+	b.afterMembershipLocked(old, b.installLocked(set, r))
+}
+
+// afterMembershipLocked finishes a membership change from old to s:
+// availability follows absence, removed upstreams lose their metric
+// series, shadowed names are logged once and the health checker is told.
+// Callers hold b.mu.
+func (b *Balancer) afterMembershipLocked(old, s *snapshot) {
+	for i := range s.members {
+		b.settleLocked(s.members[i].u, "discovery", "")
+	}
+	for i := range old.members {
+		if u := old.members[i].u; b.ups[u.name] != u {
+			b.metrics.retire(u.metrics)
+		}
+	}
+	b.logConflictsLocked()
+	select {
+	case b.disc.changed <- struct{}{}:
+	default:
+	}
+}
+
+// logConflictsLocked logs each discovered name that a static upstream
+// shadows, once while the clash lasts.
+func (b *Balancer) logConflictsLocked() {
+	if len(b.disc.found) == 0 && len(b.disc.conflicts) == 0 {
+		return
+	}
+	now := map[string]bool{}
+	for _, u := range b.disc.static.Upstreams {
+		if i, ok := slices.BinarySearchFunc(b.disc.found, u.Name, func(m discovery.Member, n string) int {
+			return strings.Compare(m.Name, n)
+		}); ok && b.disc.static.Discovery != nil {
+			m := b.disc.found[i]
+			now[u.Name] = true
+			if !b.disc.conflicts[u.Name] {
+				b.log.Warn("discovery: a discovered member has a static upstream's name; the static one is kept",
+					"upstream", u.Name, "url", u.URL.String(), "source", m.Source, "discovered_url", m.URL)
+			}
+		}
+	}
+	b.disc.conflicts = now
+}
+
+// discoveredSpecs returns the members of found that a static upstream
+// (in static) does not shadow, as ring members and specs by name.
+func discoveredSpecs(found []discovery.Member, static map[string]UpstreamOptions) ([]ring.Member, map[string]memberSpec, error) {
+	rm := make([]ring.Member, 0, len(found))
+	specs := make(map[string]memberSpec, len(found))
+	for _, m := range found {
+		if _, shadowed := static[m.Name]; shadowed {
+			continue
+		}
+		u, err := url.Parse(m.URL)
+		if err != nil {
+			return nil, nil, fmt.Errorf("balancer: discovered member %s: %w", m.Name, err)
+		}
+		rm = append(rm, ring.Member{Name: m.Name, Addr: u.Host, Weight: m.Weight})
+		specs[m.Name] = memberSpec{name: m.Name, url: u, weight: m.Weight, source: m.Source, absent: m.Absent, initial: m.Initial}
+	}
+	return rm, specs, nil
+}
+
+// MembersChanged is signalled after discovery changed the members or
+// their URLs (not after Update, whose caller knows). Whoever keeps
+// per-member state outside the Balancer, such as the health checker's
+// targets, reads Members again then.
+func (b *Balancer) MembersChanged() <-chan struct{} { return b.disc.changed }
+
+// MemberURL is a ring member's name and where its requests go.
+type MemberURL struct {
+	Name string
+	URL  *url.URL
+}
+
+// Members returns every current ring member (absent ones included), by
+// name.
+func (b *Balancer) Members() []MemberURL {
+	s := b.snap.Load()
+	out := make([]MemberURL, len(s.members))
+	for i := range s.members {
+		out[i] = MemberURL{Name: s.members[i].name, URL: s.members[i].url}
+	}
+	return out
+}
+
+// discoveryStatus returns each source's state, in config order; nil
+// without a discovery block.
+func (b *Balancer) discoveryStatus() []discovery.Status {
+	if run := b.disc.run.Load(); run != nil {
+		return run.d.Status()
+	}
+	return nil
+}
+
+var (
+	descDiscMembers = prometheus.NewDesc("ringlb_discovery_members",
+		"Members the discovery source last resolved to (absent ones not counted).", []string{"source"}, nil)
+	descDiscUpdates = prometheus.NewDesc("ringlb_discovery_updates_total",
+		"Answers from the discovery source that changed the membership.", []string{"source"}, nil)
+	descDiscErrors = prometheus.NewDesc("ringlb_discovery_errors_total",
+		"Failed queries of the discovery source (its membership was kept).", []string{"source"}, nil)
+)
+
+// discoveryCollector reports the discovery series from the Discoverer's
+// status at scrape time, so a source removed by a reload (or the whole
+// block) loses its series at once.
+type discoveryCollector struct{ b *Balancer }
+
+func (c discoveryCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descDiscMembers
+	ch <- descDiscUpdates
+	ch <- descDiscErrors
+}
+
+func (c discoveryCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, st := range c.b.discoveryStatus() {
+		ch <- prometheus.MustNewConstMetric(descDiscMembers, prometheus.GaugeValue, float64(st.Members), st.Source)
+		ch <- prometheus.MustNewConstMetric(descDiscUpdates, prometheus.CounterValue, float64(st.Updates), st.Source)
+		ch <- prometheus.MustNewConstMetric(descDiscErrors, prometheus.CounterValue, float64(st.Errors), st.Source)
+	}
+}
+
+// sameRing reports whether prev (nil: none) is the ring that members and
+// ro would build, under placement ringlb: the same names and weights (a
+// discovered member's address is not part of its identity), so an answer
+// that only readdressed, or marked members absent or returned, reuses the
+// ring instead of building and sorting all its points again.
+func sameRing(prev *ring.Ring, members []ring.Member, ro RingOptions) bool {
+	if prev == nil || prev.Placement() != ring.PlacementRinglb || ro.Placement == ring.PlacementNginx ||
+		prev.PointsPerWeight() != ro.PointsPerWeight || prev.Len() != len(members) {
+		return false
+	}
+	pm := prev.Members() // sorted by name under placement ringlb
+	for _, m := range members {
+		i, ok := slices.BinarySearchFunc(pm, m.Name, func(p ring.Member, n string) int { return strings.Compare(p.Name, n) })
+		if !ok || pm[i].Weight != m.Weight {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,247 @@
+package discovery
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// record is one member of an answer: its identity and where it listens.
+type record struct {
+	name string // identity: target:port or address:port
+	addr string // address:port ([v6]:port), the URL's host
+}
+
+// compareRecords orders records by name, then address.
+func compareRecords(a, b record) int {
+	return cmp.Or(strings.Compare(a.name, b.name), strings.Compare(a.addr, b.addr))
+}
+
+// sortRecords sorts an answer by name and drops repeated records. Names are
+// unique afterwards except when an SRV answer gives one target:port two
+// addresses, which cannot happen (a target has one chosen address).
+func sortRecords(recs []record) []record {
+	slices.SortFunc(recs, compareRecords)
+	return slices.CompactFunc(recs, func(a, b record) bool { return a.name == b.name })
+}
+
+// maxParallel bounds the address lookups of one SRV answer in flight at once.
+const maxParallel = 16
+
+// newResolver returns Go's resolver sending every query to addr (host:port),
+// or following the system's configuration when addr is "". StrictErrors
+// makes a failed sub-query (SERVFAIL, timeout) fail the whole lookup
+// instead of being masked by another sub-query's "not found".
+func newResolver(addr string) *net.Resolver {
+	r := &net.Resolver{PreferGo: true, StrictErrors: true}
+	if addr != "" {
+		r.Dial = func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		}
+	}
+	return r
+}
+
+// notFound reports whether err is an answer rather than a failure: the
+// name does not exist (NXDOMAIN) or has no records of the type asked.
+func notFound(err error) bool {
+	var de *net.DNSError
+	return errors.As(err, &de) && de.IsNotFound
+}
+
+// fqdn returns name with a final dot, so the resolver asks exactly it,
+// never a search-list variant.
+func fqdn(name string) string {
+	if strings.HasSuffix(name, ".") {
+		return name
+	}
+	return name + "."
+}
+
+// resolver resolves sources with one net.Resolver and a per-query timeout.
+type resolver struct {
+	r       *net.Resolver
+	timeout time.Duration
+}
+
+// resolve asks the source's question and returns its answer sorted by name,
+// each name once; an empty answer (NXDOMAIN, no records) is a nil slice and
+// a nil error. A non-nil error means the query failed and says nothing
+// about membership.
+func (rs *resolver) resolve(ctx context.Context, s Source) ([]record, error) {
+	if s.SRV != "" {
+		return rs.resolveSRV(ctx, s.SRV)
+	}
+	return rs.resolveHost(ctx, s.Host, s.Port)
+}
+
+// lookupIP resolves one address family ("ip4" or "ip6") of name with the
+// per-query timeout. Not found is an empty answer.
+func (rs *resolver) lookupIP(ctx context.Context, network, name string) ([]netip.Addr, error) {
+	if a, err := netip.ParseAddr(name); err == nil { // an IP literal answers itself
+		if (network == "ip4") == a.Unmap().Is4() {
+			return []netip.Addr{a.Unmap()}, nil
+		}
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, rs.timeout)
+	defer cancel()
+	addrs, err := rs.r.LookupNetIP(ctx, network, fqdn(name))
+	if err != nil {
+		if notFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return addrs, nil
+}
+
+// resolveHost gives one member per A and AAAA address of name.
+func (rs *resolver) resolveHost(ctx context.Context, name string, port int) ([]record, error) {
+	v4, err := rs.lookupIP(ctx, "ip4", name)
+	if err != nil {
+		return nil, err
+	}
+	v6, err := rs.lookupIP(ctx, "ip6", name)
+	if err != nil {
+		return nil, err
+	}
+	if len(v4)+len(v6) == 0 {
+		return nil, nil
+	}
+	recs := make([]record, 0, len(v4)+len(v6))
+	for _, a := range slices.Concat(v4, v6) {
+		ap := netip.AddrPortFrom(a.Unmap(), uint16(port)).String()
+		recs = append(recs, record{name: ap, addr: ap})
+	}
+	return sortRecords(recs), nil
+}
+
+// resolveSRV gives one member per distinct target:port of name's SRV
+// records, at the target's lowest IPv4 address (else lowest IPv6). A target
+// with no address is left out; a target whose address lookup fails fails
+// the whole answer.
+func (rs *resolver) resolveSRV(ctx context.Context, name string) ([]record, error) {
+	qctx, cancel := context.WithTimeout(ctx, rs.timeout)
+	_, srvs, err := rs.r.LookupSRV(qctx, "", "", fqdn(name))
+	cancel()
+	if err != nil {
+		if notFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+
+	// Distinct targets (one address lookup each) and target:port names.
+	type target struct {
+		host string // as in the answer, absolute
+		addr netip.Addr
+	}
+	targets := make([]target, 0, len(srvs))
+	index := make(map[string]int, len(srvs)) // lowercased target → targets index
+	type named struct {
+		name   string
+		target int
+		port   uint16
+	}
+	names := make([]named, 0, len(srvs))
+	for _, s := range srvs {
+		host := strings.ToLower(strings.TrimSuffix(s.Target, "."))
+		if host == "" { // "." : the service is decidedly not available here (RFC 2782)
+			continue
+		}
+		i, ok := index[host]
+		if !ok {
+			i = len(targets)
+			index[host] = i
+			targets = append(targets, target{host: fqdn(host)})
+		}
+		names = append(names, named{name: host + ":" + strconv.Itoa(int(s.Port)), target: i, port: s.Port})
+	}
+
+	// Look the addresses up, a few at once; the first failure cancels the rest.
+	ctx, cancelAll := context.WithCancel(ctx)
+	defer cancelAll()
+	var (
+		mu      sync.Mutex
+		failure error
+		wg      sync.WaitGroup
+		next    = make(chan int)
+	)
+	for range min(maxParallel, len(targets)) {
+		wg.Go(func() {
+			for i := range next {
+				a, err := rs.address(ctx, targets[i].host)
+				if err != nil {
+					mu.Lock()
+					if failure == nil {
+						failure = err
+						cancelAll()
+					}
+					mu.Unlock()
+					continue
+				}
+				targets[i].addr = a
+			}
+		})
+	}
+feed:
+	for i := range targets {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if failure != nil {
+		return nil, failure
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	recs := make([]record, 0, len(names))
+	for _, n := range names {
+		a := targets[n.target].addr
+		if !a.IsValid() {
+			continue // no address: left out of this answer
+		}
+		recs = append(recs, record{name: n.name, addr: netip.AddrPortFrom(a, n.port).String()})
+	}
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	return sortRecords(recs), nil
+}
+
+// address returns host's lowest IPv4 address, else its lowest IPv6 one,
+// else the zero Addr (no address: an answer, not a failure). The AAAA
+// query is only made when there is no IPv4 address.
+func (rs *resolver) address(ctx context.Context, host string) (netip.Addr, error) {
+	for _, network := range [...]string{"ip4", "ip6"} {
+		addrs, err := rs.lookupIP(ctx, network, host)
+		if err != nil {
+			return netip.Addr{}, err
+		}
+		if len(addrs) > 0 {
+			lowest := addrs[0].Unmap()
+			for _, a := range addrs[1:] {
+				if a = a.Unmap(); a.Less(lowest) {
+					lowest = a
+				}
+			}
+			return lowest, nil
+		}
+	}
+	return netip.Addr{}, nil
+}

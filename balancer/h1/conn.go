@@ -1,0 +1,433 @@
+package h1
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// persistConn is one upstream connection. It is used by one exchange at
+// a time: taken from the pool (or dialled), then pooled or closed when
+// the exchange ends.
+type persistConn struct {
+	t      *Transport
+	key    connKey
+	conn   net.Conn
+	raw    syscall.RawConn // for the idle peek; nil when unavailable
+	tls    *tls.ConnectionState
+	cr     connReader
+	cw     connWriter
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	abort  func() // pc.close, bound once
+	reused bool   // taken from the pool for the current exchange
+	idleAt time.Time
+
+	peekFn  func(fd uintptr) bool // pc.peek, bound once
+	peekBuf [1]byte
+	peekN   int
+	peekErr error
+}
+
+// connReader counts the bytes read from the connection and, while a
+// response head is read, limits them.
+type connReader struct {
+	c     net.Conn
+	n     int64 // bytes read since the current exchange started
+	limit int64
+}
+
+func (r *connReader) Read(p []byte) (int, error) {
+	if r.limit <= 0 {
+		return 0, errHeaderTooLarge
+	}
+	if int64(len(p)) > r.limit {
+		p = p[:r.limit]
+	}
+	n, err := r.c.Read(p)
+	r.n += int64(n)
+	r.limit -= int64(n)
+	return n, err
+}
+
+// connWriter counts the bytes written to the connection.
+type connWriter struct {
+	c net.Conn
+	n int64
+}
+
+func (w *connWriter) Write(p []byte) (int, error) {
+	n, err := w.c.Write(p)
+	w.n += int64(n)
+	return n, err
+}
+
+func (pc *persistConn) close() { pc.conn.Close() }
+
+// exchange states, as bits: each side of an exchange sets its bit when
+// done; whichever completes the pair pools or closes the connection.
+const (
+	readDone  = 1 << iota // the response was read to its end (or abandoned)
+	writeDone             // the request was written (or abandoned)
+	broken                // the connection must not be reused
+)
+
+// exchange is one request and its response on a connection. It is also
+// the response body the caller reads.
+type exchange struct {
+	pc    *persistConn
+	req   *http.Request
+	res   *http.Response
+	body  io.ReadCloser // from http.ReadResponse
+	stop  func() bool   // stops the context's AfterFunc; nil if none
+	state atomic.Uint32
+	keep  bool // neither side asked to close the connection
+
+	done bool  // read side: Read saw the end, or Close was called
+	rerr error // what Read returns once done
+
+	w *bodyWriter // nil for a bodiless request
+}
+
+// finish records that one side of the exchange is over; ok false means
+// the connection must not be reused, closeNow that it must be closed
+// without waiting for the other side.
+func (e *exchange) finish(bit uint32, ok, closeNow bool) {
+	if !ok {
+		bit |= broken
+	}
+	s := e.state.Or(bit) | bit
+	if s&(readDone|writeDone) != readDone|writeDone {
+		if closeNow {
+			e.pc.close()
+		}
+		return
+	}
+	if e.stop != nil && !e.stop() {
+		s |= broken // the context fired: its AfterFunc closes the conn
+	}
+	if s&broken != 0 || !e.keep {
+		e.pc.close()
+		return
+	}
+	e.pc.t.pool.put(e.pc)
+}
+
+// roundTrip runs one exchange on pc. An error of type retryError means
+// the request may be sent again on a fresh connection.
+func (pc *persistConn) roundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	e := &exchange{pc: pc, req: req, keep: !req.Close && !hasToken(req.Header.Get("Connection"), "close")}
+	if ctx.Done() != nil {
+		e.stop = context.AfterFunc(ctx, pc.abort)
+	}
+	pc.cr.n, pc.cw.n = 0, 0
+	pc.cr.limit = pc.t.maxHeaderBytes()
+	trace := traceOf(req)
+
+	hasBody := req.Body != nil && req.Body != http.NoBody
+	if hasBody {
+		e.w = newBodyWriter(e, req)
+		go e.w.run()
+	} else {
+		err := req.Write(pc.bw)
+		if err == nil {
+			err = pc.bw.Flush()
+		}
+		if err != nil {
+			e.finish(readDone|writeDone, false, true)
+			if pc.reused && (pc.cw.n == 0 || replayable(req)) && ctx.Err() == nil {
+				return nil, retryError{err}
+			}
+			return nil, err
+		}
+		e.state.Or(writeDone)
+	}
+
+	res, err := e.readHead(trace)
+	if err != nil {
+		e.finish(readDone, false, true)
+		if ctx.Err() == nil && !hasBody && pc.reused && pc.cr.n == 0 && !isTimeout(err) && replayable(req) {
+			return nil, retryError{err}
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, cerr
+		}
+		if e.w != nil && errors.Is(err, net.ErrClosed) {
+			// Closed by the writer after the request body failed.
+			<-e.w.done
+			if e.w.err != nil {
+				return nil, e.w.err
+			}
+		}
+		return nil, err
+	}
+	res.TLS = pc.tls
+	e.res = res
+	e.keep = e.keep && !res.Close
+	if res.StatusCode == http.StatusSwitchingProtocols {
+		// The connection now belongs to the caller.
+		if e.stop != nil && !e.stop() {
+			pc.close()
+			return nil, ctx.Err()
+		}
+		res.Body = &upgradeBody{br: pc.br, conn: pc.conn}
+		return res, nil
+	}
+	if res.Body == http.NoBody {
+		e.done, e.rerr = true, io.EOF
+		e.finish(readDone, true, false)
+		return res, nil
+	}
+	e.body = res.Body
+	res.Body = e
+	return res, nil
+}
+
+// readHead reads the response head, handling 1xx responses on the way.
+func (e *exchange) readHead(trace *httptrace.ClientTrace) (*http.Response, error) {
+	pc := e.pc
+	if d := pc.t.ResponseHeaderTimeout; d > 0 {
+		pc.conn.SetReadDeadline(time.Now().Add(d))
+	}
+	n1xx := 0
+	for {
+		res, err := http.ReadResponse(pc.br, e.req)
+		if err != nil {
+			e.w.signal(false)
+			if ne, ok := err.(net.Error); ok && ne.Timeout() && pc.t.ResponseHeaderTimeout > 0 && e.req.Context().Err() == nil {
+				return nil, errHeaderTimeout
+			}
+			return nil, err
+		}
+		code := res.StatusCode
+		if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
+			// The hook runs before the body writer is released: a proxy
+			// forwarding this 100 to its client does so before its
+			// server, seeing the body read, sends one of its own.
+			if trace != nil && trace.Got1xxResponse != nil {
+				if err := trace.Got1xxResponse(code, textproto.MIMEHeader(res.Header)); err != nil {
+					e.w.signal(false)
+					return nil, err
+				}
+				pc.cr.limit = pc.t.maxHeaderBytes()
+				n1xx = 0
+			} else if n1xx++; n1xx > max1xx {
+				e.w.signal(false)
+				return nil, errTooMany1xx
+			}
+			if code == http.StatusContinue && e.w.signal(true) && trace != nil && trace.Got100Continue != nil {
+				trace.Got100Continue()
+			}
+			continue
+		}
+		// A final answer without 100 Continue: the body is sent if the
+		// connection is kept, so that it stays in step, and not otherwise.
+		e.w.signal(!res.Close && e.keep)
+		if pc.t.ResponseHeaderTimeout > 0 {
+			pc.conn.SetReadDeadline(time.Time{})
+		}
+		pc.cr.limit = math.MaxInt64
+		return res, nil
+	}
+}
+
+// Read reads the response body. At its clean end the connection goes back
+// to the pool (once the request body is written too).
+func (e *exchange) Read(p []byte) (int, error) {
+	if e.done {
+		return 0, e.rerr
+	}
+	n, err := e.body.Read(p)
+	if err == nil {
+		return n, nil
+	}
+	e.done = true
+	if err == io.EOF {
+		e.rerr = io.EOF
+		if e.w != nil {
+			e.w.await()
+		}
+		e.finish(readDone, true, false)
+		return n, io.EOF
+	}
+	if cerr := e.req.Context().Err(); cerr != nil {
+		err = cerr
+	}
+	e.rerr = err
+	e.finish(readDone, false, true)
+	return n, err
+}
+
+// Close ends the response body. Before its end, up to drainBytes of what
+// remains are read for at most drainTimeout; the connection is kept only
+// if that reaches the end.
+func (e *exchange) Close() error {
+	if e.done {
+		e.rerr = errBodyClosed
+		return nil
+	}
+	e.done, e.rerr = true, errBodyClosed
+	ok := e.keep && e.state.Load()&broken == 0 && e.req.Context().Err() == nil && e.drain()
+	e.finish(readDone, ok, !ok)
+	return nil
+}
+
+func (e *exchange) drain() bool {
+	c := e.pc.conn
+	if c.SetReadDeadline(time.Now().Add(drainTimeout)) != nil {
+		return false
+	}
+	n, err := io.CopyN(io.Discard, e.body, drainBytes+1)
+	if err != io.EOF || n > drainBytes {
+		return false
+	}
+	return c.SetReadDeadline(time.Time{}) == nil
+}
+
+// replayable says whether req may be sent again after a pooled connection
+// failed: it has no body and either nothing of it was written or it is
+// idempotent, as http.Transport decides.
+func replayable(req *http.Request) bool {
+	if req.Body != nil && req.Body != http.NoBody {
+		return false
+	}
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	_, ok := req.Header["Idempotency-Key"]
+	if !ok {
+		_, ok = req.Header["X-Idempotency-Key"]
+	}
+	return ok
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// upgradeBody is a 101 response's body: the connection itself, after
+// what is already buffered.
+type upgradeBody struct {
+	br   *bufio.Reader
+	conn net.Conn
+}
+
+func (u *upgradeBody) Read(p []byte) (int, error)  { return u.br.Read(p) }
+func (u *upgradeBody) Write(p []byte) (int, error) { return u.conn.Write(p) }
+func (u *upgradeBody) Close() error                { return u.conn.Close() }
+
+// bodyWriter writes a request that has a body, on a goroutine of its own.
+type bodyWriter struct {
+	e    *exchange
+	req  http.Request // a shallow copy of the request, Body replaced
+	rc   io.ReadCloser
+	cont chan bool     // Expect: 100-continue: whether to send; nil otherwise
+	sent bool          // the reader has signalled cont (reader side only)
+	wait bool          // the writer has yet to wait on cont (writer side only)
+	done chan struct{} // closed when the write is over
+	err  error         // the write's error, set before done is closed
+
+	readErr error // from rc (writer side only)
+	notSent bool  // the body was withheld after a final response
+}
+
+func newBodyWriter(e *exchange, req *http.Request) *bodyWriter {
+	w := &bodyWriter{e: e, req: *req, rc: req.Body, done: make(chan struct{})}
+	w.req.Body = w
+	if e.pc.t.ExpectContinueTimeout > 0 && hasToken(req.Header.Get("Expect"), "100-continue") {
+		w.cont, w.wait = make(chan bool, 1), true
+	}
+	return w
+}
+
+// signal tells a writer waiting for 100 Continue whether to send the
+// body; only the first call counts. It reports whether this call was the
+// first. Safe on a nil writer (a bodiless request).
+func (w *bodyWriter) signal(send bool) bool {
+	if w == nil || w.cont == nil || w.sent {
+		return false
+	}
+	w.sent = true
+	w.cont <- send
+	return true
+}
+
+func (w *bodyWriter) run() {
+	pc := w.e.pc
+	err := w.req.Write(pc.bw)
+	if err == nil {
+		err = pc.bw.Flush()
+	}
+	switch {
+	case w.notSent:
+		err = nil
+	case w.readErr != nil:
+		err = w.readErr
+	}
+	w.err = err
+	// A failed body read leaves the request unfinished: the upstream will
+	// not answer, so close now. A failed connection write leaves the
+	// response to be read (the upstream may have answered already).
+	w.e.finish(writeDone, err == nil && !w.notSent, w.readErr != nil)
+	close(w.done)
+}
+
+// writerGrace is how long the end of a response body waits for the
+// request body's writer to finish, so that the connection is back in the
+// pool when the caller sees EOF. An upstream normally answers after
+// reading the whole body, so the writer is only returning from its last
+// write; past this bound the writer pools the connection itself.
+const writerGrace = 50 * time.Millisecond
+
+// await waits up to writerGrace for the request body's writer.
+func (w *bodyWriter) await() {
+	select {
+	case <-w.done:
+		return
+	default:
+	}
+	t := time.NewTimer(writerGrace)
+	select {
+	case <-w.done:
+	case <-t.C:
+	}
+	t.Stop()
+}
+
+// Read reads the request body, first waiting for 100 Continue if asked to.
+func (w *bodyWriter) Read(p []byte) (int, error) {
+	if w.wait {
+		w.wait = false
+		t := time.NewTimer(w.e.pc.t.ExpectContinueTimeout)
+		send := true
+		select {
+		case send = <-w.cont:
+		case <-t.C:
+		}
+		t.Stop()
+		if !send {
+			w.notSent = true
+			return 0, errBodyNotSent
+		}
+	}
+	n, err := w.rc.Read(p)
+	if err != nil && err != io.EOF {
+		w.readErr = err
+	}
+	return n, err
+}
+
+func (w *bodyWriter) Close() error { return w.rc.Close() }

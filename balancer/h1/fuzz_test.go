@@ -1,0 +1,122 @@
+package h1
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// FuzzUpstreamResponse has a fake upstream on loopback answer a first
+// request with arbitrary bytes, then asks a second request. Whatever the
+// first answer was (valid, truncated, oversized, followed by a forged
+// response, 1xx, 101, garbage), the second request must get its own
+// response, identified by a nonce the input cannot know, and nothing may
+// panic. That is: no input desynchronises the pool.
+func FuzzUpstreamResponse(f *testing.F) {
+	for _, s := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nX-Id: forged\r\nContent-Length: 6\r\n\r\nforged",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n\r\n2\r\nok\r\n0\r\nX-T: v\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
+		"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+		"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\nextra",
+		"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\nHTTP/1.1 200 OK\r\n\r\n",
+		"HTTP/1.0 200 OK\r\n\r\nuntil close",
+		"HTTP/1.1 304 Not Modified\r\nContent-Length: 3\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n0\r\n\r\n",
+		"garbage\r\n\r\n",
+		"",
+	} {
+		f.Add([]byte(s))
+	}
+	var payload atomic.Pointer[[]byte]
+	var nonce atomic.Int64
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		f.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer ln.Close()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					id := req.Header.Get("X-Id")
+					if strings.HasPrefix(id, "first-") {
+						c.Write(*payload.Load())
+						continue
+					}
+					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nX-Id: %s\r\nContent-Length: %d\r\n\r\n%s", id, len(id), id)
+				}
+			}()
+		}
+	}()
+	url := "http://" + ln.Addr().String() + "/"
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		// Nothing may hang either: a stuck exchange panics with every
+		// goroutine's stack, which the fuzzer records as a crasher.
+		watchdog := time.AfterFunc(10*time.Second, func() {
+			buf := make([]byte, 1<<20)
+			panic(fmt.Sprintf("hung on %q\n%s", data, buf[:runtime.Stack(buf, true)]))
+		})
+		defer watchdog.Stop()
+		payload.Store(&data)
+		tr := &Transport{MaxIdleConnsPerHost: 1, ResponseHeaderTimeout: 200 * time.Millisecond}
+		defer tr.CloseIdleConnections()
+		n := nonce.Add(1)
+
+		// The first request may fail or hang on an incomplete answer:
+		// bounded by its context.
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+		req.Header.Set("X-Id", fmt.Sprintf("first-%d", n))
+		if res, err := tr.RoundTrip(req); err == nil {
+			if res.StatusCode != http.StatusSwitchingProtocols {
+				io.Copy(io.Discard, res.Body) // a 101's body is the connection: never ends
+			}
+			res.Body.Close()
+		}
+		cancel()
+
+		want := fmt.Sprintf("second-%d", n)
+		req, _ = http.NewRequest("GET", url, nil)
+		req.Header.Set("X-Id", want)
+		res, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatalf("second request after %q: %v", data, err)
+		}
+		b, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil || res.Header.Get("X-Id") != want || string(b) != want {
+			t.Fatalf("second request after %q: got X-Id %q, body %q, err %v; want %q", data, res.Header.Get("X-Id"), b, err, want)
+		}
+	})
+}

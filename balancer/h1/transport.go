@@ -1,0 +1,411 @@
+// Package h1 is an HTTP/1.1 client transport for a reverse proxy.
+//
+// A Transport is an [http.RoundTripper] that does, on the caller's
+// goroutine, what [http.Transport] spreads over three: it takes a pooled
+// connection (or dials one), writes the request, reads the response head
+// and returns. The response body is read from the connection by whoever
+// reads Response.Body, and the connection goes back to the pool when that
+// body hits a clean EOF. Only a request with a body starts a goroutine, to
+// write the body while the response is read (an upstream may answer before
+// it has read the body, say 413). There is no background read on idle
+// connections; instead a pooled connection is checked with one
+// non-blocking peek when it is taken out of the pool.
+//
+// All HTTP/1.1 framing is the standard library's: the request is written
+// with (*http.Request).Write and the response read with http.ReadResponse,
+// over a bufio.Reader and bufio.Writer per connection.
+//
+//	rp := &httputil.ReverseProxy{
+//		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
+//		Transport: &h1.Transport{ResponseHeaderTimeout: 30 * time.Second},
+//	}
+//
+// What it does like http.Transport: keep-alive pools per scheme and host
+// with per-host and total idle limits and an idle timeout; dial and TLS
+// handshake timeouts; a response header timeout; Expect: 100-continue;
+// 1xx responses reported through httptrace.ClientTrace.Got1xxResponse;
+// 101 Switching Protocols with a writable Response.Body; request and
+// response trailers; Connection: close from either side; a bodiless
+// request retried once on a fresh connection when a pooled one turns out
+// to have been closed by the upstream before it answered anything; the
+// request's context cancelling the exchange at any point.
+//
+// What it does not do: proxies (HTTP_PROXY is never consulted), HTTP/2,
+// compression (no Accept-Encoding is added and nothing is decompressed),
+// Request.GetBody rewinding, alternate protocols.
+package h1
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"time"
+)
+
+// Transport is an HTTP/1.1 RoundTripper with a connection pool. Its zero
+// value is usable. Fields must be set before the first RoundTrip and not
+// changed afterwards; a Transport must not be copied after first use. It
+// is safe for concurrent use.
+type Transport struct {
+	// Dial opens a connection to addr ("host:port") over network "tcp".
+	// nil: a net.Dialer with a 30s TCP keep-alive. Whatever Dial returns
+	// as an error reaches RoundTrip's caller unchanged (possibly wrapped
+	// with %w), so Dial can mark its errors, say as "nothing was sent".
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// DialTimeout bounds each call to Dial (through its context).
+	// 0: no bound other than the request's context.
+	DialTimeout time.Duration
+
+	// TLSClientConfig configures connections to https URLs. nil: the
+	// zero tls.Config. ServerName, when empty, is the URL's host; the
+	// only protocol offered by ALPN is http/1.1.
+	TLSClientConfig *tls.Config
+
+	// TLSHandshakeTimeout bounds the TLS handshake. 0: no bound other
+	// than the request's context.
+	TLSHandshakeTimeout time.Duration
+
+	// ResponseHeaderTimeout bounds the wait for the response head (and any
+	// 1xx responses before it) after the request head was written.
+	// 0: no bound. An expiry is an error whose Timeout() is true.
+	ResponseHeaderTimeout time.Duration
+
+	// ExpectContinueTimeout is how long a request with "Expect:
+	// 100-continue" and a body waits for the upstream's 100 Continue
+	// before it sends the body anyway. 0: the body is sent at once.
+	ExpectContinueTimeout time.Duration
+
+	// IdleConnTimeout closes connections idle in the pool for longer.
+	// 0: no limit.
+	IdleConnTimeout time.Duration
+
+	// MaxIdleConns limits idle connections in total; a connection that
+	// would exceed it is closed rather than pooled. 0: no limit.
+	MaxIdleConns int
+
+	// MaxIdleConnsPerHost limits idle connections per scheme and host.
+	// 0: http.DefaultMaxIdleConnsPerHost (2); negative: nothing is pooled.
+	MaxIdleConnsPerHost int
+
+	// MaxResponseHeaderBytes limits the bytes of a response head,
+	// counting 1xx heads not handed to a Got1xxResponse hook. 0: 1 MiB.
+	MaxResponseHeaderBytes int64
+
+	// ReadBufferSize and WriteBufferSize size each connection's buffers.
+	// 0: 4 KiB.
+	ReadBufferSize, WriteBufferSize int
+
+	pool pool
+}
+
+// timeoutError is a net.Error that timed out.
+type timeoutError struct{ msg string }
+
+func (e *timeoutError) Error() string   { return e.msg }
+func (e *timeoutError) Timeout() bool   { return true }
+func (e *timeoutError) Temporary() bool { return true }
+
+var (
+	errHeaderTimeout    error = &timeoutError{"h1: timeout awaiting response headers"}
+	errHandshakeTimeout       = &timeoutError{"h1: TLS handshake timeout"}
+	errHeaderTooLarge         = errors.New("h1: response headers exceed MaxResponseHeaderBytes")
+	errBodyClosed             = errors.New("h1: read on closed response body")
+	errBodyNotSent            = errors.New("h1: request body not sent: the upstream answered without 100 Continue")
+	errTooMany1xx             = errors.New("h1: too many 1xx responses")
+)
+
+const (
+	defaultMaxHeaderBytes = 1 << 20
+	defaultBufferSize     = 4 << 10
+	// A response body closed before its EOF is read on for at most this
+	// many bytes and this long, so that its connection can be reused;
+	// past either bound the connection is closed instead.
+	drainBytes   = 64 << 10
+	drainTimeout = 50 * time.Millisecond
+	// max1xx bounds 1xx responses not handed to a Got1xxResponse hook.
+	max1xx = 5
+)
+
+// RoundTrip sends req over a pooled or new connection and returns the
+// response once its head is read. Response.Body reads from the connection;
+// the connection returns to the pool when the body reaches EOF, the
+// response does not close the connection, and the request body was fully
+// written. Closing the body earlier drains a little of it (64 KiB, 50 ms)
+// and closes the connection if that does not reach EOF. A 101 response's
+// Body is an io.ReadWriteCloser over the connection, which then belongs to
+// the caller.
+//
+// The request body, if any, is written by a goroutine of its own while the
+// response is read, and closed when written (possibly after RoundTrip has
+// returned). Errors from the request's context are returned as they are
+// (context.Canceled, context.DeadlineExceeded); the response header
+// timeout is a net.Error whose Timeout() is true.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := validate(req); err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	ctx := req.Context()
+	key := connKey{tls: req.URL.Scheme == "https", host: req.URL.Host}
+	fresh := false
+	for {
+		pc, err := t.getConn(ctx, key, fresh)
+		if err != nil {
+			closeBody(req)
+			return nil, err
+		}
+		res, err := pc.roundTrip(req)
+		if err == nil {
+			return res, nil
+		}
+		if rerr, ok := err.(retryError); ok {
+			fresh = true
+			if ctx.Err() == nil {
+				continue
+			}
+			err = rerr.err
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, cerr
+		}
+		return nil, err
+	}
+}
+
+// retryError is the error of an exchange on a pooled connection that the
+// upstream had closed: the request may be sent again on a fresh one.
+type retryError struct{ err error }
+
+func (e retryError) Error() string { return e.err.Error() }
+
+// CloseIdleConnections closes every idle connection. Connections in use
+// are not affected; they are pooled again when their exchange ends.
+func (t *Transport) CloseIdleConnections() { t.pool.closeAll() }
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+func validate(req *http.Request) error {
+	if req.URL == nil {
+		return errors.New("h1: nil Request.URL")
+	}
+	if req.Header == nil {
+		return errors.New("h1: nil Request.Header")
+	}
+	if s := req.URL.Scheme; s != "http" && s != "https" {
+		return fmt.Errorf("h1: unsupported protocol scheme %q", s)
+	}
+	if req.URL.Host == "" {
+		return errors.New("h1: no Host in request URL")
+	}
+	if req.Method != "" && !isToken(req.Method) {
+		return fmt.Errorf("h1: invalid method %q", req.Method)
+	}
+	for k, vv := range req.Header {
+		if !isToken(k) {
+			return fmt.Errorf("h1: invalid header field name %q", k)
+		}
+		for _, v := range vv {
+			if !validHeaderValue(v) {
+				return fmt.Errorf("h1: invalid header field value for %q", k)
+			}
+		}
+	}
+	for k := range req.Trailer {
+		if !isToken(k) {
+			return fmt.Errorf("h1: invalid trailer field name %q", k)
+		}
+	}
+	return nil
+}
+
+// isToken says whether s is a non-empty RFC 9110 token.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x80 || tokenTable[c] == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+var tokenTable = func() (t [128]byte) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = 1
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c] = 1
+		t[c-'a'+'A'] = 1
+	}
+	for _, c := range "!#$%&'*+-.^_`|~" {
+		t[c] = 1
+	}
+	return t
+}()
+
+// validHeaderValue rejects control characters other than horizontal tab,
+// as http.Transport does.
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// hasToken says whether the comma-separated header value v holds token
+// (ASCII case-insensitive).
+func hasToken(v, token string) bool {
+	for v != "" {
+		var part string
+		part, v, _ = strings.Cut(v, ",")
+		if strings.EqualFold(strings.TrimSpace(part), token) {
+			return true
+		}
+	}
+	return false
+}
+
+// dial opens a new connection for key.
+func (t *Transport) dial(ctx context.Context, key connKey) (*persistConn, error) {
+	addr := key.host
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		port := "80"
+		if key.tls {
+			port = "443"
+		}
+		addr = net.JoinHostPort(strings.TrimSuffix(strings.TrimPrefix(addr, "["), "]"), port)
+	}
+	dctx := ctx
+	if t.DialTimeout > 0 {
+		var cancel context.CancelFunc
+		dctx, cancel = context.WithTimeout(ctx, t.DialTimeout)
+		defer cancel()
+	}
+	var c net.Conn
+	var err error
+	if t.Dial != nil {
+		c, err = t.Dial(dctx, "tcp", addr)
+	} else {
+		d := net.Dialer{KeepAlive: 30 * time.Second}
+		c, err = d.DialContext(dctx, "tcp", addr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	pc := t.newConn(c, key)
+	if key.tls {
+		if err := pc.handshake(ctx, t, addr); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return pc, nil
+}
+
+// handshake replaces pc's connection with a TLS client over it.
+func (pc *persistConn) handshake(ctx context.Context, t *Transport, addr string) error {
+	var cfg *tls.Config
+	if t.TLSClientConfig != nil {
+		cfg = t.TLSClientConfig.Clone()
+	} else {
+		cfg = &tls.Config{}
+	}
+	if cfg.ServerName == "" {
+		host, _, _ := net.SplitHostPort(addr)
+		cfg.ServerName = host
+	}
+	cfg.NextProtos = []string{"http/1.1"}
+	tc := tls.Client(pc.conn, cfg)
+	hctx := ctx
+	if t.TLSHandshakeTimeout > 0 {
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithTimeout(ctx, t.TLSHandshakeTimeout)
+		defer cancel()
+	}
+	if err := tc.HandshakeContext(hctx); err != nil {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return errHandshakeTimeout
+		}
+		return err
+	}
+	st := tc.ConnectionState()
+	if p := st.NegotiatedProtocol; p != "" && p != "http/1.1" {
+		return fmt.Errorf("h1: upstream negotiated protocol %q", p)
+	}
+	pc.conn = tc
+	pc.cr.c = tc
+	pc.cw.c = tc
+	pc.raw = nil // TLS records are not HTTP bytes: the idle peek cannot judge them
+	pc.tls = &st
+	return nil
+}
+
+// newConn wraps c for the pool.
+func (t *Transport) newConn(c net.Conn, key connKey) *persistConn {
+	pc := &persistConn{t: t, key: key, conn: c}
+	pc.cr.c = c
+	pc.cw.c = c
+	rs, ws := t.ReadBufferSize, t.WriteBufferSize
+	if rs <= 0 {
+		rs = defaultBufferSize
+	}
+	if ws <= 0 {
+		ws = defaultBufferSize
+	}
+	pc.br = bufio.NewReaderSize(&pc.cr, rs)
+	pc.bw = bufio.NewWriterSize(&pc.cw, ws)
+	pc.abort = pc.close
+	pc.initPeek()
+	return pc
+}
+
+func (t *Transport) maxHeaderBytes() int64 {
+	if t.MaxResponseHeaderBytes > 0 {
+		return t.MaxResponseHeaderBytes
+	}
+	return defaultMaxHeaderBytes
+}
+
+// getConn returns an idle connection for key, or dials one; fresh skips
+// the pool.
+func (t *Transport) getConn(ctx context.Context, key connKey, fresh bool) (*persistConn, error) {
+	if !fresh {
+		for {
+			pc := t.pool.get(key, t.IdleConnTimeout)
+			if pc == nil {
+				break
+			}
+			if pc.alive() {
+				return pc, nil
+			}
+			pc.close()
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return t.dial(ctx, key)
+}
+
+var _ http.RoundTripper = (*Transport)(nil)
+
+// traceOf returns the request's client trace, if any.
+func traceOf(req *http.Request) *httptrace.ClientTrace {
+	return httptrace.ContextClientTrace(req.Context())
+}

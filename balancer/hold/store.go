@@ -1,0 +1,450 @@
+package hold
+
+import (
+	"math/bits"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Version identifies a ring version: the 64-bit xxhash of the ring's
+// version string (VersionOf). Records and cookies carry it instead of the
+// string: it is fixed-size, and equal versions give equal values on every
+// machine.
+type Version uint64
+
+// VersionOf returns the Version of a ring version string.
+func VersionOf(ringVersion string) Version { return Version(xxhash.Sum64String(ringVersion)) }
+
+// Clock returns a monotonic clock in nanoseconds, counted from the call.
+// Every time given to a Store and to Rule must come from one such clock.
+func Clock() func() int64 {
+	start := time.Now()
+	return func() int64 { return int64(time.Since(start)) }
+}
+
+// Rec is a hold record: the upstream that served a key, the ring version it
+// was served under, and when the key was last used (monotonic nanoseconds).
+type Rec struct {
+	Upstream string
+	Version  Version
+	LastUse  int64
+}
+
+// Options configure a Store.
+type Options struct {
+	// MaxKeys bounds the number of records; values below 1 count as 1.
+	// Beyond it the least recently used records are forgotten
+	// (approximately: see Store).
+	MaxKeys int
+	// Idle is how long a record lives without use; values <= 0 make every
+	// record expired at once (hold off).
+	Idle time.Duration
+}
+
+// Store holds the hold records. It is safe for concurrent use; the zero
+// value is not usable: call NewStore.
+//
+// Layout: the records are split into shards by the top bits of the
+// (re-mixed) key hash; each shard is an open-addressing table of 32-byte
+// slots whose fields are atomics guarded by a per-slot sequence number
+// (a seqlock), so Lookup and the refresh of an existing record read and
+// write without taking any lock. Inserting a new key, changing a key's
+// upstream or version, deleting and growing take the shard's mutex, held
+// for a few slot writes (or, when a shard's table grows or is cleaned of
+// deleted slots, for one pass over that shard only: never the whole store).
+//
+// Bound and eviction: each shard holds at most its part of MaxKeys (the
+// parts sum to MaxKeys exactly). Inserting into a full shard first evicts:
+// a clock hand walks the shard's slots, drops every expired record it
+// meets, and if none was expired evicts the least recently used of the 8
+// records it examined (sampled LRU, as Redis does; the evicted record is
+// the least recent of its sample, not necessarily of the store). Every
+// insert also advances the hand over two more slots, dropping expired
+// records; Lookup drops an expired record it finds when the shard's lock is
+// free; Expire walks every shard a little. No pass ever stops the whole
+// store.
+//
+// Memory: 32 bytes per slot; a table is kept at most half full of live
+// records and grows by doubling, so a full store uses between 64 and 128
+// bytes per record (64 to 68 at the default 1 000 000 keys; see
+// BenchmarkStoreMemory), allocated as keys arrive.
+type Store struct {
+	idle   atomic.Int64 // nanoseconds
+	grain  atomic.Int64 // refreshes closer than this to the last are skipped (ns)
+	shift  uint         // shard index = mixed hash >> shift
+	shards []shard
+	names  names
+	cursor atomic.Uint32 // Expire's next shard
+}
+
+// shard is one part of the store. Its table pointer is read without the
+// lock; everything else is guarded by mu.
+type shard struct {
+	mu    sync.Mutex
+	tab   atomic.Pointer[table]
+	n     atomic.Int64 // live records (written under mu)
+	tombs int          // deleted slots in tab
+	max   int          // most live records this shard may hold
+	maxSz int          // largest table size (a power of two)
+	hand  int          // clock hand over tab's slots
+	_     [64]byte     // keep shards on separate cache lines
+}
+
+type table struct {
+	slots []slot
+	mask  uint64
+}
+
+// slot is one record. meta packs the state (empty, live, deleted), a
+// sequence number that is odd while a writer is changing the slot, and the
+// upstream id. A reader loads meta, then the fields, then meta again; equal
+// even values mean the fields belong together.
+type slot struct {
+	meta atomic.Uint64
+	key  atomic.Uint64
+	ver  atomic.Uint64
+	used atomic.Int64
+}
+
+const (
+	metaID    = 1<<32 - 1 // upstream id
+	metaLive  = 1 << 32
+	metaTomb  = 1 << 33
+	seqShift  = 34
+	seqOne    = 1 << seqShift
+	metaState = metaLive | metaTomb
+)
+
+func seqOdd(m uint64) bool { return (m>>seqShift)&1 == 1 }
+
+// minTable is the size of a shard's first table.
+const minTable = 8
+
+// maxShards is the most shards a store uses; a store has fewer when MaxKeys
+// is small, so that each shard holds at least a few dozen records and the
+// per-shard LRU stays close to a global one.
+const (
+	maxShards         = 256
+	minRecordsInShard = 64
+)
+
+// NewStore returns an empty store.
+func NewStore(o Options) *Store {
+	maxKeys := max(o.MaxKeys, 1)
+	n := 1
+	for n < maxShards && maxKeys/(n*2) >= minRecordsInShard {
+		n *= 2
+	}
+	s := &Store{shift: uint(64 - bits.TrailingZeros(uint(n))), shards: make([]shard, n)}
+	if n == 1 {
+		s.shift = 64 // x >> 64 is 0 for unsigned x
+	}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.max = maxKeys / n
+		if i < maxKeys%n {
+			sh.max++
+		}
+		sh.maxSz = minTable
+		for sh.maxSz < 2*sh.max {
+			sh.maxSz *= 2
+		}
+		sz := min(minTable, sh.maxSz)
+		sh.tab.Store(&table{slots: make([]slot, sz), mask: uint64(sz - 1)})
+	}
+	s.SetIdle(o.Idle)
+	return s
+}
+
+// SetIdle changes how long records live without use; it applies at once to
+// every record, old ones included.
+func (s *Store) SetIdle(d time.Duration) {
+	s.idle.Store(int64(d))
+	// Refreshing a record's time costs a write to a shared cache line;
+	// skipping refreshes closer than a millisecond (or 1/256 of a shorter
+	// idle) keeps a hot key from bouncing it between cores, at the price of
+	// that much precision in expiry and in eviction's LRU order.
+	s.grain.Store(min(int64(d)/256, int64(time.Millisecond)))
+}
+
+// Idle returns how long records live without use.
+func (s *Store) Idle() time.Duration { return time.Duration(s.idle.Load()) }
+
+// mix spreads the key hash over all 64 bits: under nginx placement ring
+// hashes are 32-bit values in the top half, so their low bits are zero.
+func mix(h uint64) uint64 {
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h
+}
+
+func (s *Store) shard(m uint64) *shard { return &s.shards[m>>s.shift] }
+
+// find looks key up in t without a lock. It returns the slot index and a
+// consistent copy of the record, or -1 when the key has no live record.
+func find(t *table, key, m uint64) (i int, meta uint64, ver uint64, used int64) {
+	i = int(m & t.mask)
+	for probes := 0; probes <= int(t.mask); probes++ {
+		sl := &t.slots[i]
+		for spins := 0; ; spins++ {
+			m1 := sl.meta.Load()
+			if seqOdd(m1) { // a writer is in the middle of this slot
+				if spins > 64 {
+					runtime.Gosched()
+				}
+				continue
+			}
+			if m1 == 0 {
+				return -1, 0, 0, 0
+			}
+			if m1&metaLive == 0 || sl.key.Load() != key {
+				break // deleted, or another key: probe on
+			}
+			v, u := sl.ver.Load(), sl.used.Load()
+			if sl.meta.Load() != m1 {
+				continue // changed while read: read again
+			}
+			return i, m1, v, u
+		}
+		i = (i + 1) & int(t.mask)
+	}
+	return -1, 0, 0, 0
+}
+
+// Lookup returns the record of the key whose ring hash is key, if there is
+// one younger than idle whose upstream has not been dropped. It takes no
+// lock and allocates nothing.
+func (s *Store) Lookup(key uint64, now int64) (Rec, bool) {
+	m := mix(key)
+	sh := s.shard(m)
+	t := sh.tab.Load()
+	i, meta, ver, used := find(t, key, m)
+	if i < 0 {
+		return Rec{}, false
+	}
+	name, ok := s.names.name(uint32(meta & metaID))
+	if !ok || now-used >= s.idle.Load() {
+		// Expired or dropped: remove it if that costs no waiting.
+		if sh.mu.TryLock() {
+			sh.removeIf(t, i, meta)
+			sh.mu.Unlock()
+		}
+		return Rec{}, false
+	}
+	return Rec{Upstream: name, Version: Version(ver), LastUse: used}, true
+}
+
+// Record notes that the key whose ring hash is key was served by upstream
+// under ring version v at now. A record with the same upstream and version
+// only has its time refreshed, without a lock or an allocation; otherwise
+// the record is replaced or inserted under the shard's lock, evicting the
+// least recently used record of a full shard (see Store).
+func (s *Store) Record(key uint64, upstream string, v Version, now int64) {
+	m := mix(key)
+	sh := s.shard(m)
+	t := sh.tab.Load()
+	if i, meta, ver, used := find(t, key, m); i >= 0 && Version(ver) == v && s.names.is(uint32(meta&metaID), upstream) {
+		if now-used < s.grain.Load() || now <= used {
+			return
+		}
+		sl := &t.slots[i]
+		// Only if the slot still holds what was read: else take the lock.
+		if sl.used.CompareAndSwap(used, now) && sl.meta.Load() == meta {
+			return
+		}
+	}
+	id, ok := s.names.intern(upstream, now, s.idle.Load())
+	if !ok {
+		return
+	}
+	sh.mu.Lock()
+	sh.record(s, key, m, id, v, now)
+	sh.mu.Unlock()
+}
+
+// record inserts or updates key's record; sh.mu is held.
+func (sh *shard) record(s *Store, key, m uint64, id uint32, v Version, now int64) {
+	t := sh.tab.Load()
+	if i, meta, _, used := find(t, key, m); i >= 0 {
+		sh.write(&t.slots[i], meta, metaLive|uint64(id), key, uint64(v), max(now, used))
+		return
+	}
+	idle := s.idle.Load()
+	if int(sh.n.Load()) >= sh.max {
+		sh.evict(s, t, now, idle)
+	}
+	sh.sweep(s, t, 2, now, idle)
+	live := int(sh.n.Load())
+	if live+sh.tombs+1 > len(t.slots)*3/4 || live+1 > len(t.slots)/2 {
+		t = sh.rehash(t, live+1)
+	}
+	i := int(m & t.mask)
+	for t.slots[i].meta.Load()&metaLive != 0 {
+		i = (i + 1) & int(t.mask)
+	}
+	sl := &t.slots[i]
+	old := sl.meta.Load()
+	if old&metaTomb != 0 {
+		sh.tombs--
+	}
+	sh.write(sl, old, metaLive|uint64(id), key, uint64(v), now)
+	sh.n.Add(1)
+}
+
+// write changes a slot under the seqlock: odd sequence while writing, the
+// next even one after. sh.mu is held.
+func (sh *shard) write(sl *slot, old, state, key, ver uint64, used int64) {
+	seq := old &^ (metaID | metaState)
+	sl.meta.Store(seq + seqOne) // odd: readers wait
+	sl.key.Store(key)
+	sl.ver.Store(ver)
+	sl.used.Store(used)
+	sl.meta.Store(seq + 2*seqOne | state)
+}
+
+// remove deletes the live record in slot i; sh.mu is held.
+func (sh *shard) remove(t *table, i int) {
+	sl := &t.slots[i]
+	old := sl.meta.Load()
+	seq := old &^ (metaID | metaState)
+	sl.meta.Store(seq + seqOne)
+	sl.meta.Store(seq + 2*seqOne | metaTomb)
+	sh.tombs++
+	sh.n.Add(-1)
+}
+
+// removeIf deletes slot i of t if t is still the shard's table and the
+// slot is unchanged since its meta was read as meta; sh.mu is held.
+func (sh *shard) removeIf(t *table, i int, meta uint64) {
+	if sh.tab.Load() == t && t.slots[i].meta.Load() == meta {
+		sh.remove(t, i)
+	}
+}
+
+// dead reports whether a live slot's record is expired or its upstream dropped.
+func (s *Store) dead(sl *slot, now, idle int64) bool {
+	if now-sl.used.Load() >= idle {
+		return true
+	}
+	_, ok := s.names.name(uint32(sl.meta.Load() & metaID))
+	return !ok
+}
+
+// sweep advances the clock hand over n slots, removing dead records, and
+// returns how many it removed; sh.mu is held.
+func (sh *shard) sweep(s *Store, t *table, n int, now, idle int64) int {
+	removed := 0
+	for ; n > 0; n-- {
+		sh.hand = (sh.hand + 1) & int(t.mask)
+		if sl := &t.slots[sh.hand]; sl.meta.Load()&metaLive != 0 && s.dead(sl, now, idle) {
+			sh.remove(t, sh.hand)
+			removed++
+		}
+	}
+	return removed
+}
+
+// evictSample is how many live records eviction compares.
+const evictSample = 8
+
+// evict frees room for one record in a full shard: it walks the hand until
+// it has seen evictSample live records (or the whole table), removing every
+// dead one, and removes the least recently used one it saw if none was
+// dead; sh.mu is held.
+func (sh *shard) evict(s *Store, t *table, now, idle int64) {
+	oldest, oldestAt, seen, removed := -1, int64(0), 0, 0
+	for n := 0; n < len(t.slots) && seen < evictSample; n++ {
+		sh.hand = (sh.hand + 1) & int(t.mask)
+		sl := &t.slots[sh.hand]
+		if sl.meta.Load()&metaLive == 0 {
+			continue
+		}
+		seen++
+		if s.dead(sl, now, idle) {
+			sh.remove(t, sh.hand)
+			removed++
+			continue
+		}
+		if u := sl.used.Load(); oldest < 0 || u < oldestAt {
+			oldest, oldestAt = sh.hand, u
+		}
+	}
+	if removed == 0 && oldest >= 0 {
+		sh.remove(t, oldest)
+	}
+}
+
+// rehash builds a new table for at least need live records (twice as many
+// slots, within maxSz), copies the live records into it and publishes it;
+// sh.mu is held. Readers still holding the old table see its records as
+// they were; a lock-free refresh that lands in the old table after the copy
+// is lost, which makes that record look older by at most one refresh.
+func (sh *shard) rehash(t *table, need int) *table {
+	sz := len(t.slots)
+	for sz < sh.maxSz && need > sz/2 {
+		sz *= 2
+	}
+	nt := &table{slots: make([]slot, sz), mask: uint64(sz - 1)}
+	for i := range t.slots {
+		sl := &t.slots[i]
+		meta := sl.meta.Load()
+		if meta&metaLive == 0 {
+			continue
+		}
+		key := sl.key.Load()
+		j := int(mix(key) & nt.mask)
+		for nt.slots[j].meta.Load() != 0 {
+			j = (j + 1) & int(nt.mask)
+		}
+		d := &nt.slots[j]
+		d.key.Store(key)
+		d.ver.Store(sl.ver.Load())
+		d.used.Store(sl.used.Load())
+		d.meta.Store(meta&(metaID|metaState) | 2*seqOne)
+	}
+	sh.tombs = 0
+	sh.hand &= int(nt.mask)
+	sh.tab.Store(nt)
+	return nt
+}
+
+// Expire walks every shard's clock hand over up to perShard slots,
+// removing expired records and records of dropped upstreams, and returns
+// how many it removed. It takes one shard's lock at a time. Records also
+// expire without it (they are never returned once idle, and eviction
+// reclaims them); calling it now and then, say every second with perShard
+// 64, keeps Len close to the number of live records when traffic is low.
+func (s *Store) Expire(now int64, perShard int) int {
+	idle := s.idle.Load()
+	removed := 0
+	for range s.shards {
+		sh := &s.shards[s.cursor.Add(1)%uint32(len(s.shards))]
+		sh.mu.Lock()
+		removed += sh.sweep(s, sh.tab.Load(), perShard, now, idle)
+		sh.mu.Unlock()
+	}
+	return removed
+}
+
+// Len returns the number of records held, expired ones not yet removed
+// included.
+func (s *Store) Len() int {
+	n := int64(0)
+	for i := range s.shards {
+		n += s.shards[i].n.Load()
+	}
+	return int(n)
+}
+
+// Drop forgets every record held on upstream, at once for lookups (its
+// records are removed lazily). Call it when upstream stops being a member
+// of the ring (removed by a reload or by discovery), at time now; a later
+// record on the same name starts afresh.
+func (s *Store) Drop(upstream string, now int64) { s.names.drop(upstream, now) }

@@ -1,0 +1,290 @@
+package hold
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+const sec = int64(time.Second)
+
+func TestStoreRecordLookupExpire(t *testing.T) {
+	s := NewStore(Options{MaxKeys: 100, Idle: 10 * time.Second})
+	v1, v2 := VersionOf("v1"), VersionOf("v2")
+	if _, ok := s.Lookup(42, 0); ok {
+		t.Fatal("empty store found a record")
+	}
+	s.Record(42, "a", v1, 5*sec)
+	if r, ok := s.Lookup(42, 5*sec); !ok || r != (Rec{"a", v1, 5 * sec}) {
+		t.Fatalf("Lookup = %+v, %v", r, ok)
+	}
+	if _, ok := s.Lookup(43, 5*sec); ok {
+		t.Fatal("found a record for another key")
+	}
+	// Younger than idle: found; idle old: expired, and removed.
+	if _, ok := s.Lookup(42, 15*sec-1); !ok {
+		t.Fatal("record expired before idle")
+	}
+	if _, ok := s.Lookup(42, 15*sec); ok {
+		t.Fatal("record idle for idle still found")
+	}
+	if s.Len() != 0 {
+		t.Fatalf("Len = %d after lazy expiry, want 0", s.Len())
+	}
+
+	// A refresh with the same upstream and version moves the time only.
+	s.Record(42, "a", v1, 20*sec)
+	s.Record(42, "a", v1, 28*sec)
+	if r, _ := s.Lookup(42, 29*sec); r != (Rec{"a", v1, 28 * sec}) {
+		t.Fatalf("after refresh: %+v", r)
+	}
+	// Time never goes back.
+	s.Record(42, "a", v1, 21*sec)
+	if r, _ := s.Lookup(42, 29*sec); r.LastUse != 28*sec {
+		t.Fatalf("an older refresh moved LastUse to %d", r.LastUse)
+	}
+	// Another upstream or version replaces the record.
+	s.Record(42, "b", v1, 30*sec)
+	if r, _ := s.Lookup(42, 30*sec); r != (Rec{"b", v1, 30 * sec}) {
+		t.Fatalf("after new upstream: %+v", r)
+	}
+	s.Record(42, "b", v2, 31*sec)
+	if r, _ := s.Lookup(42, 31*sec); r != (Rec{"b", v2, 31 * sec}) {
+		t.Fatalf("after new version: %+v", r)
+	}
+	if s.Len() != 1 {
+		t.Fatalf("Len = %d, want 1", s.Len())
+	}
+
+	// SetIdle applies to existing records.
+	s.SetIdle(time.Second)
+	if _, ok := s.Lookup(42, 32*sec); ok {
+		t.Fatal("record older than the new idle still found")
+	}
+}
+
+// Refreshes closer together than a millisecond (1/256 of a shorter idle)
+// are skipped, sparing a shared write; the recorded time is then up to
+// that much behind.
+func TestStoreRefreshGrain(t *testing.T) {
+	ms := int64(time.Millisecond)
+	s := NewStore(Options{MaxKeys: 10, Idle: time.Hour})
+	s.Record(1, "a", 1, 100*ms)
+	s.Record(1, "a", 1, 100*ms+ms/2)
+	if r, _ := s.Lookup(1, 101*ms); r.LastUse != 100*ms {
+		t.Fatalf("refresh within the grain moved LastUse to %d", r.LastUse)
+	}
+	s.Record(1, "a", 1, 101*ms)
+	if r, _ := s.Lookup(1, 101*ms); r.LastUse != 101*ms {
+		t.Fatalf("refresh a grain later left LastUse at %d", r.LastUse)
+	}
+	s.SetIdle(256 * time.Microsecond) // grain 1µs
+	s.Record(1, "a", 1, 101*ms+int64(time.Microsecond))
+	if r, _ := s.Lookup(1, 101*ms+int64(time.Microsecond)); r.LastUse != 101*ms+int64(time.Microsecond) {
+		t.Fatalf("with idle 256µs a refresh 1µs later left LastUse at %d", r.LastUse)
+	}
+}
+
+func TestStoreDrop(t *testing.T) {
+	idle := 10 * time.Second
+	s := NewStore(Options{MaxKeys: 1000, Idle: idle})
+	for k := uint64(0); k < 100; k++ {
+		up := "a"
+		if k%2 == 1 {
+			up = "b"
+		}
+		s.Record(k, up, 7, sec)
+	}
+	s.Drop("a", 2*sec)
+	s.Drop("nobody", 2*sec)
+	for k := uint64(0); k < 100; k++ {
+		r, ok := s.Lookup(k, 3*sec)
+		if ok != (k%2 == 1) || (ok && r.Upstream != "b") {
+			t.Fatalf("key %d after Drop(a): %+v, %v", k, r, ok)
+		}
+	}
+	// Dropped records go away lazily; Expire finds the rest.
+	for s.Expire(3*sec, 64) > 0 {
+	}
+	if s.Len() != 50 {
+		t.Fatalf("Len = %d after Drop and Expire, want 50", s.Len())
+	}
+	// The name comes back: new records count, old ones stay void.
+	s.Record(0, "a", 8, 4*sec)
+	if r, ok := s.Lookup(0, 4*sec); !ok || r != (Rec{"a", 8, 4 * sec}) {
+		t.Fatalf("re-added a: %+v, %v", r, ok)
+	}
+	if _, ok := s.Lookup(2, 4*sec); ok {
+		t.Fatal("an old record of a dropped upstream came back with its name")
+	}
+}
+
+// A dropped name's id is reused only once every record carrying it has
+// expired, and with a new generation.
+func TestNamesReuse(t *testing.T) {
+	var n names
+	idle := int64(10)
+	a, _ := n.intern("a", 0, idle)
+	n.drop("a", 100)
+	b, _ := n.intern("b", 110, idle) // too early: a's entry is kept
+	if b&idIndex == a&idIndex {
+		t.Fatalf("entry reused %d after drop, within 2×idle", 10)
+	}
+	c, _ := n.intern("c", 121, idle)
+	if c&idIndex != a&idIndex || c == a {
+		t.Fatalf("c = %#x, want a's entry %#x with a new generation", c, a)
+	}
+	if _, ok := n.name(a); ok {
+		t.Fatal("old id of a names something")
+	}
+	if got, _ := n.name(c); got != "c" {
+		t.Fatalf("name(c) = %q", got)
+	}
+}
+
+// The store never holds more than MaxKeys records, and eviction spares the
+// keys in use: a hot set refreshed while a flood of new keys passes stays.
+func TestStoreBoundAndLRU(t *testing.T) {
+	const max, hot, flood = 2000, 50, 40_000
+	s := NewStore(Options{MaxKeys: max, Idle: 1000 * time.Hour})
+	now := int64(0) // one millisecond per insert
+	hotKey := func(i int) uint64 { return uint64(i)*0x9E3779B97F4A7C15 + 1 }
+	for i := 0; i < flood; i++ {
+		now += int64(time.Millisecond)
+		s.Record(uint64(i)<<20|0xabc, "flood", 1, now)
+		if i%100 == 0 {
+			for h := 0; h < hot; h++ {
+				s.Record(hotKey(h), "hot", 1, now)
+			}
+		}
+		if i%1000 == 0 && s.Len() > max {
+			t.Fatalf("Len = %d > MaxKeys %d", s.Len(), max)
+		}
+	}
+	if s.Len() != max {
+		t.Errorf("Len = %d after the flood, want %d (every shard full)", s.Len(), max)
+	}
+	for h := 0; h < hot; h++ {
+		if r, ok := s.Lookup(hotKey(h), now); !ok || r.Upstream != "hot" {
+			t.Fatalf("hot key %d evicted by the flood", h)
+		}
+	}
+	// The oldest flood keys are gone, most of the newest are there.
+	old, recent := 0, 0
+	for i := 0; i < 500; i++ {
+		if _, ok := s.Lookup(uint64(i)<<20|0xabc, now); ok {
+			old++
+		}
+		if _, ok := s.Lookup(uint64(flood-1-i)<<20|0xabc, now); ok {
+			recent++
+		}
+	}
+	if old != 0 || recent < 475 {
+		t.Errorf("of 500 oldest flood keys %d remain (want 0); of 500 newest %d (want >= 475)", old, recent)
+	}
+}
+
+func TestStoreTinyAndNginxHashes(t *testing.T) {
+	s := NewStore(Options{MaxKeys: 1, Idle: time.Hour})
+	for k := uint64(0); k < 10; k++ {
+		s.Record(k, "a", 1, int64(k)+1)
+		if s.Len() != 1 {
+			t.Fatalf("MaxKeys 1: Len = %d", s.Len())
+		}
+		if _, ok := s.Lookup(k, int64(k)+1); !ok {
+			t.Fatalf("MaxKeys 1: newest key %d missing", k)
+		}
+	}
+	// Under nginx placement hashes are 32-bit values in the top half.
+	s = NewStore(Options{MaxKeys: 100_000, Idle: time.Hour})
+	for k := uint64(0); k < 5000; k++ {
+		s.Record(k<<32, "a", 1, 1)
+	}
+	for k := uint64(0); k < 5000; k++ {
+		if _, ok := s.Lookup(k<<32, 1); !ok {
+			t.Fatalf("key %d<<32 lost", k)
+		}
+	}
+}
+
+// Idle records go away as new keys arrive, without any sweep call, and
+// Expire empties a store whose records are all idle.
+func TestStoreIncrementalExpiry(t *testing.T) {
+	s := NewStore(Options{MaxKeys: 1 << 14, Idle: time.Second})
+	for k := uint64(0); k < 2000; k++ {
+		s.Record(k*0x9E3779B97F4A7C15, "a", 1, 0)
+	}
+	for k := uint64(0); k < 8000; k++ {
+		s.Record(k*0x9E3779B97F4A7C15+7, "a", 1, 2*sec)
+	}
+	if n := s.Len(); n > 8000+400 {
+		t.Errorf("Len = %d: inserts reclaimed too few idle records", n)
+	}
+	for s.Expire(10*sec, 64) > 0 {
+	}
+	if s.Len() != 0 {
+		t.Errorf("Len = %d after Expire of an idle store", s.Len())
+	}
+}
+
+// Readers never see a torn record: each writer writes an upstream and the
+// version made from it; a reader checks that they match. With -race this
+// also checks the lock-free paths.
+func TestStoreConcurrent(t *testing.T) {
+	s := NewStore(Options{MaxKeys: 2000, Idle: 50 * time.Millisecond})
+	ups := []string{"a", "b", "c", "d"}
+	vers := map[string]Version{}
+	for _, u := range ups {
+		vers[u] = VersionOf("v-" + u)
+	}
+	var clock sync.Mutex
+	now := int64(0)
+	tick := func() int64 {
+		clock.Lock()
+		defer clock.Unlock()
+		now += int64(time.Microsecond)
+		return now
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 10_000 {
+				k := uint64((i*7 + w) % 3000)
+				t := tick()
+				switch i % 5 {
+				case 0, 1:
+					u := ups[(i+w)%len(ups)]
+					s.Record(k, u, vers[u], t)
+				case 2, 3:
+					if r, ok := s.Lookup(k, t); ok && vers[r.Upstream] != r.Version {
+						select {
+						case errs <- fmt.Sprintf("torn record %+v", r):
+						default:
+						}
+					}
+				default:
+					if i%1000 == 4 {
+						s.Drop(ups[w], t)
+					} else if i%100 == 4 {
+						s.Expire(t, 16)
+					}
+				}
+				if n := s.Len(); n > 2000 {
+					select {
+					case errs <- fmt.Sprintf("Len %d > 2000", n):
+					default:
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}

@@ -1,0 +1,154 @@
+package balancer
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Protocol is how ringlb speaks to an upstream (upstreams[].protocol).
+type Protocol uint8
+
+// The protocols. The zero value is ProtocolHTTP1.
+const (
+	// ProtocolHTTP1 is HTTP/1.1, over TLS for an https URL.
+	ProtocolHTTP1 Protocol = iota
+	// ProtocolH2C is cleartext HTTP/2 with prior knowledge (gRPC servers
+	// without TLS speak it); the URL is http.
+	ProtocolH2C
+	// ProtocolH2 is HTTP/2 over TLS, negotiated by ALPN; the URL is https,
+	// and an upstream that does not offer h2 fails the request.
+	ProtocolH2
+)
+
+// ParseProtocol reads a protocol as the config writes it: http1, h2c or h2.
+func ParseProtocol(s string) (Protocol, error) {
+	switch s {
+	case "http1":
+		return ProtocolHTTP1, nil
+	case "h2c":
+		return ProtocolH2C, nil
+	case "h2":
+		return ProtocolH2, nil
+	}
+	return 0, fmt.Errorf("unknown protocol %q; want http1, h2c or h2", s)
+}
+
+// String returns the protocol as the config writes it.
+func (p Protocol) String() string {
+	switch p {
+	case ProtocolHTTP1:
+		return "http1"
+	case ProtocolH2C:
+		return "h2c"
+	case ProtocolH2:
+		return "h2"
+	}
+	return fmt.Sprintf("Protocol(%d)", uint8(p))
+}
+
+// UpstreamTLS says how https upstreams are verified (upstream_tls).
+type UpstreamTLS struct {
+	// RootCAs verifies upstream certificates; nil uses the system's roots.
+	RootCAs *x509.CertPool
+	// ServerName is sent as SNI and verified in every https upstream's
+	// certificate; "" uses each URL's host.
+	ServerName string
+	// InsecureSkipVerify accepts any certificate.
+	InsecureSkipVerify bool
+}
+
+// TransportOptions are what the transports of all protocols share.
+type TransportOptions struct {
+	// DialTimeout bounds connecting (and, when > 0, the TLS handshake);
+	// ResponseHeaderTimeout bounds the wait for response headers once the
+	// request is written; IdleConnTimeout closes unused connections. 0
+	// means no limit (a TLS handshake then gets 10s).
+	DialTimeout           time.Duration
+	ResponseHeaderTimeout time.Duration
+	IdleConnTimeout       time.Duration
+	// TLS applies to every https upstream, whatever its protocol.
+	TLS UpstreamTLS
+}
+
+// Transports holds one *http.Transport per Protocol, built with the same
+// timeouts and TLS settings, so that upstreams of one protocol share
+// connections pools and one config change rebuilds them all. A dial that
+// fails returns an error wrapping *dialError (nothing was sent: the
+// request may go elsewhere whatever its method).
+type Transports struct {
+	byProto [3]*http.Transport
+}
+
+// NewTransports builds the three transports.
+func NewTransports(o TransportOptions) *Transports {
+	ts := &Transports{}
+	for p := range ts.byProto {
+		ts.byProto[p] = newProtocolTransport(o, Protocol(p))
+	}
+	return ts
+}
+
+// For returns the transport for p (ProtocolHTTP1's for an unknown value).
+func (ts *Transports) For(p Protocol) *http.Transport {
+	if int(p) >= len(ts.byProto) {
+		p = ProtocolHTTP1
+	}
+	return ts.byProto[p]
+}
+
+// CloseIdleConnections closes every transport's idle connections, as when
+// the transports are replaced.
+func (ts *Transports) CloseIdleConnections() {
+	for _, t := range ts.byProto {
+		t.CloseIdleConnections()
+	}
+}
+
+// newProtocolTransport builds the transport of one protocol. Each speaks
+// only its own protocol: no transport falls back to another, so an
+// upstream declared h2 that does not offer h2 fails loudly instead of
+// silently losing trailers and multiplexing.
+func newProtocolTransport(o TransportOptions, p Protocol) *http.Transport {
+	d := &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}
+	tlsTimeout := o.DialTimeout
+	if tlsTimeout == 0 {
+		tlsTimeout = 10 * time.Second
+	}
+	protos := new(http.Protocols)
+	switch p {
+	case ProtocolH2C:
+		protos.SetUnencryptedHTTP2(true)
+	case ProtocolH2:
+		protos.SetHTTP2(true)
+	default:
+		protos.SetHTTP1(true)
+	}
+	return &http.Transport{
+		Proxy: nil, // never send upstream traffic through $HTTP_PROXY
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, &dialError{err}
+			}
+			return c, nil
+		},
+		TLSClientConfig: &tls.Config{
+			RootCAs:            o.TLS.RootCAs,
+			ServerName:         o.TLS.ServerName,
+			InsecureSkipVerify: o.TLS.InsecureSkipVerify,
+		},
+		Protocols:             protos,
+		MaxIdleConns:          16384,
+		MaxIdleConnsPerHost:   1024,
+		IdleConnTimeout:       o.IdleConnTimeout,
+		ResponseHeaderTimeout: o.ResponseHeaderTimeout,
+		TLSHandshakeTimeout:   tlsTimeout,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true,
+	}
+}

@@ -1,0 +1,18 @@
+//go:build unix
+
+package certs
+
+import (
+	"io/fs"
+	"syscall"
+)
+
+// fileID returns the device and inode of a file, which change when a file
+// is replaced (by rename, or a Secret volume's directory swap) even if its
+// size and modification time do not.
+func fileID(fi fs.FileInfo) (dev, ino uint64) {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Dev), uint64(st.Ino)
+	}
+	return 0, 0
+}

@@ -1,0 +1,336 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ringlb/ringlb/balancer/discovery/dnstest"
+)
+
+// discoveredBackend is an upstream that names itself in X-Backend; its
+// health check fails while sick is set.
+type discoveredBackend struct {
+	srv  *httptest.Server
+	name string // the member name it gets: target:port
+	sick bool
+	mu   sync.Mutex
+}
+
+func newDiscoveredBackend(t *testing.T, target string) *discoveredBackend {
+	t.Helper()
+	be := &discoveredBackend{}
+	be.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		be.mu.Lock()
+		sick, name := be.sick, be.name
+		be.mu.Unlock()
+		if r.URL.Path == "/healthz" && sick {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("X-Backend", name)
+		io.WriteString(w, name)
+	}))
+	t.Cleanup(be.srv.Close)
+	_, port, _ := net.SplitHostPort(be.srv.Listener.Addr().String())
+	be.name = target + ":" + port
+	return be
+}
+
+// discoveryFleet is n backends app-I.test behind the SRV record
+// _http._tcp.app.test of a test DNS server.
+type discoveryFleet struct {
+	z   *dnstest.Server
+	bes []*discoveredBackend
+}
+
+const fleetSRV = "_http._tcp.app.test"
+
+func newDiscoveryFleet(t *testing.T, n int) *discoveryFleet {
+	f := &discoveryFleet{z: dnstest.New(t)}
+	for i := range n {
+		host := fmt.Sprintf("app-%d.test", i)
+		f.bes = append(f.bes, newDiscoveredBackend(t, host))
+		f.z.SetAddrs(host, "127.0.0.1")
+	}
+	return f
+}
+
+// publish answers the SRV record with the first n backends.
+func (f *discoveryFleet) publish(n int) {
+	var ts []string
+	for i, be := range f.bes[:n] {
+		_, port, _ := net.SplitHostPort(be.srv.Listener.Addr().String())
+		ts = append(ts, fmt.Sprintf("app-%d.test.:%s", i, port))
+	}
+	f.z.SetSRV(fleetSRV, ts...)
+}
+
+// discoveryYAML is a config with the given static upstreams (YAML list
+// items, or "" for none) and a discovery block on f's DNS server.
+func (f *discoveryFleet) yaml(static, extra string) string {
+	ups := "upstreams: []\n"
+	if static != "" {
+		ups = "upstreams:\n" + static
+	}
+	return fmt.Sprintf(`listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+hash:
+  key: [{header: X-User-ID}]
+  on_missing: reject
+%s%sdiscovery:
+  resolver: %s
+  interval: 200ms
+  timeout: 150ms
+  remove_after: 1h
+  sources:
+    - srv: %s
+`, ups, extra, f.z.Addr, fleetSRV)
+}
+
+// discView is /debug/ring with the discovery fields.
+type discView struct {
+	Version   string `json:"version"`
+	Upstreams []struct {
+		Name      string `json:"name"`
+		URL       string `json:"url"`
+		Source    string `json:"source"`
+		Absent    bool   `json:"absent"`
+		Available bool   `json:"available"`
+		Health    string `json:"health"`
+	} `json:"upstreams"`
+	Discovery []struct {
+		Source      string `json:"source"`
+		Members     int    `json:"members"`
+		LastSuccess string `json:"last_success"`
+		LastError   string `json:"last_error"`
+	} `json:"discovery"`
+}
+
+func getDiscView(t *testing.T, admin string) discView {
+	t.Helper()
+	res, err := adminClient.Get(admin + "/debug/ring")
+	if err != nil {
+		t.Fatalf("/debug/ring: %v", err)
+	}
+	defer res.Body.Close()
+	var v discView
+	if err := json.NewDecoder(res.Body).Decode(&v); err != nil {
+		t.Fatalf("/debug/ring: %v", err)
+	}
+	return v
+}
+
+func memberCount(t *testing.T, admin string, n int) func() error {
+	return func() error {
+		if v := getDiscView(t, admin); len(v.Upstreams) != n {
+			return fmt.Errorf("%d members, want %d: %+v", len(v.Upstreams), n, v)
+		}
+		return nil
+	}
+}
+
+// statusOf GETs u with the key user-1 and returns the status.
+func statusOf(t *testing.T, c *http.Client, u string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, u, nil)
+	req.Header.Set("X-User-ID", "user-1")
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// Two ringlb processes reading the same DNS report the same ring version
+// and send each of 10 000 keys to the same member.
+func TestDiscoveryReplicasAgree(t *testing.T) {
+	f := newDiscoveryFleet(t, 5)
+	f.publish(5)
+	cfg := writeConfig(t, f.yaml("", ""))
+	a, b := startRinglb(t, cfg), startRinglb(t, cfg)
+	for _, lb := range []*lbProc{a, b} {
+		eventually(t, 15*time.Second, memberCount(t, lb.admin, 5))
+	}
+	va, vb := getDiscView(t, a.admin), getDiscView(t, b.admin)
+	if va.Version != vb.Version {
+		t.Fatalf("versions differ: %s and %s", va.Version, vb.Version)
+	}
+	c := &http.Client{Timeout: 5 * time.Second}
+	lookup := func(admin, key string) string {
+		res, err := c.Get(admin + "/debug/lookup?key=" + url.QueryEscape(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var lr struct{ Chosen string }
+		if err := json.NewDecoder(res.Body).Decode(&lr); err != nil {
+			t.Fatal(err)
+		}
+		return lr.Chosen
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	disagree, per := 0, map[string]int{}
+	for w := range 4 {
+		wg.Go(func() {
+			for i := w; i < 10000; i += 4 {
+				k := fmt.Sprintf("user-%d", i)
+				ca, cb := lookup(a.admin, k), lookup(b.admin, k)
+				mu.Lock()
+				if ca != cb || ca == "" {
+					disagree++
+				}
+				per[ca]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if disagree != 0 || len(per) != 5 {
+		t.Errorf("%d of 10000 keys placed differently; per member %v", disagree, per)
+	}
+	// And requests follow: a sample through both proxies.
+	for i := range 50 {
+		k := fmt.Sprintf("user-%d", i)
+		var got [2]string
+		for j, lb := range []*lbProc{a, b} {
+			req, _ := http.NewRequest(http.MethodGet, lb.proxy+"/", nil)
+			req.Header.Set("X-User-ID", k)
+			res, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			got[j] = res.Header.Get("X-Backend")
+		}
+		if got[0] != got[1] || got[0] == "" {
+			t.Errorf("key %s: served by %q and %q", k, got[0], got[1])
+		}
+	}
+}
+
+// With `upstreams: []` and a source that has not answered, serve starts
+// and answers 503 (and /readyz 503) until the first answer. Discovered
+// members are health-checked.
+func TestDiscoveryServeBeforeFirstAnswer(t *testing.T) {
+	f := newDiscoveryFleet(t, 3)
+	f.z.SetSilent(fleetSRV, true)
+	health := "health:\n  path: /healthz\n  interval: 100ms\n  timeout: 80ms\n  rise: 1\n  fall: 1\n"
+	lb := startRinglb(t, writeConfig(t, f.yaml("", health)))
+	c := &http.Client{Timeout: 5 * time.Second}
+	if code := statusOf(t, c, lb.proxy+"/"); code != http.StatusServiceUnavailable {
+		t.Errorf("before the first answer: %d, want 503", code)
+	}
+	if code := statusOf(t, c, lb.admin+"/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("readyz before the first answer: %d, want 503", code)
+	}
+	eventually(t, 10*time.Second, func() error {
+		if v := getDiscView(t, lb.admin); len(v.Discovery) != 1 || v.Discovery[0].LastError == "" {
+			return fmt.Errorf("no failed query shown: %+v", v.Discovery)
+		}
+		return nil
+	})
+
+	f.publish(3)
+	f.z.SetSilent(fleetSRV, false)
+	eventually(t, 10*time.Second, memberCount(t, lb.admin, 3))
+	if code := statusOf(t, c, lb.admin+"/readyz"); code != 200 {
+		t.Errorf("readyz after the first answer: %d", code)
+	}
+	req, _ := http.NewRequest(http.MethodGet, lb.proxy+"/", nil)
+	req.Header.Set("X-User-ID", "u1")
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 || res.Header.Get("X-Backend") == "" {
+		t.Errorf("after the first answer: %d from %q", res.StatusCode, res.Header.Get("X-Backend"))
+	}
+
+	// A discovered member whose health check fails is ejected.
+	sick := f.bes[1]
+	sick.mu.Lock()
+	sick.sick = true
+	sick.mu.Unlock()
+	eventually(t, 10*time.Second, func() error {
+		for _, u := range getDiscView(t, lb.admin).Upstreams {
+			if u.Name == sick.name && (u.Health != "down" || u.Available) {
+				return fmt.Errorf("%s: %+v", u.Name, u)
+			}
+		}
+		return nil
+	})
+}
+
+// SIGHUP and POST /reload re-read the discovery block and resolve at
+// once; a bad block is rejected and the membership kept; removing the
+// block leaves the static upstreams.
+func TestDiscoveryReloadServe(t *testing.T) {
+	f := newDiscoveryFleet(t, 4)
+	f.publish(3)
+	static := newDiscoveredBackend(t, "static")
+	staticYAML := "  - name: static\n    url: " + static.srv.URL + "\n"
+	body := strings.Replace(f.yaml(staticYAML, ""), "interval: 200ms", "interval: 1h", 1)
+	body = strings.Replace(body, "timeout: 150ms", "timeout: 1s", 1)
+	path := writeConfig(t, body)
+	lb := startRinglb(t, path)
+	eventually(t, 10*time.Second, memberCount(t, lb.admin, 4))
+
+	// A fourth target: with an interval of an hour only the reload's
+	// immediate resolution can find it.
+	f.publish(4)
+	if err := os.WriteFile(path, []byte(body+"  confirm: 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lb.cmd.Process.Signal(syscall.SIGHUP)
+	eventually(t, 10*time.Second, memberCount(t, lb.admin, 5))
+
+	// A bad block: rejected, nothing changes.
+	v := getDiscView(t, lb.admin).Version
+	bad := strings.Replace(body, "timeout: 1s", "timeout: 2h", 1)
+	if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := adminClient.Post(lb.admin+"/reload", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(msg), "discovery.timeout") {
+		t.Errorf("bad block: %d %s", res.StatusCode, msg)
+	}
+	if got := getDiscView(t, lb.admin); got.Version != v || len(got.Upstreams) != 5 || len(got.Discovery) != 1 {
+		t.Errorf("after a rejected reload: %+v", got)
+	}
+
+	// No block: the static upstream alone, at once.
+	noDisc := body[:strings.Index(body, "discovery:")]
+	if err := os.WriteFile(path, []byte(noDisc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err = adminClient.Post(lb.admin+"/reload", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	got := getDiscView(t, lb.admin)
+	if res.StatusCode != 200 || len(got.Upstreams) != 1 || got.Upstreams[0].Name != "static" || len(got.Discovery) != 0 {
+		t.Errorf("after removing the block: %d %+v", res.StatusCode, got)
+	}
+}
