@@ -41,6 +41,10 @@ type Options struct {
 	// for the check to say up. An Update that turns it off resets every
 	// verdict to up and revokes the reporters handed out before it.
 	HealthChecks bool
+
+	// Hold keeps keys in use on their upstream through membership
+	// changes (see HoldOptions); its zero value turns it off.
+	Hold HoldOptions
 }
 
 // UpstreamOptions describes one upstream. Its fields are in the
@@ -182,6 +186,7 @@ type settings struct {
 	breaker      *BreakerOptions // validated; nil when breakers are off
 	transportCfg transportConfig
 	healthChecks bool
+	holdSet      holdSettings // zero: hold off
 }
 
 // memberSpec is what the options say about one ring member.
@@ -257,6 +262,9 @@ func compile(opts Options) (settings, *ring.Ring, error) {
 		set.keyNames = append(set.keyNames, k.String())
 	}
 	set.keyDesc = strings.Join(set.keyNames, ", ")
+	if set.holdSet, err = compileHold(opts.Hold, set.fail); err != nil {
+		return settings{}, nil, err
+	}
 	r, err := set.membership(opts)
 	if err != nil {
 		return settings{}, nil, err

@@ -20,6 +20,8 @@ type RingStatus struct {
 	KeySources []string
 	OnMissing  string
 	Upstreams  []UpstreamStatus
+	// Hold is the hold block in force; its zero value: hold off.
+	Hold HoldStatus
 }
 
 // UpstreamStatus is one upstream in a RingStatus.
@@ -52,6 +54,7 @@ func (b *Balancer) Status() RingStatus {
 		LoadFactor:      s.loadFactor,
 		LoadFloor:       s.loadFloor,
 		OnMissing:       string(s.onMissing),
+		Hold:            s.holdStatus(),
 		Upstreams:       make([]UpstreamStatus, len(s.members)),
 	}
 	st.KeySources = append(st.KeySources, s.keyNames...)
@@ -133,6 +136,10 @@ type LookupResult struct {
 	Hash string // the key's ring position in hex (16 digits; 8 under nginx)
 	// Owner owns the key's position, ignoring availability and load.
 	Owner string
+	// Held is the upstream a request with this key (and no hold cookie)
+	// would be held on now instead of Chosen (routing rule 11); "" when
+	// no hold applies.
+	Held string
 	// Preference lists every upstream once, clockwise from the key.
 	Preference []string
 	// Chosen is where a request with this key would go now, applying
@@ -153,6 +160,7 @@ func (b *Balancer) Lookup(key string) LookupResult {
 		Owner:      s.members[s.ring.Owner(pos)].u.name,
 		Preference: make([]string, 0, len(s.members)),
 		Skipped:    []Skipped{},
+		Held:       b.heldOf(s, pos),
 	}
 	s.ring.Walk(pos, func(i int) bool {
 		res.Preference = append(res.Preference, s.members[i].u.name)
