@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 )
@@ -81,4 +82,46 @@ func BenchmarkServeHTTPHold(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkHoldRequestPath is what hold adds to one request, without the
+// proxying: the record lookup, rule 11 (with the held upstream judged
+// when the record applies), the choice and the record after serving, for
+// 1024 keys after a scale-out (so every key has a record of the old ring).
+// It must not allocate.
+func BenchmarkHoldRequestPath(b *testing.B) {
+	var ups []UpstreamOptions
+	for i := range 5 {
+		u, _ := url.Parse(fmt.Sprintf("http://10.0.0.%d:80", i+1))
+		ups = append(ups, UpstreamOptions{Name: fmt.Sprint("app-", i), URL: u, Weight: 1})
+	}
+	opts := baseOptions(ups[:4])
+	opts.Hold = HoldOptions{Idle: time.Hour, MaxKeys: 1_000_000}
+	bal, err := New(opts, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bal.Close()
+	s := bal.snap.Load()
+	pos := make([]uint64, 1024)
+	for i := range pos {
+		pos[i] = s.ring.Hash(fmt.Sprint("user-", i))
+		bal.holdStore.Load().Record(pos[i], s.members[s.ring.Owner(pos[i])].u.name, s.hold.cur, bal.nanotime())
+	}
+	opts.Upstreams = ups
+	if _, err := bal.Update(opts); err != nil {
+		b.Fatal(err)
+	}
+	s = bal.snap.Load()
+	r, _ := http.NewRequest(http.MethodGet, "http://shop.example/", nil)
+	b.ReportAllocs()
+	sink := 0
+	for i := 0; b.Loop(); i++ {
+		var q holdReq
+		bal.holdBegin(s, r, pos[i&1023], &q)
+		c := bal.choose(s, pos[i&1023], nil, &q)
+		bal.holdRecord(s, &q, &s.members[c.Member])
+		sink += c.Member
+	}
+	_ = sink
 }
