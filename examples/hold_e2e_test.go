@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -52,6 +53,26 @@ func TestHoldScript(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "OK: users in use stayed") {
 		t.Fatalf("hold.sh exited 0 without saying OK:\n%s", out.Bytes())
+	}
+	// The README quotes lines of its output: they must be real (the
+	// count of background requests aside, and trailing blanks).
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)`bash examples/hold.sh`.*?\n```\n(.*?)```").FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README quotes no hold.sh output")
+	}
+	norm := func(s string) string {
+		s = regexp.MustCompile(`\d+ requests answered`).ReplaceAllString(s, "N requests answered")
+		return regexp.MustCompile(`(?m)[ \t]+$`).ReplaceAllString(s, "")
+	}
+	got := norm(out.String())
+	for _, line := range strings.Split(norm(string(m[1])), "\n") {
+		if line != "" && !strings.Contains(got, line+"\n") {
+			t.Errorf("README quotes %q; hold.sh printed no such line", line)
+		}
 	}
 	t.Logf("hold.sh passed in %v:\n%s", time.Since(start).Round(time.Millisecond), out.Bytes())
 }
