@@ -1,9 +1,13 @@
 package balancer
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -691,5 +695,79 @@ func TestHoldOff(t *testing.T) {
 	}
 	if h := b.Lookup("k").Held; h != "" {
 		t.Errorf("hold off: lookup held %q", h)
+	}
+}
+
+// The hold cookie goes on the final response head only, also after a 103
+// Early Hints, and names the upstream that served: here the one a retry
+// reached after the key's owner failed behind its 1xx. A request that
+// nothing served (503) sets none.
+func TestHoldCookieSurvives1xxAndRetry(t *testing.T) {
+	secret := []byte(strings.Repeat("h", 32))
+	hints := func(w http.ResponseWriter) {
+		w.Header().Set("Link", "</style.css>; rel=preload; as=style")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+	}
+	a, bb := newBackend(t, "a"), newBackend(t, "b")
+	a.handle = func(w http.ResponseWriter, r *http.Request) {
+		hints(w)
+		panic(http.ErrAbortHandler) // a fails after its 1xx
+	}
+	bb.handle = func(w http.ResponseWriter, r *http.Request) {
+		hints(w)
+		io.WriteString(w, "b")
+	}
+	clk := newFakeClock()
+	opts := holdOptions(upstreamsOf(t, a, bb), time.Hour)
+	opts.Hold.CookieName = "ringlb_hold"
+	opts.Hold.Secrets = [][]byte{secret}
+	b, _, front := holdProxy(t, clk, opts)
+	codec, _ := hold.NewCodec([][]byte{secret})
+	key := ""
+	for _, k := range keys("k", 100) {
+		if b.Lookup(k).Owner == "a" {
+			key = k
+			break
+		}
+	}
+	var early []string // Set-Cookie values seen on 1xx heads
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+			early = append(early, h.Values("Set-Cookie")...)
+			return nil
+		},
+	})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, front.URL+"/", nil)
+	req.Header.Set("X-User-ID", key)
+	res, err := front.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || res.Header.Get("X-Backend") != "b" {
+		t.Fatalf("%d from %q, want 200 from b (a's failure retried)", res.StatusCode, res.Header.Get("X-Backend"))
+	}
+	if len(early) != 0 {
+		t.Errorf("Set-Cookie on a 1xx head: %q", early)
+	}
+	v := holdCookieOf(t, res, "ringlb_hold")
+	ck, ok := codec.Decode(v, b.snap.Load().ring.Hash(key), clk.Now())
+	if !ok || ck.Upstream != "b" {
+		t.Errorf("hold cookie %q decodes to %+v, %v; want one naming b", v, ck, ok)
+	}
+
+	for _, u := range []string{"a", "b"} {
+		b.HealthReporter().SetHealthy(u, false, "test")
+	}
+	req, _ = http.NewRequest(http.MethodGet, front.URL+"/", nil)
+	req.Header.Set("X-User-ID", key)
+	if res, err = front.Client().Do(req); err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 503 || holdCookieOf(t, res, "ringlb_hold") != "" {
+		t.Errorf("nothing available: %d with hold cookie %q, want 503 and none", res.StatusCode, holdCookieOf(t, res, "ringlb_hold"))
 	}
 }
