@@ -499,6 +499,7 @@ func TestHoldMaxKeysFlood(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := next.Add(1); i <= 5000; i = next.Add(1) {
+				clk.advance(time.Millisecond) // each key used later than the one before
 				visit(t, front, fmt.Sprint("flood-", i))
 			}
 		}()
@@ -520,14 +521,16 @@ func TestHoldMaxKeysFlood(t *testing.T) {
 	if got := b.holdStore.Load().MaxKeys(); got != 100 {
 		t.Fatalf("store MaxKeys %d", got)
 	}
+	// Eviction takes the least recent of a sample: the last keys of the
+	// flood survive both the flood and the shrink.
 	held := 0
-	for i := 4990; i <= 5000; i++ {
+	for i := 4981; i <= 5000; i++ {
 		if b.Lookup(fmt.Sprint("flood-", i)).Held != "" {
 			held++
 		}
 	}
-	if held == 0 {
-		t.Error("none of the last keys of the flood is held after the reload")
+	if held < 18 {
+		t.Errorf("%d of the last 20 keys of the flood are held after the reload, want nearly all", held)
 	}
 }
 
