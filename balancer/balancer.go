@@ -30,6 +30,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -41,6 +42,7 @@ type snapshot struct {
 	ring      *ring.Ring
 	members   []member   // indexed like ring.Members()
 	transport *transport // the one every member's proxy uses
+	hold      *holdState // nil when hold is off
 
 	// availW is the total weight of available members, as float64 bits;
 	// recomputed (under Balancer.mu) on every availability flip.
@@ -77,6 +79,10 @@ type Balancer struct {
 	healthGen uint64 // incremented by an Update that turns HealthChecks off: revokes HealthReporters
 	transport *transport
 	disc      discoveryState
+
+	holdStore atomic.Pointer[hold.Store] // the process's hold records; nil when hold is off
+	holdTimer timer                      // the hold store's expiry pass; nil when none runs
+	heldTotal atomic.Uint64              // ringlb_held_total
 }
 
 // New builds a Balancer and registers its metrics on reg (nil: none). It
@@ -213,7 +219,9 @@ func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
 	}
 	s.specs = nil // kept once, in the members
 	b.ups = ups
+	b.installHoldLocked(s)
 	b.snap.Store(s)
+	b.dropHeldLocked(old, s)
 	b.recomputeLocked()
 	return s
 }
@@ -283,4 +291,5 @@ func (b *Balancer) Close() {
 			br.stop()
 		}
 	}
+	b.stopHoldLocked()
 }

@@ -261,23 +261,25 @@ func hostOnly(hostport string) string {
 
 // position returns the request's ring position: the hash of its key, the
 // affinity cookie's value first when on_missing is cookie. With no key it
-// follows on_missing; false means a 400 was written. A generated affinity
-// cookie goes on the final response head (see responseWriter.setCookie).
-func (b *Balancer) position(s *snapshot, w *responseWriter, r *http.Request) (uint64, bool) {
+// follows on_missing: random says the position is a random one (it keys
+// nothing, so hold does not record it); false means a 400 was written. A
+// generated affinity cookie goes on the final response head (see
+// responseWriter.setCookie).
+func (b *Balancer) position(s *snapshot, w *responseWriter, r *http.Request) (pos uint64, random, ok bool) {
 	if s.onMissing == OnMissingCookie && !dropped(r.Header, "Cookie") {
 		if v, ok := cookieValue(r.Header, s.cookie.Name); ok {
-			return s.ring.Hash(v), true
+			return s.ring.Hash(v), false, true
 		}
 	}
 	for _, k := range s.keys {
 		if v, ok := k(r); ok {
-			return s.ring.Hash(v), true
+			return s.ring.Hash(v), false, true
 		}
 	}
 	switch s.onMissing {
 	case OnMissingReject:
 		plainError(w, http.StatusBadRequest, "missing hash key: the request has none of "+s.keyDesc+"\n")
-		return 0, false
+		return 0, false, false
 	case OnMissingCookie:
 		var id [16]byte
 		rand.Read(id[:])
@@ -291,7 +293,7 @@ func (b *Balancer) position(s *snapshot, w *responseWriter, r *http.Request) (ui
 			HttpOnly: s.cookie.HTTPOnly,
 			SameSite: http.SameSiteLaxMode,
 		}).String()
-		return s.ring.Hash(v), true
+		return s.ring.Hash(v), false, true
 	}
-	return mrand.Uint64(), true
+	return mrand.Uint64(), true, true
 }

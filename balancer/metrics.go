@@ -84,7 +84,7 @@ func newMetrics() *metrics {
 func (m *metrics) register(b *Balancer, reg prometheus.Registerer) error {
 	cs := []prometheus.Collector{
 		m.requests, m.duration, m.ejections, m.overflow, m.retries, m.noUpstream, m.reloads, m.reloadLast,
-		&stateCollector{b: b}, discoveryCollector{b: b},
+		&stateCollector{b: b}, discoveryCollector{b: b}, &holdCollector{b: b},
 	}
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {

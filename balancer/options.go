@@ -45,6 +45,10 @@ type Options struct {
 	// for the check to say up. An Update that turns it off resets every
 	// verdict to up and revokes the reporters handed out before it.
 	HealthChecks bool
+
+	// Hold keeps keys in use on their upstream through membership
+	// changes (see HoldOptions); its zero value turns it off.
+	Hold HoldOptions
 }
 
 // UpstreamOptions describes one upstream. Its fields are in the
@@ -186,6 +190,7 @@ type settings struct {
 	breaker      *BreakerOptions // validated; nil when breakers are off
 	transportCfg transportConfig
 	healthChecks bool
+	holdSet      holdSettings // zero: hold off
 }
 
 // memberSpec is what the options say about one ring member.
@@ -268,6 +273,9 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 	set.keyDesc = strings.Join(set.keyNames, ", ")
 	if opts.Discovery != nil && opts.Ring.Placement == ring.PlacementNginx {
 		return settings{}, nil, errors.New("balancer: discovery needs placement ringlb")
+	}
+	if set.holdSet, err = compileHold(opts.Hold, set.fail); err != nil {
+		return settings{}, nil, err
 	}
 	r, err := set.membership(opts, found, nil)
 	if err != nil {

@@ -335,6 +335,9 @@ type responseWriter struct {
 	// head only: a 1xx sends the header map and ReverseProxy then clears
 	// it, so anything put there before proxying would miss the response.
 	setCookie string
+	// holdCookie is the hold cookie's Set-Cookie value for the current
+	// attempt, added to the final head the same way; "" for none.
+	holdCookie string
 	// no1xx drops informational responses: the client speaks HTTP/1.0,
 	// which has none (RFC 9110 section 15.2).
 	no1xx bool
@@ -366,6 +369,9 @@ func (w *responseWriter) WriteHeader(code int) {
 func (w *responseWriter) head(code int) {
 	if w.setCookie != "" {
 		w.Header().Add("Set-Cookie", w.setCookie)
+	}
+	if w.holdCookie != "" {
+		w.Header().Add("Set-Cookie", w.holdCookie)
 	}
 	w.status, w.wroteHeader = code, true
 	w.headAt = time.Now()

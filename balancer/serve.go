@@ -27,10 +27,17 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	s := b.snap.Load()
 	rw := &responseWriter{ResponseWriter: w, no1xx: !r.ProtoAtLeast(1, 1), tunnels: &b.tunnels}
-	pos, ok := b.position(s, rw, r)
+	pos, random, ok := b.position(s, rw, r)
 	if !ok {
 		b.accessLog(s, r, nil, http.StatusBadRequest, start, nil)
 		return
+	}
+	// With hold on, q is rule 11's decision for the key (see holdBegin).
+	var hq holdReq
+	var q *holdReq
+	if s.hold != nil && !random {
+		q = &hq
+		b.holdBegin(s, r, pos, q)
 	}
 	var body *trackedBody
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
@@ -46,10 +53,13 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if rw.tunnel != nil { // the upgraded connection's copy is over
 			b.tunnels.remove(rw.tunnel)
 		}
+		if q != nil && last != nil && (rw.err == nil || rw.wroteHeader) {
+			b.holdRecord(s, q, last) // served: the key lives there now
+		}
 		b.account(s, rw, r, last, start)
 	}()
 	for attempts := 0; ; {
-		choice, _ := b.pick(s, pos, tried, nil)
+		choice := b.choose(s, pos, tried, q)
 		if choice.Member < 0 {
 			if last == nil {
 				b.noUpstream(s, rw, r, choice.Owner)
@@ -68,6 +78,9 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		countChoice(s, choice, last)
 		last = m
 		rw.err = nil
+		if q != nil {
+			rw.holdCookie = q.setCookie(s, m)
+		}
 		b.attempt(s, m, rw, r, body, done, trial)
 		attempts++
 		if !s.retry(rw, r, body, attempts) {
@@ -75,6 +88,7 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if rw.err != nil && !rw.wroteHeader {
+		rw.holdCookie = "" // nothing was served: nothing to hold
 		b.writeError(s, rw, r, body, last)
 	}
 }

@@ -24,6 +24,8 @@ type RingStatus struct {
 	// Discovery lists each discovery source, in config order; nil
 	// without a discovery block.
 	Discovery []DiscoveryStatus
+	// Hold is the hold block in force; its zero value: hold off.
+	Hold HoldStatus
 }
 
 // UpstreamStatus is one upstream in a RingStatus.
@@ -61,6 +63,7 @@ func (b *Balancer) Status() RingStatus {
 		LoadFactor:      s.loadFactor,
 		LoadFloor:       s.loadFloor,
 		OnMissing:       string(s.onMissing),
+		Hold:            s.holdStatus(),
 		Upstreams:       make([]UpstreamStatus, len(s.members)),
 	}
 	st.KeySources = append(st.KeySources, s.keyNames...)
@@ -147,6 +150,10 @@ type LookupResult struct {
 	Hash string // the key's ring position in hex (16 digits; 8 under nginx)
 	// Owner owns the key's position, ignoring availability and load.
 	Owner string
+	// Held is the upstream a request with this key (and no hold cookie)
+	// would be held on now instead of Chosen (routing rule 11); "" when
+	// no hold applies.
+	Held string
 	// Preference lists every upstream once, clockwise from the key.
 	Preference []string
 	// Chosen is where a request with this key would go now, applying
@@ -166,6 +173,7 @@ func (b *Balancer) Lookup(key string) LookupResult {
 		Hash:       s.ring.FormatHash(pos),
 		Preference: make([]string, 0, len(s.members)),
 		Skipped:    []Skipped{},
+		Held:       b.heldOf(s, pos),
 	}
 	if o := s.ring.Owner(pos); o >= 0 { // -1: an empty ring (discovery has no members yet)
 		res.Owner = s.members[o].u.name

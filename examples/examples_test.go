@@ -38,6 +38,8 @@ var specMetrics = []string{
 	"ringlb_ring_info",
 	"ringlb_config_reloads_total",
 	"ringlb_config_last_reload_success",
+	"ringlb_hold_keys",
+	"ringlb_held_total",
 }
 
 // specHistograms are the histograms among specMetrics: Prometheus exposes

@@ -188,6 +188,7 @@ type lookupJSON struct {
 	Key        string        `json:"key"`
 	Hash       string        `json:"hash"`
 	Owner      string        `json:"owner"`
+	Held       *string       `json:"held"`
 	Preference []string      `json:"preference"`
 	Chosen     *string       `json:"chosen"`
 	Skipped    []skippedJSON `json:"skipped"`
@@ -243,6 +244,9 @@ func toLookupJSON(res balancer.LookupResult) lookupJSON {
 	}
 	if res.Chosen != "" {
 		out.Chosen = &res.Chosen
+	}
+	if res.Held != "" {
+		out.Held = &res.Held
 	}
 	for _, s := range res.Skipped {
 		out.Skipped = append(out.Skipped, skippedJSON{Name: s.Name, Reason: reasonName(s.Reason)})

@@ -114,8 +114,11 @@ func TestDebugLookupShape(t *testing.T) {
 		t.Fatalf("%d %s", code, body)
 	}
 	m := decode(t, body)
-	if got, want := keys(m), []string{"chosen", "hash", "key", "owner", "preference", "skipped"}; !slices.Equal(got, want) {
+	if got, want := keys(m), []string{"chosen", "hash", "held", "key", "owner", "preference", "skipped"}; !slices.Equal(got, want) {
 		t.Errorf("keys %v, want %v", got, want)
+	}
+	if m["held"] != nil {
+		t.Errorf("held %v with hold off, want null", m["held"])
 	}
 	if m["key"] != "user-42" || len(m["hash"].(string)) != 16 || m["chosen"] != m["owner"] || len(m["preference"].([]any)) != 2 || len(m["skipped"].([]any)) != 0 {
 		t.Errorf("lookup %v", m)

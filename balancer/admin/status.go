@@ -97,8 +97,13 @@ type statusPage struct {
 	KeySources               string // "cookie session, header X-User-Id, ..."
 	Reload                   *balancer.Reload
 	ReloadAt, ReloadAgo      string
-	Reloads, ReloadsRendered int64  // reload attempts counted in metrics when rendered
-	AvailableNames           string // names of available upstreams, for the script
+	Reloads, ReloadsRendered int64 // reload attempts counted in metrics when rendered
+	// With hold on: keys held in this process (ringlb_hold_keys) and the
+	// held share of the requests answered (ringlb_held_total over
+	// ringlb_requests_total), as a percentage ("–" before any request).
+	HoldKeys       float64
+	HeldShare      string
+	AvailableNames string // names of available upstreams, for the script
 }
 
 // statusRow is one upstream: its table row, legend entry and arc.
@@ -159,6 +164,8 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 		KeySources:      strings.Join(st.KeySources, ", "),
 		Reload:          h.b.LastReload(),
 		ReloadsRendered: int64(c.reloads),
+		HoldKeys:        c.holdKeys,
+		HeldShare:       heldShare(c),
 	}
 	if !h.opts.Started.IsZero() {
 		page.Started = h.opts.Started.Format(time.RFC3339)
@@ -312,6 +319,7 @@ func latency(sum, count float64) string {
 type counts struct {
 	requests, errors, overflows, durSum, durCount map[string]float64
 	reloads                                       float64
+	holdKeys, held                                float64 // ringlb_hold_keys, ringlb_held_total
 }
 
 // perUpstreamCounts gathers counts from g; ok is false if g could not be
@@ -351,8 +359,25 @@ func perUpstreamCounts(g prometheus.Gatherer) (c counts, ok bool) {
 				c.durCount[up] += float64(m.GetHistogram().GetSampleCount())
 			case "ringlb_config_reloads_total":
 				c.reloads += m.GetCounter().GetValue()
+			case "ringlb_hold_keys":
+				c.holdKeys = m.GetGauge().GetValue()
+			case "ringlb_held_total":
+				c.held = m.GetCounter().GetValue()
 			}
 		}
 	}
 	return c, true
+}
+
+// heldShare formats the share of the requests answered that a hold sent
+// to another upstream than the ring's choice, or "–" before any request.
+func heldShare(c counts) string {
+	total := 0.0
+	for _, n := range c.requests {
+		total += n
+	}
+	if total == 0 {
+		return "–"
+	}
+	return formatPct(c.held / total)
 }

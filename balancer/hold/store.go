@@ -73,12 +73,13 @@ type Options struct {
 // bytes per record (64 to 68 at the default 1 000 000 keys; see
 // BenchmarkStoreMemory), allocated as keys arrive.
 type Store struct {
-	idle   atomic.Int64 // nanoseconds
-	grain  atomic.Int64 // refreshes closer than this to the last are skipped (ns)
-	shift  uint         // shard index = mixed hash >> shift
-	shards []shard
-	names  names
-	cursor atomic.Uint32 // Expire's next shard
+	maxKeys int
+	idle    atomic.Int64 // nanoseconds
+	grain   atomic.Int64 // refreshes closer than this to the last are skipped (ns)
+	shift   uint         // shard index = mixed hash >> shift
+	shards  []shard
+	names   names
+	cursor  atomic.Uint32 // Expire's next shard
 }
 
 // shard is one part of the store. Its table pointer is read without the
@@ -139,7 +140,7 @@ func NewStore(o Options) *Store {
 	for n < maxShards && maxKeys/(n*2) >= minRecordsInShard {
 		n *= 2
 	}
-	s := &Store{shift: uint(64 - bits.TrailingZeros(uint(n))), shards: make([]shard, n)}
+	s := &Store{maxKeys: maxKeys, shift: uint(64 - bits.TrailingZeros(uint(n))), shards: make([]shard, n)}
 	if n == 1 {
 		s.shift = 64 // x >> 64 is 0 for unsigned x
 	}
@@ -170,6 +171,11 @@ func (s *Store) SetIdle(d time.Duration) {
 	// that much precision in expiry and in eviction's LRU order.
 	s.grain.Store(min(int64(d)/256, int64(time.Millisecond)))
 }
+
+// MaxKeys returns the most records the store holds (Options.MaxKeys, at
+// least 1). It is fixed: a store for another bound is a new store (see
+// Range to carry the records over).
+func (s *Store) MaxKeys() int { return s.maxKeys }
 
 // Idle returns how long records live without use.
 func (s *Store) Idle() time.Duration { return time.Duration(s.idle.Load()) }
@@ -448,3 +454,35 @@ func (s *Store) Len() int {
 // of the ring (removed by a reload or by discovery), at time now; a later
 // record on the same name starts afresh.
 func (s *Store) Drop(upstream string, now int64) { s.names.drop(upstream, now) }
+
+// Range calls fn for every record live at now (younger than idle, its
+// upstream not dropped), one shard at a time under that shard's lock, in
+// no particular order, until fn returns false. fn must not call the
+// store. Records written meanwhile in shards already walked are not seen.
+// It is meant for rare jobs, such as copying the records into a store
+// with another MaxKeys (a reload that changes max_keys).
+func (s *Store) Range(now int64, fn func(key uint64, r Rec) bool) {
+	idle := s.idle.Load()
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		t := sh.tab.Load()
+		for j := range t.slots {
+			sl := &t.slots[j]
+			meta := sl.meta.Load() // stable: writers hold sh.mu
+			if meta&metaLive == 0 {
+				continue
+			}
+			used := sl.used.Load() // lock-free refreshes may still move it
+			name, ok := s.names.name(uint32(meta & metaID))
+			if !ok || now-used >= idle {
+				continue
+			}
+			if !fn(sl.key.Load(), Rec{Upstream: name, Version: Version(sl.ver.Load()), LastUse: used}) {
+				sh.mu.Unlock()
+				return
+			}
+		}
+		sh.mu.Unlock()
+	}
+}

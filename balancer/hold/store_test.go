@@ -288,3 +288,57 @@ func TestStoreConcurrent(t *testing.T) {
 		t.Error(e)
 	}
 }
+
+// Range yields every live record once, none expired or dropped; copying
+// through it carries the records into a store of another size.
+func TestStoreRange(t *testing.T) {
+	const idle = 10 * time.Second
+	s := NewStore(Options{MaxKeys: 1000, Idle: idle})
+	if s.MaxKeys() != 1000 {
+		t.Fatalf("MaxKeys = %d", s.MaxKeys())
+	}
+	v := VersionOf("v1")
+	for k := range uint64(300) {
+		u := "a"
+		if k%3 == 1 {
+			u = "b"
+		}
+		used := 5 * sec
+		if k%3 == 2 {
+			u, used = "c", 1*sec // idle by 11s
+		}
+		s.Record(k, u, v, used)
+	}
+	s.Drop("b", 6*sec)
+	got := map[uint64]Rec{}
+	s.Range(11*sec, func(k uint64, r Rec) bool {
+		if _, dup := got[k]; dup {
+			t.Errorf("key %d yielded twice", k)
+		}
+		got[k] = r
+		return true
+	})
+	if len(got) != 100 {
+		t.Fatalf("Range yielded %d records, want the 100 on a (b dropped, c idle)", len(got))
+	}
+	for k, r := range got {
+		if k%3 != 0 || r != (Rec{"a", v, 5 * sec}) {
+			t.Fatalf("key %d: %+v", k, r)
+		}
+	}
+	n := 0
+	s.Range(11*sec, func(uint64, Rec) bool { n++; return n < 7 })
+	if n != 7 {
+		t.Fatalf("Range went on after false: %d calls", n)
+	}
+	small := NewStore(Options{MaxKeys: 50, Idle: idle})
+	s.Range(11*sec, func(k uint64, r Rec) bool { small.Record(k, r.Upstream, r.Version, r.LastUse); return true })
+	if small.Len() != 50 || small.MaxKeys() != 50 {
+		t.Fatalf("copy into a 50-key store: Len %d", small.Len())
+	}
+	for k := range got {
+		if r, ok := small.Lookup(k, 11*sec); ok && r != got[k] {
+			t.Fatalf("copied key %d: %+v, want %+v", k, r, got[k])
+		}
+	}
+}

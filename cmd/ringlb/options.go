@@ -27,6 +27,12 @@ func balancerOptions(cfg *config.Config) balancer.Options {
 		},
 		HealthChecks: cfg.Health != nil,
 		Discovery:    discoveryOptions(cfg.Discovery),
+		Hold: balancer.HoldOptions{
+			Idle:       cfg.Hold.Idle,
+			MaxKeys:    cfg.Hold.MaxKeys,
+			CookieName: cfg.Hold.Cookie.Name,
+			Secrets:    cfg.Hold.Cookie.Secrets,
+		},
 	}
 	for _, u := range cfg.Upstreams {
 		o.Upstreams = append(o.Upstreams, balancer.UpstreamOptions{Name: u.Name, URL: u.URL, Weight: u.Weight, Addr: u.Addr})

@@ -1,0 +1,93 @@
+package admin
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/ringlb/ringlb/balancer"
+)
+
+// With hold on, /debug/lookup's "held" names the upstream a key in use is
+// held on after a membership change (null for a key never served), and
+// the status page shows the held keys and the held share of requests.
+func TestHoldLookupAndStatus(t *testing.T) {
+	var ups []balancer.UpstreamOptions
+	for _, n := range []string{"a", "b", "c", "d"} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, n) }))
+		t.Cleanup(srv.Close)
+		u, _ := url.Parse(srv.URL)
+		ups = append(ups, balancer.UpstreamOptions{Name: n, URL: u, Addr: u.Host, Weight: 1})
+	}
+	opts := balancer.Options{
+		Upstreams: ups[:3], Ring: balancer.RingOptions{PointsPerWeight: 160},
+		Hash:     balancer.HashOptions{Key: []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}}, OnMissing: balancer.OnMissingReject},
+		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
+		Hold:     balancer.HoldOptions{Idle: time.Hour, MaxKeys: 1000},
+	}
+	reg := balancer.NewRegistry()
+	b, err := balancer.New(opts, reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	front := httptest.NewServer(b)
+	t.Cleanup(front.Close)
+	admin := httptest.NewServer(NewHandler(b, reg, nil, Options{}))
+	t.Cleanup(admin.Close)
+
+	served := map[string]string{}
+	for i := range 100 {
+		k := fmt.Sprint("user-", i)
+		req, _ := http.NewRequest(http.MethodGet, front.URL, nil)
+		req.Header.Set("X-User-ID", k)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		served[k] = string(body)
+	}
+	opts.Upstreams = ups
+	if _, err := b.Update(opts); err != nil {
+		t.Fatal(err)
+	}
+	moved := ""
+	for k, where := range served {
+		_, _, body := fetch(t, http.MethodGet, admin.URL+"/debug/lookup?key="+k)
+		m := decode(t, body)
+		if m["held"] != where {
+			t.Fatalf("key %s served by %s: held %v", k, where, m["held"])
+		}
+		if m["owner"] == "d" {
+			moved = k
+		}
+	}
+	if moved == "" {
+		t.Fatal("no key moves to d")
+	}
+	_, _, body := fetch(t, http.MethodGet, admin.URL+"/debug/lookup?key=never-seen")
+	if m := decode(t, body); m["held"] != nil {
+		t.Errorf("a key never served: held %v, want null", m["held"])
+	}
+
+	// One request for the moved key: held, 1 of 101 requests.
+	req, _ := http.NewRequest(http.MethodGet, front.URL, nil)
+	req.Header.Set("X-User-ID", moved)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	_, _, page := fetch(t, http.MethodGet, admin.URL+"/")
+	line := regexp.MustCompile(`<dd id="hold">([^<]*)</dd>`).FindStringSubmatch(page)
+	if line == nil || line[1] != "idle 1h0m0s · 100 keys held · 1.0% of requests held" {
+		t.Errorf("status page hold line %q", line)
+	}
+}

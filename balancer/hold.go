@@ -1,0 +1,352 @@
+package balancer
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ringlb/ringlb/balancer/hold"
+	"github.com/ringlb/ringlb/ring"
+)
+
+// HoldOptions is the hold block (routing rule 11). Its zero value turns
+// hold off, which costs the request path one nil check.
+type HoldOptions struct {
+	// Idle, when > 0, turns hold on: a key served within Idle under
+	// another ring version stays on the upstream that served it.
+	Idle time.Duration
+	// MaxKeys bounds the records this process keeps (values below 1
+	// count as 1); beyond it the least recently used are forgotten.
+	MaxKeys int
+	// CookieName, when not empty, names the signed cookie that carries a
+	// key's hold to every replica sharing the secret; Secrets then holds
+	// at least one secret of hold.MinSecretLen bytes or more: the first
+	// signs, all verify. The cookie's Secure and HttpOnly attributes are
+	// the affinity cookie's (Hash.Cookie).
+	CookieName string
+	Secrets    [][]byte
+}
+
+// holdSettings is what compile derives from HoldOptions; a zero rule.Idle
+// means hold is off.
+type holdSettings struct {
+	rule    hold.Rule
+	maxKeys int
+	cookie  string
+	codec   *hold.Codec
+}
+
+// compileHold validates the hold block; fail is on_unavailable fail, under
+// which a held key's owner is its held upstream.
+func compileHold(o HoldOptions, fail bool) (holdSettings, error) {
+	if o.Idle < 0 {
+		return holdSettings{}, fmt.Errorf("balancer: hold idle must be >= 0, got %v", o.Idle)
+	}
+	if o.Idle == 0 {
+		return holdSettings{}, nil
+	}
+	hs := holdSettings{rule: hold.Rule{Idle: o.Idle, Fail: fail}, maxKeys: max(o.MaxKeys, 1)}
+	if o.CookieName != "" {
+		c, err := hold.NewCodec(o.Secrets)
+		if err != nil {
+			return holdSettings{}, fmt.Errorf("balancer: %w", err)
+		}
+		hs.cookie, hs.codec = o.CookieName, c
+	} else if len(o.Secrets) > 0 {
+		return holdSettings{}, errors.New("balancer: hold secrets given without a cookie name")
+	}
+	return hs, nil
+}
+
+// holdState is a snapshot's hold; nil when hold is off.
+type holdState struct {
+	holdSettings
+	store    *hold.Store
+	cur      hold.Version   // the ring's version
+	index    map[string]int // member name → index in the snapshot
+	secure   bool           // the cookie's attributes: the affinity cookie's
+	httpOnly bool
+}
+
+// holdExpireEvery is how often the expiry timer walks the store, so that
+// ringlb_hold_keys follows the keys going idle when traffic is low.
+const holdExpireEvery = time.Second
+
+// installHoldLocked sets the hold of snapshot s, which is about to be
+// installed (nil when off), keeping the process's one store across
+// reloads: a new one when hold is turned on; when max_keys changes, one of
+// the new size with the records carried over. The expiry timer runs while
+// hold is on. Callers hold b.mu.
+func (b *Balancer) installHoldLocked(s *snapshot) {
+	hs := s.holdSet
+	if hs.rule.Idle <= 0 {
+		b.holdStore.Store(nil)
+		if b.holdTimer != nil {
+			b.holdTimer.Stop()
+			b.holdTimer = nil
+		}
+		s.hold = nil
+		return
+	}
+	st := b.holdStore.Load()
+	switch {
+	case st == nil:
+		st = hold.NewStore(hold.Options{MaxKeys: hs.maxKeys, Idle: hs.rule.Idle})
+	case st.MaxKeys() != hs.maxKeys:
+		ns := hold.NewStore(hold.Options{MaxKeys: hs.maxKeys, Idle: hs.rule.Idle})
+		st.Range(b.nanotime(), func(k uint64, r hold.Rec) bool {
+			ns.Record(k, r.Upstream, r.Version, r.LastUse)
+			return true
+		})
+		st = ns
+	default:
+		st.SetIdle(hs.rule.Idle)
+	}
+	b.holdStore.Store(st)
+	if b.holdTimer == nil {
+		b.holdTimer = b.clk.AfterFunc(holdExpireEvery, b.expireHold)
+	}
+	h := &holdState{holdSettings: hs, store: st, cur: hold.VersionOf(s.ring.Version()),
+		index: make(map[string]int, len(s.members)), secure: s.cookie.Secure, httpOnly: s.cookie.HTTPOnly}
+	for i := range s.members {
+		h.index[s.members[i].u.name] = i
+	}
+	s.hold = h
+}
+
+// dropHeldLocked forgets the records of the members of old that s no
+// longer has: removing an upstream sends its keys along the ring at once.
+// Callers hold b.mu, after s was installed.
+func (b *Balancer) dropHeldLocked(old, s *snapshot) {
+	st := b.holdStore.Load()
+	if st == nil || old == nil {
+		return
+	}
+	now := b.nanotime()
+	for i := range old.members {
+		if name := old.members[i].u.name; s.ring.Index(name) < 0 {
+			st.Drop(name, now)
+		}
+	}
+}
+
+// expireHold walks the store a little (hold.Store.Expire) and sets the
+// timer again, until hold is turned off or the Balancer closed.
+func (b *Balancer) expireHold() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.holdStore.Load()
+	if st == nil || b.holdTimer == nil {
+		return
+	}
+	st.Expire(b.nanotime(), 64)
+	b.holdTimer = b.clk.AfterFunc(holdExpireEvery, b.expireHold)
+}
+
+// stopHoldLocked stops the expiry timer (Close). Callers hold b.mu.
+func (b *Balancer) stopHoldLocked() {
+	if b.holdTimer != nil {
+		b.holdTimer.Stop()
+		b.holdTimer = nil
+	}
+}
+
+// holdReq is rule 11 for one request: what it decided for the request's
+// key, and what the response should record and set.
+type holdReq struct {
+	h    uint64
+	rec  hold.Rec
+	d    hold.Decision
+	held int // the member the request is held on; -1: none
+	// ck is the request's valid hold cookie, when ckOK.
+	ck   hold.Cookie
+	ckOK bool
+	wall time.Time // the wall clock, read once, with a cookie name set
+}
+
+// holdBegin applies rule 11 to the request r with ring position h (its
+// key's hash): the record of this process, or the request's valid cookie
+// for its key, which wins; then Decide, judging the held upstream as the
+// walk judges any (availability, and fullness under bounded loads; slow
+// start does not apply: the held upstream already serves the key).
+func (b *Balancer) holdBegin(s *snapshot, r *http.Request, h uint64, q *holdReq) {
+	hs := s.hold
+	q.h, q.held = h, -1
+	mono := b.nanotime()
+	rec, ok := hs.store.Lookup(h, mono)
+	if hs.codec != nil {
+		q.wall = b.clk.Now()
+		if !dropped(r.Header, "Cookie") {
+			if v, present := cookieValue(r.Header, hs.cookie); present {
+				if ck, cok := hs.codec.Decode(v, h, q.wall); cok {
+					rec, ok = ck.Rec(q.wall, mono, hs.rule.Idle), true
+					q.ck, q.ckOK = ck, true
+				}
+			}
+		}
+	}
+	q.rec = rec
+	held := -1
+	q.d = hs.rule.Decide(rec, ok, hs.cur, mono, func(name string) hold.Standing {
+		i, member := hs.index[name]
+		if !member {
+			return hold.NotMember
+		}
+		held = i
+		return b.standing(s, i, mono)
+	})
+	if q.d.Outcome == hold.Hold {
+		q.held = held
+		if b.instead(s, h, held) {
+			b.heldTotal.Add(1)
+		}
+	} else if q.d.Outcome == hold.HoldFail {
+		q.held = held
+	}
+}
+
+// standing judges member i at time now as the walk would (health,
+// breaker, bounded loads), without slow start (the held upstream already
+// serves the key) or an on_unavailable fail owner (it is the owner).
+func (b *Balancer) standing(s *snapshot, i int, now int64) hold.Standing {
+	w := walk{b: b, s: s, owner: -1, total: b.inflight.Load(), availW: math.Float64frombits(s.availW.Load()), now: now}
+	if w.judge(i, 0) == ring.Accept {
+		return hold.Ready
+	}
+	return hold.Unavailable
+}
+
+// instead reports whether holding position h on member i sends the
+// request elsewhere than the ring would: ringlb_held_total counts those.
+// A key the new ring leaves where it was is held too (so that it stays if
+// a later change moves it), but not counted.
+func (b *Balancer) instead(s *snapshot, h uint64, i int) bool {
+	if s.ring.Owner(h) == i {
+		return false
+	}
+	c, _ := b.pick(s, h, nil, nil)
+	return c.Member != i
+}
+
+// choose returns the member for the request's next attempt (q nil: hold
+// is off, or the position is random): the held member first, then the
+// ring's pick among those not tried. Under on_unavailable fail the held
+// member is the key's owner: when it is unavailable (HoldFail), or once
+// tried or refused by its breaker, there is nowhere else to go.
+func (b *Balancer) choose(s *snapshot, h uint64, tried []int, q *holdReq) ring.Choice {
+	if q != nil && q.held >= 0 {
+		if q.d.Outcome == hold.HoldFail {
+			return ring.Choice{Member: -1, Owner: q.held, Overflow: -1}
+		}
+		if !slices.Contains(tried, q.held) {
+			return ring.Choice{Member: q.held, Owner: q.held, Overflow: -1}
+		}
+		if s.fail {
+			return ring.Choice{Member: -1, Owner: q.held, Overflow: -1}
+		}
+	}
+	c, _ := b.pick(s, h, tried, nil)
+	return c
+}
+
+// setCookie returns the hold cookie's Set-Cookie value for an attempt on
+// member m, or
+// "" when the request's cookie already says what the response would
+// (hold.NeedSet) or there is no cookie.
+func (q *holdReq) setCookie(s *snapshot, m *member) string {
+	hs := s.hold
+	if hs.codec == nil {
+		return ""
+	}
+	u, v := hold.After(q.d, q.rec, m.u.name, hs.cur)
+	if !hold.NeedSet(q.ck, q.ckOK, u, v, q.wall, hs.rule.Idle) {
+		return ""
+	}
+	val := hs.codec.Encode(hold.NewCookie(q.h, u, v, q.wall, hs.rule.Idle))
+	if val == "" {
+		return ""
+	}
+	return (&http.Cookie{
+		Name:     hs.cookie,
+		Value:    val,
+		Path:     "/",
+		MaxAge:   int((hs.rule.Idle + time.Second - 1) / time.Second),
+		Secure:   hs.secure,
+		HttpOnly: hs.httpOnly,
+		SameSite: http.SameSiteLaxMode,
+	}).String()
+}
+
+// holdRecord notes, once the request was served by m, where its key lives
+// now (hold.After), at the time it ended.
+func (b *Balancer) holdRecord(s *snapshot, q *holdReq, m *member) {
+	u, v := hold.After(q.d, q.rec, m.u.name, s.hold.cur)
+	s.hold.store.Record(q.h, u, v, b.nanotime())
+}
+
+// heldOf returns the upstream a request with ring position h and no
+// cookie would be held on now (/debug/lookup's "held"), or "".
+func (b *Balancer) heldOf(s *snapshot, h uint64) string {
+	if s.hold == nil {
+		return ""
+	}
+	hs := s.hold
+	mono := b.nanotime()
+	rec, ok := hs.store.Lookup(h, mono)
+	d := hs.rule.Decide(rec, ok, hs.cur, mono, func(name string) hold.Standing {
+		i, member := hs.index[name]
+		if !member {
+			return hold.NotMember
+		}
+		return b.standing(s, i, mono)
+	})
+	if d.Outcome != hold.Hold {
+		return ""
+	}
+	return rec.Upstream
+}
+
+var (
+	descHoldKeys = prometheus.NewDesc("ringlb_hold_keys",
+		"Keys with a hold record in this process.", nil, nil)
+	descHeld = prometheus.NewDesc("ringlb_held_total",
+		"Requests sent to a held upstream instead of the ring's choice.", nil, nil)
+)
+
+// holdCollector reports ringlb_hold_keys and ringlb_held_total at scrape
+// time (0 while hold is off).
+type holdCollector struct{ b *Balancer }
+
+func (c *holdCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descHoldKeys
+	ch <- descHeld
+}
+
+func (c *holdCollector) Collect(ch chan<- prometheus.Metric) {
+	n := 0
+	if st := c.b.holdStore.Load(); st != nil {
+		n = st.Len()
+	}
+	ch <- prometheus.MustNewConstMetric(descHoldKeys, prometheus.GaugeValue, float64(n))
+	ch <- prometheus.MustNewConstMetric(descHeld, prometheus.CounterValue, float64(c.b.heldTotal.Load()))
+}
+
+// HoldStatus is the hold block in force, for the status page.
+type HoldStatus struct {
+	On      bool
+	Idle    time.Duration
+	MaxKeys int
+	Cookie  string // the hold cookie's name; "" for none
+}
+
+func (s *snapshot) holdStatus() HoldStatus {
+	if s.hold == nil {
+		return HoldStatus{}
+	}
+	return HoldStatus{On: true, Idle: s.hold.rule.Idle, MaxKeys: s.hold.maxKeys, Cookie: s.hold.cookie}
+}

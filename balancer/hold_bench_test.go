@@ -1,0 +1,127 @@
+package balancer
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+)
+
+// BenchmarkServeHTTPHold is BenchmarkServeHTTP (serial) with hold off, on
+// (every key recorded under the current ring: a lookup and a refresh per
+// request), held (after a scale-out, every key has a record of the old
+// ring: the held upstream is judged too; a fifth of the keys go where the
+// new ring would not send them), and with the signed cookie (each request
+// carries its valid cookie: one HMAC per request).
+func BenchmarkServeHTTPHold(b *testing.B) {
+	bes := []*backend{newBackend(b, "a"), newBackend(b, "b"), newBackend(b, "c")}
+	for _, be := range bes {
+		be.handle = func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }
+	}
+	d := newBackend(b, "d")
+	d.handle = bes[0].handle
+	base := baseOptions(upstreamsOf(b, bes...))
+	base.Breaker = BreakerOptions{ConsecutiveFailures: 5, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: time.Minute}
+	base.Timeouts.Read = time.Minute
+	on := base
+	on.Hold = HoldOptions{Idle: time.Hour, MaxKeys: 1_000_000}
+	cookie := on
+	cookie.Hold.CookieName = "ringlb_hold"
+	cookie.Hold.Secrets = [][]byte{[]byte("0123456789abcdef0123456789abcdef")}
+	scaled := func(o Options) Options {
+		o.Upstreams = upstreamsOf(b, append(bes, d)...)
+		return o
+	}
+	newReqs := func() []*http.Request {
+		reqs := make([]*http.Request, 1024)
+		for i := range reqs {
+			r, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://shop.example/item?id=%d", i), nil)
+			r.Header.Set("X-User-ID", fmt.Sprint("user-", i))
+			r.RemoteAddr = "192.0.2.1:5555"
+			r.RequestURI = r.URL.RequestURI()
+			reqs[i] = r
+		}
+		return reqs
+	}
+	for _, tc := range []struct {
+		name        string
+		opts, after Options
+		cookies     bool
+	}{
+		{"off", base, base, false},
+		{"on", on, on, false},
+		{"held", on, scaled(on), false},
+		{"cookie-held", cookie, scaled(cookie), true},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			bal, err := New(tc.opts, NewRegistry(), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer bal.Close()
+			reqs := newReqs()
+			w := &discardWriter{h: http.Header{}}
+			for _, r := range reqs { // every key served once
+				clear(w.h)
+				bal.ServeHTTP(w, r)
+				if tc.cookies {
+					for _, c := range (&http.Response{Header: w.h}).Cookies() {
+						r.AddCookie(c)
+					}
+				}
+			}
+			if _, err := bal.Update(tc.after); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				clear(w.h)
+				bal.ServeHTTP(w, reqs[i&1023])
+			}
+		})
+	}
+}
+
+// BenchmarkHoldRequestPath is what hold adds to one request, without the
+// proxying: the record lookup, rule 11 (with the held upstream judged
+// when the record applies), the choice and the record after serving, for
+// 1024 keys after a scale-out (so every key has a record of the old ring).
+// It must not allocate.
+func BenchmarkHoldRequestPath(b *testing.B) {
+	var ups []UpstreamOptions
+	for i := range 5 {
+		u, _ := url.Parse(fmt.Sprintf("http://10.0.0.%d:80", i+1))
+		ups = append(ups, UpstreamOptions{Name: fmt.Sprint("app-", i), URL: u, Weight: 1})
+	}
+	opts := baseOptions(ups[:4])
+	opts.Hold = HoldOptions{Idle: time.Hour, MaxKeys: 1_000_000}
+	bal, err := New(opts, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bal.Close()
+	s := bal.snap.Load()
+	pos := make([]uint64, 1024)
+	for i := range pos {
+		pos[i] = s.ring.Hash(fmt.Sprint("user-", i))
+		bal.holdStore.Load().Record(pos[i], s.members[s.ring.Owner(pos[i])].u.name, s.hold.cur, bal.nanotime())
+	}
+	opts.Upstreams = ups
+	if _, err := bal.Update(opts); err != nil {
+		b.Fatal(err)
+	}
+	s = bal.snap.Load()
+	r, _ := http.NewRequest(http.MethodGet, "http://shop.example/", nil)
+	b.ReportAllocs()
+	sink := 0
+	for i := 0; b.Loop(); i++ {
+		var q holdReq
+		bal.holdBegin(s, r, pos[i&1023], &q)
+		c := bal.choose(s, pos[i&1023], nil, &q)
+		bal.holdRecord(s, &q, &s.members[c.Member])
+		sink += c.Member
+	}
+	_ = sink
+}

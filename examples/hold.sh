@@ -1,0 +1,325 @@
+#!/usr/bin/env bash
+# hold.sh: watch ringlb's hold keep users in use on their upstream while an
+# upstream is added under load, and new users reach the newcomer at once.
+# It needs bash, curl and Go, and runs from any directory:
+#
+#   bash examples/hold.sh
+#
+# It builds ringlb and the demo upstream (examples/upstream, which answers
+# "user U: visit N on NAME" and counts visits in memory), starts four
+# upstreams and ringlb on loopback with `hold: {idle: 3s}`, and sends one
+# request per user per round. A user whose visit count keeps counting
+# stayed put; a count back at 1 means the user landed on another upstream.
+# While a background loop keeps sending requests:
+#
+#   1. add a fifth upstream (edit the config, POST /reload): the ring now
+#      gives about a fifth of the users to app-5, but every user in use
+#      stays where its visits are counted (0 moved);
+#   2. twelve new users arrive: each goes where the new ring says, app-5
+#      included;
+#   3. half of the users keep visiting, the other half go idle for longer
+#      than idle: the busy ones still stay, the idle ones now follow the
+#      ring (to app-5 where it owns them, starting again at visit 1).
+#
+# It exits 1 if something went otherwise, and cleans up every process it
+# started. Ports: HOLD_PORT_BASE (default 19300); upstreams listen on
+# BASE+1..BASE+5, the proxy on BASE+8, the admin listener on BASE+9.
+set -euo pipefail
+
+base=${HOLD_PORT_BASE:-19300}
+proxy_port=$((base + 8))
+admin_port=$((base + 9))
+proxy=http://127.0.0.1:$proxy_port
+admin=http://127.0.0.1:$admin_port
+idle=3 # seconds: hold.idle
+users=(alice bob carol dave erin frank grace heidi ivan judy mallory oscar)
+newcomers=(peggy rupert sybil trent victor walter xavier yvonne zoe quentin nadia otto)
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/ringlb-hold.XXXXXX")
+declare -A pid=() # process name -> pid
+
+cleanup() {
+  local name p
+  for name in "${!pid[@]}"; do
+    kill "${pid[$name]}" 2>/dev/null || true
+  done
+  for name in "${!pid[@]}"; do
+    p=${pid[$name]}
+    for _ in $(seq 50); do # up to 5 s each to drain, then kill -9
+      kill -0 "$p" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -9 "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+  done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+say() { printf '\n== %s\n' "$*"; }
+
+fail() {
+  printf '\nFAIL: %s\n' "$*" >&2
+  if [ -f "$work/ringlb.log" ]; then
+    printf -- '--- last lines of the ringlb log:\n' >&2
+    tail -n 20 "$work/ringlb.log" >&2
+  fi
+  exit 1
+}
+
+# wait_until SECONDS WHAT COMMAND...: run COMMAND every 0.1 s until it
+# succeeds; fail after SECONDS.
+wait_until() {
+  local secs=$1 what=$2 i
+  shift 2
+  for ((i = 0; i < secs * 10; i++)); do
+    if "$@" >/dev/null 2>&1; then
+      return 0
+    fi
+    sleep 0.1
+  done
+  fail "$what: not after ${secs}s"
+}
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# lookup USER FIELD: FIELD ("owner" or "held") of /debug/lookup for USER's
+# key; "null" when held is null.
+lookup() {
+  curl -fsS -m 5 "$admin/debug/lookup?key=$1" |
+    grep -o "\"$2\": *[^,}]*" | head -n 1 | sed 's/^[^:]*: *//; s/"//g'
+}
+
+# metric NAME: the value of an unlabelled metric on /metrics.
+metric() { curl -fsS -m 5 "$admin/metrics" | awk -v want="$1" '$1 == want { print $2; exit }'; }
+
+start_upstream() { # NAME PORT
+  port_free "$2" || fail "port $2 is taken (set HOLD_PORT_BASE to use other ports)"
+  "$work/upstream" -name "$1" -listen "127.0.0.1:$2" >>"$work/$1.log" 2>&1 &
+  pid[$1]=$!
+  wait_until 20 "$1 listening on 127.0.0.1:$2" curl -fsS -m 5 "http://127.0.0.1:$2/healthz"
+}
+
+write_config() { # N: a config with upstreams app-1..app-N
+  local i
+  {
+    cat <<EOF
+# Written by examples/hold.sh.
+listen: 127.0.0.1:$proxy_port
+admin_listen: 127.0.0.1:$admin_port
+hash:
+  key:
+    - query: user
+  on_missing: reject
+hold:
+  idle: ${idle}s
+upstreams:
+EOF
+    for ((i = 1; i <= $1; i++)); do
+      printf '  - name: app-%d\n    url: http://127.0.0.1:%d\n' "$i" $((base + i))
+    done
+    cat <<EOF
+health:
+  path: /healthz
+  interval: 200ms
+  timeout: 150ms
+retries: 1
+EOF
+  } >"$work/ringlb.yaml"
+}
+
+declare -A up=() visit=() prev_up=() prev_visit=() note=()
+
+# visit USER: one request for USER; records where it went and its visit
+# count, keeping the previous ones in prev_up and prev_visit. The upstream
+# that answered names itself in the body; ringlb names the upstream it
+# chose in the X-Upstream header; they must agree.
+visit() {
+  local u=$1 out via
+  prev_up[$u]=${up[$u]:-}
+  prev_visit[$u]=${visit[$u]:-0}
+  out=$(curl -fsS -m 5 -D "$work/headers" "$proxy/?user=$u") || fail "request for $u failed"
+  [[ $out =~ ^user\ (.+):\ visit\ ([0-9]+)\ on\ (.+)$ ]] || fail "unexpected answer for $u: $out"
+  [ "${BASH_REMATCH[1]}" = "$u" ] || fail "asked for $u, the upstream saw ${BASH_REMATCH[1]}"
+  visit[$u]=${BASH_REMATCH[2]}
+  up[$u]=${BASH_REMATCH[3]}
+  via=$(tr -d '\r' <"$work/headers" | awk 'tolower($1) == "x-upstream:" { print $2 }')
+  [ "$via" = "${up[$u]}" ] || fail "$u: ringlb says X-Upstream: $via, but ${up[$u]} answered"
+  note[$u]=""
+}
+
+round() {
+  local u
+  for u in "$@"; do
+    visit "$u"
+  done
+}
+
+table() {
+  local u
+  printf '   %-9s %-8s %5s  %-8s %s\n' user upstream visit "ring" ""
+  for u in "$@"; do
+    printf '   %-9s %-8s %5s  %-8s %s\n' "$u" "${up[$u]}" "${visit[$u]}" "${owner[$u]:-}" "${note[$u]}"
+  done
+}
+
+# stayed U: U is where it was and its count went up by one.
+stayed() { [ "${up[$1]}" = "${prev_up[$1]}" ] && [ "${visit[$1]}" -eq $((${prev_visit[$1]} + 1)) ]; }
+
+bad=()
+# check USER WHAT COMMAND...: unless COMMAND succeeds, USER is flagged.
+check() {
+  if ! "${@:3}"; then
+    bad+=("$1")
+    note[$1]="${note[$1]}  <-- WRONG: $2"
+  fi
+}
+report() {
+  table "$@"
+  if [ ${#bad[@]} -gt 0 ]; then
+    fail "hold broke for ${bad[*]} (see the table)"
+  fi
+}
+
+command -v go >/dev/null || fail "go is not on PATH"
+command -v curl >/dev/null || fail "curl is not on PATH"
+
+say "Building ringlb and the demo upstream into $work"
+(cd "$repo" && go build -o "$work/ringlb" ./cmd/ringlb && go build -o "$work/upstream" ./examples/upstream) ||
+  fail "go build failed"
+
+say "Starting four demo upstreams (app-1..app-4) and ringlb with hold idle ${idle}s"
+for i in 1 2 3 4; do
+  start_upstream "app-$i" $((base + i))
+done
+write_config 4
+port_free "$proxy_port" || fail "port $proxy_port is taken (set HOLD_PORT_BASE to use other ports)"
+port_free "$admin_port" || fail "port $admin_port is taken (set HOLD_PORT_BASE to use other ports)"
+"$work/ringlb" serve -config "$work/ringlb.yaml" >"$work/ringlb.log" 2>&1 &
+pid[ringlb]=$!
+wait_until 20 "ringlb ready on $admin/readyz" curl -fsS -m 5 "$admin/readyz"
+echo "   proxy $proxy, admin $admin; the key is the query parameter user."
+
+declare -A owner=()
+say "Twelve users visit twice: each sticks to one upstream, whose count goes 1, 2"
+round "${users[@]}"
+round "${users[@]}"
+for u in "${users[@]}"; do
+  check "$u" "expected ${prev_up[$u]}, visit $((${prev_visit[$u]} + 1))" stayed "$u"
+done
+report "${users[@]}"
+
+say "Background load: a loop of requests for 20 other users, from now to the end"
+(
+  ok=0 failed=0
+  trap 'echo "$ok $failed" >"$work/load"; exit 0' TERM
+  while :; do
+    for i in $(seq 20); do
+      if curl -fsS -m 5 -o /dev/null "$proxy/?user=load-$i"; then ok=$((ok + 1)); else failed=$((failed + 1)); fi
+    done
+  done
+) &
+pid[load]=$!
+
+say "Add app-5 under load: start it, add it to the config, POST /reload"
+start_upstream app-5 $((base + 5))
+write_config 5
+reply=$(curl -sS -m 5 -w ' %{http_code}' -X POST "$admin/reload") || fail "POST /reload: no answer"
+reply=$(tr -d '\n ' <<<"$reply")
+[[ $reply == *200 ]] || fail "POST /reload: $reply"
+echo "   POST /reload: ${reply%200}"
+
+say "The users in use visit again: the ring gives some of them to app-5, yet nobody moves"
+round "${users[@]}"
+moved=()
+for u in "${users[@]}"; do
+  owner[$u]=$(lookup "$u" owner)
+  check "$u" "expected ${prev_up[$u]}, visit $((${prev_visit[$u]} + 1)): a user in use stays" stayed "$u"
+  if [ "${owner[$u]}" != "${up[$u]}" ]; then
+    moved+=("$u")
+    held=$(lookup "$u" held)
+    check "$u" "/debug/lookup says held $held" test "$held" = "${up[$u]}"
+    note[$u]="held: the ring says ${owner[$u]}"
+  fi
+done
+report "${users[@]}"
+[ ${#moved[@]} -ge 2 ] || fail "the new ring moved ${#moved[@]} of the users; the demo needs two"
+echo "   without hold ${#moved[@]} of ${#users[@]} users would have moved at once; with it, none did."
+
+say "Twelve new users arrive: each goes where the new ring says"
+round "${newcomers[@]}"
+on5=0
+for u in "${newcomers[@]}"; do
+  owner[$u]=$(lookup "$u" owner)
+  check "$u" "a new user must follow the ring" test "${up[$u]}" = "${owner[$u]}"
+  check "$u" "a new user's first visit" test "${visit[$u]}" -eq 1
+  if [ "${up[$u]}" = app-5 ]; then
+    on5=$((on5 + 1))
+    note[$u]="on the newcomer"
+  fi
+done
+report "${newcomers[@]}"
+[ "$on5" -gt 0 ] || fail "no new user reached app-5"
+echo "   $on5 of ${#newcomers[@]} new users reached app-5."
+
+# The held users take turns: the first, third, ... keep visiting, the
+# others go idle.
+busy=() sleepers=()
+for i in "${!moved[@]}"; do
+  if ((i % 2 == 0)); then busy+=("${moved[$i]}"); else sleepers+=("${moved[$i]}"); fi
+done
+declare -A was=()
+for u in "${sleepers[@]}"; do
+  was[$u]=${up[$u]}
+done
+
+say "Busy: ${busy[*]} (visiting on); idle: ${sleepers[*]} (away for longer than ${idle}s)"
+# expired: every sleeper's hold is gone (lookup's held is null).
+expired() {
+  local u
+  for u in "${sleepers[@]}"; do
+    [ "$(lookup "$u" held)" = null ] || return 1
+  done
+}
+rounds=0
+for ((i = 0; ; i++)); do
+  round "${busy[@]}"
+  rounds=$((rounds + 1))
+  for u in "${busy[@]}"; do
+    check "$u" "a busy user stays" stayed "$u"
+  done
+  [ ${#bad[@]} -eq 0 ] || report "${busy[@]}"
+  if expired; then
+    break
+  fi
+  ((i < 100)) || fail "the idle users' holds did not expire after 100 rounds"
+  sleep 0.3
+done
+echo "   the busy users visited $rounds more times each; the idle ones' holds expired."
+
+say "Everyone visits again: the busy ones are still held, the idle ones follow the ring"
+round "${moved[@]}"
+for u in "${busy[@]}"; do
+  check "$u" "a busy user stays" stayed "$u"
+  note[$u]="still held: the ring says ${owner[$u]}"
+done
+for u in "${sleepers[@]}"; do
+  check "$u" "an idle user follows the ring" test "${up[$u]}" = "${owner[$u]}"
+  check "$u" "a first visit on ${owner[$u]}" test "${visit[$u]}" -eq 1
+  note[$u]="idle: moved from ${was[$u]}"
+done
+report "${moved[@]}"
+
+kill "${pid[load]}"
+wait "${pid[load]}" 2>/dev/null || true
+unset "pid[load]"
+read -r load_ok load_failed <"$work/load"
+echo
+echo "   background load: $load_ok requests answered, $load_failed failed"
+[ "$load_failed" -eq 0 ] || fail "$load_failed background requests failed"
+echo "   ringlb_hold_keys $(metric ringlb_hold_keys), ringlb_held_total $(metric ringlb_held_total)"
+
+say "OK: users in use stayed through the scale-out, new and idle users followed the ring"
