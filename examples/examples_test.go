@@ -38,6 +38,7 @@ var specMetrics = []string{
 	"ringlb_ring_info",
 	"ringlb_config_reloads_total",
 	"ringlb_config_last_reload_success",
+	"ringlb_tls_cert_not_after_seconds",
 }
 
 // specHistograms are the histograms among specMetrics: Prometheus exposes
@@ -242,6 +243,7 @@ func TestAlertMetricNames(t *testing.T) {
 		"ringlb_requests_total",
 		"ringlb_no_upstream_total",
 		"ringlb_config_last_reload_success",
+		"ringlb_tls_cert_not_after_seconds",
 	} {
 		if !used[m] {
 			t.Errorf("no alert uses %s", m)
