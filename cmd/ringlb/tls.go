@@ -16,6 +16,12 @@ import (
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
 )
 
+// maxConcurrentStreams is how many streams one HTTP/2 client connection
+// may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS). Each is one
+// request in flight, as an HTTP/1.1 connection is, so the limit only
+// bounds what one connection may ask at once; Go's default is 250.
+const maxConcurrentStreams = 1000
+
 // certWatchInterval is how often the certificate files are looked at; a
 // variable so tests can shorten it.
 var certWatchInterval = 2 * time.Second
@@ -28,12 +34,13 @@ type front struct {
 	opts   certs.ListenerOptions // as at start; Store nil without TLS
 	logger *slog.Logger
 
-	mu    sync.Mutex // serialises reloads and guards stop
-	store atomic.Pointer[certs.Store]
-	min   atomic.Uint32 // tls.min_version, as a tls.Version* value
-	stop  context.CancelFunc
-	ctx   context.Context
-	done  chan struct{} // closed when the current watch has returned
+	mu       sync.Mutex // serialises reloads and guards the watch fields
+	store    atomic.Pointer[certs.Store]
+	min      atomic.Uint32 // tls.min_version, as a tls.Version* value
+	stop     context.CancelFunc
+	ctx      context.Context
+	interval time.Duration // certWatchInterval when watch was called
+	done     chan struct{} // closed when the current watch has returned
 }
 
 // newFront loads cfg's certificate pair (with a tls block) and registers
@@ -85,9 +92,16 @@ func (f *front) Info() (certs.Info, bool) {
 	return f.store.Load().Info(), true
 }
 
+// certificate describes the served certificate for the status page.
+func (f *front) certificate() (subject string, notAfter time.Time, ok bool) {
+	in, ok := f.Info()
+	return in.Subject, in.NotAfter, ok
+}
+
 // configure sets srv's protocols and TLS config for the listener.
 func (f *front) configure(srv *http.Server) {
 	srv.Protocols = f.opts.Protocols()
+	srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: maxConcurrentStreams}
 	if !f.tls() {
 		return
 	}
@@ -125,7 +139,7 @@ func (f *front) watch(ctx context.Context) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.ctx = ctx
+	f.ctx, f.interval = ctx, certWatchInterval
 	f.startWatchLocked()
 }
 
@@ -135,7 +149,7 @@ func (f *front) startWatchLocked() {
 	f.stop, f.done = cancel, done
 	go func() {
 		defer close(done)
-		st.Watch(ctx, certs.WatchOptions{Interval: certWatchInterval, OnReload: func(err error, now certs.Info) {
+		st.Watch(ctx, certs.WatchOptions{Interval: f.interval, OnReload: func(err error, now certs.Info) {
 			if err != nil {
 				f.logger.Error("certificate files changed but do not load; the old pair keeps serving", "problem", err.Error())
 				return

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/cmd/ringlb/certs"
+	"github.com/ringlb/ringlb/cmd/ringlb/config"
+	"github.com/ringlb/ringlb/healthcheck"
+)
+
+// balancerOptions converts a config to the balancer's options. The
+// blocks that share their shape convert as they are. It reads
+// upstream_tls.ca_file, which config.Load has checked: it fails, with a
+// *certs.FileError, only if the file changed since.
+func balancerOptions(cfg *config.Config) (balancer.Options, error) {
+	o := balancer.Options{
+		Ring: balancer.RingOptions(cfg.Ring),
+		Hash: balancer.HashOptions{
+			Key:       cfg.Hash.Key,
+			OnMissing: cfg.Hash.OnMissing,
+			Cookie:    balancer.CookieOptions(cfg.Hash.Cookie),
+		},
+		TrustedProxies: cfg.TrustedProxies,
+		UpstreamHeader: cfg.UpstreamHeader,
+		Retries:        cfg.Retries,
+		Timeouts:       balancer.TimeoutOptions(cfg.Timeouts),
+		AccessLog:      cfg.AccessLog,
+		Breaker:        balancer.BreakerOptions(cfg.Breaker),
+		HealthChecks:   cfg.Health != nil,
+	}
+	var err error
+	if o.UpstreamTLS, err = upstreamTLS(cfg); err != nil {
+		return balancer.Options{}, err
+	}
+	for _, u := range cfg.Upstreams {
+		p, _ := balancer.ParseProtocol(u.Protocol) // validated by config
+		o.Upstreams = append(o.Upstreams, balancer.UpstreamOptions{Name: u.Name, URL: u.URL, Weight: u.Weight, Addr: u.Addr, Protocol: p})
+	}
+	return o, nil
+}
+
+// upstreamTLS converts upstream_tls, reading its CA file.
+func upstreamTLS(cfg *config.Config) (balancer.UpstreamTLS, error) {
+	t := balancer.UpstreamTLS{ServerName: cfg.UpstreamTLS.ServerName, InsecureSkipVerify: cfg.UpstreamTLS.InsecureSkipVerify}
+	if f := cfg.UpstreamTLS.CAFile; f != "" {
+		pool, err := certs.LoadCAFile(f)
+		if err != nil {
+			return t, err
+		}
+		t.RootCAs = pool
+	}
+	return t, nil
+}
+
+// transportOptions are the settings of the transports health probes use:
+// the request path's timeouts and upstream TLS, in a pool of their own.
+func transportOptions(cfg *config.Config, tls balancer.UpstreamTLS) balancer.TransportOptions {
+	return balancer.TransportOptions{
+		DialTimeout:           cfg.Timeouts.Dial,
+		ResponseHeaderTimeout: cfg.Timeouts.ResponseHeader,
+		IdleConnTimeout:       cfg.Timeouts.IdleConn,
+		TLS:                   tls,
+	}
+}
+
+// healthOptions converts the health block; nil when there is none.
+func healthOptions(health *config.Health) *healthcheck.Options {
+	if health == nil {
+		return nil
+	}
+	return &healthcheck.Options{
+		Path:      health.Path,
+		Interval:  health.Interval,
+		Timeout:   health.Timeout,
+		Rise:      health.Rise,
+		Fall:      health.Fall,
+		ExpectMin: health.ExpectStatus.Min,
+		ExpectMax: health.ExpectStatus.Max,
+	}
+}
+
+// healthTargets lists cfg's upstreams as health check targets, each
+// probed over probes' transport for its protocol: cleartext HTTP/2 to an
+// h2c upstream, https verified as upstream_tls says.
+func healthTargets(cfg *config.Config, probes *balancer.Transports) []healthcheck.Target {
+	ts := make([]healthcheck.Target, len(cfg.Upstreams))
+	for i, u := range cfg.Upstreams {
+		p, _ := balancer.ParseProtocol(u.Protocol)
+		ts[i] = healthcheck.Target{Name: u.Name, URL: u.URL, Transport: probes.For(p)}
+	}
+	return ts
+}
