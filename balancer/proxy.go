@@ -112,6 +112,13 @@ func (b *Balancer) newProxy(s *snapshot, u *upstream, spec memberSpec) *httputil
 		} else if readTimeout > 0 && res.Body != nil && res.Body != http.NoBody {
 			res.Body = &silenceBody{rc: res.Body, d: readTimeout}
 		}
+		if len(res.Trailer) > 0 {
+			// Trailers follow the body: an HTTP/1.1 client can get them
+			// only in a chunked response, so a Content-Length (which an
+			// HTTP/2 upstream may send beside them) must not go out.
+			delete(res.Header, "Content-Length")
+			res.ContentLength = -1
+		}
 		if key != "" {
 			res.Header[key] = val[:1:1] // cap 1: an append elsewhere copies
 		}
