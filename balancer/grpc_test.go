@@ -57,6 +57,8 @@ func TestGRPCStatusFeedsTheBreaker(t *testing.T) {
 			opts := baseOptions([]UpstreamOptions{{Name: "g", URL: mustURL(t, be.srv.URL), Addr: "g", Weight: 1, Protocol: ProtocolH2C}})
 			opts.Breaker = BreakerOptions{ConsecutiveFailures: 2, FailureStatuses: []int{502}, FailureGRPCStatuses: []int{14}, OpenTimeout: time.Hour}
 			b, _, front := proxy(t, opts)
+			clk := newFakeClock()
+			clk.install(b)
 			call := func() string {
 				t.Helper()
 				res, err := front.Client().Post(front.URL+"/svc/M", "application/grpc", nil)
@@ -92,8 +94,27 @@ func TestGRPCStatusFeedsTheBreaker(t *testing.T) {
 			if br := status(t, b, "g").Breaker; br != "open" {
 				t.Fatalf("after two UNAVAILABLE in a row the breaker is %s; want open", br)
 			}
-			if be.h2.Load() != 7 {
-				t.Errorf("%d of 7 requests reached the h2c upstream over HTTP/2", be.h2.Load())
+			// The half-open trial is settled by the response head: a
+			// trailers-only UNAVAILABLE fails it; with the status in the
+			// trailer the head succeeded, and the trailer counts as one
+			// failure of the closed breaker.
+			clk.advance(time.Hour)
+			call()
+			want := "closed"
+			if trailersOnly {
+				want = "open"
+			}
+			if br := status(t, b, "g").Breaker; br != want {
+				t.Fatalf("after an UNAVAILABLE trial the breaker is %s; want %s", br, want)
+			}
+			be.status.Store("0")
+			clk.advance(time.Hour)
+			call()
+			if br := status(t, b, "g").Breaker; br != "closed" {
+				t.Fatalf("after an OK call the breaker is %s; want closed", br)
+			}
+			if be.h2.Load() != 9 {
+				t.Errorf("%d of 9 requests reached the h2c upstream over HTTP/2", be.h2.Load())
 			}
 		})
 	}
