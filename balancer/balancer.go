@@ -186,7 +186,7 @@ func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
 	if old != nil {
 		now = b.nanotime()
 	}
-	if b.transport == nil || b.transport.cfg != set.transportCfg {
+	if b.transport == nil || !b.transport.cfg.same(set.transportCfg) {
 		if b.transport != nil {
 			b.transport.retire()
 		}
@@ -215,7 +215,7 @@ func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
 			br.cfg.Store(s.breaker)
 		}
 		ups[spec.name] = u
-		s.members[i] = member{memberSpec: spec, u: u, proxy: b.newProxy(s, u, spec.url)}
+		s.members[i] = member{memberSpec: spec, u: u, proxy: b.newProxy(s, u, spec)}
 	}
 	s.specs = nil // kept once, in the members
 	b.ups = ups

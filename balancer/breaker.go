@@ -252,6 +252,7 @@ type outcome struct {
 	status int   // status received from the upstream, 0 if none
 	err    error // transport error, nil if a response arrived
 	gone   bool  // the client went away first: says nothing about the upstream
+	grpc   bool  // it carried a grpc-status in breaker.failure_grpc_statuses
 }
 
 // verdict is what a breaker's done function is told about o: transport
@@ -262,7 +263,7 @@ func (o outcome) verdict(fail *statusSet) error {
 	switch {
 	case o.gone:
 		return errNotCounted
-	case o.err != nil, fail.has(o.status):
+	case o.err != nil, o.grpc, fail.has(o.status):
 		return errFailed
 	}
 	return nil

@@ -205,8 +205,12 @@ func discoveredSpecs(found []discovery.Member, static map[string]UpstreamOptions
 		if err != nil {
 			return nil, nil, fmt.Errorf("balancer: discovered member %s: %w", m.Name, err)
 		}
+		proto, err := ParseProtocol(m.Protocol)
+		if err != nil {
+			return nil, nil, fmt.Errorf("balancer: discovered member %s: %w", m.Name, err)
+		}
 		rm = append(rm, ring.Member{Name: m.Name, Addr: u.Host, Weight: m.Weight})
-		specs[m.Name] = memberSpec{name: m.Name, url: u, weight: m.Weight, source: m.Source, absent: m.Absent, initial: m.Initial}
+		specs[m.Name] = memberSpec{name: m.Name, url: u, weight: m.Weight, protocol: proto, source: m.Source, absent: m.Absent, initial: m.Initial}
 	}
 	return rm, specs, nil
 }
@@ -217,10 +221,12 @@ func discoveredSpecs(found []discovery.Member, static map[string]UpstreamOptions
 // targets, reads Members again then.
 func (b *Balancer) MembersChanged() <-chan struct{} { return b.disc.changed }
 
-// MemberURL is a ring member's name and where its requests go.
+// MemberURL is a ring member's name, where its requests go and how
+// ringlb speaks to it.
 type MemberURL struct {
-	Name string
-	URL  *url.URL
+	Name     string
+	URL      *url.URL
+	Protocol Protocol
 }
 
 // Members returns every current ring member (absent ones included), by
@@ -229,7 +235,7 @@ func (b *Balancer) Members() []MemberURL {
 	s := b.snap.Load()
 	out := make([]MemberURL, len(s.members))
 	for i := range s.members {
-		out[i] = MemberURL{Name: s.members[i].name, URL: s.members[i].url}
+		out[i] = MemberURL{Name: s.members[i].name, URL: s.members[i].url, Protocol: s.members[i].protocol}
 	}
 	return out
 }

@@ -30,6 +30,8 @@ type Options struct {
 	// Retries is how many other upstreams a failed request may be tried on.
 	Retries  int
 	Timeouts TimeoutOptions
+	// UpstreamTLS says how https upstreams are verified.
+	UpstreamTLS UpstreamTLS
 
 	// AccessLog logs one line per request at level Info.
 	AccessLog bool
@@ -65,6 +67,9 @@ type UpstreamOptions struct {
 	// Addr is the URL's host[:port] exactly as written; the identity under
 	// placement nginx.
 	Addr string
+	// Protocol is how requests reach it: HTTP/1.1 (the zero value), h2c
+	// (needs an http URL) or h2 (needs https).
+	Protocol Protocol
 }
 
 // RingOptions is the ring block. Its fields are in the config's order, so
@@ -187,6 +192,7 @@ type settings struct {
 	readTimeout  time.Duration
 	accessLog    bool
 	failStatus   statusSet
+	failGRPC     grpcStatusSet
 	breaker      *BreakerOptions // validated; nil when breakers are off
 	transportCfg transportConfig
 	healthChecks bool
@@ -195,20 +201,34 @@ type settings struct {
 
 // memberSpec is what the options say about one ring member.
 type memberSpec struct {
-	name   string
-	url    *url.URL
-	weight float64
-	points int // ring.PointsFor(points_per_weight, weight): slow start's point count
+	name     string
+	url      *url.URL
+	weight   float64
+	points   int      // ring.PointsFor(points_per_weight, weight): slow start's point count
+	protocol Protocol // how ringlb speaks to it
 
 	source  string // the discovery source's name; "" for a static upstream
 	absent  bool   // discovered, missing from its source's answer: skipped
 	initial bool   // discovered in its source's first answer: no slow start
 }
 
-// transportConfig is what the shared upstream transport is built from; a
-// reload that changes it replaces the transport.
+// transportConfig is what the shared upstream transports are built from;
+// a reload that changes it replaces them.
 type transportConfig struct {
 	dial, responseHeader, idleConn time.Duration
+	tls                            UpstreamTLS
+}
+
+// same reports whether c and o build the same transports: a CA pool read
+// again from an unchanged file is the same.
+func (c transportConfig) same(o transportConfig) bool {
+	ct, ot := c.tls, o.tls
+	if (ct.RootCAs == nil) != (ot.RootCAs == nil) || (ct.RootCAs != nil && !ct.RootCAs.Equal(ot.RootCAs)) {
+		return false
+	}
+	ct.RootCAs, ot.RootCAs = nil, nil
+	c.tls, o.tls = ct, ot
+	return c == o
 }
 
 // compile validates opts and derives the settings and the ring a
@@ -225,7 +245,7 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 		readTimeout:  opts.Timeouts.Read,
 		accessLog:    opts.AccessLog,
 		healthChecks: opts.HealthChecks,
-		transportCfg: transportConfig{dial: opts.Timeouts.Dial, responseHeader: opts.Timeouts.ResponseHeader, idleConn: opts.Timeouts.IdleConn},
+		transportCfg: transportConfig{dial: opts.Timeouts.Dial, responseHeader: opts.Timeouts.ResponseHeader, idleConn: opts.Timeouts.IdleConn, tls: opts.UpstreamTLS},
 	}
 	bo, err := opts.Breaker.validate()
 	if err != nil {
@@ -234,6 +254,7 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 	if bo.ConsecutiveFailures > 0 {
 		set.breaker = &bo
 		set.failStatus = newStatusSet(bo.FailureStatuses)
+		set.failGRPC = newGRPCStatusSet(bo.FailureGRPCStatuses)
 	}
 	switch opts.Ring.OnUnavailable {
 	case "", OnUnavailableRemap:
@@ -301,6 +322,14 @@ func (set *settings) membership(opts Options, found []discovery.Member, prev *ri
 		if uo.URL == nil || (uo.URL.Scheme != "http" && uo.URL.Scheme != "https") || uo.URL.Host == "" {
 			return nil, fmt.Errorf("balancer: upstreams[%d] (%s): url must be absolute http(s), got %v", i, uo.Name, uo.URL)
 		}
+		switch {
+		case uo.Protocol == ProtocolH2C && uo.URL.Scheme != "http":
+			return nil, fmt.Errorf("balancer: upstreams[%d] (%s): protocol h2c needs an http url, got %v", i, uo.Name, uo.URL)
+		case uo.Protocol == ProtocolH2 && uo.URL.Scheme != "https":
+			return nil, fmt.Errorf("balancer: upstreams[%d] (%s): protocol h2 needs an https url, got %v", i, uo.Name, uo.URL)
+		case uo.Protocol > ProtocolH2:
+			return nil, fmt.Errorf("balancer: upstreams[%d] (%s): unknown protocol %v", i, uo.Name, uo.Protocol)
+		}
 		byName[uo.Name] = uo
 		rm = append(rm, ring.Member{Name: uo.Name, Addr: uo.Addr, Weight: uo.Weight})
 	}
@@ -325,7 +354,7 @@ func (set *settings) membership(opts Options, found []discovery.Member, prev *ri
 			set.specs[i].points = ring.PointsFor(r.PointsPerWeight(), m.Weight)
 			continue
 		}
-		set.specs[i] = memberSpec{name: uo.Name, url: uo.URL, weight: uo.Weight, points: ring.PointsFor(r.PointsPerWeight(), uo.Weight)}
+		set.specs[i] = memberSpec{name: uo.Name, url: uo.URL, weight: uo.Weight, points: ring.PointsFor(r.PointsPerWeight(), uo.Weight), protocol: uo.Protocol}
 	}
 	return r, nil
 }
@@ -367,6 +396,10 @@ type BreakerOptions struct {
 	// addition to transport errors and timeouts. The response still
 	// reaches the client as it is.
 	FailureStatuses []int
+	// FailureGRPCStatuses are the gRPC status codes (0-16) counted as
+	// failures when a response carries one in its grpc-status trailer, or
+	// in its headers when it has no body (a trailers-only response).
+	FailureGRPCStatuses []int
 	// OpenTimeout is the first open period; > 0 when breakers are on.
 	OpenTimeout time.Duration
 	// MaxOpenTimeout caps the doubling; 0 means OpenTimeout (no doubling).
@@ -381,6 +414,11 @@ func (o BreakerOptions) validate() (BreakerOptions, error) {
 	for _, c := range o.FailureStatuses {
 		if c < 100 || c > 599 {
 			return o, fmt.Errorf("balancer: breaker failure_statuses: %d is not an HTTP status", c)
+		}
+	}
+	for _, c := range o.FailureGRPCStatuses {
+		if c < 0 || c > 16 {
+			return o, fmt.Errorf("balancer: breaker failure_grpc_statuses: %d is not a gRPC status code (0-16)", c)
 		}
 	}
 	if o.ConsecutiveFailures == 0 {

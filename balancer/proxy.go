@@ -3,7 +3,6 @@ package balancer
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/textproto"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,15 +23,15 @@ type dialError struct{ err error }
 func (e *dialError) Error() string { return e.err.Error() }
 func (e *dialError) Unwrap() error { return e.err }
 
-// transport is the upstream transport of one or more snapshots, with a
-// count of the attempts using it. One that a reload replaced (retired)
+// transport is the upstream transports (one per Protocol) of one or more
+// snapshots, with a count of the attempts using them. One that a reload replaced (retired)
 // closes its idle connections at once and again when its last attempt
 // ends: connections that requests in flight give back afterwards would
 // otherwise sit idle, to upstreams perhaps removed, until idle_conn.
 // (CloseIdleConnections also makes connections that become idle close,
 // but only until the transport's next dial.)
 type transport struct {
-	*http.Transport
+	*Transports
 	cfg     transportConfig
 	active  atomic.Int64
 	retired atomic.Bool
@@ -53,29 +51,12 @@ func (t *transport) retire() {
 }
 
 func newTransport(cfg transportConfig) *transport {
-	d := &net.Dialer{Timeout: cfg.dial, KeepAlive: 30 * time.Second}
-	tlsTimeout := cfg.dial
-	if tlsTimeout == 0 {
-		tlsTimeout = 10 * time.Second
-	}
-	return &transport{cfg: cfg, Transport: &http.Transport{
-		Proxy: nil, // never send upstream traffic through $HTTP_PROXY
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, &dialError{err}
-			}
-			return c, nil
-		},
-		MaxIdleConns:          16384,
-		MaxIdleConnsPerHost:   1024,
-		IdleConnTimeout:       cfg.idleConn,
+	return &transport{cfg: cfg, Transports: NewTransports(TransportOptions{
+		DialTimeout:           cfg.dial,
 		ResponseHeaderTimeout: cfg.responseHeader,
-		TLSHandshakeTimeout:   tlsTimeout,
-		ExpectContinueTimeout: time.Second,
-		DisableCompression:    true,
-		ForceAttemptHTTP2:     false,
-	}}
+		IdleConnTimeout:       cfg.idleConn,
+		TLS:                   cfg.tls,
+	})}
 }
 
 // bufferPool lends ReverseProxy 32 KiB copy buffers. It pools array
@@ -97,7 +78,8 @@ func (bp *bufferPool) Put(b []byte) {
 	}
 }
 
-func (b *Balancer) newProxy(s *snapshot, u *upstream, target *url.URL) *httputil.ReverseProxy {
+func (b *Balancer) newProxy(s *snapshot, u *upstream, spec memberSpec) *httputil.ReverseProxy {
+	target := spec.url
 	p := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// Forward the query exactly as received: ReverseProxy has
@@ -108,8 +90,14 @@ func (b *Balancer) newProxy(s *snapshot, u *upstream, target *url.URL) *httputil
 			pr.SetURL(target)
 			setForwarded(pr.Out.Header, pr.In)
 			pr.Out.Host = pr.In.Host
+			// Request trailers: the server fills the inbound map when the
+			// body ends, which is when the transport reads it to send
+			// them (Clone copied it while it was still empty).
+			if pr.In.Trailer != nil {
+				pr.Out.Trailer = pr.In.Trailer
+			}
 		},
-		Transport:    b.transport.Transport,
+		Transport:    s.transport.For(spec.protocol),
 		BufferPool:   &b.bufs,
 		ErrorLog:     b.errLog,
 		ErrorHandler: recordError,
@@ -123,6 +111,13 @@ func (b *Balancer) newProxy(s *snapshot, u *upstream, target *url.URL) *httputil
 			}
 		} else if readTimeout > 0 && res.Body != nil && res.Body != http.NoBody {
 			res.Body = &silenceBody{rc: res.Body, d: readTimeout}
+		}
+		if len(res.Trailer) > 0 {
+			// Trailers follow the body: an HTTP/1.1 client can get them
+			// only in a chunked response, so a Content-Length (which an
+			// HTTP/2 upstream may send beside them) must not go out.
+			delete(res.Header, "Content-Length")
+			res.ContentLength = -1
 		}
 		if key != "" {
 			res.Header[key] = val[:1:1] // cap 1: an append elsewhere copies

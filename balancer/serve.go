@@ -110,7 +110,9 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 	if trial {
 		rw.onHead = func(code int) {
 			rw.trialSettled = true
-			b.report(s, u, done, outcome{status: code})
+			// A trailers-only gRPC response carries its grpc-status in
+			// the head.
+			b.report(s, u, done, outcome{status: code, grpc: s.failGRPC.failedIn(rw.Header())})
 		}
 	}
 	finished := false
@@ -134,7 +136,8 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 	if rw.err != nil {
 		b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{err: rw.err, gone: clientFault(r, body) || byClient(rw.err)})
 	} else {
-		b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{status: rw.status})
+		// The grpc-status trailer has reached rw's header map by now.
+		b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{status: rw.status, grpc: s.failGRPC.failedIn(rw.Header())})
 	}
 }
 

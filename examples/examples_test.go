@@ -40,6 +40,7 @@ var specMetrics = []string{
 	"ringlb_config_last_reload_success",
 	"ringlb_hold_keys",
 	"ringlb_held_total",
+	"ringlb_tls_cert_not_after_seconds",
 }
 
 // specHistograms are the histograms among specMetrics: Prometheus exposes
@@ -254,6 +255,7 @@ func TestAlertMetricNames(t *testing.T) {
 		"ringlb_requests_total",
 		"ringlb_no_upstream_total",
 		"ringlb_config_last_reload_success",
+		"ringlb_tls_cert_not_after_seconds",
 	} {
 		if !used[m] {
 			t.Errorf("no alert uses %s", m)

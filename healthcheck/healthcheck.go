@@ -126,6 +126,11 @@ type Target struct {
 	// host, with Options.Path. The Host header is the URL's host. Logs show
 	// it without its password. A nil URL makes every probe fail.
 	URL *url.URL
+	// Transport, if not nil, sends this target's probes instead of the
+	// Checker's own client, so that a probe speaks the target's protocol
+	// (cleartext HTTP/2, say) and verifies its certificate as requests to
+	// it do. Redirects are still not followed.
+	Transport http.RoundTripper
 }
 
 // Reporter receives health transitions.
@@ -189,15 +194,15 @@ func New(opts Options, r Reporter, log *slog.Logger) *Checker {
 		reporter: r,
 		log:      log,
 		client: &http.Client{
-			Transport: tr,
-			CheckRedirect: func(*http.Request, []*http.Request) error {
-				return http.ErrUseLastResponse
-			},
+			Transport:     tr,
+			CheckRedirect: noRedirects,
 		},
 		opts:    opts.withDefaults(),
 		probers: make(map[string]*prober),
 	}
 }
+
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // Update sets the options and the targets, as on a config reload.
 //
@@ -235,6 +240,9 @@ func (c *Checker) Update(opts Options, targets []Target) {
 	for name, t := range want {
 		u := probeURL(t.URL, opts.Path)
 		cfg := &probeConfig{url: u.String(), logURL: u.Redacted(), opts: opts}
+		if t.Transport != nil {
+			cfg.client = &http.Client{Transport: t.Transport, CheckRedirect: noRedirects}
+		}
 		p, ok := c.probers[name]
 		if !ok {
 			p = newProber(name, cfg)
@@ -323,6 +331,7 @@ type probeConfig struct {
 	url    string
 	logURL string // url without a password
 	opts   Options
+	client *http.Client // the Target's Transport; nil: the Checker's client
 }
 
 // prober is one target's state. passes and fails belong to its goroutine;
@@ -411,7 +420,11 @@ func (c *Checker) probe(ctx context.Context, cfg *probeConfig) (pass bool, why s
 		return false, err.Error()
 	}
 	req.Header.Set("User-Agent", UserAgent)
-	resp, err := c.client.Do(req)
+	client := c.client
+	if cfg.client != nil {
+		client = cfg.client
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return false, describe(err, cfg.opts.Timeout)
 	}

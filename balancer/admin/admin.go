@@ -70,6 +70,9 @@ type Options struct {
 	// make a browser reload. Empty Addr: any port, any IP.
 	Addr string
 	Name string
+	// Certificate, if set, describes the certificate the proxy listener
+	// serves now, for the status page; ok false: no TLS.
+	Certificate func() (subject string, notAfter time.Time, ok bool)
 }
 
 // NewHandler returns the admin handler for b. gatherer is what /metrics

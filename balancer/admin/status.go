@@ -104,6 +104,10 @@ type statusPage struct {
 	HoldKeys       float64
 	HeldShare      string
 	AvailableNames string // names of available upstreams, for the script
+	// The certificate the proxy listener serves (with TLS): its subject,
+	// its expiry (RFC 3339) and how far off that is.
+	CertSubject, CertNotAfter, CertLeft string
+	CertExpired                         bool
 }
 
 // statusRow is one upstream: its table row, legend entry and arc.
@@ -171,6 +175,16 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 		page.Started = h.opts.Started.Format(time.RFC3339)
 		page.StartedMillis = h.opts.Started.UnixMilli()
 		page.Uptime = ago(now.Sub(h.opts.Started))
+	}
+	if f := h.opts.Certificate; f != nil {
+		if subject, notAfter, ok := f(); ok {
+			page.CertSubject, page.CertNotAfter = subject, notAfter.UTC().Format(time.RFC3339)
+			if left := notAfter.Sub(now); left > 0 {
+				page.CertLeft = "in " + ago(left)
+			} else {
+				page.CertLeft, page.CertExpired = ago(-left)+" ago", true
+			}
+		}
 	}
 	if page.Reload != nil {
 		page.ReloadAt = page.Reload.At.Format(time.RFC3339)

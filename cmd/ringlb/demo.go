@@ -46,6 +46,11 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitFail
 		}
 		s := &http.Server{Handler: demo.NewKeyed(u.Name, who), ReadHeaderTimeout: 10 * time.Second}
+		// HTTP/1.1 and cleartext HTTP/2, so that an upstream declared
+		// protocol: h2c is answered too.
+		s.Protocols = new(http.Protocols)
+		s.Protocols.SetHTTP1(true)
+		s.Protocols.SetUnencryptedHTTP2(true)
 		servers = append(servers, s)
 		go s.Serve(l)
 	}

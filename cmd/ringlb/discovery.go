@@ -32,7 +32,7 @@ func (s *server) followMembers() {
 		}
 		s.mu.Lock()
 		if s.hc != nil {
-			s.hc.hc.Update(s.hc.opts, healthTargets(s.b))
+			s.hc.hc.Update(s.hc.opts, healthTargets(s.b, s.probes))
 		}
 		s.mu.Unlock()
 	}

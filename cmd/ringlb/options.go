@@ -2,13 +2,16 @@ package main
 
 import (
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/cmd/ringlb/certs"
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
 	"github.com/ringlb/ringlb/healthcheck"
 )
 
 // balancerOptions converts a config to the balancer's options. The
-// blocks that share their shape convert as they are.
-func balancerOptions(cfg *config.Config) balancer.Options {
+// blocks that share their shape convert as they are. It reads
+// upstream_tls.ca_file, which config.Load has checked: it fails, with a
+// *certs.FileError, only if the file changed since.
+func balancerOptions(cfg *config.Config) (balancer.Options, error) {
 	o := balancer.Options{
 		Ring: balancer.RingOptions(cfg.Ring),
 		Hash: balancer.HashOptions{
@@ -34,10 +37,39 @@ func balancerOptions(cfg *config.Config) balancer.Options {
 			Secrets:    cfg.Hold.Cookie.Secrets,
 		},
 	}
-	for _, u := range cfg.Upstreams {
-		o.Upstreams = append(o.Upstreams, balancer.UpstreamOptions{Name: u.Name, URL: u.URL, Weight: u.Weight, Addr: u.Addr})
+	var err error
+	if o.UpstreamTLS, err = upstreamTLS(cfg); err != nil {
+		return balancer.Options{}, err
 	}
-	return o
+	for _, u := range cfg.Upstreams {
+		p, _ := balancer.ParseProtocol(u.Protocol) // validated by config
+		o.Upstreams = append(o.Upstreams, balancer.UpstreamOptions{Name: u.Name, URL: u.URL, Weight: u.Weight, Addr: u.Addr, Protocol: p})
+	}
+	return o, nil
+}
+
+// upstreamTLS converts upstream_tls, reading its CA file.
+func upstreamTLS(cfg *config.Config) (balancer.UpstreamTLS, error) {
+	t := balancer.UpstreamTLS{ServerName: cfg.UpstreamTLS.ServerName, InsecureSkipVerify: cfg.UpstreamTLS.InsecureSkipVerify}
+	if f := cfg.UpstreamTLS.CAFile; f != "" {
+		pool, err := certs.LoadCAFile(f)
+		if err != nil {
+			return t, err
+		}
+		t.RootCAs = pool
+	}
+	return t, nil
+}
+
+// transportOptions are the settings of the transports health probes use:
+// the request path's timeouts and upstream TLS, in a pool of their own.
+func transportOptions(cfg *config.Config, tls balancer.UpstreamTLS) balancer.TransportOptions {
+	return balancer.TransportOptions{
+		DialTimeout:           cfg.Timeouts.Dial,
+		ResponseHeaderTimeout: cfg.Timeouts.ResponseHeader,
+		IdleConnTimeout:       cfg.Timeouts.IdleConn,
+		TLS:                   tls,
+	}
 }
 
 // healthOptions converts the health block; nil when there is none.
@@ -57,12 +89,14 @@ func healthOptions(health *config.Health) *healthcheck.Options {
 }
 
 // healthTargets lists the ring's members, static and discovered (absent
-// ones too, so their health state carries over if they return).
-func healthTargets(b *balancer.Balancer) []healthcheck.Target {
+// ones too, so their health state carries over if they return), each
+// probed over probes' transport for its protocol: cleartext HTTP/2 to an
+// h2c upstream, https verified as upstream_tls says.
+func healthTargets(b *balancer.Balancer, probes *balancer.Transports) []healthcheck.Target {
 	ms := b.Members()
 	ts := make([]healthcheck.Target, len(ms))
 	for i, m := range ms {
-		ts[i] = healthcheck.Target{Name: m.Name, URL: m.URL}
+		ts[i] = healthcheck.Target{Name: m.Name, URL: m.URL, Transport: probes.For(m.Protocol)}
 	}
 	return ts
 }

@@ -28,7 +28,11 @@ func TestBalancerOptionsHold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := balancerOptions(cfg).Hold
+	o, err := balancerOptions(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := o.Hold
 	if h.Idle != 10*time.Minute || h.MaxKeys != 5 || h.CookieName != "ringlb_hold" ||
 		!slices.EqualFunc(h.Secrets, []string{s1, s2}, func(b []byte, s string) bool { return string(b) == s }) {
 		t.Errorf("Hold = %+v", h)
@@ -37,7 +41,10 @@ func TestBalancerOptionsHold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h := balancerOptions(cfg).Hold; h.Idle != 0 || h.CookieName != "" {
+	if o, err = balancerOptions(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if h := o.Hold; h.Idle != 0 || h.CookieName != "" {
 		t.Errorf("no hold block: Hold = %+v, want off", h)
 	}
 }

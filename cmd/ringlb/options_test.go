@@ -18,7 +18,10 @@ func TestBalancerOptionsRing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		o := balancerOptions(cfg)
+		o, err := balancerOptions(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if o.Ring.LoadFactor != want[0] || float64(o.Ring.LoadFloor) != want[1] {
 			t.Errorf("%q: load_factor %v, load_floor %d; want %v", src, o.Ring.LoadFactor, o.Ring.LoadFloor, want)
 		}

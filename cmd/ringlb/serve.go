@@ -78,12 +78,13 @@ func serve(ctx context.Context, path string, cfg *config.Config, logger *slog.Lo
 	}
 	logger.Info("ringlb serving", "listen", pl.Addr().String(), "admin_listen", al.Addr().String(),
 		"upstreams", names, "version", srv.b.Version(), "ringlb", buildVersion())
+	srv.front.watch(ctx)
 	if ready != nil {
 		ready(pl.Addr(), al.Addr())
 	}
 
 	errc := make(chan error, 2)
-	go func() { errc <- proxySrv.Serve(pl) }()
+	go func() { errc <- srv.front.serve(proxySrv, pl) }()
 	go func() { errc <- adminSrv.Serve(al) }()
 
 	code := exitOK
@@ -131,11 +132,13 @@ func (s *server) httpServers(cfg *config.Config, proxyAddr, adminAddr net.Addr) 
 		MaxHeaderBytes:    serverHeaderLimit(cfg.MaxHeaderBytes),
 		ErrorLog:          errLog,
 	}
+	s.front.configure(proxySrv)
 	adminSrv = &http.Server{
 		Handler: admin.NewHandler(s.b, s.reg, s.reload, admin.Options{
 			Pprof: cfg.DebugPprof, Version: buildVersion(), Listen: proxyAddr.String(), Started: s.started,
-			Addr: adminAddr.String(),
-			Name: hostName(cfg.AdminListen),
+			Addr:        adminAddr.String(),
+			Name:        hostName(cfg.AdminListen),
+			Certificate: s.front.certificate,
 		}),
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,

@@ -25,12 +25,28 @@ type server struct {
 	// listen and adminListen are the addresses bound at the start; a
 	// reload cannot move them.
 	listen, adminListen string
+	// front is the proxy listener's TLS and HTTP/2 side; its certificate
+	// follows reloads.
+	front *front
 
 	hcCtx    context.Context // the checkers' parent; cancelled by close
 	hcCancel context.CancelFunc
 
-	mu sync.Mutex // serialises reloads and close, and guards hc
-	hc *checker   // nil without a health block
+	mu        sync.Mutex           // serialises reloads and close, and guards hc and probes
+	hc        *checker             // nil without a health block
+	probes    *balancer.Transports // what health probes are sent over
+	probeOpts balancer.TransportOptions
+}
+
+// sameTransport reports whether a and b build the same transports (a CA
+// file read again unchanged gives an equal pool).
+func sameTransport(a, b balancer.TransportOptions) bool {
+	ap, bp := a.TLS.RootCAs, b.TLS.RootCAs
+	if (ap == nil) != (bp == nil) || (ap != nil && !ap.Equal(bp)) {
+		return false
+	}
+	a.TLS.RootCAs, b.TLS.RootCAs = nil, nil
+	return a == b
 }
 
 // newServer builds the balancer for cfg, read from path, and starts its
@@ -39,13 +55,22 @@ type server struct {
 func newServer(path string, cfg *config.Config, logger *slog.Logger) (*server, error) {
 	started := time.Now()
 	reg := balancer.NewRegistry()
-	b, err := balancer.New(balancerOptions(cfg), reg, logger)
+	opts, err := balancerOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	fr, err := newFront(cfg, reg, logger)
+	if err != nil {
+		return nil, err
+	}
+	b, err := balancer.New(opts, reg, logger)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &server{path: path, log: logger, started: started, b: b, reg: reg, listen: cfg.Listen, adminListen: cfg.AdminListen,
-		hcCtx: ctx, hcCancel: cancel}
+		front: fr, hcCtx: ctx, hcCancel: cancel, probeOpts: transportOptions(cfg, opts.UpstreamTLS)}
+	s.probes = balancer.NewTransports(s.probeOpts)
 	s.hc = s.startChecker(cfg)
 	go s.followMembers()
 	return s, nil
@@ -59,6 +84,8 @@ func (s *server) close() {
 	s.hc.stop()
 	s.hc = nil
 	s.hcCancel()
+	s.probes.CloseIdleConnections()
+	s.front.close()
 	s.b.Close()
 }
 
@@ -84,9 +111,18 @@ func (s *server) apply() (string, []string, error) {
 		s.log.Warn("listen and admin_listen changes take effect on restart",
 			"listen", s.listen, "admin_listen", s.adminListen)
 	}
+	var opts balancer.Options
+	if err == nil {
+		opts, err = balancerOptions(next)
+	}
+	// The certificate pair first: one that does not load rejects the
+	// reload before anything changed.
+	if err == nil {
+		err = s.front.reload(next)
+	}
 	var version string
 	if err == nil {
-		version, err = s.b.Update(balancerOptions(next))
+		version, err = s.b.Update(opts)
 	}
 	if err != nil {
 		problems := problemsOf(err)
@@ -94,6 +130,10 @@ func (s *server) apply() (string, []string, error) {
 			s.log.Error("reload rejected, old config keeps serving", "problem", p)
 		}
 		return "", problems, err
+	}
+	if to := transportOptions(next, opts.UpstreamTLS); !sameTransport(to, s.probeOpts) {
+		s.probes.CloseIdleConnections()
+		s.probes, s.probeOpts = balancer.NewTransports(to), to
 	}
 	switch opts := healthOptions(next.Health); {
 	case opts == nil && s.hc != nil:
@@ -105,7 +145,7 @@ func (s *server) apply() (string, []string, error) {
 		s.log.Info("health checks on", "path", opts.Path, "interval", opts.Interval)
 	case opts != nil:
 		s.hc.opts = *opts
-		s.hc.hc.Update(*opts, healthTargets(s.b))
+		s.hc.hc.Update(*opts, healthTargets(s.b, s.probes))
 	}
 	return version, nil, nil
 }
@@ -129,7 +169,7 @@ func (s *server) startChecker(cfg *config.Config) *checker {
 	}
 	ctx, cancel := context.WithCancel(s.hcCtx)
 	ck := &checker{hc: healthcheck.New(*opts, s.b.HealthReporter(), s.log), opts: *opts, cancel: cancel, done: make(chan struct{})}
-	ck.hc.Update(*opts, healthTargets(s.b))
+	ck.hc.Update(*opts, healthTargets(s.b, s.probes))
 	go func() {
 		defer close(ck.done)
 		ck.hc.Run(ctx)
