@@ -25,7 +25,8 @@ import (
 // working directory of its tests).
 const repoRoot = ".."
 
-// specMetrics are the metric names of the README's Metrics table.
+// specMetrics are the metric names ringlb exports: the README's Metrics
+// table and the metrics its Discovery and Hold sections add.
 var specMetrics = []string{
 	"ringlb_requests_total",
 	"ringlb_request_duration_seconds",
@@ -39,6 +40,12 @@ var specMetrics = []string{
 	"ringlb_ring_info",
 	"ringlb_config_reloads_total",
 	"ringlb_config_last_reload_success",
+	"ringlb_tls_cert_not_after_seconds",
+	"ringlb_discovery_members",
+	"ringlb_discovery_updates_total",
+	"ringlb_discovery_errors_total",
+	"ringlb_hold_keys",
+	"ringlb_held_total",
 }
 
 // specHistograms are the histograms among specMetrics: Prometheus exposes
@@ -403,13 +410,15 @@ func TestAlertMetricNames(t *testing.T) {
 		"ringlb_requests_total",
 		"ringlb_no_upstream_total",
 		"ringlb_config_last_reload_success",
+		"ringlb_ring_info",
+		"ringlb_tls_cert_not_after_seconds",
 	} {
 		if !used[m] {
 			t.Errorf("no alert uses %s", m)
 		}
 	}
-	if len(alerts) < 4 {
-		t.Errorf("alerts.yml has alerts %q, want at least 4", alerts)
+	if len(alerts) < 6 {
+		t.Errorf("alerts.yml has alerts %q, want at least 6", alerts)
 	}
 }
 
