@@ -54,7 +54,9 @@ var specHistograms = []string{"ringlb_request_duration_seconds"}
 
 // TestConfigsLoad checks that every example config, the config embedded in
 // the Kubernetes ConfigMap and the repository's default config.yaml pass
-// config.Load: the schema is strict, so a renamed field breaks them.
+// config.Load: the schema is strict, so a renamed field breaks them. A
+// config with a tls block is loaded from a copy with a generated pair next
+// to it (withTLSPair).
 func TestConfigsLoad(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("configs", "*.yaml"))
 	if err != nil {
@@ -84,7 +86,7 @@ func TestConfigsLoad(t *testing.T) {
 
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			if _, err := config.Load(f); err != nil {
+			if _, err := config.Load(withTLSPair(t, f)); err != nil {
 				t.Errorf("config.Load(%q):\n%v", f, err)
 			}
 		})
