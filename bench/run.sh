@@ -22,9 +22,19 @@
 #                     nginx BASE+82, haproxy BASE+83
 #   PROXY_CPU=1 LOAD_CPU=0   cores for the proxy, and for wrk + upstreams
 #   PIN=1             0 turns pinning off (it is off anyway on one core)
-#   RESULTS=bench/RESULTS.md  where the Markdown report goes ("" for none)
+#   RESULTS=bench/RESULTS.md  where the Markdown report goes ("" for none;
+#                     bench/RESULTS-h2.md by default with H2=only)
 #   KEEP_WORK=0       1 keeps the temp dir (configs, logs, raw wrk output)
 #   INSTALL=1         0: never apt-get; targets whose binary is missing are skipped
+#   H2=0              1: after the HTTP/1.1 runs, an HTTP/2-over-TLS row: h2load
+#                     (nghttp2-client) against ringlb, nginx and HAProxy with TLS
+#                     and HTTP/2 at the front, HTTP/1.1 to the same upstreams, same
+#                     hashing; only: that row alone. The HTTP/1.1 runs are the same
+#                     with or without it (the HTTP/2 proxies are other processes,
+#                     started after them)
+#   H2_CLIENTS=16 H2_STREAMS=4  h2load connections, and concurrent streams on each
+#                     (16 x 4 = wrk's 64 requests in flight)
+#   H2_BASE_PORT=BASE_PORT+84   ringlb (admin +1), nginx +2, haproxy +3, with TLS
 set -euo pipefail
 
 export PATH="$PATH:/usr/local/go/bin:/usr/sbin:/sbin"
@@ -43,12 +53,23 @@ BASE_PORT=${BASE_PORT:-19100}
 PROXY_CPU=${PROXY_CPU:-1}
 LOAD_CPU=${LOAD_CPU:-0}
 PIN=${PIN:-1}
+RESULTS_GIVEN=${RESULTS+set}
 RESULTS=${RESULTS-$ROOT/bench/RESULTS.md}
 KEEP_WORK=${KEEP_WORK:-0}
 INSTALL=${INSTALL:-1}
+H2=${H2:-0}
+# H2=only writes its own report, so that bench/RESULTS.md keeps the HTTP/1.1 figures.
+[[ $H2 != only || -n $RESULTS_GIVEN ]] || RESULTS=$ROOT/bench/RESULTS-h2.md
+H2_CLIENTS=${H2_CLIENTS:-16}
+H2_STREAMS=${H2_STREAMS:-4}
+H2_BASE_PORT=${H2_BASE_PORT:-$((BASE_PORT + 84))}
 export BENCH_PATHS
 
 INVOCATION="DURATION=$DURATION ROUNDS=$ROUNDS WARMUP=$WARMUP PREWARM=$PREWARM CONNS=$CONNS BENCH_PATHS=$BENCH_PATHS TARGETS=\"$TARGETS\" bash bench/run.sh"
+[[ $H2 == 0 ]] || INVOCATION="H2=$H2 H2_CLIENTS=$H2_CLIENTS H2_STREAMS=$H2_STREAMS $INVOCATION"
+case $H2 in 0 | 1 | only) ;; *) echo "bad H2=$H2 (0, 1 or only)" >&2; exit 1 ;; esac
+H1=1
+[[ $H2 != only ]] || H1=0
 
 log() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -124,7 +145,18 @@ ensure_tools() {
 	fi
 }
 ensure_tools
-command -v wrk >/dev/null || die "wrk is required (apt-get install -y wrk)"
+((!H1)) || command -v wrk >/dev/null || die "wrk is required (apt-get install -y wrk)"
+if [[ $H2 != 0 ]] && ! command -v h2load >/dev/null && [[ $INSTALL == 1 ]]; then
+	log "installing nghttp2-client (h2load) with apt-get"
+	sudo=()
+	((EUID == 0)) || sudo=(sudo)
+	{ "${sudo[@]}" apt-get update && DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y nghttp2-client; } >"$WORK/apt-h2.log" 2>&1 ||
+		log "apt-get install nghttp2-client failed: $(tail -2 "$WORK/apt-h2.log" | tr '\n' ' ')"
+fi
+if [[ $H2 != 0 ]]; then
+	command -v h2load >/dev/null || die "H2=$H2 needs h2load (apt-get install -y nghttp2-client)"
+	command -v openssl >/dev/null || die "H2=$H2 needs openssl (for a self-signed certificate)"
+fi
 command -v go >/dev/null || die "go is required"
 command -v curl >/dev/null || die "curl is required"
 
@@ -269,6 +301,15 @@ HAPROXY_PORT=$((BASE_PORT + 83))
 for p in "${UPORTS[@]}" "$RINGLB_PORT" "$ADMIN_PORT" "$NGINX_PORT" "$HAPROXY_PORT"; do
 	port_free "$p" || die "port $p is in use (set BASE_PORT)"
 done
+H2_RINGLB_PORT=$H2_BASE_PORT
+H2_ADMIN_PORT=$((H2_BASE_PORT + 1))
+H2_NGINX_PORT=$((H2_BASE_PORT + 2))
+H2_HAPROXY_PORT=$((H2_BASE_PORT + 3))
+if [[ $H2 != 0 ]]; then
+	for p in "$H2_RINGLB_PORT" "$H2_ADMIN_PORT" "$H2_NGINX_PORT" "$H2_HAPROXY_PORT"; do
+		port_free "$p" || die "port $p is in use (set H2_BASE_PORT)"
+	done
+fi
 
 # ---------------------------------------------------------------- configs
 
@@ -432,6 +473,7 @@ start_haproxy() {
 
 ACTIVE=()
 for t in $TARGETS; do
+	((H1)) || break
 	case $t in
 	direct) ;;
 	ringlb) start_ringlb ;;
@@ -445,10 +487,10 @@ for t in $TARGETS; do
 		ACTIVE+=("$t")
 	fi
 done
-((${#ACTIVE[@]})) || die "no target to run"
+((${#ACTIVE[@]} || !H1)) || die "no target to run"
 
 est=$((${#ACTIVE[@]} * (WARM_S + ROUNDS * (DUR_S + PREWARM_S + 1) * 2) + 10 * ${#ACTIVE[@]}))
-log "targets: ${ACTIVE[*]}; ${ROUNDS} rounds x ${DUR_S}s; at most ~$((est / 60))m$((est % 60))s even if every run is repeated"
+((!H1)) || log "targets: ${ACTIVE[*]}; ${ROUNDS} rounds x ${DUR_S}s; at most ~$((est / 60))m$((est % 60))s even if every run is repeated"
 
 # ---------------------------------------------------------------- runs
 
@@ -549,13 +591,15 @@ done
 
 # ---------------------------------------------------------------- spread / stickiness
 
-# spread TARGET -> one line: per-upstream counts, stickiness, errors, verdict
+# spread TARGET [BASE_URL CURL_FLAG...] -> one line: per-upstream counts,
+# stickiness, errors, verdict. The base URL defaults to the target's.
 spread() {
-	local t=$1 i pass
+	local t=$1 base=${2:-${URL[$1]:-}} i pass
+	shift $(($# < 2 ? $# : 2))
 	local -a urls=()
-	for i in $(seq 1 "$SPREAD_N"); do urls+=("${URL[$t]}/spread/$i"); done
+	for i in $(seq 1 "$SPREAD_N"); do urls+=("$base/spread/$i"); done
 	for pass in 1 2; do
-		timeout 60 curl -s --max-time 2 -w ' %{http_code}\n' "${urls[@]}" 2>/dev/null |
+		timeout 60 curl -s --max-time 2 "$@" -w ' %{http_code}\n' "${urls[@]}" 2>/dev/null |
 			awk '/^ok from / { name = $3; next } /^ [0-9]+$/ { print (name == "" ? "-" : name), $1; name = "" }' >"$WORK/spread-$t-$pass.txt" || true
 	done
 	paste -d' ' "$WORK/spread-$t-1.txt" "$WORK/spread-$t-2.txt" | awk -v n="$SPREAD_N" '
@@ -573,6 +617,266 @@ for t in "${ACTIVE[@]}"; do
 	SPREAD[$t]=$(spread "$t")
 	log "spread $t (${SPREAD_N} paths x 2): ${SPREAD[$t]}"
 done
+
+# ---------------------------------------------------------------- HTTP/2 over TLS (H2=1)
+
+# The same three proxies, each a second process with TLS and HTTP/2 at the
+# front (ALPN h2), HTTP/1.1 to the same four upstreams, the same hashing,
+# driven by h2load instead of wrk: H2_CLIENTS connections with H2_STREAMS
+# concurrent streams each, over the same BENCH_PATHS paths in the same
+# order. h2load prints no percentiles; its --log-file has one line per
+# request (start, status, microseconds to the end of the response), and
+# p50/p99 come from that, the same "request sent to response complete"
+# span wrk's --latency reports.
+
+declare -A H2URL=() H2PIDS=() H2SKIP=() H2RSS=() H2MED=() H2SPREAD=()
+H2ACTIVE=()
+H2RUNS=$WORK/h2runs.tsv
+: >"$H2RUNS"
+
+h2_configs() {
+	mkdir -p "$WORK/tls" "$WORK/nginx-h2/tmp" "$WORK/haproxy-h2"
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+		-subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
+		-keyout "$WORK/tls/tls.key" -out "$WORK/tls/tls.crt" >"$WORK/tls/openssl.log" 2>&1 ||
+		die "openssl could not make a certificate: $(tail -2 "$WORK/tls/openssl.log")"
+	cat "$WORK/tls/tls.crt" "$WORK/tls/tls.key" >"$WORK/tls/haproxy.pem"
+	chmod 644 "$WORK/tls/"* # nginx reads the key as root, but keep it simple for nobody too
+
+	sed -e "s|^listen: .*|listen: 127.0.0.1:$H2_RINGLB_PORT|" \
+		-e "s|^admin_listen: .*|admin_listen: 127.0.0.1:$H2_ADMIN_PORT|" "$WORK/ringlb.yaml" >"$WORK/ringlb-h2.yaml"
+	cat >>"$WORK/ringlb-h2.yaml" <<EOF
+tls:
+  cert_file: $WORK/tls/tls.crt
+  key_file: $WORK/tls/tls.key
+http2: true
+EOF
+
+	sed -e "s|$WORK/nginx/|$WORK/nginx-h2/|g" \
+		-e "s|listen 127.0.0.1:$NGINX_PORT;|listen 127.0.0.1:$H2_NGINX_PORT ssl http2;\\
+        ssl_certificate $WORK/tls/tls.crt;\\
+        ssl_certificate_key $WORK/tls/tls.key;\\
+        ssl_protocols TLSv1.2 TLSv1.3;|" "$WORK/nginx/nginx.conf" >"$WORK/nginx-h2/nginx.conf"
+	grep -q "listen 127.0.0.1:$H2_NGINX_PORT ssl http2;" "$WORK/nginx-h2/nginx.conf" || die "could not derive the nginx HTTP/2 config"
+
+	# Over HTTP/2 HAProxy sees the absolute URI (scheme and authority from
+	# :scheme and :authority): path-only hashes what HTTP/1.1 requests, nginx's
+	# $request_uri and ringlb's uri key hash, the path and query.
+	sed -e "s|bind 127.0.0.1:$HAPROXY_PORT|bind 127.0.0.1:$H2_HAPROXY_PORT ssl crt $WORK/tls/haproxy.pem alpn h2,http/1.1|" \
+		-e "s|balance uri\$|balance uri path-only|" \
+		"$WORK/haproxy/haproxy.cfg" >"$WORK/haproxy-h2/haproxy.cfg"
+	grep -q "alpn h2" "$WORK/haproxy-h2/haproxy.cfg" && grep -q "balance uri path-only" "$WORK/haproxy-h2/haproxy.cfg" ||
+		die "could not derive the HAProxy HTTP/2 config"
+}
+
+# wait_h2 URL PID NAME: until URL answers 200 over HTTP/2 with TLS, or PID dies, or 10 s.
+wait_h2() {
+	local url=$1 pid=$2 name=$3 i v
+	for i in $(seq 1 100); do
+		kill -0 "$pid" 2>/dev/null || return 1
+		v=$(curl -sk --http2 --max-time 1 -o /dev/null -w '%{http_version} %{http_code}' "$url" 2>/dev/null) || v=
+		[[ $v == "2 200" ]] && return 0
+		sleep 0.1
+	done
+	log "$name did not answer 200 over HTTP/2 at $url within 10 s (last: ${v:-no answer})"
+	return 1
+}
+
+h2_start() {
+	local t=$1 pid workers
+	case $t in
+	ringlb)
+		((HAVE_RINGLB)) || {
+			H2SKIP[ringlb]=$RINGLB_SKIP
+			return
+		}
+		GOMAXPROCS=1 "${PROXY[@]}" "$WORK/ringlb" serve -config "$WORK/ringlb-h2.yaml" >"$WORK/ringlb-h2.log" 2>&1 &
+		pid=$!
+		PIDS+=("$pid")
+		if wait_h2 "https://127.0.0.1:$H2_RINGLB_PORT/k/0" "$pid" "ringlb (h2)"; then
+			H2PIDS[ringlb]=$pid
+		else
+			H2SKIP[ringlb]="ringlb serve does not answer over TLS and HTTP/2 on its tls listener: $(tail -2 "$WORK/ringlb-h2.log" | tr '\n' ' ')"
+		fi
+		;;
+	nginx)
+		command -v nginx >/dev/null || {
+			H2SKIP[nginx]="nginx not installed"
+			return
+		}
+		"${PROXY[@]}" nginx -p "$WORK/nginx-h2/" -e "$WORK/nginx-h2/error.log" -c "$WORK/nginx-h2/nginx.conf" >"$WORK/nginx-h2/stdout.log" 2>&1 &
+		pid=$!
+		PIDS+=("$pid")
+		if ! wait_h2 "https://127.0.0.1:$H2_NGINX_PORT/k/0" "$pid" "nginx (h2)"; then
+			H2SKIP[nginx]="nginx did not come up with TLS and HTTP/2: $(tail -3 "$WORK/nginx-h2/error.log" "$WORK/nginx-h2/stdout.log" 2>/dev/null | tr '\n' ' ')"
+			return
+		fi
+		workers=$(pgrep -P "$pid" | tr '\n' ' ')
+		[[ -n $workers ]] || {
+			H2SKIP[nginx]="nginx has no worker process"
+			return
+		}
+		# shellcheck disable=SC2206
+		PIDS+=($workers)
+		H2PIDS[nginx]="$pid $workers"
+		;;
+	haproxy)
+		command -v haproxy >/dev/null || {
+			H2SKIP[haproxy]="haproxy not installed"
+			return
+		}
+		"${PROXY[@]}" haproxy -db -f "$WORK/haproxy-h2/haproxy.cfg" >"$WORK/haproxy-h2/haproxy.log" 2>&1 &
+		pid=$!
+		PIDS+=("$pid")
+		if wait_h2 "https://127.0.0.1:$H2_HAPROXY_PORT/k/0" "$pid" "haproxy (h2)"; then
+			H2PIDS[haproxy]=$pid
+		else
+			H2SKIP[haproxy]="haproxy did not come up with TLS and HTTP/2: $(tail -3 "$WORK/haproxy-h2/haproxy.log" | tr '\n' ' ')"
+		fi
+		;;
+	esac
+}
+
+# h2_uris TARGET: h2load's input file, the paths of bench/paths.lua in its order.
+h2_uris() {
+	local t=$1 port
+	case $t in ringlb) port=$H2_RINGLB_PORT ;; nginx) port=$H2_NGINX_PORT ;; haproxy) port=$H2_HAPROXY_PORT ;; esac
+	H2URL[$t]="https://127.0.0.1:$port"
+	awk -v n="$BENCH_PATHS" -v u="${H2URL[$t]}" '
+		function gcd(a, b,   r) { while (b != 0) { r = a % b; a = b; b = r }; return a }
+		BEGIN { s = 7919; if (gcd(n, s) != 1) s = 1; for (i = 0; i < n; i++) print u "/k/" (i * s) % n }' >"$WORK/h2-uris-$t.txt"
+}
+
+h2load_cmd() { # target seconds [log file] -> the h2load command line
+	echo "${LOAD[*]}${LOAD[*]:+ }h2load -t1 -c$H2_CLIENTS -m$H2_STREAMS -D$2 -i h2-uris-$1.txt${3:+ --log-file=$3}"
+}
+
+# run_h2load SECONDS TARGET [LOGFILE]: in the background, waited for (see run_wrk).
+run_h2load() {
+	local secs=$1 t=$2 lf=${3:-}
+	(cd "$WORK" && exec "${LOAD[@]}" h2load -t1 -c"$H2_CLIENTS" -m"$H2_STREAMS" -D"$secs" -i "h2-uris-$t.txt" ${lf:+--log-file="$lf"}) &
+	WRK_PID=$!
+	wait "$WRK_PID" || true
+	WRK_PID=
+}
+
+# parse_h2load OUT LOG -> "rps requests p50_ms p99_ms non2xx failed"
+# OUT is h2load's summary ("requests: N total, N started, N done, N
+# succeeded, N failed, N errored, N timeout"); LOG its --log-file, one line
+# per finished request: start_us <TAB> status <TAB> microseconds to the end
+# of the response. Percentiles are nearest-rank over every request.
+parse_h2load() {
+	local rps reqs failed pct bad
+	read -r rps reqs failed <<<"$(awk '
+		/^finished in / { rps = $4 + 0 }
+		/^requests: / { done = $6; fail = $10 + $12 + $14 }
+		END { printf "%.0f %d %d\n", rps, done, fail }' "$1")"
+	bad=$(awk -F'\t' '$2 < 200 || $2 > 399 { n++ } END { print n + 0 }' "$2")
+	pct=$(cut -f3 "$2" | sort -n | awk '
+		{ v[NR] = $1 }
+		function rank(p,   i) { i = int(NR * p); if (i < NR * p) i++; return i < 1 ? 1 : i }
+		END { if (NR == 0) print "- -"; else printf "%.3f %.3f\n", v[rank(0.50)] / 1000, v[rank(0.99)] / 1000 }')
+	echo "$rps $reqs $pct $bad $failed"
+}
+
+# h2_measure TARGET ROUND: one measured h2load run; appends to H2RUNS.
+h2_measure() {
+	local t=$1 r=$2 out="$WORK/h2load-$1-$2.txt" lf="$WORK/h2load-$1-$2.log"
+	local -a tp
+	read -r -a tp <<<"${H2PIDS[$t]}"
+	local before="$WORK/snap.before" after="$WORK/snap.after" s0 s1 t0 t1 w fticks
+	((PREWARM_S == 0)) || run_h2load "$PREWARM_S" "$t" >"$WORK/h2load-$t-$r-prewarm.txt" 2>&1
+	snapshot_all >"$before"
+	s0=$(ticks "${tp[@]}")
+	t0=$(date +%s.%N)
+	run_h2load "$DUR_S" "$t" "$lf" >"$out" 2>&1
+	t1=$(date +%s.%N)
+	s1=$(ticks "${tp[@]}")
+	snapshot_all >"$after"
+	fticks=$(foreign_ticks "$before" "$after" $$ "${UPIDS[@]}" "${tp[@]}")
+	local rps reqs p50 p99 bad failed cpu_us fcores note=""
+	read -r rps reqs p50 p99 bad failed <<<"$(parse_h2load "$out" "$lf")"
+	w=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+	cpu_us=$(awk -v d=$((s1 - s0)) -v hz="$CLK_TCK" -v n="$reqs" 'BEGIN { if (n > 0) printf "%.2f", d / hz * 1e6 / n; else print "-" }')
+	fcores=$(awk -v f="$fticks" -v hz="$CLK_TCK" -v w="$w" 'BEGIN { printf "%.2f", f / hz / w }')
+	((reqs > 0)) || note="h2load failed: $(tail -2 "$out" | tr '\n' ' ')"
+	((bad == 0 && failed == 0)) || note="${note:+$note; }non2xx=$bad failed=$failed"
+	rm -f "$lf"
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$r" "$rps" "$reqs" "$p50" "$p99" "$bad" "$failed" "$cpu_us" "$fcores" "$note" >>"$H2RUNS"
+	log "$(printf '%-8s h2 r%s %7s req/s  p50 %7sms  p99 %8sms  cpu %6s us/req  foreign %5s cores%s' \
+		"$t" "$r" "$rps" "$p50" "$p99" "$cpu_us" "$fcores" "${note:+  [$note]}")"
+}
+
+h2col() { # target column -> "median min max"
+	awk -F'\t' -v t="$1" -v c="$2" '$1 == t && $c != "-" && $4 > 0 { print $c }' "$H2RUNS" | stats
+}
+
+h2_table() {
+	printf '%-9s %8s %8s %9s %24s %8s %5s %6s %s\n' target "rps" "p50 ms" "p99 ms" "CPU us/req (min..max)" "RSS MiB" "runs" "noisy" "errors"
+	local t rps p50 p99 m1 m2 m3 n noisy errs o
+	for t in "${H2ACTIVE[@]}"; do
+		read -r rps _ _ <<<"$(h2col "$t" 3)"
+		read -r p50 _ _ <<<"$(h2col "$t" 5)"
+		read -r p99 _ _ <<<"$(h2col "$t" 6)"
+		read -r m1 m2 m3 <<<"$(h2col "$t" 9)"
+		n=$(awk -F'\t' -v t="$t" '$1 == t' "$H2RUNS" | wc -l)
+		noisy=$(awk -F'\t' -v t="$t" '$1 == t && $10 > 0.25' "$H2RUNS" | wc -l)
+		errs=$(awk -F'\t' -v t="$t" '$1 == t { e += $7 + $8 + ($4 == 0) } END { print e + 0 }' "$H2RUNS")
+		H2MED[$t.cpu]=$m1
+		H2MED[$t.p99]=$p99
+		H2MED[$t.rss]=${H2RSS[$t]}
+		printf '%-9s %8s %8s %9s %24s %8s %5s %6s %s\n' "$t" "$rps" "$p50" "$p99" "$m1 ($m2..$m3)" "${H2RSS[$t]}" "$n" "$noisy" "$errs"
+	done
+	for t in "${!H2SKIP[@]}"; do printf '%-9s skipped: %s\n' "$t" "${H2SKIP[$t]}"; done
+	echo "HTTP/2 over TLS (h2load -c$H2_CLIENTS -m$H2_STREAMS), HTTP/1.1 to the upstreams; p50/p99 from h2load's per-request log."
+	echo "errors: non-2xx responses + failed/errored/timed-out requests + failed h2load runs (should be 0)."
+	for o in nginx haproxy; do
+		[[ -n ${H2MED[ringlb.cpu]:-} && -n ${H2MED[$o.cpu]:-} ]] || continue
+		printf 'ringlb/%-8s CPU/req %s   p99 %s   RSS %s\n' "$o" \
+			"$(ratio "${H2MED[ringlb.cpu]}" "${H2MED[$o.cpu]}")" "$(ratio "${H2MED[ringlb.p99]}" "${H2MED[$o.p99]}")" "$(ratio "${H2MED[ringlb.rss]}" "${H2MED[$o.rss]}")"
+	done
+}
+
+if [[ $H2 != 0 ]]; then
+	h2_configs
+	for t in $TARGETS; do
+		case $t in
+		direct) continue ;; # the upstreams speak HTTP/1.1 only: no HTTP/2 ceiling
+		ringlb | nginx | haproxy) h2_start "$t" ;;
+		esac
+		if [[ -n ${H2SKIP[$t]:-} ]]; then
+			log "SKIP $t (h2): ${H2SKIP[$t]}"
+		else
+			h2_uris "$t"
+			H2ACTIVE+=("$t")
+		fi
+	done
+	if ((${#H2ACTIVE[@]})); then
+		log "HTTP/2 over TLS: ${H2ACTIVE[*]}; ${ROUNDS} rounds x ${DUR_S}s, h2load -c$H2_CLIENTS -m$H2_STREAMS"
+		if ((WARM_S > 0)); then
+			for t in "${H2ACTIVE[@]}"; do
+				log "warm-up $t (h2) ${WARM_S}s"
+				run_h2load "$WARM_S" "$t" >"$WORK/h2load-$t-warmup.txt" 2>&1
+			done
+		fi
+		for r in $(seq 1 "$ROUNDS"); do
+			for t in "${H2ACTIVE[@]}"; do
+				sleep 1
+				h2_measure "$t" "$r"
+			done
+		done
+		for t in "${H2ACTIVE[@]}"; do
+			read -r -a tp <<<"${H2PIDS[$t]}"
+			H2RSS[$t]=$(awk -v k="$(vmhwm_kib "${tp[@]}")" 'BEGIN { printf "%.1f", k / 1024 }')
+		done
+		for t in "${H2ACTIVE[@]}"; do
+			H2SPREAD[$t]=$(spread "$t-h2" "${H2URL[$t]}" -k --http2)
+			log "spread $t (h2, ${SPREAD_N} paths x 2): ${H2SPREAD[$t]}"
+		done
+	else
+		log "HTTP/2 over TLS: no target to run"
+	fi
+fi
 
 # ---------------------------------------------------------------- report
 
@@ -608,11 +912,22 @@ table() {
 	done
 }
 
-TABLE=$(table)
-echo
-echo "ringlb bench: $(date -u '+%Y-%m-%d %H:%M UTC'), ${ROUNDS} rounds x ${DUR_S}s, wrk -t1 -c$CONNS over $BENCH_PATHS paths, pinned=$PINNED"
-echo "$TABLE"
-for t in "${ACTIVE[@]}"; do [[ -n ${SPREAD[$t]:-} ]] && printf 'spread %-8s %s\n' "$t" "${SPREAD[$t]}"; done
+TABLE=""
+if ((H1)); then
+	TABLE=$(table)
+	echo
+	echo "ringlb bench: $(date -u '+%Y-%m-%d %H:%M UTC'), ${ROUNDS} rounds x ${DUR_S}s, wrk -t1 -c$CONNS over $BENCH_PATHS paths, pinned=$PINNED"
+	echo "$TABLE"
+	for t in "${ACTIVE[@]}"; do [[ -n ${SPREAD[$t]:-} ]] && printf 'spread %-8s %s\n' "$t" "${SPREAD[$t]}"; done
+fi
+H2TABLE=""
+if [[ $H2 != 0 ]]; then
+	H2TABLE=$(h2_table)
+	echo
+	echo "ringlb bench, HTTP/2 over TLS: $(date -u '+%Y-%m-%d %H:%M UTC'), ${ROUNDS} rounds x ${DUR_S}s, h2load -t1 -c$H2_CLIENTS -m$H2_STREAMS over $BENCH_PATHS paths, pinned=$PINNED"
+	echo "$H2TABLE"
+	for t in "${H2ACTIVE[@]}"; do [[ -n ${H2SPREAD[$t]:-} ]] && printf 'spread %-8s %s\n' "$t" "${H2SPREAD[$t]}"; done
+fi
 
 [[ -n $RESULTS ]] || exit 0
 
@@ -624,7 +939,11 @@ version_lines() {
 	fi
 	command -v nginx >/dev/null && echo "- $(nginx -v 2>&1 | head -1)"
 	command -v haproxy >/dev/null && echo "- $( (haproxy -v 2>&1 || true) | head -1)"
-	echo "- $( (wrk -v 2>&1 || true) | head -1)"
+	((!H1)) || echo "- $( (wrk -v 2>&1 || true) | head -1)"
+	if [[ $H2 != 0 ]]; then
+		echo "- $(h2load --version 2>&1 | head -1)"
+		echo "- $(openssl version 2>&1 | head -1) (the proxies' own TLS libraries may differ: ringlb uses Go's crypto/tls)"
+	fi
 	echo "- kernel $(uname -r), $NCPU cpus: $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
 	echo "- load average at start: $LOADAVG_START; at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 }
@@ -639,6 +958,7 @@ version_lines() {
 	echo '```'
 	echo "$INVOCATION"
 	for t in "${ACTIVE[@]}"; do echo "# $t: $(wrk_cmd "$t" "$DUR_S")"; done
+	for t in "${H2ACTIVE[@]}"; do echo "# $t (HTTP/2 over TLS): (cd \$WORK && $(h2load_cmd "$t" "$DUR_S" h2load.log))"; done
 	echo '```'
 	echo
 	echo "Pinning: $([[ $PINNED == 1 ]] && echo "proxy on cpu $PROXY_CPU (ringlb GOMAXPROCS=1, nginx 1 worker, HAProxy nbthread 1); wrk and the four upstreams (GOMAXPROCS=1 each) on cpu $LOAD_CPU" || echo "off")."
@@ -647,6 +967,7 @@ version_lines() {
 	echo
 	version_lines
 	echo
+	if ((H1)); then
 	echo "## Summary (medians over the kept runs)"
 	echo
 	echo '```'
@@ -677,6 +998,23 @@ version_lines() {
 		echo "- $t: req/s $a..$b, p99 ${c}..${d} ms, CPU $e..$f us/req"
 	done
 	echo
+	fi
+	if [[ $H2 != 0 ]]; then
+		echo "## HTTP/2 over TLS (medians over the runs)"
+		echo
+		echo "TLS and HTTP/2 (ALPN h2) at the front with a self-signed P-256 certificate, HTTP/1.1 to the same upstreams, the same hashing; h2load opens $H2_CLIENTS connections with up to $H2_STREAMS streams in flight on each, over the same paths in the same order as wrk. p50 and p99 are nearest-rank percentiles of h2load's per-request log (request sent to response complete); the run's TLS handshakes are included in its CPU."
+		echo
+		echo '```'
+		echo "$H2TABLE"
+		echo '```'
+		echo
+		for t in "${H2ACTIVE[@]}"; do [[ -n ${H2SPREAD[$t]:-} ]] && echo "- spread and stickiness, $t over HTTP/2: ${H2SPREAD[$t]}"; done
+		echo
+		echo "| target | round | req/s | requests | p50 ms | p99 ms | CPU us/req | foreign cores | non-2xx | failed | note |"
+		echo "|---|---|---|---|---|---|---|---|---|---|---|"
+		awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $9, $10, $7, $8, $11 }' "$H2RUNS"
+		echo
+	fi
 	echo "## Configs"
 	echo
 	echo "Upstreams: \`GOMAXPROCS=1 upstream -listen 127.0.0.1:PORT -name uN\` on ports ${UPORTS[*]} (bench/upstream)."
@@ -704,11 +1042,21 @@ version_lines() {
 		redact "$WORK/haproxy/haproxy.cfg"
 		echo '```'
 	fi
-	if ((${#SKIP[@]})); then
+	for t in "${H2ACTIVE[@]}"; do
+		echo
+		case $t in
+		ringlb) echo "ringlb, HTTP/2 over TLS (\`ringlb serve -config ringlb-h2.yaml\`):" && echo && echo '```yaml' && redact "$WORK/ringlb-h2.yaml" ;;
+		nginx) echo "nginx, HTTP/2 over TLS (\`nginx -p \$WORK/nginx-h2/ -c \$WORK/nginx-h2/nginx.conf\`):" && echo && echo '```nginx' && redact "$WORK/nginx-h2/nginx.conf" ;;
+		haproxy) echo "HAProxy, HTTP/2 over TLS (\`haproxy -db -f haproxy-h2.cfg\`; the .pem is the certificate then its key):" && echo && echo '```' && redact "$WORK/haproxy-h2/haproxy.cfg" ;;
+		esac
+		echo '```'
+	done
+	if ((${#SKIP[@]} + ${#H2SKIP[@]})); then
 		echo
 		echo "## Skipped"
 		echo
 		for t in "${!SKIP[@]}"; do echo "- $t: ${SKIP[$t]}"; done
+		for t in "${!H2SKIP[@]}"; do echo "- $t (HTTP/2 over TLS): ${H2SKIP[$t]}"; done
 	fi
 } >"$RESULTS"
 log "wrote $RESULTS"

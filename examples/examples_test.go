@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,8 @@ import (
 // working directory of its tests).
 const repoRoot = ".."
 
-// specMetrics are the metric names of the README's Metrics table.
+// specMetrics are the metric names ringlb exports: the README's Metrics
+// table and the metrics its Discovery and Hold sections add.
 var specMetrics = []string{
 	"ringlb_requests_total",
 	"ringlb_request_duration_seconds",
@@ -38,9 +40,12 @@ var specMetrics = []string{
 	"ringlb_ring_info",
 	"ringlb_config_reloads_total",
 	"ringlb_config_last_reload_success",
+	"ringlb_tls_cert_not_after_seconds",
+	"ringlb_discovery_members",
+	"ringlb_discovery_updates_total",
+	"ringlb_discovery_errors_total",
 	"ringlb_hold_keys",
 	"ringlb_held_total",
-	"ringlb_tls_cert_not_after_seconds",
 }
 
 // specHistograms are the histograms among specMetrics: Prometheus exposes
@@ -49,7 +54,9 @@ var specHistograms = []string{"ringlb_request_duration_seconds"}
 
 // TestConfigsLoad checks that every example config, the config embedded in
 // the Kubernetes ConfigMap and the repository's default config.yaml pass
-// config.Load: the schema is strict, so a renamed field breaks them.
+// config.Load: the schema is strict, so a renamed field breaks them. A
+// config with a tls block is loaded from a copy with a generated pair next
+// to it (withTLSPair).
 func TestConfigsLoad(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("configs", "*.yaml"))
 	if err != nil {
@@ -65,29 +72,21 @@ func TestConfigsLoad(t *testing.T) {
 	}
 	files = append(files, filepath.Join(repoRoot, "config.yaml"))
 
-	k8s, err := configMapConfig(filepath.Join("kubernetes", "ringlb.yaml"), "ringlb", "config.yaml")
-	if err != nil {
-		t.Fatal(err)
+	for _, m := range kubernetesManifests {
+		k8s, err := configMapConfig(filepath.Join("kubernetes", m), "ringlb", "config.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "kubernetes-"+strings.TrimSuffix(m, ".yaml")+"-configmap-config.yaml")
+		if err := os.WriteFile(path, k8s, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, path)
 	}
-	path := filepath.Join(t.TempDir(), "kubernetes-configmap-config.yaml")
-	if err := os.WriteFile(path, k8s, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	files = append(files, path)
-
-	disc, err := configMapConfig(filepath.Join("kubernetes", "discovery.yaml"), "ringlb-discovery", "config.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	path = filepath.Join(t.TempDir(), "kubernetes-discovery-config.yaml")
-	if err := os.WriteFile(path, disc, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	files = append(files, path)
 
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			if _, err := config.Load(f); err != nil {
+			if _, err := config.Load(withTLSPair(t, f)); err != nil {
 				t.Errorf("config.Load(%q):\n%v", f, err)
 			}
 		})
@@ -98,7 +97,43 @@ func TestConfigsLoad(t *testing.T) {
 // binds 0.0.0.0: loopback inside a pod is unreachable by the Service and
 // by the kubelet's probes.
 func TestKubernetesConfigListensOnAllInterfaces(t *testing.T) {
-	data, err := configMapConfig(filepath.Join("kubernetes", "ringlb.yaml"), "ringlb", "config.yaml")
+	for _, m := range kubernetesManifests {
+		t.Run(m, func(t *testing.T) {
+			cfg := kubernetesConfig(t, m)
+			if cfg.Listen != "0.0.0.0:8080" {
+				t.Errorf("listen = %q, want 0.0.0.0:8080", cfg.Listen)
+			}
+			if cfg.AdminListen != "0.0.0.0:9901" {
+				t.Errorf("admin_listen = %q, want 0.0.0.0:9901", cfg.AdminListen)
+			}
+		})
+	}
+}
+
+// kubernetesManifests are the files of examples/kubernetes/, each a whole
+// deployment with a ConfigMap "ringlb" holding config.yaml.
+var kubernetesManifests = []string{"ringlb.yaml", "discovery.yaml"}
+
+// TestKubernetesManifestsListed: a new manifest gets the checks above.
+func TestKubernetesManifestsListed(t *testing.T) {
+	found, err := filepath.Glob(filepath.Join("kubernetes", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range found {
+		found[i] = filepath.Base(found[i])
+	}
+	want := slices.Sorted(slices.Values(kubernetesManifests))
+	if !slices.Equal(found, want) {
+		t.Errorf("examples/kubernetes holds %q; kubernetesManifests lists %q", found, want)
+	}
+}
+
+// kubernetesConfig loads the config in the ConfigMap ringlb of the manifest
+// examples/kubernetes/NAME.
+func kubernetesConfig(t *testing.T, name string) *config.Config {
+	t.Helper()
+	data, err := configMapConfig(filepath.Join("kubernetes", name), "ringlb", "config.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,11 +145,133 @@ func TestKubernetesConfigListensOnAllInterfaces(t *testing.T) {
 	if err != nil {
 		t.Fatalf("config.Load: %v", err)
 	}
-	if cfg.Listen != "0.0.0.0:8080" {
-		t.Errorf("listen = %q, want 0.0.0.0:8080", cfg.Listen)
+	return cfg
+}
+
+// k8sObject is the part of a Kubernetes object the discovery example's
+// checks read.
+type k8sObject struct {
+	Kind     string `yaml:"kind"`
+	Metadata struct {
+		Name   string            `yaml:"name"`
+		Labels map[string]string `yaml:"labels"`
+	} `yaml:"metadata"`
+	Spec struct {
+		ClusterIP   string           `yaml:"clusterIP"`
+		Selector    yaml.Node        `yaml:"selector"` // a Service's map, a workload's matchLabels
+		ServiceName string           `yaml:"serviceName"`
+		Ports       []k8sServicePort `yaml:"ports"`
+		Template    k8sPodTemplate   `yaml:"template"`
+	} `yaml:"spec"`
+}
+
+type k8sServicePort struct {
+	Name       string `yaml:"name"`
+	Protocol   string `yaml:"protocol"`
+	Port       int    `yaml:"port"`
+	TargetPort string `yaml:"targetPort"`
+}
+
+type k8sPodTemplate struct {
+	Metadata struct {
+		Labels map[string]string `yaml:"labels"`
+	} `yaml:"metadata"`
+	Spec struct {
+		Containers []struct {
+			Name  string `yaml:"name"`
+			Ports []struct {
+				Name          string `yaml:"name"`
+				ContainerPort int    `yaml:"containerPort"`
+			} `yaml:"ports"`
+		} `yaml:"containers"`
+	} `yaml:"spec"`
+}
+
+// TestKubernetesDiscoveryMatchesService: the SRV name ringlb asks for in
+// examples/kubernetes/discovery.yaml is the one Kubernetes' DNS publishes
+// for the manifest's headless Service (_PORTNAME._tcp.SERVICE.NAMESPACE.svc.
+// cluster.local, one target per ready pod), that Service governs the
+// StatefulSet and selects its pods, and its named port reaches the pods'
+// port.
+func TestKubernetesDiscoveryMatchesService(t *testing.T) {
+	cfg := kubernetesConfig(t, "discovery.yaml")
+	if cfg.Discovery == nil || len(cfg.Discovery.Sources) != 1 || cfg.Discovery.Sources[0].SRV == "" {
+		t.Fatalf("want one srv source in the discovery block, got %+v", cfg.Discovery)
 	}
-	if cfg.AdminListen != "0.0.0.0:9901" {
-		t.Errorf("admin_listen = %q, want 0.0.0.0:9901", cfg.AdminListen)
+	if len(cfg.Upstreams) != 0 {
+		t.Errorf("upstreams: %d static members, want none", len(cfg.Upstreams))
+	}
+	srv := cfg.Discovery.Sources[0].SRV
+	m := regexp.MustCompile(`^_([a-z0-9-]+)\._(tcp)\.([a-z0-9-]+)\.([a-z0-9-]+)\.svc\.cluster\.local$`).FindStringSubmatch(srv)
+	if m == nil {
+		t.Fatalf("srv %q is not _PORT._tcp.SERVICE.NAMESPACE.svc.cluster.local", srv)
+	}
+	portName, service := m[1], m[3]
+
+	f, err := os.Open(filepath.Join("kubernetes", "discovery.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	objs := map[string]k8sObject{}
+	dec := yaml.NewDecoder(f)
+	for {
+		var o k8sObject
+		if err := dec.Decode(&o); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		objs[o.Kind+"/"+o.Metadata.Name] = o
+	}
+	svc, ok := objs["Service/"+service]
+	if !ok {
+		t.Fatalf("srv %q names the Service %q; the manifest has none", srv, service)
+	}
+	if svc.Spec.ClusterIP != "None" {
+		t.Errorf("Service %s: clusterIP %q, want None (headless: SRV targets are then the pods)", service, svc.Spec.ClusterIP)
+	}
+	var port *k8sServicePort
+	for i, p := range svc.Spec.Ports {
+		if p.Name == portName {
+			port = &svc.Spec.Ports[i]
+		}
+	}
+	if port == nil {
+		t.Fatalf("Service %s has no port named %q, which the SRV name %q needs", service, portName, srv)
+	}
+	if port.Protocol != "" && port.Protocol != "TCP" {
+		t.Errorf("Service %s port %s: protocol %s; _tcp needs TCP", service, portName, port.Protocol)
+	}
+
+	var sts *k8sObject
+	for _, o := range objs {
+		if o.Kind == "StatefulSet" && o.Spec.ServiceName == service {
+			sts = &o
+		}
+	}
+	if sts == nil {
+		t.Fatalf("no StatefulSet has serviceName %q: its pods would get no stable DNS names under it", service)
+	}
+	var sel map[string]string
+	if err := svc.Spec.Selector.Decode(&sel); err != nil || len(sel) == 0 {
+		t.Fatalf("Service %s: selector %v: %v", service, sel, err)
+	}
+	for k, v := range sel {
+		if sts.Spec.Template.Metadata.Labels[k] != v {
+			t.Errorf("Service %s selects %s=%s; StatefulSet %s's pods are labelled %v", service, k, v, sts.Metadata.Name, sts.Spec.Template.Metadata.Labels)
+		}
+	}
+	podPort := 0
+	for _, c := range sts.Spec.Template.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.Name == port.TargetPort || strconv.Itoa(p.ContainerPort) == port.TargetPort {
+				podPort = p.ContainerPort
+			}
+		}
+	}
+	if podPort == 0 {
+		t.Errorf("Service %s port %s targets %q; no container of StatefulSet %s has that port", service, portName, port.TargetPort, sts.Metadata.Name)
 	}
 }
 
@@ -255,14 +412,15 @@ func TestAlertMetricNames(t *testing.T) {
 		"ringlb_requests_total",
 		"ringlb_no_upstream_total",
 		"ringlb_config_last_reload_success",
+		"ringlb_ring_info",
 		"ringlb_tls_cert_not_after_seconds",
 	} {
 		if !used[m] {
 			t.Errorf("no alert uses %s", m)
 		}
 	}
-	if len(alerts) < 4 {
-		t.Errorf("alerts.yml has alerts %q, want at least 4", alerts)
+	if len(alerts) < 6 {
+		t.Errorf("alerts.yml has alerts %q, want at least 6", alerts)
 	}
 }
 

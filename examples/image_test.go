@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -51,17 +52,22 @@ type container struct {
 	command, args []string
 	hasCommand    bool
 	hasArgs       bool
+	image         string
 	// mounts maps a mount path to the ConfigMap whose keys are files there.
 	mounts map[string]string
+	// configMaps holds the data of the ConfigMaps of the container's own
+	// manifest, by name: manifests that are alternatives to each other may
+	// use the same names.
+	configMaps map[string]map[string]string
 }
 
-// manifestContainers returns every container of every pod template (and
-// every ConfigMap's data) in the multi-document manifests.
-func manifestContainers(t *testing.T, files []string) ([]container, map[string]map[string]string) {
+// manifestContainers returns every container of every pod template in the
+// multi-document manifests, each with its manifest's ConfigMaps.
+func manifestContainers(t *testing.T, files []string) []container {
 	t.Helper()
 	var out []container
-	configMaps := map[string]map[string]string{}
 	for _, f := range files {
+		configMaps := map[string]map[string]string{}
 		r, err := os.Open(f)
 		if err != nil {
 			t.Fatal(err)
@@ -79,6 +85,7 @@ func manifestContainers(t *testing.T, files []string) ([]container, map[string]m
 						Spec struct {
 							Containers []struct {
 								Name         string    `yaml:"name"`
+								Image        string    `yaml:"image"`
 								Command      *[]string `yaml:"command"`
 								Args         *[]string `yaml:"args"`
 								VolumeMounts []struct {
@@ -114,7 +121,8 @@ func manifestContainers(t *testing.T, files []string) ([]container, map[string]m
 				}
 			}
 			for _, c := range ps.Containers {
-				k := container{where: fmt.Sprintf("%s: %s %s: container %s", f, doc.Kind, doc.Metadata.Name, c.Name), mounts: map[string]string{}}
+				k := container{where: fmt.Sprintf("%s: %s %s: container %s", f, doc.Kind, doc.Metadata.Name, c.Name),
+					image: c.Image, mounts: map[string]string{}, configMaps: configMaps}
 				if c.Command != nil {
 					k.command, k.hasCommand = *c.Command, true
 				}
@@ -131,7 +139,21 @@ func manifestContainers(t *testing.T, files []string) ([]container, map[string]m
 		}
 		r.Close()
 	}
-	return out, configMaps
+	return out
+}
+
+// isRinglbImage reports whether a container image reference names the
+// image built from the repository's Dockerfile: ringlb, with any registry
+// path, tag or digest.
+func isRinglbImage(ref string) bool {
+	if i := strings.IndexByte(ref, '@'); i >= 0 {
+		ref = ref[:i]
+	}
+	ref = ref[strings.LastIndexByte(ref, '/')+1:]
+	if i := strings.IndexByte(ref, ':'); i >= 0 {
+		ref = ref[:i]
+	}
+	return ref == "ringlb"
 }
 
 // composeArgv is what a container runs, as Kubernetes decides it: its
@@ -182,9 +204,18 @@ func TestImageAndManifestsStart(t *testing.T) {
 	if err != nil || len(manifests) == 0 {
 		t.Fatalf("no Kubernetes manifests: %v", err)
 	}
-	containers, configMaps := manifestContainers(t, manifests)
-	if len(containers) == 0 {
-		t.Fatal("the Kubernetes manifests have no containers")
+	var containers []container
+	for _, c := range manifestContainers(t, manifests) {
+		// Only ringlb's containers run this image; the others are the
+		// app ringlb fronts (examples/kubernetes/discovery.yaml).
+		if isRinglbImage(c.image) {
+			containers = append(containers, c)
+		}
+	}
+	for _, m := range manifests {
+		if !slices.ContainsFunc(containers, func(c container) bool { return strings.HasPrefix(c.where, m+":") }) {
+			t.Errorf("%s: no container runs the ringlb image", m)
+		}
 	}
 	// docker run IMAGE, with no arguments: the baked-in config.
 	cases := append([]container{{where: "Dockerfile (docker run with no arguments)", mounts: map[string]string{}}}, containers...)
@@ -196,9 +227,9 @@ func TestImageAndManifestsStart(t *testing.T) {
 			root := t.TempDir()
 			files := map[string][]byte{"/etc/ringlb/config.yaml": defaultConfig}
 			for dir, cm := range c.mounts {
-				data, ok := configMaps[cm]
+				data, ok := c.configMaps[cm]
 				if !ok {
-					t.Fatalf("mount %s: no ConfigMap %q in the manifests", dir, cm)
+					t.Fatalf("mount %s: no ConfigMap %q in the container's manifest", dir, cm)
 				}
 				for p := range files {
 					if strings.HasPrefix(p, dir+"/") {

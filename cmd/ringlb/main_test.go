@@ -299,14 +299,15 @@ func TestSimulateHold(t *testing.T) {
 }
 
 // TestValidateShippedConfigs runs `ringlb validate` on every config a user
-// may copy: the root config.yaml and examples/configs/*.yaml.
+// may copy: the root config.yaml and examples/configs/*.yaml (one with a
+// tls block from a copy with a generated pair: see shippedConfig).
 func TestValidateShippedConfigs(t *testing.T) {
 	paths, err := filepath.Glob("../../examples/configs/*.yaml")
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("no example configs found: %v", err)
 	}
 	for _, p := range append(paths, "../../config.yaml") {
-		code, out, errOut := runCmd(t, "validate", "-config", p)
+		code, out, errOut := runCmd(t, "validate", "-config", shippedConfig(t, p))
 		if code != exitOK || !strings.Contains(out, ": ok: ") {
 			t.Errorf("ringlb validate -config %s: exit %d\n%s%s", p, code, out, errOut)
 		}
