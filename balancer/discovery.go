@@ -205,9 +205,11 @@ func discoveredSpecs(found []discovery.Member, static map[string]UpstreamOptions
 		if err != nil {
 			return nil, nil, fmt.Errorf("balancer: discovered member %s: %w", m.Name, err)
 		}
-		proto, err := ParseProtocol(m.Protocol)
-		if err != nil {
-			return nil, nil, fmt.Errorf("balancer: discovered member %s: %w", m.Name, err)
+		proto := ProtocolHTTP1 // a source that names none
+		if m.Protocol != "" {
+			if proto, err = ParseProtocol(m.Protocol); err != nil {
+				return nil, nil, fmt.Errorf("balancer: discovered member %s: %w", m.Name, err)
+			}
 		}
 		rm = append(rm, ring.Member{Name: m.Name, Addr: u.Host, Weight: m.Weight})
 		specs[m.Name] = memberSpec{name: m.Name, url: u, weight: m.Weight, protocol: proto, source: m.Source, absent: m.Absent, initial: m.Initial}
