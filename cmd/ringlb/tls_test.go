@@ -505,3 +505,32 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A reload that changes upstream_tls rebuilds the transports: an https
+// upstream refused for want of its CA is served once ca_file names it.
+func TestReloadUpstreamTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := certstest.NewCA(t)
+	caFile := ca.WriteCA(t, dir, "ca.pem")
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.Proto)
+	}))
+	s.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, certstest.Options{}).Pair(t)}}
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	ups := "upstreams:\n  - name: up\n    url: " + s.URL + "\n"
+	path := writeConfig(t, listenersYAML+ups)
+	r := startServeAddr(t, path)
+	if a := fetch(t, http.DefaultClient, "GET", "http://"+r.proxy+"/"); a.status != http.StatusBadGateway {
+		t.Fatalf("without ca_file: %d %q; want 502 (unknown authority)", a.status, a.body)
+	}
+	if err := os.WriteFile(path, []byte(listenersYAML+"upstream_tls:\n  ca_file: "+caFile+"\n"+ups), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if a := fetch(t, http.DefaultClient, "POST", r.admin+"/reload"); a.status != http.StatusOK {
+		t.Fatalf("POST /reload: %d %s", a.status, a.body)
+	}
+	if a := fetch(t, http.DefaultClient, "GET", "http://"+r.proxy+"/"); a.status != http.StatusOK || a.body != "HTTP/1.1" {
+		t.Errorf("with ca_file: %d %q; want 200 HTTP/1.1", a.status, a.body)
+	}
+}
