@@ -481,7 +481,10 @@ func TestHang(t *testing.T) {
 	if n := accepted.Load(); n != 3 {
 		t.Errorf("the hung upstream saw %d connections, want 3", n)
 	}
-	if d := time.Since(start); d > 5*time.Second {
+	// A margin, not the promise (the connection count above is): 1000
+	// requests under -race on a busy 2-core machine have taken 5 s, while
+	// one that waited on c would add its 400 ms response-header timeout.
+	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("serving with c ejected took %v", d)
 	}
 	ks.checkPlacement(t, r.b, "c")
