@@ -774,3 +774,37 @@ func TestHoldCookieSurvives1xxAndRetry(t *testing.T) {
 		t.Errorf("nothing available: %d with hold cookie %q, want 503 and none", res.StatusCode, holdCookieOf(t, res, "ringlb_hold"))
 	}
 }
+
+// A weight change is a membership change too: the keys it gives to the
+// heavier upstream stay where they are while in use; new keys follow.
+func TestHoldWeightChange(t *testing.T) {
+	bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c")}
+	clk := newFakeClock()
+	opts := holdOptions(upstreamsOf(t, bes...), time.Hour)
+	b, _, front := holdProxy(t, clk, opts)
+	where := map[string]string{}
+	for _, k := range keys("w", 200) {
+		where[k] = visit(t, front, k)
+	}
+	opts.Upstreams[0].Weight = 2
+	if _, err := b.Update(opts); err != nil {
+		t.Fatal(err)
+	}
+	moved := 0
+	for k, w := range where {
+		if b.Lookup(k).Owner != w {
+			moved++
+		}
+		if got := visit(t, front, k); got != w {
+			t.Errorf("key %s in use moved from %s to %s on a weight change", k, w, got)
+		}
+	}
+	if moved < 10 {
+		t.Fatalf("doubling a's weight moves %d of 200 keys", moved)
+	}
+	for _, k := range keys("fresh", 100) {
+		if got, want := visit(t, front, k), b.Lookup(k).Owner; got != want {
+			t.Errorf("new key %s went to %s, the ring says %s", k, got, want)
+		}
+	}
+}
