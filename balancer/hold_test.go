@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"net/netip"
 	"net/textproto"
 	"strings"
 	"sync"
@@ -806,5 +807,50 @@ func TestHoldWeightChange(t *testing.T) {
 		if got, want := visit(t, front, k), b.Lookup(k).Owner; got != want {
 			t.Errorf("new key %s went to %s, the ring says %s", k, got, want)
 		}
+	}
+}
+
+// Hold works whatever the key's source: for each, keys in use stay
+// through a scale-out.
+func TestHoldEveryKeySource(t *testing.T) {
+	bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c")}
+	e := newBackend(t, "e")
+	cases := []struct {
+		src KeySource
+		req func(front, key string) (string, []string)
+	}{
+		{KeySource{Kind: KeyCookie, Name: "session"}, func(f, k string) (string, []string) { return f + "/x", []string{"Cookie", "session=" + k} }},
+		{KeySource{Kind: KeyHeader, Name: "X-User-ID"}, func(f, k string) (string, []string) { return f + "/x", []string{"X-User-ID", k} }},
+		{KeySource{Kind: KeyQuery, Name: "user"}, func(f, k string) (string, []string) { return f + "/x?user=" + k, nil }},
+		{KeySource{Kind: KeyURI}, func(f, k string) (string, []string) { return f + "/p/" + k + "?q=1", nil }},
+		{KeySource{Kind: KeyPath}, func(f, k string) (string, []string) { return f + "/p/" + k, nil }},
+		{KeySource{Kind: KeyIP}, func(f, k string) (string, []string) { return f + "/x", []string{"X-Forwarded-For", "10.1.0." + k} }},
+	}
+	for _, tc := range cases {
+		t.Run(string(tc.src.Kind), func(t *testing.T) {
+			clk := newFakeClock()
+			opts := holdOptions(upstreamsOf(t, bes...), time.Hour)
+			opts.Hash.Key = []KeySource{tc.src}
+			opts.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+			b, reg, front := holdProxy(t, clk, opts)
+			where := map[string]string{}
+			for i := range 100 {
+				target, hdr := tc.req(front.URL, fmt.Sprint(i+1))
+				_, where[target+fmt.Sprint(hdr)], _ = get(t, front.Client(), target, hdr...)
+			}
+			opts.Upstreams = upstreamsOf(t, append(bes, e)...)
+			if _, err := b.Update(opts); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 100 {
+				target, hdr := tc.req(front.URL, fmt.Sprint(i+1))
+				if _, got, _ := get(t, front.Client(), target, hdr...); got != where[target+fmt.Sprint(hdr)] {
+					t.Errorf("key %d moved from %s to %s", i+1, where[target+fmt.Sprint(hdr)], got)
+				}
+			}
+			if n := metric(t, reg, "ringlb_held_total"); n < 5 {
+				t.Errorf("ringlb_held_total = %v: the scale-out moved (almost) none of 100 keys", n)
+			}
+		})
 	}
 }
