@@ -17,7 +17,7 @@
 #      stays where its visits are counted (0 moved);
 #   2. twelve new users arrive: each goes where the new ring says, app-5
 #      included;
-#   3. half of the users keep visiting, the other half go idle for longer
+#   3. half of the held users keep visiting, the others go idle for longer
 #      than idle: the busy ones still stay, the idle ones now follow the
 #      ring (to app-5 where it owns them, starting again at visit 1).
 #
