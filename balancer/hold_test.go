@@ -700,6 +700,18 @@ func TestHoldOff(t *testing.T) {
 	if h := b.Lookup("k").Held; h != "" {
 		t.Errorf("hold off: lookup held %q", h)
 	}
+	// Close stops the expiry timer.
+	opts.Hold = HoldOptions{Idle: time.Hour}
+	if _, err := b.Update(opts); err != nil {
+		t.Fatal(err)
+	}
+	if clk.pending() != 1 {
+		t.Fatalf("hold on again: %d timers pending", clk.pending())
+	}
+	b.Close()
+	if clk.pending() != 0 {
+		t.Errorf("%d timers pending after Close", clk.pending())
+	}
 }
 
 // The hold cookie goes on the final response head only, also after a 103
