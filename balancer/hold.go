@@ -80,8 +80,9 @@ const holdExpireEvery = time.Second
 // installHoldLocked sets the hold of snapshot s, which is about to be
 // installed (nil when off), keeping the process's one store across
 // reloads: a new one when hold is turned on; when max_keys changes, one of
-// the new size with the records carried over. The expiry timer runs while
-// hold is on. Callers hold b.mu.
+// the new size with the records carried over (what requests still on the
+// previous snapshot record meanwhile goes to the old store and is lost).
+// The expiry timer runs while hold is on. Callers hold b.mu.
 func (b *Balancer) installHoldLocked(s *snapshot) {
 	hs := s.holdSet
 	if hs.rule.Idle <= 0 {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"net/netip"
 	"net/textproto"
 	"strings"
 	"sync"
@@ -699,6 +700,18 @@ func TestHoldOff(t *testing.T) {
 	if h := b.Lookup("k").Held; h != "" {
 		t.Errorf("hold off: lookup held %q", h)
 	}
+	// Close stops the expiry timer.
+	opts.Hold = HoldOptions{Idle: time.Hour}
+	if _, err := b.Update(opts); err != nil {
+		t.Fatal(err)
+	}
+	if clk.pending() != 1 {
+		t.Fatalf("hold on again: %d timers pending", clk.pending())
+	}
+	b.Close()
+	if clk.pending() != 0 {
+		t.Errorf("%d timers pending after Close", clk.pending())
+	}
 }
 
 // The hold cookie goes on the final response head only, also after a 103
@@ -772,5 +785,84 @@ func TestHoldCookieSurvives1xxAndRetry(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != 503 || holdCookieOf(t, res, "ringlb_hold") != "" {
 		t.Errorf("nothing available: %d with hold cookie %q, want 503 and none", res.StatusCode, holdCookieOf(t, res, "ringlb_hold"))
+	}
+}
+
+// A weight change is a membership change too: the keys it gives to the
+// heavier upstream stay where they are while in use; new keys follow.
+func TestHoldWeightChange(t *testing.T) {
+	bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c")}
+	clk := newFakeClock()
+	opts := holdOptions(upstreamsOf(t, bes...), time.Hour)
+	b, _, front := holdProxy(t, clk, opts)
+	where := map[string]string{}
+	for _, k := range keys("w", 200) {
+		where[k] = visit(t, front, k)
+	}
+	opts.Upstreams[0].Weight = 2
+	if _, err := b.Update(opts); err != nil {
+		t.Fatal(err)
+	}
+	moved := 0
+	for k, w := range where {
+		if b.Lookup(k).Owner != w {
+			moved++
+		}
+		if got := visit(t, front, k); got != w {
+			t.Errorf("key %s in use moved from %s to %s on a weight change", k, w, got)
+		}
+	}
+	if moved < 10 {
+		t.Fatalf("doubling a's weight moves %d of 200 keys", moved)
+	}
+	for _, k := range keys("fresh", 100) {
+		if got, want := visit(t, front, k), b.Lookup(k).Owner; got != want {
+			t.Errorf("new key %s went to %s, the ring says %s", k, got, want)
+		}
+	}
+}
+
+// Hold works whatever the key's source: for each, keys in use stay
+// through a scale-out.
+func TestHoldEveryKeySource(t *testing.T) {
+	bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c")}
+	e := newBackend(t, "e")
+	cases := []struct {
+		src KeySource
+		req func(front, key string) (string, []string)
+	}{
+		{KeySource{Kind: KeyCookie, Name: "session"}, func(f, k string) (string, []string) { return f + "/x", []string{"Cookie", "session=" + k} }},
+		{KeySource{Kind: KeyHeader, Name: "X-User-ID"}, func(f, k string) (string, []string) { return f + "/x", []string{"X-User-ID", k} }},
+		{KeySource{Kind: KeyQuery, Name: "user"}, func(f, k string) (string, []string) { return f + "/x?user=" + k, nil }},
+		{KeySource{Kind: KeyURI}, func(f, k string) (string, []string) { return f + "/p/" + k + "?q=1", nil }},
+		{KeySource{Kind: KeyPath}, func(f, k string) (string, []string) { return f + "/p/" + k, nil }},
+		{KeySource{Kind: KeyIP}, func(f, k string) (string, []string) { return f + "/x", []string{"X-Forwarded-For", "10.1.0." + k} }},
+	}
+	for _, tc := range cases {
+		t.Run(string(tc.src.Kind), func(t *testing.T) {
+			clk := newFakeClock()
+			opts := holdOptions(upstreamsOf(t, bes...), time.Hour)
+			opts.Hash.Key = []KeySource{tc.src}
+			opts.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+			b, reg, front := holdProxy(t, clk, opts)
+			where := map[string]string{}
+			for i := range 100 {
+				target, hdr := tc.req(front.URL, fmt.Sprint(i+1))
+				_, where[target+fmt.Sprint(hdr)], _ = get(t, front.Client(), target, hdr...)
+			}
+			opts.Upstreams = upstreamsOf(t, append(bes, e)...)
+			if _, err := b.Update(opts); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 100 {
+				target, hdr := tc.req(front.URL, fmt.Sprint(i+1))
+				if _, got, _ := get(t, front.Client(), target, hdr...); got != where[target+fmt.Sprint(hdr)] {
+					t.Errorf("key %d moved from %s to %s", i+1, where[target+fmt.Sprint(hdr)], got)
+				}
+			}
+			if n := metric(t, reg, "ringlb_held_total"); n < 5 {
+				t.Errorf("ringlb_held_total = %v: the scale-out moved (almost) none of 100 keys", n)
+			}
+		})
 	}
 }

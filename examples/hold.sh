@@ -7,7 +7,7 @@
 #
 # It builds ringlb and the demo upstream (examples/upstream, which answers
 # "user U: visit N on NAME" and counts visits in memory), starts four
-# upstreams and ringlb on loopback with `hold: {idle: 3s}`, and sends one
+# upstreams and ringlb on loopback with `hold: {idle: 6s}`, and sends one
 # request per user per round. A user whose visit count keeps counting
 # stayed put; a count back at 1 means the user landed on another upstream.
 # While a background loop keeps sending requests:
@@ -17,7 +17,7 @@
 #      stays where its visits are counted (0 moved);
 #   2. twelve new users arrive: each goes where the new ring says, app-5
 #      included;
-#   3. half of the users keep visiting, the other half go idle for longer
+#   3. half of the held users keep visiting, the others go idle for longer
 #      than idle: the busy ones still stay, the idle ones now follow the
 #      ring (to app-5 where it owns them, starting again at visit 1).
 #
@@ -31,7 +31,7 @@ proxy_port=$((base + 8))
 admin_port=$((base + 9))
 proxy=http://127.0.0.1:$proxy_port
 admin=http://127.0.0.1:$admin_port
-idle=3 # seconds: hold.idle
+idle=6 # seconds: hold.idle
 users=(alice bob carol dave erin frank grace heidi ivan judy mallory oscar)
 newcomers=(peggy rupert sybil trent victor walter xavier yvonne zoe quentin nadia otto)
 
@@ -249,8 +249,25 @@ report "${users[@]}"
 [ ${#moved[@]} -ge 2 ] || fail "the new ring moved ${#moved[@]} of the users; the demo needs two"
 echo "   without hold ${#moved[@]} of ${#users[@]} users would have moved at once; with it, none did."
 
+# The held users take turns: the first, third, ... keep visiting, the
+# others go idle.
+busy=() sleepers=()
+for i in "${!moved[@]}"; do
+  if ((i % 2 == 0)); then busy+=("${moved[$i]}"); else sleepers+=("${moved[$i]}"); fi
+done
+declare -A was=()
+for u in "${sleepers[@]}"; do
+  was[$u]=${up[$u]}
+done
+
 say "Twelve new users arrive: each goes where the new ring says"
-round "${newcomers[@]}"
+for u in "${newcomers[@]}"; do
+  visit "$u"
+  round "${busy[@]}" # the busy users keep visiting meanwhile
+  for b in "${busy[@]}"; do
+    check "$b" "a busy user stays" stayed "$b"
+  done
+done
 on5=0
 for u in "${newcomers[@]}"; do
   owner[$u]=$(lookup "$u" owner)
@@ -264,17 +281,6 @@ done
 report "${newcomers[@]}"
 [ "$on5" -gt 0 ] || fail "no new user reached app-5"
 echo "   $on5 of ${#newcomers[@]} new users reached app-5."
-
-# The held users take turns: the first, third, ... keep visiting, the
-# others go idle.
-busy=() sleepers=()
-for i in "${!moved[@]}"; do
-  if ((i % 2 == 0)); then busy+=("${moved[$i]}"); else sleepers+=("${moved[$i]}"); fi
-done
-declare -A was=()
-for u in "${sleepers[@]}"; do
-  was[$u]=${up[$u]}
-done
 
 say "Busy: ${busy[*]} (visiting on); idle: ${sleepers[*]} (away for longer than ${idle}s)"
 # expired: every sleeper's hold is gone (lookup's held is null).

@@ -57,7 +57,7 @@
   // overflows, and the request duration's sum and count; and reloads, the
   // sum of ringlb_config_reloads_total.
   function parseMetrics(text) {
-    var out = { requests: {}, errors: {}, overflows: {}, sum: {}, count: {}, reloads: 0 };
+    var out = { requests: {}, errors: {}, overflows: {}, sum: {}, count: {}, reloads: 0, holdKeys: 0, held: 0 };
     var sample = /^(ringlb_[a-z_]+)(?:\{(.*)\})? (\S+)/;
     var label = /(?:^|,)upstream="((?:[^"\\]|\\.)*)"/;
     var into = {
@@ -69,6 +69,8 @@
       if (!m) return;
       var v = parseFloat(m[3]);
       if (m[1] === "ringlb_config_reloads_total") { out.reloads += v; return; }
+      if (m[1] === "ringlb_hold_keys") { out.holdKeys = v; return; }
+      if (m[1] === "ringlb_held_total") { out.held = v; return; }
       if (!into[m[1]]) return;
       var l = label.exec(m[2] || "");
       if (!l) return;
@@ -95,7 +97,19 @@
     return Math.floor(s / 86400) + "d" + Math.floor(s / 3600) % 24 + "h";
   }
 
+  // renderHold updates the hold line (present with hold on) as status.go
+  // renders it: keys held, and the held share of the requests answered.
+  function renderHold(counts) {
+    var keys = document.getElementById("hold-keys"), share = document.getElementById("held-share");
+    if (!keys || !share || !counts) return;
+    var total = 0;
+    Object.keys(counts.requests).forEach(function (n) { total += counts.requests[n]; });
+    keys.textContent = String(counts.holdKeys);
+    share.textContent = total ? (100 * counts.held / total).toFixed(1) + "%" : "–";
+  }
+
   function render(ring, counts) {
+    renderHold(counts);
     var avail = 0;
     ring.upstreams.forEach(function (u) {
       var e = ups[u.name];
