@@ -24,12 +24,9 @@ func balancerOptions(cfg *config.Config) (balancer.Options, error) {
 		Retries:        cfg.Retries,
 		Timeouts:       balancer.TimeoutOptions(cfg.Timeouts),
 		AccessLog:      cfg.AccessLog,
-		Breaker: balancer.BreakerOptions{
-			ConsecutiveFailures: cfg.Breaker.ConsecutiveFailures, FailureStatuses: cfg.Breaker.FailureStatuses,
-			OpenTimeout: cfg.Breaker.OpenTimeout, MaxOpenTimeout: cfg.Breaker.MaxOpenTimeout,
-		},
-		HealthChecks: cfg.Health != nil,
-		Discovery:    discoveryOptions(cfg.Discovery),
+		Breaker:        balancer.BreakerOptions(cfg.Breaker),
+		HealthChecks:   cfg.Health != nil,
+		Discovery:      discoveryOptions(cfg.Discovery),
 		Hold: balancer.HoldOptions{
 			Idle:       cfg.Hold.Idle,
 			MaxKeys:    cfg.Hold.MaxKeys,
