@@ -71,7 +71,7 @@ func (b *Balancer) discovererOptions(o *DiscoveryOptions, run *discoveryRun) dis
 	}
 }
 
-// found returns the discovered members a snapshot built from opts holds:
+// foundFor returns the discovered members a snapshot built from opts holds:
 // the last list while opts has a discovery block, else none. Callers hold
 // b.mu.
 func (d *discoveryState) foundFor(opts Options) []discovery.Member {
