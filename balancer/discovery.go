@@ -1,6 +1,7 @@
 package balancer
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/url"
@@ -205,8 +206,13 @@ func discoveredSpecs(found []discovery.Member, static map[string]UpstreamOptions
 		if err != nil {
 			return nil, nil, fmt.Errorf("balancer: discovered member %s: %w", m.Name, err)
 		}
+		proto, err := ParseProtocol(cmp.Or(m.Protocol, "http1"))
+		if err != nil {
+			return nil, nil, fmt.Errorf("balancer: discovered member %s: %w", m.Name, err)
+		}
 		rm = append(rm, ring.Member{Name: m.Name, Addr: u.Host, Weight: m.Weight})
-		specs[m.Name] = memberSpec{name: m.Name, url: u, weight: m.Weight, source: m.Source, absent: m.Absent, initial: m.Initial}
+		specs[m.Name] = memberSpec{name: m.Name, url: u, weight: m.Weight, protocol: proto,
+			source: m.Source, absent: m.Absent, initial: m.Initial}
 	}
 	return rm, specs, nil
 }

@@ -757,3 +757,16 @@ func TestDiscoveryKeepsState(t *testing.T) {
 		t.Errorf("in flight after it finished: %d", u.Inflight)
 	}
 }
+
+// A discovered member takes its source's protocol.
+func TestDiscoveryProtocol(t *testing.T) {
+	z := dnstest.New(t)
+	z.SetAddrs("grpc.test", "127.0.0.1")
+	src := discovery.Source{Host: "grpc.test", Port: 9000, Scheme: "http", Protocol: "h2c", Weight: 1}
+	r := newDiscRig(t, z, discOptions(z, nil, src))
+	r.poll(t)
+	s := r.b.snap.Load()
+	if len(s.members) != 1 || s.members[0].name != "127.0.0.1:9000" || s.members[0].protocol != ProtocolH2C {
+		t.Fatalf("members %+v", s.members)
+	}
+}

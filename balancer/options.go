@@ -195,9 +195,14 @@ type memberSpec struct {
 	weight float64
 	points int // ring.PointsFor(points_per_weight, weight): slow start's point count
 
-	source  string // the discovery source's name; "" for a static upstream
-	absent  bool   // discovered, missing from its source's answer: skipped
-	initial bool   // discovered in its source's first answer: no slow start
+	// protocol is how requests reach the member. Discovered members take
+	// their source's; the proxies do not read it yet (every member is
+	// spoken to over HTTP/1.1 until the per-protocol transports are
+	// wired in).
+	protocol Protocol
+	source   string // the discovery source's name; "" for a static upstream
+	absent   bool   // discovered, missing from its source's answer: skipped
+	initial  bool   // discovered in its source's first answer: no slow start
 }
 
 // transportConfig is what the shared upstream transport is built from; a
