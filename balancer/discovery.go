@@ -1,6 +1,7 @@
 package balancer
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/url"
@@ -71,7 +72,7 @@ func (b *Balancer) discovererOptions(o *DiscoveryOptions, run *discoveryRun) dis
 	}
 }
 
-// found returns the discovered members a snapshot built from opts holds:
+// foundFor returns the discovered members a snapshot built from opts holds:
 // the last list while opts has a discovery block, else none. Callers hold
 // b.mu.
 func (d *discoveryState) foundFor(opts Options) []discovery.Member {
@@ -205,14 +206,13 @@ func discoveredSpecs(found []discovery.Member, static map[string]UpstreamOptions
 		if err != nil {
 			return nil, nil, fmt.Errorf("balancer: discovered member %s: %w", m.Name, err)
 		}
-		proto := ProtocolHTTP1 // a source that names none
-		if m.Protocol != "" {
-			if proto, err = ParseProtocol(m.Protocol); err != nil {
-				return nil, nil, fmt.Errorf("balancer: discovered member %s: %w", m.Name, err)
-			}
+		proto, err := ParseProtocol(cmp.Or(m.Protocol, "http1"))
+		if err != nil {
+			return nil, nil, fmt.Errorf("balancer: discovered member %s: %w", m.Name, err)
 		}
 		rm = append(rm, ring.Member{Name: m.Name, Addr: u.Host, Weight: m.Weight})
-		specs[m.Name] = memberSpec{name: m.Name, url: u, weight: m.Weight, protocol: proto, source: m.Source, absent: m.Absent, initial: m.Initial}
+		specs[m.Name] = memberSpec{name: m.Name, url: u, weight: m.Weight, protocol: proto,
+			source: m.Source, absent: m.Absent, initial: m.Initial}
 	}
 	return rm, specs, nil
 }

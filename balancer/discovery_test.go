@@ -638,6 +638,21 @@ func TestDiscoveryReload(t *testing.T) {
 		t.Errorf("discovery_members{cache.test} = %v", got)
 	}
 
+	// A source dropped from the block takes its members (and its series)
+	// with it; the source that stays keeps its members.
+	if _, err := r.b.Update(opts); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(t, 5*time.Second, func() bool { return len(r.b.Members()) == 4 }) {
+		t.Fatalf("the dropped source's member stayed: %v", memberNames(r.b))
+	}
+	if got := metric(t, r.reg, "ringlb_discovery_members", "source=cache.test"); got != -1 {
+		t.Errorf("the dropped source's series: %v", got)
+	}
+	if got := metric(t, r.reg, "ringlb_discovery_members", "source="+srvName); got != 3 {
+		t.Errorf("the remaining source's members: %v", got)
+	}
+
 	// Removing the block leaves the static upstreams only, at once, and
 	// the discovery series go.
 	if _, err := r.b.Update(baseOptions(upstreamsOf(t, static))); err != nil {
@@ -740,5 +755,18 @@ func TestDiscoveryKeepsState(t *testing.T) {
 	}
 	if u := status(t, b, busy); u.Inflight != 0 {
 		t.Errorf("in flight after it finished: %d", u.Inflight)
+	}
+}
+
+// A discovered member takes its source's protocol.
+func TestDiscoveryProtocol(t *testing.T) {
+	z := dnstest.New(t)
+	z.SetAddrs("grpc.test", "127.0.0.1")
+	src := discovery.Source{Host: "grpc.test", Port: 9000, Scheme: "http", Protocol: "h2c", Weight: 1}
+	r := newDiscRig(t, z, discOptions(z, nil, src))
+	r.poll(t)
+	s := r.b.snap.Load()
+	if len(s.members) != 1 || s.members[0].name != "127.0.0.1:9000" || s.members[0].protocol != ProtocolH2C {
+		t.Fatalf("members %+v", s.members)
 	}
 }

@@ -205,7 +205,7 @@ type memberSpec struct {
 	url      *url.URL
 	weight   float64
 	points   int      // ring.PointsFor(points_per_weight, weight): slow start's point count
-	protocol Protocol // how ringlb speaks to it
+	protocol Protocol // how ringlb speaks to it; discovered members take their source's
 
 	source  string // the discovery source's name; "" for a static upstream
 	absent  bool   // discovered, missing from its source's answer: skipped

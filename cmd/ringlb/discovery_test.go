@@ -229,7 +229,7 @@ func TestDiscoveryReplicasAgree(t *testing.T) {
 func TestDiscoveryServeBeforeFirstAnswer(t *testing.T) {
 	f := newDiscoveryFleet(t, 3)
 	f.z.SetSilent(fleetSRV, true)
-	health := "health:\n  path: /healthz\n  interval: 100ms\n  timeout: 80ms\n  rise: 1\n  fall: 1\n"
+	health := "health:\n  path: /healthz\n  interval: 200ms\n  timeout: 150ms\n  rise: 1\n  fall: 2\n"
 	lb := startRinglb(t, writeConfig(t, f.yaml("", health)))
 	c := &http.Client{Timeout: 5 * time.Second}
 	if code := statusOf(t, c, lb.proxy+"/"); code != http.StatusServiceUnavailable {
