@@ -118,6 +118,7 @@ func (p *pool) expire(timeout time.Duration) {
 			delete(p.idle, key)
 			continue
 		}
+		p.idle[key] = stack
 		if left := timeout - now.Sub(stack[0].idleAt); next < 0 || left < next {
 			next = left
 		}
