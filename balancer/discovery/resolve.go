@@ -35,11 +35,19 @@ func sortRecords(recs []record) []record {
 // maxParallel bounds the address lookups of one SRV answer in flight at once.
 const maxParallel = 16
 
-// newResolver returns Go's resolver sending every query to addr (host:port),
-// or following the system's configuration when addr is "". StrictErrors
-// makes a failed sub-query (SERVFAIL, timeout) fail the whole lookup
-// instead of being masked by another sub-query's "not found".
-func newResolver(addr string) *net.Resolver {
+// client asks DNS questions: SRV questions itself when addr is set (see
+// querySRV), everything else through Go's resolver.
+type client struct {
+	net  *net.Resolver
+	addr string // host:port of the server; "": the system's configuration
+}
+
+// newResolver returns a client sending every query to addr (host:port), or
+// following the system's configuration when addr is "". Go's resolver is
+// built with StrictErrors, which makes a failed sub-query (SERVFAIL,
+// timeout) fail the whole lookup instead of being masked by another
+// sub-query's "not found".
+func newResolver(addr string) *client {
 	r := &net.Resolver{PreferGo: true, StrictErrors: true}
 	if addr != "" {
 		r.Dial = func(ctx context.Context, network, _ string) (net.Conn, error) {
@@ -47,7 +55,7 @@ func newResolver(addr string) *net.Resolver {
 			return d.DialContext(ctx, network, addr)
 		}
 	}
-	return r
+	return &client{net: r, addr: addr}
 }
 
 // notFound reports whether err is an answer rather than a failure: the
@@ -66,9 +74,9 @@ func fqdn(name string) string {
 	return name + "."
 }
 
-// resolver resolves sources with one net.Resolver and a per-query timeout.
+// resolver resolves sources with one client and a per-query timeout.
 type resolver struct {
-	r       *net.Resolver
+	r       *client
 	timeout time.Duration
 }
 
@@ -94,7 +102,7 @@ func (rs *resolver) lookupIP(ctx context.Context, network, name string) ([]netip
 	}
 	ctx, cancel := context.WithTimeout(ctx, rs.timeout)
 	defer cancel()
-	addrs, err := rs.r.LookupNetIP(ctx, network, fqdn(name))
+	addrs, err := rs.r.net.LookupNetIP(ctx, network, fqdn(name))
 	if err != nil {
 		if notFound(err) {
 			return nil, nil
@@ -128,21 +136,19 @@ func (rs *resolver) resolveHost(ctx context.Context, name string, port int) ([]r
 // resolveSRV gives one member per distinct target:port of name's SRV
 // records, at the target's lowest IPv4 address (else lowest IPv6). A target
 // with no address is left out; a target whose address lookup fails fails
-// the whole answer.
+// the whole answer. Addresses the SRV reply carried in its additional
+// section are used as they are; only the other targets are looked up.
 func (rs *resolver) resolveSRV(ctx context.Context, name string) ([]record, error) {
-	qctx, cancel := context.WithTimeout(ctx, rs.timeout)
-	_, srvs, err := rs.r.LookupSRV(qctx, "", "", fqdn(name))
-	cancel()
+	srvs, glues, err := rs.lookupSRV(ctx, name)
 	if err != nil {
-		if notFound(err) {
-			return nil, nil
-		}
 		return nil, err
 	}
 
-	// Distinct targets (one address lookup each) and target:port names.
+	// Distinct targets (one address lookup each, unless the reply gave an
+	// IPv4 address) and target:port names.
 	type target struct {
-		host string // as in the answer, absolute
+		host string // absolute
+		glue glue   // from the reply's additional section
 		addr netip.Addr
 	}
 	targets := make([]target, 0, len(srvs))
@@ -153,8 +159,9 @@ func (rs *resolver) resolveSRV(ctx context.Context, name string) ([]record, erro
 		port   uint16
 	}
 	names := make([]named, 0, len(srvs))
+	var lookups []int // targets without an IPv4 address from the reply
 	for _, s := range srvs {
-		host := strings.ToLower(strings.TrimSuffix(s.Target, "."))
+		host := s.target
 		if host == "" { // "." : the service is decidedly not available here (RFC 2782)
 			continue
 		}
@@ -162,52 +169,64 @@ func (rs *resolver) resolveSRV(ctx context.Context, name string) ([]record, erro
 		if !ok {
 			i = len(targets)
 			index[host] = i
-			targets = append(targets, target{host: fqdn(host)})
+			t := target{host: fqdn(host)}
+			if g := glues[host]; g != nil {
+				t.glue = *g
+			}
+			if t.glue.v4.IsValid() {
+				t.addr = t.glue.v4
+			} else {
+				lookups = append(lookups, i)
+			}
+			targets = append(targets, t)
 		}
-		names = append(names, named{name: host + ":" + strconv.Itoa(int(s.Port)), target: i, port: s.Port})
+		names = append(names, named{name: host + ":" + strconv.Itoa(int(s.port)), target: i, port: s.port})
 	}
 
-	// Look the addresses up, a few at once; the first failure cancels the rest.
-	ctx, cancelAll := context.WithCancel(ctx)
-	defer cancelAll()
-	var (
-		mu      sync.Mutex
-		failure error
-		wg      sync.WaitGroup
-		next    = make(chan int)
-	)
-	for range min(maxParallel, len(targets)) {
-		wg.Go(func() {
-			for i := range next {
-				a, err := rs.address(ctx, targets[i].host)
-				if err != nil {
-					mu.Lock()
-					if failure == nil {
-						failure = err
-						cancelAll()
+	// Look the other addresses up, a few at once; the first failure
+	// cancels the rest.
+	if len(lookups) > 0 {
+		ctx, cancelAll := context.WithCancel(ctx)
+		defer cancelAll()
+		var (
+			mu      sync.Mutex
+			failure error
+			wg      sync.WaitGroup
+			next    = make(chan int)
+		)
+		for range min(maxParallel, len(lookups)) {
+			wg.Go(func() {
+				for i := range next {
+					a, err := rs.address(ctx, targets[i].host, targets[i].glue.v6)
+					if err != nil {
+						mu.Lock()
+						if failure == nil {
+							failure = err
+							cancelAll()
+						}
+						mu.Unlock()
+						continue
 					}
-					mu.Unlock()
-					continue
+					targets[i].addr = a
 				}
-				targets[i].addr = a
-			}
-		})
-	}
-feed:
-	for i := range targets {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-			break feed
+			})
 		}
-	}
-	close(next)
-	wg.Wait()
-	if failure != nil {
-		return nil, failure
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	feed:
+		for _, i := range lookups {
+			select {
+			case next <- i:
+			case <-ctx.Done():
+				break feed
+			}
+		}
+		close(next)
+		wg.Wait()
+		if failure != nil {
+			return nil, failure
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 	}
 
 	recs := make([]record, 0, len(names))
@@ -224,11 +243,40 @@ feed:
 	return sortRecords(recs), nil
 }
 
+// lookupSRV returns name's SRV records, targets lowercased without their
+// final dot, and the addresses the reply's additional section gave them
+// (nil through Go's resolver, which drops that section). No records
+// (NXDOMAIN, none of the type) is an empty answer.
+func (rs *resolver) lookupSRV(ctx context.Context, name string) ([]srvRR, map[string]*glue, error) {
+	if rs.r.addr != "" {
+		reply, err := rs.querySRV(ctx, name)
+		return reply.srvs, reply.glue, err
+	}
+	qctx, cancel := context.WithTimeout(ctx, rs.timeout)
+	_, srvs, err := rs.r.net.LookupSRV(qctx, "", "", fqdn(name))
+	cancel()
+	if err != nil {
+		if notFound(err) {
+			return nil, nil, nil
+		}
+		return nil, nil, err
+	}
+	out := make([]srvRR, len(srvs))
+	for i, s := range srvs {
+		out[i] = srvRR{target: strings.ToLower(strings.TrimSuffix(s.Target, ".")), port: s.Port}
+	}
+	return out, nil, nil
+}
+
 // address returns host's lowest IPv4 address, else its lowest IPv6 one,
 // else the zero Addr (no address: an answer, not a failure). The AAAA
-// query is only made when there is no IPv4 address.
-func (rs *resolver) address(ctx context.Context, host string) (netip.Addr, error) {
+// query is only made when there is no IPv4 address, and not at all when
+// v6 (the lowest IPv6 address the SRV reply gave) is valid.
+func (rs *resolver) address(ctx context.Context, host string, v6 netip.Addr) (netip.Addr, error) {
 	for _, network := range [...]string{"ip4", "ip6"} {
+		if network == "ip6" && v6.IsValid() {
+			return v6, nil
+		}
 		addrs, err := rs.lookupIP(ctx, network, host)
 		if err != nil {
 			return netip.Addr{}, err
