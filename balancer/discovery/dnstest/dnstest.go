@@ -8,6 +8,7 @@ package dnstest
 import (
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +31,7 @@ type Server struct {
 	aaaa  map[string][]net.IP
 	rcode map[string]int  // forced response code for a name (any type)
 	drop  map[string]bool // names whose queries get no reply at all
+	extra Additional      // what SRV answers carry in their additional section
 
 	queries atomic.Int64
 	tcp     atomic.Int64 // queries that came over TCP
@@ -86,6 +88,31 @@ func (z *Server) Reset() {
 	defer z.mu.Unlock()
 	z.srv, z.a, z.aaaa = map[string][]*dns.SRV{}, map[string][]net.IP{}, map[string][]net.IP{}
 	z.rcode, z.drop = map[string]int{}, map[string]bool{}
+	z.extra = Additional{}
+}
+
+// Additional says what SRV answers carry in their additional section, as
+// CoreDNS (Kubernetes headless services) and Consul do: the zone's A and
+// AAAA records of each target. The zero value: nothing (the default).
+type Additional struct {
+	On bool // add each target's A and AAAA records
+	// Upper writes the records' owner names in upper case (the SRV
+	// records keep the target as set): names compare case-insensitively.
+	Upper bool
+	// Except lists targets whose records are left out.
+	Except []string
+	// Fit cuts the additional section of a UDP answer to the client's
+	// buffer without setting TC when the answer section fits, as RFC 2181
+	// §9 allows; otherwise any cut record sets TC.
+	Fit bool
+}
+
+// SetAdditional sets what SRV answers carry in their additional section.
+// Reset clears it.
+func (z *Server) SetAdditional(a Additional) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	z.extra = a
 }
 
 func key(name string) string { return dns.Fqdn(strings.ToLower(name)) }
@@ -178,6 +205,7 @@ func (z *Server) serve(w dns.ResponseWriter, req *dns.Msg) {
 				rr.Hdr = hdr(dns.TypeSRV)
 				m.Answer = append(m.Answer, &rr)
 			}
+			m.Extra = z.additional(z.srv[k])
 		case dns.TypeA:
 			for _, ip := range z.a[k] {
 				m.Answer = append(m.Answer, &dns.A{Hdr: hdr(dns.TypeA), A: ip})
@@ -201,9 +229,50 @@ func (z *Server) serve(w dns.ResponseWriter, req *dns.Msg) {
 		if opt := req.IsEdns0(); opt != nil {
 			size = int(opt.UDPSize())
 		}
+		answers := len(m.Answer)
 		m.Truncate(size)
+		if z.fit() && len(m.Answer) == answers {
+			m.Truncated = false
+		}
 	}
 	w.WriteMsg(m)
+}
+
+// additional returns the additional section of an answer of srvs; z.mu
+// is held.
+func (z *Server) additional(srvs []*dns.SRV) []dns.RR {
+	if !z.extra.On {
+		return nil
+	}
+	var extra []dns.RR
+	done := map[string]bool{}
+	for _, r := range srvs {
+		k := key(r.Target)
+		if done[k] || slices.ContainsFunc(z.extra.Except, func(e string) bool { return key(e) == k }) {
+			continue
+		}
+		done[k] = true
+		owner := dns.Fqdn(r.Target)
+		if z.extra.Upper {
+			owner = strings.ToUpper(owner)
+		}
+		hdr := func(t uint16) dns.RR_Header {
+			return dns.RR_Header{Name: owner, Rrtype: t, Class: dns.ClassINET, Ttl: 5}
+		}
+		for _, ip := range z.a[k] {
+			extra = append(extra, &dns.A{Hdr: hdr(dns.TypeA), A: ip})
+		}
+		for _, ip := range z.aaaa[k] {
+			extra = append(extra, &dns.AAAA{Hdr: hdr(dns.TypeAAAA), AAAA: ip})
+		}
+	}
+	return extra
+}
+
+func (z *Server) fit() bool {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return z.extra.Fit
 }
 
 // Queries returns how many queries the server received.
