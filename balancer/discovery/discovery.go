@@ -47,6 +47,18 @@
 // guard). Before a source's first successful answer it has no members; the
 // members of that first answer are marked Initial.
 //
+// # Additional records
+//
+// With a Resolver set, an SRV reply's additional section gives the
+// targets' addresses when the server sends them: a target with A records
+// there takes the lowest of them; one with only AAAA records there is
+// still asked for A records first (the section may lack them), then takes
+// the lowest IPv6 address given; any other target is looked up as
+// without the section. An RRset in that section is taken as whole (RFC
+// 2181 §9 lets a server drop records there, not half an RRset). Owner
+// names compare case-insensitively. The answer is the one the lookups
+// would give; only the number of queries differs.
+//
 // Names are queried as fully qualified (a final dot is implied), so the
 // host's search list never applies and every replica asks the same
 // question.
@@ -223,8 +235,14 @@ type Update struct {
 // Now are usable; the durations, Confirm and Sources must be set.
 type Options struct {
 	// Resolver is the host:port of the DNS server asked, over UDP (TCP
-	// when an answer is truncated). "" uses the system's configuration
-	// (/etc/resolv.conf), still through Go's resolver.
+	// when an answer is truncated). SRV questions are then asked by this
+	// package itself, which keeps the A and AAAA records the server puts
+	// in the reply's additional section (CoreDNS, Consul): a target with
+	// an IPv4 address there is not looked up. "" uses the system's
+	// configuration (/etc/resolv.conf) through Go's resolver, which drops
+	// that section: every target is looked up. (Reading only
+	// /etc/resolv.conf's first nameserver would lose Go's failover to the
+	// next ones and its options, so "" keeps Go's resolver.)
 	Resolver    string
 	Interval    time.Duration // > 0: every source is resolved again this often
 	Timeout     time.Duration // > 0: per query
