@@ -682,3 +682,35 @@ func TestEmptyRing(t *testing.T) {
 		t.Error("empty ring without points_per_weight: no error")
 	}
 }
+
+// sortPoints (buckets from bucketMin points) orders as the comparison sort
+// does: by position, ties by member, then seq.
+func TestSortPoints(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{0, 1, 10, bucketMin - 1, bucketMin, 50000, -5000} {
+		small := n < 0 // every position small
+		n = max(n, -n)
+		es := make([]point, 0, n)
+		for i := range n {
+			pos := rng.Uint64()
+			if small { // all in the first bucket or few: the comparison sort's case
+				pos >>= 44
+			}
+			switch i % 7 {
+			case 0: // ties with an earlier point
+				if i > 0 {
+					pos = es[rng.IntN(i)].pos
+				}
+			case 1: // a small position: the high digits are all zero
+				pos >>= 40
+			}
+			es = append(es, point{pos: pos, member: int32(i / 16), seq: int32(i % 16)})
+		}
+		want := slices.Clone(es)
+		slices.SortFunc(want, comparePoints)
+		sortPoints(es)
+		if !slices.Equal(es, want) {
+			t.Errorf("%d points: bucketed order differs from comparison order", n)
+		}
+	}
+}
