@@ -117,6 +117,7 @@ var (
 	errHandshakeTimeout       = &timeoutError{"h1: TLS handshake timeout"}
 	errHeaderTooLarge         = errors.New("h1: response headers exceed MaxResponseHeaderBytes")
 	errBodyClosed             = errors.New("h1: read on closed response body")
+	errConcurrentRead         = errors.New("h1: concurrent reads of a response body")
 	errBodyNotSent            = errors.New("h1: request body not sent: the upstream answered without 100 Continue")
 	errTooMany1xx             = errors.New("h1: too many 1xx responses")
 )
