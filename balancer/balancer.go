@@ -8,35 +8,22 @@
 // an atomic pointer. A request loads it once and uses it for its pick and
 // every retry; Update builds a new snapshot and swaps it in, so the request
 // path takes no lock. Per-upstream state (in-flight count, health verdict,
-// circuit breaker, availability) lives in Upstream values that outlive
+// circuit breaker, availability) lives in upstream values that outlive
 // reloads while their name stays.
 //
-// An upstream is available while its health verdict (SetHealthy, fed by
-// an active checker) is up and its breaker (see BreakerOptions) is not
-// open. Unavailable upstreams are skipped in the clockwise walk, so only
-// their keys move; when one returns, exactly its keys come back, all at
-// once or, with Options.SlowStart, a growing set of its points at a time.
+// An upstream is available while its health verdict (reported by an
+// active checker through a HealthReporter) is up and its breaker (see
+// BreakerOptions) is not open. Unavailable upstreams are skipped in the
+// clockwise walk, so only their keys move; when one returns, exactly its
+// keys come back, all at once or, with slow start, a growing set of its
+// points at a time.
 package balancer
 
 import (
-	"bufio"
-	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
 	"log"
 	"log/slog"
-	"math"
-	mrand "math/rand/v2"
-	"net"
-	"net/http"
 	"net/http/httputil"
-	"net/netip"
-	"net/textproto"
-	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,134 +33,26 @@ import (
 	"github.com/ringlb/ringlb/ring"
 )
 
-// KeySource is one entry of hash.key: Kind is cookie, header, query, uri,
-// path or ip; Name is the cookie, header or query parameter name (empty
-// for the others).
-type KeySource struct {
-	Kind string
-	Name string
-}
-
-// UpstreamOptions describes one upstream.
-type UpstreamOptions struct {
-	// Name is the upstream's identity on the ring under placement ringlb,
-	// and its label everywhere (metrics, logs, the upstream header).
-	Name string
-	// URL is where requests go: an absolute http or https URL. A path in it
-	// is prefixed to the request path.
-	URL *url.URL
-	// Addr is the URL's host[:port] exactly as written; the identity under
-	// placement nginx.
-	Addr string
-	// Weight is > 0.
-	Weight float64
-}
-
-// Options configures a Balancer. The command fills it from a validated
-// config; New and Update still reject values that cannot work.
-type Options struct {
-	Upstreams []UpstreamOptions
-
-	// Placement is "ringlb" (the default when empty) or "nginx".
-	Placement string
-	// PointsPerWeight is the number of ring points per unit of weight;
-	// required under placement ringlb, 0 or 160 under nginx.
-	PointsPerWeight int
-	// LoadFactor is the bounded-load factor c (> 1); 0 turns bounded loads off.
-	LoadFactor float64
-	// LoadFloor is the least bounded-load cap: no upstream counts as full
-	// below this many in-flight requests (ring.Limit). Values below 1 count
-	// as 1, the proportional cap alone.
-	LoadFloor int
-	// SlowStart, when > 0, is how long an upstream added by a reload (or
-	// readmitted after an ejection) takes to get all its points back.
-	SlowStart time.Duration
-	// OnUnavailable is "remap" (the default when empty: skip clockwise to
-	// the next available upstream) or "fail" (503 when the key's owner is
-	// unavailable; no retry elsewhere).
-	OnUnavailable string
-
-	// Key lists the key sources in order; the first present gives the key.
-	Key []KeySource
-	// OnMissing is what happens when no source is present: "random" (the
-	// default when empty), "reject" (400) or "cookie" (generate an
-	// affinity id and set it as the cookie CookieName).
-	OnMissing string
-	// CookieName, CookieTTL, CookieSecure and CookieHTTPOnly describe the
-	// affinity cookie used by OnMissing "cookie". A TTL of 0 makes it a
-	// session cookie.
-	CookieName     string
-	CookieTTL      time.Duration
-	CookieSecure   bool
-	CookieHTTPOnly bool
-
-	// TrustedProxies are the peers whose X-Forwarded-For the ip key
-	// source believes.
-	TrustedProxies []netip.Prefix
-	// UpstreamHeader, when not empty, is a response header that carries
-	// the name of the upstream that served (or failed) the request.
-	UpstreamHeader string
-	// Retries is how many other upstreams a failed request may be tried on.
-	Retries int
-
-	// DialTimeout, ResponseHeaderTimeout and IdleConnTimeout tune the
-	// shared transport; 0 means no limit.
-	DialTimeout           time.Duration
-	ResponseHeaderTimeout time.Duration
-	IdleConnTimeout       time.Duration
-
-	// AccessLog logs one line per request at level Info.
-	AccessLog bool
-
-	// Breaker configures the per-upstream circuit breakers; its zero
-	// value turns them off.
-	Breaker BreakerOptions
-	// HealthChecks says that an active checker reports into SetHealthy.
-	// A breaker's half-open trial then waits for the check to say up (it
-	// reads the verdict SetHealthy records). An Update that turns it off
-	// resets every verdict to up and ignores later reports, which a
-	// checker being shut down may still send, until an Update turns it
-	// back on. A Balancer created without it still takes SetHealthy calls.
-	HealthChecks bool
-}
-
-const (
-	missingRandom = iota
-	missingReject
-	missingCookie
-)
-
-// snapshot is everything a request needs, fixed when it is built.
+// snapshot is everything a request needs, fixed when it is installed:
+// the compiled settings, the ring, and each member's live upstream and
+// proxy.
 type snapshot struct {
-	ring    *ring.Ring
-	members []member // indexed like ring.Members()
-	opts    Options
-
-	keys       []keyFunc
-	keyDesc    string // "cookie session, header X-User-ID", for 400 answers
-	onMissing  int
-	loadFactor float64
-	loadFloor  int64 // >= 1
-	fail       bool
-	retries    int
-	slowStart  int64  // nanoseconds
-	header     string // canonical UpstreamHeader, or ""
-	failStatus statusSet
-	breaker    *BreakerOptions // validated; nil when breakers are off
+	settings
+	ring      *ring.Ring
+	members   []member   // indexed like ring.Members()
+	transport *transport // the one every member's proxy uses
 
 	// availW is the total weight of available members, as float64 bits;
 	// recomputed (under Balancer.mu) on every availability flip.
 	availW atomic.Uint64
 }
 
-// member is one ring member of a snapshot: the shared Upstream plus what
-// this configuration says about it.
+// member is one ring member of a snapshot: what the options say about
+// it, the shared upstream state, and the proxy that forwards to it.
 type member struct {
-	u      *Upstream
-	weight float64
-	points int // round(points_per_weight × weight): slow start's point count
-	url    *url.URL
-	proxy  *httputil.ReverseProxy
+	memberSpec
+	u     *upstream
+	proxy *httputil.ReverseProxy
 }
 
 // Balancer is the proxy handler. It is safe for concurrent use; create it
@@ -184,18 +63,19 @@ type Balancer struct {
 
 	lastReload atomic.Pointer[Reload]
 
-	log    *slog.Logger
-	errLog *log.Logger
-	m      *metrics
-	bufs   bufferPool
-	epoch  time.Time
-	now    func() time.Time
+	log     *slog.Logger
+	errLog  *log.Logger
+	metrics *metrics
+	bufs    bufferPool
+	epoch   time.Time // the start of nanotime
+	clk     clock
 
-	mu        sync.Mutex // serialises Update, SetHealthy, settle and Close
-	ups       map[string]*Upstream
-	checksOff bool // an Update turned HealthChecks off: SetHealthy is ignored
-	transport *http.Transport
-	tcfg      [3]time.Duration
+	tunnels tunnels // upgraded connections (WebSocket), for shutdown
+
+	mu        sync.Mutex // serialises Update, health reports, settle and Close
+	ups       map[string]*upstream
+	healthGen uint64 // incremented by an Update that turns HealthChecks off: revokes HealthReporters
+	transport *transport
 }
 
 // New builds a Balancer and registers its metrics on reg (nil: none). It
@@ -206,23 +86,22 @@ func New(opts Options, reg prometheus.Registerer, logger *slog.Logger) (*Balance
 		logger = slog.New(slog.DiscardHandler)
 	}
 	b := &Balancer{
-		log:    logger,
-		errLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-		epoch:  time.Now(),
-		now:    time.Now,
-		ups:    map[string]*Upstream{},
-		m:      newMetrics(),
+		log:     logger,
+		errLog:  slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		epoch:   time.Now(),
+		clk:     systemClock{},
+		ups:     map[string]*upstream{},
+		metrics: newMetrics(),
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s, err := b.buildLocked(opts, true)
+	set, r, err := compile(opts)
 	if err != nil {
 		return nil, err
 	}
-	b.snap.Store(s)
-	b.recomputeLocked()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.installLocked(set, r)
 	if reg != nil {
-		if err := b.m.register(b, reg); err != nil {
+		if err := b.metrics.register(b, reg); err != nil {
 			b.transport.CloseIdleConnections()
 			return nil, fmt.Errorf("balancer: registering metrics: %w", err)
 		}
@@ -236,22 +115,19 @@ func New(opts Options, reg prometheus.Registerer, logger *slog.Logger) (*Balance
 // Upstreams keep their state while their name stays; removed ones drain
 // and their metric series are deleted. On error nothing changes.
 func (b *Balancer) Update(opts Options) (string, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	old := b.snap.Load()
-	s, err := b.buildLocked(opts, false)
+	set, r, err := compile(opts)
 	if err != nil {
 		return "", err
 	}
-	b.snap.Store(s)
-	b.recomputeLocked()
-	if old.opts.HealthChecks && !opts.HealthChecks {
-		b.checksOff = true
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	old := b.snap.Load()
+	s := b.installLocked(set, r)
+	if old.healthChecks && !s.healthChecks {
+		b.healthGen++ // the checker being stopped can say nothing more
 		for i := range s.members {
 			s.members[i].u.down.Store(false)
 		}
-	} else if opts.HealthChecks {
-		b.checksOff = false
 	}
 	for i := range s.members {
 		b.settleLocked(s.members[i].u, "reload", "")
@@ -266,7 +142,7 @@ func (b *Balancer) Update(opts Options) (string, error) {
 		u := old.members[i].u
 		if b.ups[u.name] != u {
 			removed = append(removed, u.name)
-			b.m.retire(u.m)
+			b.metrics.retire(u.metrics)
 		}
 	}
 	b.log.Info("ring reloaded", "version", s.ring.Version(), "previous", old.ring.Version(),
@@ -274,99 +150,35 @@ func (b *Balancer) Update(opts Options) (string, error) {
 	return s.ring.Version(), nil
 }
 
-// buildLocked validates opts and builds a snapshot, creating Upstreams for
-// new names and updating b.ups and the transport. Nothing is changed when
-// it fails.
-func (b *Balancer) buildLocked(opts Options, initial bool) (*snapshot, error) {
-	s := &snapshot{opts: opts, loadFactor: opts.LoadFactor, loadFloor: max(int64(opts.LoadFloor), 1),
-		retries: opts.Retries, slowStart: int64(opts.SlowStart)}
-	bo, err := opts.Breaker.validate()
-	if err != nil {
-		return nil, err
+// installLocked makes a compiled configuration current: it replaces the
+// transport when its settings changed, creates upstream state for new names
+// (an upstream joining a running balancer slow-starts), gives each its
+// breaker settings, builds the members' proxies and swaps the snapshot
+// in. Callers hold b.mu.
+func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
+	old := b.snap.Load()
+	var now int64
+	if old != nil {
+		now = b.nanotime()
 	}
-	if bo.ConsecutiveFailures > 0 {
-		s.breaker = &bo
-		s.failStatus = newStatusSet(bo.FailureStatuses)
-	}
-	switch opts.OnUnavailable {
-	case "", "remap":
-	case "fail":
-		s.fail = true
-	default:
-		return nil, fmt.Errorf("balancer: on_unavailable: unknown value %q", opts.OnUnavailable)
-	}
-	switch opts.OnMissing {
-	case "", "random":
-	case "reject":
-		s.onMissing = missingReject
-	case "cookie":
-		s.onMissing = missingCookie
-		if opts.CookieName == "" {
-			return nil, errors.New("balancer: on_missing cookie needs a cookie name")
-		}
-	default:
-		return nil, fmt.Errorf("balancer: on_missing: unknown value %q", opts.OnMissing)
-	}
-	if opts.LoadFactor != 0 && !(opts.LoadFactor > 1) {
-		return nil, fmt.Errorf("balancer: load_factor must be 0 or > 1, got %v", opts.LoadFactor)
-	}
-	if opts.Retries < 0 {
-		return nil, fmt.Errorf("balancer: retries must be >= 0, got %d", opts.Retries)
-	}
-	if opts.UpstreamHeader != "" {
-		s.header = textproto.CanonicalMIMEHeaderKey(opts.UpstreamHeader)
-	}
-	descs := make([]string, 0, len(opts.Key))
-	for i, k := range opts.Key {
-		f, err := newKeyFunc(k, opts.TrustedProxies)
-		if err != nil {
-			return nil, fmt.Errorf("balancer: key[%d]: %w", i, err)
-		}
-		s.keys = append(s.keys, f)
-		descs = append(descs, k.String())
-	}
-	s.keyDesc = strings.Join(descs, ", ")
-
-	byName := make(map[string]UpstreamOptions, len(opts.Upstreams))
-	rm := make([]ring.Member, 0, len(opts.Upstreams))
-	for i, uo := range opts.Upstreams {
-		if uo.Name == "" {
-			return nil, fmt.Errorf("balancer: upstreams[%d]: empty name", i)
-		}
-		if _, dup := byName[uo.Name]; dup {
-			return nil, fmt.Errorf("balancer: upstreams[%d]: duplicate name %q", i, uo.Name)
-		}
-		if uo.URL == nil || (uo.URL.Scheme != "http" && uo.URL.Scheme != "https") || uo.URL.Host == "" {
-			return nil, fmt.Errorf("balancer: upstreams[%d] (%s): url must be absolute http(s), got %v", i, uo.Name, uo.URL)
-		}
-		byName[uo.Name] = uo
-		rm = append(rm, ring.Member{Name: uo.Name, Addr: uo.Addr, Weight: uo.Weight})
-	}
-	r, err := ring.New(rm, ring.Options{Placement: ring.Placement(opts.Placement), PointsPerWeight: opts.PointsPerWeight})
-	if err != nil {
-		return nil, fmt.Errorf("balancer: %w", err)
-	}
-	s.ring = r
-
-	// Validation is over: from here on, state changes.
-	tcfg := [3]time.Duration{opts.DialTimeout, opts.ResponseHeaderTimeout, opts.IdleConnTimeout}
-	if b.transport == nil || tcfg != b.tcfg {
+	if b.transport == nil || b.transport.cfg != set.transportCfg {
 		if b.transport != nil {
-			b.transport.CloseIdleConnections()
+			b.transport.retire()
 		}
-		b.transport = newTransport(opts)
-		b.tcfg = tcfg
+		b.transport = newTransport(set.transportCfg)
 	}
-	ups := make(map[string]*Upstream, len(rm))
-	s.members = make([]member, len(r.Members()))
-	for i, rmem := range r.Members() {
-		uo := byName[rmem.Name]
-		u := b.ups[uo.Name]
-		if u == nil {
-			u = &Upstream{name: uo.Name, m: b.m.forUpstream(uo.Name)}
-			if !initial && opts.SlowStart > 0 {
-				u.warmSince.Store(b.clock())
+	s := &snapshot{settings: set, ring: r, transport: b.transport, members: make([]member, len(set.specs))}
+	ups := make(map[string]*upstream, len(set.specs))
+	for i, spec := range set.specs {
+		u := b.ups[spec.name]
+		switch {
+		case u == nil:
+			u = &upstream{name: spec.name, metrics: b.metrics.forUpstream(spec.name)}
+			if old != nil && s.slowStart > 0 {
+				u.warmSince.Store(now)
 			}
+		case old != nil:
+			u.endWarmup(now, old.slowStart)
 		}
 		switch br := u.br.Load(); {
 		case s.breaker == nil:
@@ -376,35 +188,36 @@ func (b *Balancer) buildLocked(opts Options, initial bool) (*snapshot, error) {
 		default:
 			br.cfg.Store(s.breaker)
 		}
-		ups[uo.Name] = u
-		s.members[i] = member{
-			u:      u,
-			weight: uo.Weight,
-			points: int(math.Round(float64(r.PointsPerWeight()) * uo.Weight)),
-			url:    uo.URL,
-			proxy:  b.newProxy(s, u, uo.URL),
-		}
+		ups[spec.name] = u
+		s.members[i] = member{memberSpec: spec, u: u, proxy: b.newProxy(s, u, spec.url)}
 	}
+	s.specs = nil // kept once, in the members
 	b.ups = ups
-	return s, nil
+	b.snap.Store(s)
+	b.recomputeLocked()
+	return s
 }
 
-// recomputeLocked refreshes the current snapshot's available weight.
-// Callers hold b.mu and call it after every availability change, so the
-// last recomputation sees every change.
-func (b *Balancer) recomputeLocked() {
-	s := b.snap.Load()
-	w := 0.0
-	for i := range s.members {
-		if s.members[i].u.Available() {
-			w += s.members[i].weight
-		}
-	}
-	s.availW.Store(math.Float64bits(w))
+// nanotime returns nanoseconds since the balancer started on its clock
+// (monotonic on the system clock), never 0.
+func (b *Balancer) nanotime() int64 { return int64(b.clk.Now().Sub(b.epoch)) + 1 }
+
+// clock is where a Balancer reads the time and sets its timers: the
+// system clock, or one a test drives.
+type clock interface {
+	Now() time.Time
+	AfterFunc(d time.Duration, f func()) timer
 }
 
-// clock returns nanoseconds since the balancer started (monotonic), never 0.
-func (b *Balancer) clock() int64 { return int64(b.now().Sub(b.epoch)) + 1 }
+// timer is a timer set by clock.AfterFunc.
+type timer interface {
+	Stop() bool
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time                            { return time.Now() }
+func (systemClock) AfterFunc(d time.Duration, f func()) timer { return time.AfterFunc(d, f) }
 
 // Version returns the current ring's membership version.
 func (b *Balancer) Version() string { return b.snap.Load().ring.Version() }
@@ -412,18 +225,17 @@ func (b *Balancer) Version() string { return b.snap.Load().ring.Version() }
 // RecordReload counts a reload attempt in ringlb_config_reloads_total,
 // sets ringlb_config_last_reload_success (1 when ok, 0 when rejected: it
 // stays 0 until a reload succeeds) and keeps the attempt, with the
-// problems of a rejected one, for LastReload. Whoever performs a reload
-// calls it once: the admin handler does for POST /reload, the command
-// does for SIGHUP.
+// problems of a rejected one, for LastReload. The function that performs
+// a reload calls it once per attempt, whatever asked for the reload.
 func (b *Balancer) RecordReload(ok bool, problems ...string) {
 	if ok {
-		b.m.reloadOK.Inc()
-		b.m.reloadLast.Set(1)
+		b.metrics.reloadOK.Inc()
+		b.metrics.reloadLast.Set(1)
 	} else {
-		b.m.reloadErr.Inc()
-		b.m.reloadLast.Set(0)
+		b.metrics.reloadErr.Inc()
+		b.metrics.reloadLast.Set(0)
 	}
-	b.lastReload.Store(&Reload{At: b.now(), OK: ok, Problems: problems})
+	b.lastReload.Store(&Reload{At: b.clk.Now(), OK: ok, Problems: problems})
 }
 
 // Reload is one reload attempt as RecordReload recorded it.
@@ -436,549 +248,17 @@ type Reload struct {
 // LastReload returns the last reload attempt, or nil before the first.
 func (b *Balancer) LastReload() *Reload { return b.lastReload.Load() }
 
-// SetHealthy records an active health check's verdict for the upstream
-// called name; reason says why (it goes to the log). It has the signature
-// of healthcheck.Reporter, so a Balancer can be handed to the checker
-// directly. A verdict that changes the upstream's availability logs one
-// line; an ejection counts in ringlb_ejections_total{reason="health"};
-// an upstream that becomes available again slow-starts when
-// Options.SlowStart > 0. An upstream whose breaker is open stays
-// unavailable whatever the check says. Names not in the current ring
-// (say, just removed by a reload) are ignored, and so is every report
-// after an Update turned Options.HealthChecks off.
-func (b *Balancer) SetHealthy(name string, up bool, reason string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	u := b.ups[name]
-	if u == nil || b.checksOff {
-		return
-	}
-	if !u.down.CompareAndSwap(up, !up) {
-		return
-	}
-	b.settleLocked(u, "health", reason)
-}
-
-// Close releases the transport's idle connections. Requests in flight are
-// not interrupted; the Balancer stays usable.
+// Close releases the transport's idle connections and stops the timers
+// that end the breakers' open periods. Requests in flight are not
+// interrupted; the Balancer stays usable (an open period then ends with
+// the next request or health report).
 func (b *Balancer) Close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.transport.CloseIdleConnections()
-}
-
-// dialError marks an error from dialling an upstream: nothing was sent,
-// so the request may go elsewhere whatever its method.
-type dialError struct{ err error }
-
-func (e *dialError) Error() string { return e.err.Error() }
-func (e *dialError) Unwrap() error { return e.err }
-
-func newTransport(opts Options) *http.Transport {
-	d := &net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}
-	tlsTimeout := opts.DialTimeout
-	if tlsTimeout == 0 {
-		tlsTimeout = 10 * time.Second
-	}
-	return &http.Transport{
-		Proxy: nil, // never send upstream traffic through $HTTP_PROXY
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, &dialError{err}
-			}
-			return c, nil
-		},
-		MaxIdleConns:          16384,
-		MaxIdleConnsPerHost:   1024,
-		IdleConnTimeout:       opts.IdleConnTimeout,
-		ResponseHeaderTimeout: opts.ResponseHeaderTimeout,
-		TLSHandshakeTimeout:   tlsTimeout,
-		ExpectContinueTimeout: time.Second,
-		DisableCompression:    true,
-		ForceAttemptHTTP2:     false,
-	}
-}
-
-// bufferPool lends ReverseProxy 32 KiB copy buffers. It pools array
-// pointers, so neither Get nor Put allocates.
-type bufferPool struct{ p sync.Pool }
-
-const copyBufferSize = 32 << 10
-
-func (bp *bufferPool) Get() []byte {
-	if a, ok := bp.p.Get().(*[copyBufferSize]byte); ok {
-		return a[:]
-	}
-	return new([copyBufferSize]byte)[:]
-}
-
-func (bp *bufferPool) Put(b []byte) {
-	if cap(b) >= copyBufferSize {
-		bp.p.Put((*[copyBufferSize]byte)(b[:copyBufferSize]))
-	}
-}
-
-func (b *Balancer) newProxy(s *snapshot, u *Upstream, target *url.URL) *httputil.ReverseProxy {
-	p := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(target)
-			setForwarded(pr.Out.Header, pr.In)
-			pr.Out.Host = pr.In.Host
-		},
-		Transport:    b.transport,
-		BufferPool:   &b.bufs,
-		ErrorLog:     b.errLog,
-		ErrorHandler: recordError,
-	}
-	if s.header != "" {
-		key, val := s.header, []string{u.name}
-		p.ModifyResponse = func(res *http.Response) error {
-			res.Header[key] = val[:1:1] // cap 1: an append elsewhere copies
-			return nil
-		}
-	}
-	return p
-}
-
-// setForwarded sets the outbound X-Forwarded-For, -Host and -Proto
-// exactly as httputil.ProxyRequest.SetXForwarded does, except that the
-// client's X-Forwarded-For is kept (Rewrite mode drops it from the
-// outbound request) with the client's address appended, as one
-// comma-separated value. When the client sent no User-Agent it also sets
-// an empty one, which ReverseProxy would otherwise set after Rewrite so
-// that the transport sends none: the upstream sees the same header either
-// way. The values share one backing array, one allocation per request
-// where SetXForwarded and ReverseProxy make four; each is a capped
-// one-element slice, so an append elsewhere copies.
-func setForwarded(h http.Header, in *http.Request) {
-	v := new([4]string)
-	if ip, _, err := net.SplitHostPort(in.RemoteAddr); err == nil {
-		if prior := in.Header["X-Forwarded-For"]; len(prior) > 0 {
-			ip = strings.Join(prior, ", ") + ", " + ip
-		}
-		v[0] = ip
-		h["X-Forwarded-For"] = v[0:1:1]
-	} else {
-		delete(h, "X-Forwarded-For")
-	}
-	v[1] = in.Host
-	h["X-Forwarded-Host"] = v[1:2:2]
-	v[2] = "http"
-	if in.TLS != nil {
-		v[2] = "https"
-	}
-	h["X-Forwarded-Proto"] = v[2:3:3]
-	if _, ok := h["User-Agent"]; !ok {
-		h["User-Agent"] = v[3:4:4] // ""
-	}
-}
-
-// recordError is every ReverseProxy's ErrorHandler: it writes nothing and
-// leaves the error for ServeHTTP, which retries or answers.
-func recordError(w http.ResponseWriter, r *http.Request, err error) {
-	if rw, ok := w.(*responseWriter); ok {
-		rw.err = err
-		return
-	}
-	w.WriteHeader(http.StatusBadGateway)
-}
-
-// ServeHTTP proxies one request. It loads the current snapshot once,
-// hashes the request's key (400 when on_missing is reject and there is
-// none), picks an upstream (503 "no upstream available" when nothing is),
-// and forwards. An attempt that fails before any response byte reached
-// the client is retried on the next distinct available upstream clockwise,
-// up to Options.Retries times: always when the connection was refused or
-// the dial timed out, otherwise only for bodiless GET, HEAD and OPTIONS.
-// When no retry is left the client gets 504 for a timeout and 502
-// otherwise. Upstream responses, 5xx included, pass through as they are;
-// a response that breaks mid-body aborts the client connection
-// (http.ErrAbortHandler) so the client sees it truncated.
-func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	s := b.snap.Load()
-	h, ok := b.position(s, w, r)
-	if !ok {
-		b.accessLog(s, r, nil, http.StatusBadRequest, start, nil)
-		return
-	}
-	rw := &responseWriter{ResponseWriter: w}
-	var body *trackedBody
-	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
-		body = &trackedBody{rc: r.Body}
-		r.Body = body
-	}
-	// tried holds the members this request may not use: those that
-	// failed it and those whose breaker refused it.
-	var triedBuf [4]int
-	tried := triedBuf[:0]
-	var last *member
-	defer func() { b.account(s, rw, r, last, start) }()
-	c, _ := b.pick(s, h, tried, nil)
-	for attempts := 0; ; {
-		if c.Member < 0 {
-			if last == nil {
-				b.noUpstream(s, rw, r, c.Owner)
-				return
-			}
-			break // nowhere else to go
-		}
-		m := &s.members[c.Member]
-		done, ok := b.allow(m.u)
-		if !ok {
-			// The breaker refused after the walk admitted it (a race with a
-			// trip, or the half-open trial was taken): walk on.
-			tried = append(tried, c.Member)
-			c, _ = b.pick(s, h, tried, nil)
-			continue
-		}
-		if c.Overflow >= 0 {
-			s.members[c.Overflow].u.m.overflow.Inc()
-		}
-		if last != nil {
-			last.u.m.retries.Inc()
-		}
-		last = m
-		nh := len(rw.Header())
-		rw.err = nil
-		b.attempt(s, m, rw, r, body, done)
-		attempts++
-		if rw.err == nil || rw.wroteHeader || clientFault(r, body) {
-			break
-		}
-		if s.fail || attempts > s.retries || len(rw.Header()) != nh || !retryable(rw.err, r, body) {
-			break
-		}
-		tried = append(tried, c.Member)
-		c, _ = b.pick(s, h, tried, nil)
-	}
-	if rw.err != nil && !rw.wroteHeader {
-		b.writeError(s, rw, r, body, last)
-	}
-}
-
-// attempt forwards the request to one upstream, holding its in-flight
-// slot until the response is finished, also when the copy panics with
-// http.ErrAbortHandler (which is left to reach net/http). The outcome goes
-// to the upstream's breaker through done (from allow; nil without one).
-func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.Request, body *trackedBody, done func(error)) {
-	u := m.u
-	u.inflight.Add(1)
-	b.inflight.Add(1)
-	finished := false
-	defer func() {
-		u.inflight.Add(-1)
-		b.inflight.Add(-1)
-		if !finished {
-			b.report(s, u, done, outcome{status: rw.status, err: http.ErrAbortHandler, gone: clientFault(r, body)})
-		}
-	}()
-	m.proxy.ServeHTTP(rw, r)
-	finished = true
-	if rw.err != nil {
-		b.report(s, u, done, outcome{err: rw.err, gone: clientFault(r, body)})
-	} else {
-		b.report(s, u, done, outcome{status: rw.status})
-	}
-}
-
-// retryable says whether a failed attempt may be repeated elsewhere: any
-// request whose connection was never made (and whose body is untouched),
-// or a bodiless GET, HEAD or OPTIONS.
-func retryable(err error, r *http.Request, body *trackedBody) bool {
-	var de *dialError
-	if errors.As(err, &de) {
-		return body == nil || body.n.Load() == 0
-	}
-	switch r.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		return body == nil
-	}
-	return false
-}
-
-func isTimeout(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return true
-	}
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// writeError answers a request whose last attempt failed before any byte
-// of a response was written: 400 when the client's request body could not
-// be read, 504 for a timeout, 502 otherwise (always 502 under
-// on_unavailable fail). A departed client's connection is aborted, so it
-// can never read an empty response as a success; it is counted as 499.
-func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, body *trackedBody, m *member) {
-	if body != nil && body.bad.Load() {
-		rw.Header().Set("Connection", "close")
-		plainError(rw, http.StatusBadRequest, "bad request: the request body could not be read\n")
-		return
-	}
-	if r.Context().Err() != nil {
-		rw.status = 499
-		panic(http.ErrAbortHandler)
-	}
-	code, msg := http.StatusBadGateway, "bad gateway: upstream "+m.u.name+" failed\n"
-	if !s.fail && isTimeout(rw.err) {
-		code, msg = http.StatusGatewayTimeout, "gateway timeout: upstream "+m.u.name+" timed out\n"
-	}
-	b.log.Debug("upstream failed", "upstream", m.u.name, "method", r.Method, "uri", r.RequestURI, "error", rw.err)
-	if s.header != "" {
-		rw.Header().Set(s.header, m.u.name)
-	}
-	plainError(rw, code, msg)
-}
-
-// noUpstream answers 503: nothing is available, or, under
-// on_unavailable fail, the key's owner is not.
-func (b *Balancer) noUpstream(s *snapshot, rw *responseWriter, r *http.Request, owner int) {
-	b.m.noUpstream.Inc()
-	msg := "no upstream available\n"
-	if s.fail && owner >= 0 {
-		msg = "upstream " + s.members[owner].u.name + " for this key is unavailable\n"
-	}
-	plainError(rw, http.StatusServiceUnavailable, msg)
-}
-
-func plainError(w http.ResponseWriter, code int, msg string) {
-	h := w.Header()
-	h.Del("Content-Length")
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(code)
-	io.WriteString(w, msg)
-}
-
-// account records the request's metrics and access log line. It runs
-// deferred, so it also sees requests aborted by http.ErrAbortHandler.
-func (b *Balancer) account(s *snapshot, rw *responseWriter, r *http.Request, m *member, start time.Time) {
-	code := rw.status
-	if code == 0 {
-		code = http.StatusOK
-	}
-	if m != nil {
-		m.u.m.code(code).Inc()
-		m.u.m.duration.Observe(time.Since(start).Seconds())
-	}
-	b.accessLog(s, r, m, code, start, rw.err)
-}
-
-func (b *Balancer) accessLog(s *snapshot, r *http.Request, m *member, code int, start time.Time, err error) {
-	if !s.opts.AccessLog {
-		return
-	}
-	name := ""
-	if m != nil {
-		name = m.u.name
-	}
-	attrs := []slog.Attr{
-		slog.String("method", r.Method), slog.String("uri", r.RequestURI),
-		slog.String("remote", r.RemoteAddr), slog.Int("status", code),
-		slog.String("upstream", name), slog.Duration("duration", time.Since(start)),
-	}
-	if err != nil {
-		attrs = append(attrs, slog.String("error", err.Error()))
-	}
-	b.log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
-}
-
-// position returns the request's ring position: the hash of its key, the
-// affinity cookie's value first when on_missing is cookie. With no key it
-// follows on_missing; false means a 400 was written.
-func (b *Balancer) position(s *snapshot, w http.ResponseWriter, r *http.Request) (uint64, bool) {
-	if s.onMissing == missingCookie {
-		if v, ok := cookieValue(r.Header, s.opts.CookieName); ok {
-			return s.ring.Hash(v), true
-		}
-	}
-	for _, k := range s.keys {
-		if v, ok := k(r); ok {
-			return s.ring.Hash(v), true
-		}
-	}
-	switch s.onMissing {
-	case missingReject:
-		plainError(w, http.StatusBadRequest, "missing hash key: the request has none of "+s.keyDesc+"\n")
-		return 0, false
-	case missingCookie:
-		var id [16]byte
-		rand.Read(id[:])
-		v := hex.EncodeToString(id[:])
-		http.SetCookie(w, &http.Cookie{
-			Name:     s.opts.CookieName,
-			Value:    v,
-			Path:     "/",
-			MaxAge:   int(s.opts.CookieTTL / time.Second),
-			Secure:   s.opts.CookieSecure,
-			HttpOnly: s.opts.CookieHTTPOnly,
-			SameSite: http.SameSiteLaxMode,
-		})
-		return s.ring.Hash(v), true
-	}
-	return mrand.Uint64(), true
-}
-
-// pick chooses a member for position h, judging each candidate as a
-// request would: unavailable ones (health, an open breaker whose open
-// period runs, a half-open one whose trial is in flight) are skipped, tried ones
-// are excluded, slow-starting ones are skipped at inactive points, and
-// under bounded loads full ones are passed over. Under on_unavailable fail
-// only the owner is considered. If only slow start stood in the way, slow
-// start is ignored rather than fail the request. With skipped non-nil the
-// reasons are appended, as /debug/lookup shows them.
-func (b *Balancer) pick(s *snapshot, h uint64, tried []int, skipped []ring.Skip) (ring.Choice, []ring.Skip) {
-	total := b.inflight.Load()
-	availW := math.Float64frombits(s.availW.Load())
-	c := s.loadFactor
-	slow := s.slowStart > 0
-	sawSlow := false
-	var now int64
-	owner := -1
-	if s.fail {
-		owner = s.ring.Owner(h)
-	}
-	judge := func(i, seq int) ring.Reason {
-		if owner >= 0 && i != owner {
-			return ring.Excluded
-		}
-		for _, t := range tried {
-			if t == i {
-				return ring.Excluded
-			}
-		}
-		m := &s.members[i]
-		u := m.u
-		if u.down.Load() {
-			return ring.Unhealthy
-		}
+	for _, u := range b.ups {
 		if br := u.br.Load(); br != nil {
-			switch br.state.Load() {
-			case breakerOpen:
-				// Once the open period is over the upstream is eligible:
-				// allow makes this request its half-open trial.
-				if now == 0 {
-					now = b.clock()
-				}
-				if now < br.openUntil.Load() {
-					return ring.BreakerOpen
-				}
-			case breakerHalfOpen:
-				if br.trial.Load() {
-					return ring.BreakerOpen
-				}
-			}
+			br.stop()
 		}
-		if slow {
-			if ws := u.warmSince.Load(); ws != 0 {
-				if now == 0 {
-					now = b.clock()
-				}
-				if f := float64(now-ws) / float64(s.slowStart); f >= 1 {
-					u.warmSince.CompareAndSwap(ws, 0)
-				} else if seq >= ring.ActivePoints(m.points, f) {
-					sawSlow = true
-					return ring.SlowStart
-				}
-			}
-		}
-		if c > 0 && u.inflight.Load() >= ring.Limit(c, s.loadFloor, total, m.weight, availW) {
-			return ring.Full
-		}
-		return ring.Accept
 	}
-	n0 := len(skipped)
-	ch, skipped := s.ring.Pick(h, judge, skipped)
-	if ch.Member < 0 && sawSlow {
-		slow = false
-		if skipped != nil {
-			skipped = skipped[:n0]
-		}
-		ch, skipped = s.ring.Pick(h, judge, skipped)
-	}
-	return ch, skipped
 }
-
-// trackedBody counts the request body bytes read, so a retry happens only
-// when nothing was sent; notes whether reading the client's body failed
-// (a malformed chunk, a connection closed short of Content-Length), which
-// is the client's fault and never the upstream's; and ignores Close, so an
-// attempt's transport cannot close the body a retry still needs (net/http
-// closes it after the handler returns). The transport reads it on its own
-// goroutine, hence the atomics.
-type trackedBody struct {
-	rc  io.ReadCloser
-	n   atomic.Int64
-	bad atomic.Bool
-}
-
-func (t *trackedBody) Read(p []byte) (int, error) {
-	n, err := t.rc.Read(p)
-	t.n.Add(int64(n))
-	if err != nil && err != io.EOF {
-		t.bad.Store(true)
-	}
-	return n, err
-}
-
-// clientFault reports whether the current attempt failed because of the
-// client: it went away, or its request body could not be read. Such an
-// attempt says nothing about the upstream and is not retried.
-func clientFault(r *http.Request, body *trackedBody) bool {
-	return r.Context().Err() != nil || (body != nil && body.bad.Load())
-}
-
-func (t *trackedBody) Close() error { return nil }
-
-// responseWriter notes the status sent to the client and the error of
-// the current attempt, and passes Flush and Hijack through.
-type responseWriter struct {
-	http.ResponseWriter
-	status      int
-	wroteHeader bool
-	err         error
-}
-
-func (w *responseWriter) WriteHeader(code int) {
-	if !w.wroteHeader {
-		if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
-			w.ResponseWriter.WriteHeader(code) // informational: more to come
-			return
-		}
-		w.status, w.wroteHeader = code, true
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *responseWriter) Write(p []byte) (int, error) {
-	if !w.wroteHeader {
-		w.status, w.wroteHeader = http.StatusOK, true
-	}
-	return w.ResponseWriter.Write(p)
-}
-
-// FlushError flushes buffered data to the client (http.ResponseController
-// and ReverseProxy's streaming use it).
-func (w *responseWriter) FlushError() error {
-	if !w.wroteHeader {
-		w.status, w.wroteHeader = http.StatusOK, true
-	}
-	return http.NewResponseController(w.ResponseWriter).Flush()
-}
-
-// Flush implements http.Flusher.
-func (w *responseWriter) Flush() { _ = w.FlushError() }
-
-// Hijack takes over the connection, for protocol upgrades.
-func (w *responseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
-	if err == nil {
-		w.status, w.wroteHeader = http.StatusSwitchingProtocols, true
-	}
-	return c, brw, err
-}
-
-// Unwrap lets http.ResponseController reach the server's writer.
-func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

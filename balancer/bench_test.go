@@ -34,6 +34,7 @@ func BenchmarkServeHTTP(b *testing.B) {
 	}
 	opts := baseOptions(upstreamsOf(b, bes...))
 	opts.Breaker = BreakerOptions{ConsecutiveFailures: 5, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: time.Minute}
+	opts.Timeouts.Read = time.Minute // on by default (timeouts.read)
 	bal, err := New(opts, NewRegistry(), nil)
 	if err != nil {
 		b.Fatal(err)

@@ -3,83 +3,13 @@ package balancer
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
 )
-
-// BreakerOptions configures the per-upstream circuit breakers, the
-// passive half of ejection: real traffic trips them.
-//
-// A breaker counts an upstream's attempts. Connection errors, timeouts,
-// a response that breaks off mid-body, and responses whose status is in
-// FailureStatuses are failures; anything else that got a response is a
-// success; an attempt whose client went away first counts as neither.
-// After ConsecutiveFailures failures in a row the breaker opens: the
-// upstream is unavailable and its keys go clockwise (or get 503 under
-// on_unavailable fail). When the open period ends the next request for
-// the upstream is its one half-open trial, admitted only while the
-// active health check (if any) says up; every other request keeps
-// skipping the upstream until the trial's outcome is known. A success
-// closes the breaker; a failure opens it again.
-//
-// Open periods: the k-th consecutive trip keeps the breaker open for
-// min(OpenTimeout × 2^(k-1), MaxOpenTimeout). A failed half-open trial is
-// always a consecutive trip; a trip from the closed state is consecutive
-// unless the breaker had stayed closed for at least 2 × MaxOpenTimeout
-// since it last closed, in which case k starts again at 1.
-//
-// A reload that changes these options keeps every breaker's state and
-// counts; the new values apply from the next trip. ConsecutiveFailures 0
-// removes the breakers (an open one closes).
-type BreakerOptions struct {
-	// ConsecutiveFailures is how many failures in a row trip a breaker;
-	// 0 turns breakers off.
-	ConsecutiveFailures int
-	// FailureStatuses are the response statuses counted as failures, in
-	// addition to transport errors and timeouts. The response still
-	// reaches the client as it is.
-	FailureStatuses []int
-	// OpenTimeout is the first open period; > 0 when breakers are on.
-	OpenTimeout time.Duration
-	// MaxOpenTimeout caps the doubling; 0 means OpenTimeout (no doubling).
-	MaxOpenTimeout time.Duration
-}
-
-// validate checks o and returns it with MaxOpenTimeout filled in.
-func (o BreakerOptions) validate() (BreakerOptions, error) {
-	if o.ConsecutiveFailures < 0 {
-		return o, fmt.Errorf("balancer: breaker consecutive_failures must be >= 0, got %d", o.ConsecutiveFailures)
-	}
-	for _, c := range o.FailureStatuses {
-		if c < 100 || c > 599 {
-			return o, fmt.Errorf("balancer: breaker failure_statuses: %d is not an HTTP status", c)
-		}
-	}
-	if o.ConsecutiveFailures == 0 {
-		return o, nil
-	}
-	if o.OpenTimeout <= 0 {
-		return o, fmt.Errorf("balancer: breaker open_timeout must be > 0, got %v", o.OpenTimeout)
-	}
-	if o.MaxOpenTimeout == 0 {
-		o.MaxOpenTimeout = o.OpenTimeout
-	}
-	if o.MaxOpenTimeout < o.OpenTimeout {
-		return o, fmt.Errorf("balancer: breaker max_open_timeout (%v) must be >= open_timeout (%v)", o.MaxOpenTimeout, o.OpenTimeout)
-	}
-	return o, nil
-}
-
-// openPeriod is how long the k-th consecutive trip (k >= 1) stays open.
-func (o *BreakerOptions) openPeriod(k int) time.Duration {
-	d := o.OpenTimeout
-	for i := 1; i < k && d < o.MaxOpenTimeout; i++ {
-		d *= 2
-	}
-	return min(d, o.MaxOpenTimeout)
-}
 
 // statusSet is a set of HTTP status codes (100-599), O(1) to query.
 type statusSet [10]uint64
@@ -104,6 +34,15 @@ var (
 	errNotCounted = errors.New("client went away")
 )
 
+// Breaker states as ringlb_breaker_state and /debug/ring report them.
+const (
+	breakerClosed   int32 = 0
+	breakerHalfOpen int32 = 1
+	breakerOpen     int32 = 2
+)
+
+var breakerNames = [...]string{"closed", "half-open", "open"}
+
 // breaker is one upstream's circuit breaker: a gobreaker two-step breaker
 // does the counting, the trip decision, the single half-open trial and
 // the close or re-open on its outcome; the open period is kept here, on
@@ -125,6 +64,9 @@ var (
 // written in onStateChange, under gobreaker's mutex, and by allow for the
 // request that becomes the trial. trips and closedAt belong to
 // onStateChange alone, so gobreaker's mutex guards them.
+//
+// A breaker reports its transitions by marking its upstream dirty; whoever
+// called it then settles the upstream (see Balancer.settle).
 type breaker struct {
 	cb  *gobreaker.TwoStepCircuitBreaker[struct{}]
 	cfg atomic.Pointer[BreakerOptions]
@@ -135,10 +77,24 @@ type breaker struct {
 
 	trips    int   // consecutive trips so far
 	closedAt int64 // when it last closed after a trip (balancer clock); 0: never
+
+	name  string
+	dirty *atomic.Bool // the upstream's: a transition awaits settle
+	log   *slog.Logger
+	now   func() int64                      // the balancer's clock
+	after func(time.Duration, func()) timer // a timer on that clock
+	// expired runs when an open period is over, to publish its end
+	// without waiting for a request.
+	expired func()
+
+	timerMu sync.Mutex
+	timer   timer // the running open period's; nil when none
 }
 
-func (b *Balancer) newBreaker(u *Upstream, cfg *BreakerOptions) *breaker {
-	br := &breaker{}
+func (b *Balancer) newBreaker(u *upstream, cfg *BreakerOptions) *breaker {
+	br := &breaker{name: u.name, dirty: &u.dirty, log: b.log, now: b.nanotime,
+		after: func(d time.Duration, f func()) timer { return b.clk.AfterFunc(d, f) }}
+	br.expired = func() { b.expireOpen(u, br) }
 	br.cfg.Store(cfg)
 	br.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:        u.name,
@@ -148,22 +104,37 @@ func (b *Balancer) newBreaker(u *Upstream, cfg *BreakerOptions) *breaker {
 		ReadyToTrip: func(c gobreaker.Counts) bool {
 			return int(c.ConsecutiveFailures) >= br.cfg.Load().ConsecutiveFailures
 		},
-		IsSuccessful: func(err error) bool { return err == nil },
-		IsExcluded:   func(err error) bool { return err == errNotCounted },
-		OnStateChange: func(_ string, from, to gobreaker.State) {
-			b.onStateChange(u, br, from, to)
-		},
+		IsSuccessful:  func(err error) bool { return err == nil },
+		IsExcluded:    func(err error) bool { return err == errNotCounted },
+		OnStateChange: func(_ string, from, to gobreaker.State) { br.onStateChange(from, to) },
 	})
 	return br
 }
 
+// eligible is the one rule for whether the breaker lets a request through
+// at now (balancer clock): it is closed, or its open period is over (the
+// request becomes the half-open trial), or it is half-open and its one
+// trial is not taken. The ring walk, admission (allow) and the end of an
+// open period (endOpen) all use it. The health check is the caller's:
+// the walk skips an upstream whose check says down in any state, and a
+// breaker that is not closed admits a trial only while the check says up.
+func (br *breaker) eligible(now int64) bool {
+	switch br.state.Load() {
+	case breakerOpen:
+		return now >= br.openUntil.Load()
+	case breakerHalfOpen:
+		return !br.trial.Load()
+	}
+	return true
+}
+
 // onStateChange mirrors a gobreaker transition into the atomics the
-// request path reads, and logs it. It runs under the breaker's mutex, so
-// it takes no lock: the availability bookkeeping (log line, ejection
-// metric, available weight) happens in settle, which whoever called the
-// breaker runs next, seeing u.dirty.
-func (b *Balancer) onStateChange(u *Upstream, br *breaker, from, to gobreaker.State) {
-	now := b.clock()
+// request path reads, logs it and marks the upstream dirty. It runs under
+// gobreaker's mutex, so it takes no lock: the availability bookkeeping
+// (log line, ejection metric, available weight) happens in settle, which
+// whoever called the breaker runs next.
+func (br *breaker) onStateChange(from, to gobreaker.State) {
+	now := br.now()
 	switch to {
 	case gobreaker.StateOpen:
 		cfg := br.cfg.Load()
@@ -179,158 +150,169 @@ func (b *Balancer) onStateChange(u *Upstream, br *breaker, from, to gobreaker.St
 		if from == gobreaker.StateHalfOpen {
 			why = "half-open trial failed"
 		}
-		b.log.Warn("circuit breaker open", "upstream", u.name, "reason", why, "open_for", d, "trip", br.trips)
-		time.AfterFunc(d, func() { b.expireOpen(u, br) })
+		br.log.Warn("circuit breaker open", "upstream", br.name, "reason", why, "open_for", d, "trip", br.trips)
+		br.setTimer(br.after(d, br.expired))
 	case gobreaker.StateHalfOpen:
 		if now < br.openUntil.Load() {
 			return // touched early by a request that raced the trip; allow hands its slot back
 		}
 		br.state.Store(breakerHalfOpen)
-		b.log.Info("circuit breaker half-open: one trial request", "upstream", u.name)
+		br.log.Info("circuit breaker half-open: one trial request", "upstream", br.name)
 	case gobreaker.StateClosed:
 		br.closedAt = now
 		br.trial.Store(false)
 		br.state.Store(breakerClosed)
-		b.log.Info("circuit breaker closed: trial request succeeded", "upstream", u.name)
+		br.log.Info("circuit breaker closed: trial request succeeded", "upstream", br.name)
 	}
-	u.dirty.Store(true)
+	br.dirty.Store(true)
 }
 
-// expireOpen ends an open period when it is over, so the breaker shows
-// half-open, and its upstream available when the health check (if any)
-// says up, without waiting for a request: /debug/ring, /readyz and the
-// metrics then agree with /debug/lookup, which already judges the
-// upstream eligible. The next request for its keys is the trial. While
-// the health check says down nothing changes: there is no trial then.
-func (b *Balancer) expireOpen(u *Upstream, br *breaker) {
-	if u.br.Load() != br || br.state.Load() != breakerOpen || b.clock() < br.openUntil.Load() || u.down.Load() {
+// setTimer replaces the open period's timer, stopping the previous one.
+func (br *breaker) setTimer(t timer) {
+	br.timerMu.Lock()
+	defer br.timerMu.Unlock()
+	if br.timer != nil {
+		br.timer.Stop()
+	}
+	br.timer = t
+}
+
+// stop stops the open period's timer, if one runs.
+func (br *breaker) stop() { br.setTimer(nil) }
+
+// endOpen ends an open period that is over, when the health check (if
+// any) says up (down false): the breaker shows half-open, so that
+// /debug/ring, /readyz and the metrics agree with /debug/lookup, which
+// already judges the upstream eligible, and the next request for the
+// upstream is its trial. Its caller settles the upstream next.
+func (br *breaker) endOpen(now int64, down bool) {
+	if br.state.Load() != breakerOpen || down || !br.eligible(now) {
 		return
 	}
 	// gobreaker's own timeout has long passed: asking its state moves it
 	// to half-open, and onStateChange mirrors that, unless a request that
 	// raced the trip had moved it there already.
 	if br.cb.State() == gobreaker.StateHalfOpen && br.state.CompareAndSwap(breakerOpen, breakerHalfOpen) {
-		b.log.Info("circuit breaker half-open: one trial request", "upstream", u.name)
-		u.dirty.Store(true)
+		br.log.Info("circuit breaker half-open: one trial request", "upstream", br.name)
 	}
-	b.settleIfDirty(u)
 }
 
-// allow asks u's breaker whether a request may go to u now; false means
-// skip u (its breaker is open, or its half-open trial is taken or waits
-// for the health check). When true, done is the function to hand the
-// attempt's outcome to (nil without a breaker).
-func (b *Balancer) allow(u *Upstream) (done func(error), ok bool) {
-	br := u.br.Load()
-	if br == nil {
-		return nil, true
-	}
-	if br.state.Load() != breakerClosed && (b.clock() < br.openUntil.Load() || u.down.Load()) {
-		return nil, false
+// allow asks whether a request may go to the upstream at now; down is its
+// health verdict. false means skip the upstream (the breaker is open, or
+// its half-open trial is taken or waits for the health check). When true,
+// done is the function to hand the attempt's outcome to, and trial says
+// that the request is the half-open trial.
+func (br *breaker) allow(now int64, down bool) (done func(error), trial, ok bool) {
+	if br.state.Load() != breakerClosed && (down || !br.eligible(now)) {
+		return nil, false, false
 	}
 	finish, err := br.cb.Allow()
 	if err != nil {
-		return nil, false
+		return nil, false, false
 	}
 	if br.state.Load() == breakerClosed {
-		return finish, true
+		return finish, false, true
 	}
 	// Admitted while not closed: either this request raced a trip, or it
 	// is the half-open trial.
-	if b.clock() < br.openUntil.Load() || u.down.Load() {
+	if down || !br.eligible(now) {
 		finish(errNotCounted)
-		return nil, false
+		return nil, false, false
 	}
 	if br.state.CompareAndSwap(breakerOpen, breakerHalfOpen) {
 		// gobreaker went half-open early (see breaker): the state only
 		// shows it now.
-		b.log.Info("circuit breaker half-open: one trial request", "upstream", u.name)
-		u.dirty.Store(true)
+		br.log.Info("circuit breaker half-open: one trial request", "upstream", br.name)
+		br.dirty.Store(true)
 	}
 	br.trial.Store(true)
-	b.settleIfDirty(u)
 	return func(err error) {
 		finish(err)
 		br.trial.Store(false) // an uncounted trial leaves it half-open: the next request tries
-	}, true
+	}, true, true
 }
 
-// report hands one attempt's outcome to u's breaker (done from allow):
-// transport errors (connection, timeout, a response broken mid-body) and
-// FailureStatuses are failures, a departed client is not counted, the
-// rest are successes.
-func (b *Balancer) report(s *snapshot, u *Upstream, done func(error), o outcome) {
+// ordinaryAttempt returns the done function of one attempt counted by the
+// closed breaker, for the body of a trial whose head closed it; nil when
+// the breaker is not closed (the head was a failure, or others re-opened
+// it since): the body's outcome is then not counted.
+func (br *breaker) ordinaryAttempt() func(error) {
+	if br.state.Load() != breakerClosed {
+		return nil
+	}
+	finish, err := br.cb.Allow()
+	if err != nil {
+		return nil
+	}
+	return finish
+}
+
+// outcome is what one attempt against an upstream came to.
+type outcome struct {
+	status int   // status received from the upstream, 0 if none
+	err    error // transport error, nil if a response arrived
+	gone   bool  // the client went away first: says nothing about the upstream
+}
+
+// verdict is what a breaker's done function is told about o: transport
+// errors (connection, timeout, a response broken mid-body) and statuses in
+// fail are failures, a departed client is not counted, the rest are
+// successes.
+func (o outcome) verdict(fail *statusSet) error {
+	switch {
+	case o.gone:
+		return errNotCounted
+	case o.err != nil, fail.has(o.status):
+		return errFailed
+	}
+	return nil
+}
+
+// allow asks u's breaker whether a request may go to u now (see
+// breaker.allow; without a breaker it always may, and done is nil), and
+// publishes what that changed.
+func (b *Balancer) allow(u *upstream) (done func(error), trial, ok bool) {
+	br := u.br.Load()
+	if br == nil {
+		return nil, false, true
+	}
+	done, trial, ok = br.allow(b.nanotime(), u.down.Load())
+	if trial {
+		b.settleIfDirty(u)
+	}
+	return done, trial, ok
+}
+
+// ordinaryAttempt is u's breaker's ordinaryAttempt; nil without one.
+func (b *Balancer) ordinaryAttempt(u *upstream) func(error) {
+	if br := u.br.Load(); br != nil {
+		return br.ordinaryAttempt()
+	}
+	return nil
+}
+
+// report hands one attempt's outcome to u's breaker (done from allow; nil
+// without a breaker) and publishes what that changed.
+func (b *Balancer) report(s *snapshot, u *upstream, done func(error), o outcome) {
 	if done == nil {
 		return
 	}
-	switch {
-	case o.gone:
-		done(errNotCounted)
-	case o.err != nil, s.failStatus.has(o.status):
-		done(errFailed)
-	default:
-		done(nil)
-	}
+	done(o.verdict(&s.failStatus))
 	b.settleIfDirty(u)
 }
 
+// expireOpen runs when an open period is over (the timer set at the trip)
+// and publishes its end without waiting for a request; see settleLocked.
+func (b *Balancer) expireOpen(u *upstream, br *breaker) {
+	if u.br.Load() != br {
+		return // breakers were turned off and on by reloads: a stale timer
+	}
+	b.settle(u, "breaker", "")
+}
+
 // settleIfDirty publishes a breaker transition's effect on availability.
-func (b *Balancer) settleIfDirty(u *Upstream) {
+func (b *Balancer) settleIfDirty(u *upstream) {
 	if u.dirty.Load() {
 		b.settle(u, "breaker", "")
 	}
-}
-
-// settle publishes u's availability if it changed: one log line, the
-// ejection metric (reason cause, or whichever of health and breaker is
-// down), slow start on return, and the available weight. It is the only
-// writer of u.ejected, and its CompareAndSwap makes each real transition
-// count once however many callers race to report it.
-func (b *Balancer) settle(u *Upstream, cause, reason string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.settleLocked(u, cause, reason)
-}
-
-func (b *Balancer) settleLocked(u *Upstream, cause, reason string) {
-	u.dirty.Store(false)
-	if b.ups[u.name] != u {
-		return // removed by a reload
-	}
-	down := u.down.Load()
-	st := u.breakerState()
-	avail := !down && st != breakerOpen
-	if !u.ejected.CompareAndSwap(avail, !avail) {
-		return
-	}
-	if avail {
-		if reason == "" {
-			reason = "circuit breaker " + breakerNames[st]
-		}
-		if s := b.snap.Load(); s.slowStart > 0 {
-			u.warmSince.Store(b.clock())
-		}
-		u.ejection.Store(nil)
-		b.log.Info("upstream available", "upstream", u.name, "cause", cause, "reason", reason)
-	} else {
-		switch {
-		case down && st == breakerOpen: // both: keep the caller's cause
-		case down:
-			cause = "health"
-		default:
-			cause = "breaker"
-		}
-		if reason == "" {
-			reason = "circuit breaker " + breakerNames[st]
-		}
-		if cause == "health" {
-			u.m.ejectH.Inc()
-		} else {
-			u.m.ejectB.Inc()
-		}
-		u.warmSince.Store(0) // a trial or return starts its own slow start
-		u.ejection.Store(&Ejection{Since: b.now(), Cause: cause, Reason: reason})
-		b.log.Warn("upstream unavailable", "upstream", u.name, "cause", cause, "reason", reason)
-	}
-	b.recomputeLocked()
 }

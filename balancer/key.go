@@ -1,27 +1,21 @@
 package balancer
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	mrand "math/rand/v2"
 	"net/http"
 	"net/netip"
 	"net/textproto"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // keyFunc extracts one key source from a request; false when the source is
 // absent (or empty) on this request.
 type keyFunc func(*http.Request) (string, bool)
-
-// Key source kinds, as KeySource.Kind spells them.
-const (
-	KeyCookie = "cookie"
-	KeyHeader = "header"
-	KeyQuery  = "query"
-	KeyURI    = "uri"
-	KeyPath   = "path"
-	KeyIP     = "ip"
-)
 
 func newKeyFunc(src KeySource, trusted []netip.Prefix) (keyFunc, error) {
 	switch src.Kind {
@@ -30,14 +24,23 @@ func newKeyFunc(src KeySource, trusted []netip.Prefix) (keyFunc, error) {
 			return nil, fmt.Errorf("key source cookie: needs a name")
 		}
 		name := src.Name
-		return func(r *http.Request) (string, bool) { return cookieValue(r.Header, name) }, nil
+		return func(r *http.Request) (string, bool) {
+			if dropped(r.Header, "Cookie") {
+				return "", false
+			}
+			return cookieValue(r.Header, name)
+		}, nil
 	case KeyHeader:
 		if src.Name == "" {
 			return nil, fmt.Errorf("key source header: needs a name")
 		}
 		name := textproto.CanonicalMIMEHeaderKey(src.Name)
+		if hopHeaders[name] {
+			// Never forwarded: never a key.
+			return func(*http.Request) (string, bool) { return "", false }, nil
+		}
 		return func(r *http.Request) (string, bool) {
-			if v := r.Header[name]; len(v) > 0 && v[0] != "" {
+			if v := r.Header[name]; len(v) > 0 && v[0] != "" && !dropped(r.Header, name) {
 				return v[0], true
 			}
 			return "", false
@@ -66,20 +69,48 @@ func newKeyFunc(src KeySource, trusted []netip.Prefix) (keyFunc, error) {
 	return nil, fmt.Errorf("unknown key source %q", src.Kind)
 }
 
-func (k KeySource) String() string {
-	if k.Name == "" {
-		return k.Kind
-	}
-	return k.Kind + " " + k.Name
+// hopHeaders are the hop-by-hop headers ReverseProxy removes from every
+// request it forwards (canonical names).
+var hopHeaders = map[string]bool{
+	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true,
+	"Proxy-Authenticate": true, "Proxy-Authorization": true,
+	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
 }
 
-// cookieValue returns the value of the first cookie called name with a
-// non-empty value, reading the Cookie header lines as net/http does
-// (http.Request.Cookie) but without allocating: pairs split on ";", the
-// pair and the name trimmed of ASCII blanks, one pair of surrounding
-// double quotes removed, and a value holding bytes a cookie value cannot
-// (controls, non-ASCII, double quote, backslash) skipped as net/http skips
-// it. So the key is the cookie the application behind ringlb reads.
+// dropped reports whether the request's Connection header lists the
+// header name, so that it is removed before the upstream sees it (RFC
+// 9110 section 7.6.1). A key is taken only from what is forwarded: the
+// application must be able to read the same value.
+func dropped(h http.Header, name string) bool {
+	for _, line := range h["Connection"] {
+		for line != "" {
+			var tok string
+			tok, line, _ = strings.Cut(line, ",")
+			if strings.EqualFold(textproto.TrimString(tok), name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (k KeySource) String() string {
+	if k.Name == "" {
+		return string(k.Kind)
+	}
+	return string(k.Kind) + " " + k.Name
+}
+
+// cookieValue returns the value of the cookie called name exactly as
+// net/http's http.Request.Cookie reads it, but without allocating: the
+// first pair with that name whose value net/http accepts, reading the
+// Cookie header lines in order, pairs split on ";", the pair and the name
+// trimmed of ASCII blanks, one pair of surrounding double quotes removed,
+// and a value holding bytes a cookie value cannot (controls, non-ASCII,
+// double quote, backslash) skipped as net/http skips it. An empty value
+// is that cookie too: the source is then absent, not read from a later
+// pair ("session=; session=bob" has no key, as the application reads
+// ""). So the key is the cookie the application behind ringlb reads.
 func cookieValue(h http.Header, name string) (string, bool) {
 	for _, line := range h["Cookie"] {
 		for line != "" {
@@ -92,8 +123,8 @@ func cookieValue(h http.Header, name string) (string, bool) {
 			if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
 				v = v[1 : len(v)-1]
 			}
-			if v != "" && validCookieValue(v) {
-				return v, true
+			if validCookieValue(v) {
+				return v, v != ""
 			}
 		}
 	}
@@ -226,4 +257,41 @@ func hostOnly(hostport string) string {
 		h = h[1 : len(h)-1]
 	}
 	return h
+}
+
+// position returns the request's ring position: the hash of its key, the
+// affinity cookie's value first when on_missing is cookie. With no key it
+// follows on_missing; false means a 400 was written. A generated affinity
+// cookie goes on the final response head (see responseWriter.setCookie).
+func (b *Balancer) position(s *snapshot, w *responseWriter, r *http.Request) (uint64, bool) {
+	if s.onMissing == OnMissingCookie && !dropped(r.Header, "Cookie") {
+		if v, ok := cookieValue(r.Header, s.cookie.Name); ok {
+			return s.ring.Hash(v), true
+		}
+	}
+	for _, k := range s.keys {
+		if v, ok := k(r); ok {
+			return s.ring.Hash(v), true
+		}
+	}
+	switch s.onMissing {
+	case OnMissingReject:
+		plainError(w, http.StatusBadRequest, "missing hash key: the request has none of "+s.keyDesc+"\n")
+		return 0, false
+	case OnMissingCookie:
+		var id [16]byte
+		rand.Read(id[:])
+		v := hex.EncodeToString(id[:])
+		w.setCookie = (&http.Cookie{
+			Name:     s.cookie.Name,
+			Value:    v,
+			Path:     "/",
+			MaxAge:   int(s.cookie.TTL / time.Second),
+			Secure:   s.cookie.Secure,
+			HttpOnly: s.cookie.HTTPOnly,
+			SameSite: http.SameSiteLaxMode,
+		}).String()
+		return s.ring.Hash(v), true
+	}
+	return mrand.Uint64(), true
 }

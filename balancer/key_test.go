@@ -2,9 +2,13 @@ package balancer
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/netip"
+	"net/url"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestQueryValue(t *testing.T) {
@@ -28,9 +32,14 @@ func TestQueryValue(t *testing.T) {
 }
 
 func TestCookieValue(t *testing.T) {
-	h := http.Header{"Cookie": {"a=1; session=", "x=2;session=\"s1\"; session=s2"}}
+	h := http.Header{"Cookie": {"a=1; session=\x01", "x=2;session=\"s1\"; session=s2"}}
 	if v, ok := cookieValue(h, "session"); v != "s1" || !ok {
 		t.Errorf("got %q %v", v, ok)
+	}
+	// The first valid pair decides, empty or not, as http.Request.Cookie.
+	h = http.Header{"Cookie": {"a=1; session=", "x=2;session=\"s1\"; session=s2"}}
+	if v, ok := cookieValue(h, "session"); v != "" || ok {
+		t.Errorf("empty first session cookie: got %q %v, want absent", v, ok)
 	}
 	if _, ok := cookieValue(h, "none"); ok {
 		t.Error("found a missing cookie")
@@ -72,7 +81,7 @@ func TestClientIP(t *testing.T) {
 func TestIPKeyIgnoresSpoofedEntries(t *testing.T) {
 	bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c")}
 	opts := baseOptions(upstreamsOf(t, bes...))
-	opts.Key = []KeySource{{Kind: KeyIP}}
+	opts.Hash.Key = []KeySource{{Kind: KeyIP}}
 	opts.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.0.0.0/8")}
 	b, _, front := proxy(t, opts)
 	for i := range 20 {
@@ -94,8 +103,8 @@ func TestNginxPlacementLookup(t *testing.T) {
 		ups = append(ups, UpstreamOptions{Name: "n" + hp, URL: u, Addr: u.Host, Weight: 1})
 	}
 	opts := baseOptions(ups)
-	opts.Placement = "nginx"
-	opts.PointsPerWeight = 0
+	opts.Ring.Placement = "nginx"
+	opts.Ring.PointsPerWeight = 0
 	b, err := New(opts, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -106,5 +115,207 @@ func TestNginxPlacementLookup(t *testing.T) {
 	}
 	if st := b.Status(); st.Placement != "nginx" || st.PointsPerWeight != 160 || st.Upstreams[0].Name != "n10.0.0.1:8080" {
 		t.Errorf("status %+v", st)
+	}
+}
+
+// TestHopByHopHeadersAreNoKey: a header the request's Connection header
+// lists is removed before the upstream sees it, as are the hop-by-hop
+// headers themselves, so none of them gives a key: the key is taken from
+// what is forwarded.
+func TestHopByHopHeadersAreNoKey(t *testing.T) {
+	hdr, _ := newKeyFunc(KeySource{Kind: KeyHeader, Name: "X-User-ID"}, nil)
+	ck, _ := newKeyFunc(KeySource{Kind: KeyCookie, Name: "session"}, nil)
+	te, _ := newKeyFunc(KeySource{Kind: KeyHeader, Name: "Te"}, nil)
+	for _, c := range []struct {
+		name string
+		f    keyFunc
+		h    http.Header
+		want string // "" for absent
+	}{
+		{"header", hdr, http.Header{"X-User-Id": {"alice"}}, "alice"},
+		{"header listed in Connection", hdr, http.Header{"X-User-Id": {"alice"}, "Connection": {"keep-alive, x-user-id"}}, ""},
+		{"header listed on a second Connection line", hdr, http.Header{"X-User-Id": {"alice"}, "Connection": {"keep-alive", "X-User-ID"}}, ""},
+		{"other header listed", hdr, http.Header{"X-User-Id": {"alice"}, "Connection": {"x-user"}}, "alice"},
+		{"cookie", ck, http.Header{"Cookie": {"session=s1"}}, "s1"},
+		{"Cookie listed in Connection", ck, http.Header{"Cookie": {"session=s1"}, "Connection": {"Cookie"}}, ""},
+		{"hop-by-hop header", te, http.Header{"Te": {"trailers"}}, ""},
+	} {
+		r := &http.Request{Header: c.h, URL: &url.URL{}}
+		v, ok := c.f(r)
+		if (c.want == "") == ok || v != c.want {
+			t.Errorf("%s: %q, %v; want %q", c.name, v, ok, c.want)
+		}
+	}
+}
+
+// TestAffinityPerSource checks, for each key source, that one key always
+// reaches the same upstream and that different keys spread.
+func TestAffinityPerSource(t *testing.T) {
+	bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c")}
+	cases := []struct {
+		src KeySource
+		req func(front, key string) (string, []string)
+	}{
+		{KeySource{Kind: KeyCookie, Name: "session"}, func(f, k string) (string, []string) {
+			return f + "/x", []string{"Cookie", "other=1; session=" + k}
+		}},
+		{KeySource{Kind: KeyHeader, Name: "x-user-id"}, func(f, k string) (string, []string) {
+			return f + "/x", []string{"X-User-ID", k}
+		}},
+		{KeySource{Kind: KeyQuery, Name: "user"}, func(f, k string) (string, []string) {
+			return f + "/x?a=1&user=" + k + "&b=2", nil
+		}},
+		{KeySource{Kind: KeyURI}, func(f, k string) (string, []string) {
+			return f + "/p/" + k + "?q=1", nil
+		}},
+		{KeySource{Kind: KeyPath}, func(f, k string) (string, []string) {
+			return f + "/p/" + k, nil
+		}},
+		{KeySource{Kind: KeyIP}, func(f, k string) (string, []string) {
+			return f + "/x", []string{"X-Forwarded-For", "10.1.0." + k}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(string(tc.src.Kind), func(t *testing.T) {
+			opts := baseOptions(upstreamsOf(t, bes...))
+			opts.Hash.Key = []KeySource{tc.src}
+			opts.Hash.OnMissing = "reject" // a missing key would show as 400
+			opts.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+			_, _, front := proxy(t, opts)
+			c := front.Client()
+			seen := map[string]bool{}
+			for k := range 30 {
+				key := fmt.Sprint(k + 1)
+				target, hdr := tc.req(front.URL, key)
+				_, first, _ := get(t, c, target, hdr...)
+				for range 5 {
+					code, got, _ := get(t, c, target, hdr...)
+					if code != 200 || got != first {
+						t.Fatalf("key %s: got %d from %q, first went to %q", key, code, got, first)
+					}
+				}
+				seen[first] = true
+			}
+			if len(seen) < 2 {
+				t.Errorf("30 keys all went to %v", seen)
+			}
+		})
+	}
+}
+
+func TestAffinityCookie(t *testing.T) {
+	bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c")}
+	opts := baseOptions(upstreamsOf(t, bes...))
+	opts.Hash.Key = []KeySource{{Kind: KeyHeader, Name: "X-User-ID"}}
+	opts.Hash.OnMissing = "cookie"
+	opts.Hash.Cookie.Name = "ringlb_affinity"
+	opts.Hash.Cookie.TTL = 24 * time.Hour
+	opts.Hash.Cookie.Secure = true
+	opts.Hash.Cookie.HTTPOnly = true
+	b, _, front := proxy(t, opts)
+	c := front.Client()
+
+	res, err := c.Get(front.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	sc := res.Header.Get("Set-Cookie")
+	for _, want := range []string{"ringlb_affinity=", "Path=/", "Max-Age=86400", "HttpOnly", "Secure", "SameSite=Lax"} {
+		if !strings.Contains(sc, want) {
+			t.Errorf("Set-Cookie %q lacks %q", sc, want)
+		}
+	}
+	cookies := res.Cookies()
+	if len(cookies) != 1 || len(cookies[0].Value) != 32 {
+		t.Fatalf("cookies %v", cookies)
+	}
+	id := cookies[0].Value
+	first := res.Header.Get("X-Backend")
+	if want := b.Lookup(id).Chosen; first != want {
+		t.Errorf("first request went to %s, the cookie's key belongs to %s", first, want)
+	}
+	// Later requests carrying the cookie stick, and the cookie beats the
+	// header source; no new cookie is set.
+	for i := range 20 {
+		req, _ := http.NewRequest(http.MethodGet, front.URL+"/", nil)
+		req.Header.Set("Cookie", "ringlb_affinity="+id)
+		req.Header.Set("X-User-ID", fmt.Sprint("user", i))
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if got := res.Header.Get("X-Backend"); got != first {
+			t.Fatalf("request %d with the cookie went to %s, not %s", i, got, first)
+		}
+		if res.Header.Get("Set-Cookie") != "" {
+			t.Fatalf("cookie set again: %q", res.Header.Get("Set-Cookie"))
+		}
+	}
+}
+
+func TestOnMissingReject(t *testing.T) {
+	be := newBackend(t, "a")
+	opts := baseOptions(upstreamsOf(t, be))
+	opts.Hash.Key = []KeySource{{Kind: KeyCookie, Name: "session"}, {Kind: KeyHeader, Name: "X-User-ID"}}
+	opts.Hash.OnMissing = "reject"
+	_, _, front := proxy(t, opts)
+	code, _, body := get(t, front.Client(), front.URL+"/")
+	if code != http.StatusBadRequest {
+		t.Fatalf("status %d, want 400", code)
+	}
+	if want := "missing hash key: the request has none of cookie session, header X-User-ID\n"; body != want {
+		t.Errorf("body %q, want %q", body, want)
+	}
+	if be.hits.Load() != 0 {
+		t.Error("rejected request reached the upstream")
+	}
+}
+
+// TestAffinityCookieSurvives1xx: the generated affinity cookie reaches
+// the client on the final response when the upstream sends a 103 Early
+// Hints first (net/http sends and clears the header map with a 1xx), and
+// such a request is still retried elsewhere when its upstream fails
+// after the 1xx.
+func TestAffinityCookieSurvives1xx(t *testing.T) {
+	hints := func(w http.ResponseWriter) {
+		w.Header().Set("Link", "</style.css>; rel=preload; as=style")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+	}
+	a, bb := newBackend(t, "a"), newBackend(t, "b")
+	a.handle = func(w http.ResponseWriter, r *http.Request) {
+		hints(w)
+		panic(http.ErrAbortHandler) // a fails after its 1xx
+	}
+	bb.handle = func(w http.ResponseWriter, r *http.Request) {
+		hints(w)
+		io.WriteString(w, "b")
+	}
+	opts := baseOptions(upstreamsOf(t, a, bb))
+	opts.Hash.Key = []KeySource{{Kind: KeyHeader, Name: "X-User-ID"}}
+	opts.Hash.OnMissing = "cookie"
+	opts.Hash.Cookie.Name = "ringlb_affinity"
+	_, _, front := proxy(t, opts)
+	c := front.Client()
+	for i := 0; i < 50 && a.hits.Load() < 3; i++ {
+		res, err := c.Get(front.URL + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || res.Header.Get("X-Backend") != "b" {
+			t.Errorf("request %d: %d from %q, want 200 from b (a's failures retried)", i, res.StatusCode, res.Header.Get("X-Backend"))
+		}
+		if cs := res.Cookies(); len(cs) != 1 || cs[0].Name != "ringlb_affinity" || len(cs[0].Value) != 32 {
+			t.Errorf("request %d: cookies %v, want the affinity cookie", i, cs)
+		}
+	}
+	if a.hits.Load() == 0 {
+		t.Fatal("no random key landed on a in 50 requests")
 	}
 }

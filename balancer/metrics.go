@@ -21,7 +21,7 @@ func NewRegistry() *prometheus.Registry {
 }
 
 // metrics holds the balancer's collectors. Counters and histograms with an
-// upstream label are vectors whose children are resolved once per Upstream
+// upstream label are vectors whose children are resolved once per upstream
 // (see upstreamMetrics) and deleted when a reload removes the upstream.
 // Gauges read the live atomics at scrape time through stateCollector.
 type metrics struct {
@@ -187,7 +187,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for i := range s.members {
 		u := s.members[i].u
 		avail := 0.0
-		if u.Available() {
+		if u.available() {
 			avail = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(u.inflight.Load()), u.name)

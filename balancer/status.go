@@ -51,13 +51,11 @@ func (b *Balancer) Status() RingStatus {
 		PointsPerWeight: s.ring.PointsPerWeight(),
 		LoadFactor:      s.loadFactor,
 		LoadFloor:       s.loadFloor,
-		OnMissing:       onMissingNames[s.onMissing],
+		OnMissing:       string(s.onMissing),
 		Upstreams:       make([]UpstreamStatus, len(s.members)),
 	}
-	for _, k := range s.opts.Key {
-		st.KeySources = append(st.KeySources, k.String())
-	}
-	now := b.clock()
+	st.KeySources = append(st.KeySources, s.keyNames...)
+	now := b.nanotime()
 	for i := range s.members {
 		m := &s.members[i]
 		u := m.u
@@ -72,7 +70,7 @@ func (b *Balancer) Status() RingStatus {
 			Weight:         m.weight,
 			Points:         s.ring.Points(i),
 			Share:          s.ring.Share(i),
-			Available:      u.Available(),
+			Available:      u.available(),
 			Health:         health,
 			Breaker:        bname,
 			Inflight:       u.inflight.Load(),
@@ -83,15 +81,13 @@ func (b *Balancer) Status() RingStatus {
 	return st
 }
 
-func (s *snapshot) activeFraction(u *Upstream, now int64) float64 {
+func (s *snapshot) activeFraction(u *upstream, now int64) float64 {
 	ws := u.warmSince.Load()
 	if ws == 0 || s.slowStart <= 0 {
 		return 1
 	}
 	return math.Min(1, math.Max(0, float64(now-ws)/float64(s.slowStart)))
 }
-
-var onMissingNames = [...]string{missingRandom: "random", missingReject: "reject", missingCookie: "cookie"}
 
 // KeyOf returns the key a request would hash on and where it came from:
 // "cookie NAME" for the affinity cookie (under on_missing cookie) or a
@@ -100,14 +96,14 @@ var onMissingNames = [...]string{missingRandom: "random", missingReject: "reject
 // affinity cookie).
 func (b *Balancer) KeyOf(r *http.Request) (key, source string, ok bool) {
 	s := b.snap.Load()
-	if s.onMissing == missingCookie {
-		if v, ok := cookieValue(r.Header, s.opts.CookieName); ok {
-			return v, "cookie " + s.opts.CookieName + " (affinity)", true
+	if s.onMissing == OnMissingCookie {
+		if v, ok := cookieValue(r.Header, s.cookie.Name); ok {
+			return v, "cookie " + s.cookie.Name + " (affinity)", true
 		}
 	}
 	for i, k := range s.keys {
 		if v, ok := k(r); ok {
-			return v, s.opts.Key[i].String(), true
+			return v, s.keyNames[i], true
 		}
 	}
 	return "", "", false
@@ -117,18 +113,18 @@ func (b *Balancer) KeyOf(r *http.Request) (key, source string, ok bool) {
 func (b *Balancer) Ready() bool {
 	s := b.snap.Load()
 	for i := range s.members {
-		if s.members[i].u.Available() {
+		if s.members[i].u.available() {
 			return true
 		}
 	}
 	return false
 }
 
-// Skipped is an upstream passed over by a lookup and why: "unhealthy",
-// "breaker_open", "full" or "slow_start".
+// Skipped is an upstream passed over by a lookup and why: ring.Unhealthy,
+// ring.BreakerOpen, ring.Full or ring.SlowStart.
 type Skipped struct {
 	Name   string
-	Reason string
+	Reason ring.Reason
 }
 
 // LookupResult answers "where would this key go now?".
@@ -150,24 +146,24 @@ type LookupResult struct {
 // a request makes.
 func (b *Balancer) Lookup(key string) LookupResult {
 	s := b.snap.Load()
-	h := s.ring.Hash(key)
+	pos := s.ring.Hash(key)
 	res := LookupResult{
 		Key:        key,
-		Hash:       s.ring.FormatHash(h),
-		Owner:      s.members[s.ring.Owner(h)].u.name,
+		Hash:       s.ring.FormatHash(pos),
+		Owner:      s.members[s.ring.Owner(pos)].u.name,
 		Preference: make([]string, 0, len(s.members)),
 		Skipped:    []Skipped{},
 	}
-	s.ring.Walk(h, func(i int) bool {
+	s.ring.Walk(pos, func(i int) bool {
 		res.Preference = append(res.Preference, s.members[i].u.name)
 		return true
 	})
-	c, skipped := b.pick(s, h, nil, make([]ring.Skip, 0, len(s.members)))
-	if c.Member >= 0 {
-		res.Chosen = s.members[c.Member].u.name
+	choice, skipped := b.pick(s, pos, nil, make([]ring.Skip, 0, len(s.members)))
+	if choice.Member >= 0 {
+		res.Chosen = s.members[choice.Member].u.name
 	}
 	for _, sk := range skipped {
-		res.Skipped = append(res.Skipped, Skipped{Name: s.members[sk.Member].u.name, Reason: sk.Reason.String()})
+		res.Skipped = append(res.Skipped, Skipped{Name: s.members[sk.Member].u.name, Reason: sk.Reason})
 	}
 	return res
 }

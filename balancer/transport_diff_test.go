@@ -97,7 +97,7 @@ func transportCases() []transportCase {
 		}, request: "GET /upgrade HTTP/1.1\r\nHost: {host}\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n"},
 		{name: "upgrade-mismatch", raw: func(c net.Conn, br *bufio.Reader) {
 			ok(c, br, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
-		}, request: "GET /upgrade-mismatch HTTP/1.1\r\nHost: {host}\r\nConnection: Upgrade\r\nUpgrade: websocket, foo\r\n\r\n"},
+		}, request: "GET /upgrade-mismatch HTTP/1.1\r\nHost: {host}\r\nConnection: Upgrade, close\r\nUpgrade: websocket, foo\r\n\r\n"},
 		{name: "garbage", raw: func(c net.Conn, br *bufio.Reader) {
 			ok(c, br, "this is not http\r\n\r\n")
 		}, request: "GET /garbage HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},

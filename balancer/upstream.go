@@ -1,20 +1,12 @@
 package balancer
 
 import (
+	"math"
 	"sync/atomic"
 	"time"
 )
 
-// Breaker states as ringlb_breaker_state and /debug/ring report them.
-const (
-	breakerClosed   int32 = 0
-	breakerHalfOpen int32 = 1
-	breakerOpen     int32 = 2
-)
-
-var breakerNames = [...]string{"closed", "half-open", "open"}
-
-// Upstream is the live state of one upstream, identified by its name. It
+// upstream is the live state of one upstream, identified by its name. It
 // outlives reloads for as long as its name stays in the config, so its
 // in-flight count, health verdict and breaker carry over; an upstream
 // removed by a reload drains its in-flight requests and is then dropped.
@@ -23,8 +15,8 @@ var breakerNames = [...]string{"closed", "half-open", "open"}
 // health verdict and the breaker state change first; settle then
 // publishes the resulting availability through a CompareAndSwap on
 // ejected, so that logs and metrics fire once per real transition. An
-// Upstream must not be copied.
-type Upstream struct {
+// upstream must not be copied.
+type upstream struct {
 	name string
 
 	inflight atomic.Int64
@@ -45,7 +37,7 @@ type Upstream struct {
 	// while it is available. Written by settle with the flip it reports.
 	ejection atomic.Pointer[Ejection]
 
-	m *upstreamMetrics
+	metrics *upstreamMetrics
 }
 
 // Ejection is why and since when an upstream is unavailable.
@@ -55,30 +47,145 @@ type Ejection struct {
 	Reason string // the health check's or the breaker's words, e.g. "status 503"
 }
 
-// Name returns the upstream's name.
-func (u *Upstream) Name() string { return u.name }
-
-// Available reports whether the upstream may take requests: its health
+// available reports whether the upstream may take requests: its health
 // check (if any) says up and its breaker is not open (a half-open breaker
 // counts as available, though only its one trial request gets through).
 // A slow-starting upstream is available.
-func (u *Upstream) Available() bool { return !u.ejected.Load() }
+func (u *upstream) available() bool { return !u.ejected.Load() }
 
-// Inflight returns the number of requests in flight to the upstream.
-func (u *Upstream) Inflight() int64 { return u.inflight.Load() }
+// endWarmup ends u's slow start if it is over at now (balancer clock)
+// under a slow start of slowStart nanoseconds. The walk takes an upstream
+// whose slow start is over as fully active either way; this spares it the
+// arithmetic.
+func (u *upstream) endWarmup(now, slowStart int64) {
+	if ws := u.warmSince.Load(); ws != 0 && slowStart > 0 && now-ws >= slowStart {
+		u.warmSince.CompareAndSwap(ws, 0)
+	}
+}
 
 // breakerState returns breakerClosed, breakerHalfOpen or breakerOpen
 // (closed without a breaker).
-func (u *Upstream) breakerState() int32 {
+func (u *upstream) breakerState() int32 {
 	if br := u.br.Load(); br != nil {
 		return br.state.Load()
 	}
 	return breakerClosed
 }
 
-// outcome is what one attempt against an upstream came to.
-type outcome struct {
-	status int   // status received from the upstream, 0 if none
-	err    error // transport error, nil if a response arrived
-	gone   bool  // the client went away first: says nothing about the upstream
+// recomputeLocked refreshes the current snapshot's available weight.
+// Callers hold b.mu and call it after every availability change, so the
+// last recomputation sees every change.
+func (b *Balancer) recomputeLocked() {
+	s := b.snap.Load()
+	w := 0.0
+	for i := range s.members {
+		if s.members[i].u.available() {
+			w += s.members[i].weight
+		}
+	}
+	s.availW.Store(math.Float64bits(w))
+}
+
+// HealthReporter is one health checker's line into a Balancer; it
+// implements healthcheck.Reporter. Get one from Balancer.HealthReporter
+// for each checker started.
+type HealthReporter struct {
+	b   *Balancer
+	gen uint64 // Balancer.healthGen when handed out
+}
+
+// HealthReporter returns a reporter for a health checker about to start.
+// An Update that turns Options.HealthChecks off resets every verdict to
+// up and revokes every reporter handed out before it: reports that a
+// checker being shut down still sends do nothing. A checker started
+// later gets a reporter of its own.
+func (b *Balancer) HealthReporter() *HealthReporter {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return &HealthReporter{b: b, gen: b.healthGen}
+}
+
+// SetHealthy records a health check's verdict for the upstream called
+// name; reason says why (it goes to the log). A verdict that changes the
+// upstream's availability logs one line; an ejection counts in
+// ringlb_ejections_total{reason="health"}; an upstream that becomes
+// available again slow-starts when slow start is on. An upstream whose
+// breaker is open stays unavailable whatever the check says until its
+// open period is over; after it, a verdict of up makes it available at
+// once (half-open: the next request for its keys is the trial). Names not
+// in the current ring (say, just removed by a reload) are ignored, and so
+// is every report of a revoked reporter.
+func (r *HealthReporter) SetHealthy(name string, up bool, reason string) {
+	b := r.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	u := b.ups[name]
+	if u == nil || r.gen != b.healthGen {
+		return
+	}
+	if !u.down.CompareAndSwap(up, !up) {
+		return
+	}
+	b.settleLocked(u, "health", reason)
+}
+
+// settle publishes u's availability if it changed: one log line, the
+// ejection metric (reason cause, or whichever of health and breaker is
+// down), slow start on return, and the available weight. It is the only
+// writer of u.ejected, and its CompareAndSwap makes each real transition
+// count once however many callers race to report it.
+func (b *Balancer) settle(u *upstream, cause, reason string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.settleLocked(u, cause, reason)
+}
+
+func (b *Balancer) settleLocked(u *upstream, cause, reason string) {
+	if br := u.br.Load(); br != nil && b.ups[u.name] == u {
+		// The end of an open period is handled whichever comes last: the
+		// period's timer, or the health check saying up again (after an
+		// outage that stopped all traffic, nothing else would). It may mark
+		// u dirty: this settle covers it.
+		br.endOpen(b.nanotime(), u.down.Load())
+	}
+	u.dirty.Store(false)
+	if b.ups[u.name] != u {
+		return // removed by a reload
+	}
+	down := u.down.Load()
+	st := u.breakerState()
+	avail := !down && st != breakerOpen
+	if !u.ejected.CompareAndSwap(avail, !avail) {
+		return
+	}
+	if avail {
+		if reason == "" {
+			reason = "circuit breaker " + breakerNames[st]
+		}
+		if s := b.snap.Load(); s.slowStart > 0 {
+			u.warmSince.Store(b.nanotime())
+		}
+		u.ejection.Store(nil)
+		b.log.Info("upstream available", "upstream", u.name, "cause", cause, "reason", reason)
+	} else {
+		switch {
+		case down && st == breakerOpen: // both: keep the caller's cause
+		case down:
+			cause = "health"
+		default:
+			cause = "breaker"
+		}
+		if reason == "" {
+			reason = "circuit breaker " + breakerNames[st]
+		}
+		if cause == "health" {
+			u.metrics.ejectH.Inc()
+		} else {
+			u.metrics.ejectB.Inc()
+		}
+		u.warmSince.Store(0) // a trial or return starts its own slow start
+		u.ejection.Store(&Ejection{Since: b.clk.Now(), Cause: cause, Reason: reason})
+		b.log.Warn("upstream unavailable", "upstream", u.name, "cause", cause, "reason", reason)
+	}
+	b.recomputeLocked()
 }

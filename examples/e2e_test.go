@@ -8,8 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -61,33 +59,6 @@ type process struct {
 	err  error
 }
 
-// freePortBase returns a base port p such that p+1 .. p+9 are free on
-// 127.0.0.1 now, below Linux's ephemeral range (32768 up).
-func freePortBase(t *testing.T) int {
-	t.Helper()
-tries:
-	for range 50 {
-		base := 20000 + 10*rand.IntN(1200)
-		var ls []net.Listener
-		for p := base + 1; p <= base+9; p++ {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-			if err != nil {
-				for _, l := range ls {
-					l.Close()
-				}
-				continue tries
-			}
-			ls = append(ls, l)
-		}
-		for _, l := range ls {
-			l.Close()
-		}
-		return base
-	}
-	t.Fatal("no run of 9 free loopback ports found")
-	return 0
-}
-
 // TestChurnScript runs examples/churn.sh, which exits non-zero if a user
 // moved who should not have, or did not move back or to a newcomer when it
 // should have.
@@ -107,7 +78,8 @@ func TestChurnScript(t *testing.T) {
 	cmd := exec.CommandContext(ctx, "bash", "churn.sh")
 	cmd.Env = append(os.Environ(),
 		"PATH="+filepath.Dir(goBin)+string(os.PathListSeparator)+os.Getenv("PATH"),
-		fmt.Sprintf("CHURN_PORT_BASE=%d", freePortBase(t)),
+		// The script listens on BASE+1 .. BASE+9.
+		fmt.Sprintf("CHURN_PORT_BASE=%d", reservePortBase(t, 9)),
 		"TMPDIR="+t.TempDir(),
 	)
 	// On timeout the script gets SIGTERM and cleans up after itself;
@@ -220,17 +192,8 @@ func TestPrometheusScrapesRinglb(t *testing.T) {
 		t.Skip("-short: starts ringlb and Prometheus")
 	}
 	prom := prometheusPath(t)
-	goBin := goTool(t)
 	dir := t.TempDir() // before startGroup: its cleanups run first
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-
-	bin := filepath.Join(dir, "ringlb")
-	build := exec.CommandContext(ctx, goBin, "build", "-o", bin, "./cmd/ringlb")
-	build.Dir = repoRoot
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/ringlb: %v\n%s", err, out)
-	}
+	bin := ringlbBinary(t)
 
 	names := []string{"app-a", "app-b", "app-c"}
 	var cfg strings.Builder
@@ -272,8 +235,8 @@ func TestPrometheusScrapesRinglb(t *testing.T) {
 		t.Fatalf("/debug/ring: %v, version %q", err, ring.Version)
 	}
 
-	// Prometheus, scraping ringlb's admin listener every second.
-	promAddr := freeAddr(t)
+	// Prometheus, scraping ringlb's admin listener every second, on a
+	// port it picks; its log says which.
 	promCfg := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(promCfg, []byte(fmt.Sprintf(`global:
   scrape_interval: 1s
@@ -286,10 +249,18 @@ scrape_configs:
 		t.Fatal(err)
 	}
 	pr := exec.Command(prom, "--config.file="+promCfg, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
-		"--web.listen-address="+promAddr, "--log.level=warn")
-	promOut := watchLines(regexp.MustCompile(`^\b$`)) // just keep it
+		"--web.listen-address=127.0.0.1:0", "--log.level=info")
+	promOut := watchLines(regexp.MustCompile(`msg="Listening on".* address=(\S+)`))
 	pr.Stdout, pr.Stderr = promOut, promOut
 	prProc := startGroup(t, pr)
+	var promAddr string
+	select {
+	case <-prProc.done:
+		t.Fatalf("prometheus exited: %v\n%s", prProc.err, promOut)
+	case promAddr = <-promOut.found:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("prometheus did not log its address within 20s:\n%s", promOut)
+	}
 
 	query := func(q string) (promQuery, error) {
 		var pq promQuery
@@ -308,35 +279,35 @@ scrape_configs:
 	}
 
 	start := time.Now()
-	deadline := time.After(40 * time.Second)
-	var last string
-	for {
+	var avail promQuery
+	eventually(t, 40*time.Second, func() error {
 		select {
 		case <-prProc.done:
 			t.Fatalf("prometheus exited: %v\n%s", prProc.err, promOut)
-		case <-deadline:
-			t.Fatalf("after 40s Prometheus has not scraped every upstream's ringlb_upstream_available: last answer %s\nprometheus:\n%s\nringlb:\n%s",
-				last, promOut, logs)
-		case <-time.After(500 * time.Millisecond):
+		default:
 		}
+		var last string
 		pq, err := query("ringlb_upstream_available")
 		if err != nil {
 			last = err.Error()
-			continue
-		}
-		var got []string
-		for _, r := range pq.Data.Result {
-			got = append(got, r.Metric["upstream"])
-		}
-		slices.Sort(got)
-		last = fmt.Sprintf("%+v", pq.Data.Result)
-		if slices.Equal(got, names) {
+		} else {
+			var got []string
 			for _, r := range pq.Data.Result {
-				if len(r.Value) != 2 || r.Value[1] != "1" {
-					t.Errorf("ringlb_upstream_available{upstream=%q} = %v, want 1", r.Metric["upstream"], r.Value)
-				}
+				got = append(got, r.Metric["upstream"])
 			}
-			break
+			slices.Sort(got)
+			last = fmt.Sprintf("%+v", pq.Data.Result)
+			if slices.Equal(got, names) {
+				avail = pq
+				return nil
+			}
+		}
+		return fmt.Errorf("Prometheus has not scraped every upstream's ringlb_upstream_available: last answer %s\nprometheus:\n%s\nringlb:\n%s",
+			last, promOut, logs)
+	})
+	for _, r := range avail.Data.Result {
+		if len(r.Value) != 2 || r.Value[1] != "1" {
+			t.Errorf("ringlb_upstream_available{upstream=%q} = %v, want 1", r.Metric["upstream"], r.Value)
 		}
 	}
 	t.Logf("Prometheus had every upstream after %v", time.Since(start).Round(time.Millisecond))
@@ -348,15 +319,4 @@ scrape_configs:
 	if len(pq.Data.Result) != 1 || pq.Data.Result[0].Metric["version"] != ring.Version {
 		t.Errorf("ringlb_ring_info in Prometheus: %+v, want one series with version %q", pq.Data.Result, ring.Version)
 	}
-}
-
-// freeAddr returns a loopback address that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

@@ -3,7 +3,6 @@
 package examples
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,45 +24,6 @@ import (
 // each manifest container's command and args, as Kubernetes composes them,
 // against a freshly built binary, with the config files the image and the
 // manifests would put in place.
-
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-	binDir  string
-)
-
-// ringlbBinary builds ./cmd/ringlb once per test run (plain go build, so
-// the binary carries the checkout's VCS stamp) and returns its path.
-func ringlbBinary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		binDir, binErr = os.MkdirTemp("", "ringlb-examples-")
-		if binErr != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		binPath = filepath.Join(binDir, "ringlb")
-		build := exec.CommandContext(ctx, goTool(t), "build", "-o", binPath, "./cmd/ringlb")
-		build.Dir = repoRoot
-		if out, err := build.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build ./cmd/ringlb: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
 
 // dockerExecForm returns the JSON (exec form) argument list of the
 // Dockerfile's last instruction named instr, or nil if there is none.

@@ -52,8 +52,19 @@ const UserAgent = "ringlb-healthcheck"
 // its connection closed.
 const maxDrain = 64 << 10
 
+// Defaults of Options, which ringlb's config applies too.
+const (
+	DefaultPath      = "/healthz"
+	DefaultInterval  = 2 * time.Second
+	DefaultTimeout   = time.Second
+	DefaultRise      = 2
+	DefaultFall      = 3
+	DefaultExpectMin = 200
+	DefaultExpectMax = 399
+)
+
 // Options configure every prober of a Checker. The zero value of each field
-// selects its default, the same defaults as ringlb's config.
+// selects its default (see DefaultPath and the others).
 type Options struct {
 	// Path is the request target of a probe, a path with an optional
 	// "?query". It replaces the target URL's path and query (as in HAProxy's
@@ -84,25 +95,25 @@ type Options struct {
 // default and Path given a leading "/".
 func (o Options) withDefaults() Options {
 	if o.Path == "" {
-		o.Path = "/healthz"
+		o.Path = DefaultPath
 	}
 	if !strings.HasPrefix(o.Path, "/") {
 		o.Path = "/" + o.Path
 	}
 	if o.Interval <= 0 {
-		o.Interval = 2 * time.Second
+		o.Interval = DefaultInterval
 	}
 	if o.Timeout <= 0 {
-		o.Timeout = time.Second
+		o.Timeout = DefaultTimeout
 	}
 	if o.Rise <= 0 {
-		o.Rise = 2
+		o.Rise = DefaultRise
 	}
 	if o.Fall <= 0 {
-		o.Fall = 3
+		o.Fall = DefaultFall
 	}
 	if o.ExpectMin == 0 && o.ExpectMax == 0 {
-		o.ExpectMin, o.ExpectMax = 200, 399
+		o.ExpectMin, o.ExpectMax = DefaultExpectMin, DefaultExpectMax
 	}
 	return o
 }

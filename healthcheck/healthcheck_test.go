@@ -564,13 +564,9 @@ func TestRunStopsEveryGoroutine(t *testing.T) {
 	c.Run(context.Background()) // returns at once
 
 	// Connections close asynchronously on both sides: wait, bounded.
-	deadline := time.Now().Add(wait)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines, %d before Run:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !eventually(t, wait, func() bool { return runtime.NumGoroutine() <= before }) {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("%d goroutines, %d before Run:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
 	}
 }
 

@@ -3,6 +3,8 @@ package ring
 import "math"
 
 // Reason is a judge's verdict on one member at one point of a walk.
+// Whoever shows reasons names them (the admin listener's /debug/lookup
+// does).
 type Reason uint8
 
 const (
@@ -21,16 +23,6 @@ const (
 	// failed this request). Not reported in Skipped lists.
 	Excluded
 )
-
-var reasonNames = [...]string{"", "unhealthy", "breaker_open", "full", "slow_start", "excluded"}
-
-// String returns the reason as /debug/lookup names it.
-func (r Reason) String() string {
-	if int(r) < len(reasonNames) {
-		return reasonNames[r]
-	}
-	return "unknown"
-}
 
 // Skip records a member passed over by Pick and why.
 type Skip struct {

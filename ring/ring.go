@@ -174,7 +174,7 @@ func New(members []Member, opt Options) (*Ring, error) {
 		if opt.Placement == PlacementNginx && m.Weight != math.Trunc(m.Weight) {
 			return nil, fmt.Errorf("ring: member %q: placement nginx needs a whole weight, got %v", id, m.Weight)
 		}
-		if n := r.pointsFor(m.Weight); n < 1 || n > math.MaxInt32 {
+		if n := PointsFor(r.ppw, m.Weight); n < 1 || n >= math.MaxInt32 {
 			return nil, fmt.Errorf("ring: member %q: weight %v gives %d points", id, m.Weight, n)
 		}
 	}
@@ -197,19 +197,28 @@ func (r *Ring) identity(i int) string {
 	return r.members[i].Name
 }
 
-func (r *Ring) pointsFor(w float64) int {
-	return int(math.Round(float64(r.ppw) * w))
+// PointsFor returns how many points a member of the given weight owns
+// at ppw points per unit of weight: round(ppw × weight), halves rounded
+// away from zero. Counts of math.MaxInt32 or more come back as
+// math.MaxInt32, more than New accepts. Everything that counts points
+// (the ring, slow start, the config's limits, simulate) uses it.
+func PointsFor(ppw int, weight float64) int {
+	p := math.Round(float64(ppw) * weight)
+	if !(p < math.MaxInt32) {
+		return math.MaxInt32
+	}
+	return int(p)
 }
 
 func (r *Ring) buildRinglb() {
 	total := 0
 	for _, m := range r.members {
-		total += r.pointsFor(m.Weight)
+		total += PointsFor(r.ppw, m.Weight)
 	}
 	es := make([]point, 0, total+1)
 	buf := make([]byte, 0, 64)
 	for i, m := range r.members {
-		n := r.pointsFor(m.Weight)
+		n := PointsFor(r.ppw, m.Weight)
 		for j := 0; j < n; j++ {
 			buf = append(buf[:0], m.Name...)
 			buf = append(buf, '#')
@@ -256,7 +265,7 @@ func splitNginxAddr(s string) (host, port string) {
 func (r *Ring) buildNginx() {
 	total := 0
 	for _, m := range r.members {
-		total += r.pointsFor(m.Weight)
+		total += PointsFor(r.ppw, m.Weight)
 	}
 	es := make([]point, 0, total+1)
 	for i, m := range r.members {
@@ -265,7 +274,7 @@ func (r *Ring) buildNginx() {
 		base = crc32.Update(base, crc32.IEEETable, []byte{0})
 		base = crc32.Update(base, crc32.IEEETable, []byte(port))
 		var prev [4]byte // little-endian previous hash, as nginx on x86
-		n := r.pointsFor(m.Weight)
+		n := PointsFor(r.ppw, m.Weight)
 		for j := 0; j < n; j++ {
 			h := crc32.Update(base, crc32.IEEETable, prev[:])
 			es = append(es, point{uint64(h) << 32, int32(i), int32(j)})

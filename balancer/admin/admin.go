@@ -14,13 +14,21 @@
 //	                     request yields and its placement (see lookupRequest)
 //	POST /reload         re-read the config: 200 {"version"} or 400 {"errors"}
 //	GET  /debug/pprof/   net/http/pprof, only with Options.Pprof (404 otherwise)
+//
+// Every route but /healthz, /readyz and /metrics is 403 unless the
+// request's Host names the listener, and POST is 403 from a foreign
+// Origin (see Options.Addr).
 package admin
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -29,12 +37,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/ring"
 )
 
-// ReloadFunc re-reads the config and applies it with Balancer.Update. On
+// ReloadFunc performs a reload: it re-reads the config, applies it with
+// Balancer.Update and records the attempt with Balancer.RecordReload. On
 // failure it returns every problem ("file:line: field: message") and an
-// error. It must not count the reload: the handler does, through
-// Balancer.RecordReload.
+// error. POST /reload answers with what it returns.
 type ReloadFunc func() (version string, problems []string, err error)
 
 // Options are the admin handler's switches; the zero value serves the
@@ -50,6 +59,17 @@ type Options struct {
 	Version string
 	Listen  string
 	Started time.Time
+	// Addr is the admin listener's address as bound ("127.0.0.1:9901",
+	// "[::]:9901"), and Name the host of admin_listen as written when it
+	// is a name. Every route but /healthz, /readyz and /metrics answers
+	// only requests whose Host names the listener: Addr's IP (any IP
+	// when it is a wildcard), a loopback name (localhost), or Name, with
+	// Addr's port. That keeps a browser tricked by DNS rebinding (a name
+	// of the attacker's that resolves to the listener) out. POST also
+	// refuses an Origin other than such a Host, so a web page cannot
+	// make a browser reload. Empty Addr: any port, any IP.
+	Addr string
+	Name string
 }
 
 // NewHandler returns the admin handler for b. gatherer is what /metrics
@@ -57,8 +77,10 @@ type Options struct {
 // /reload (nil: 501).
 func NewHandler(b *balancer.Balancer, gatherer prometheus.Gatherer, reload ReloadFunc, opts Options) http.Handler {
 	h := &handler{b: b, gatherer: gatherer, reload: reload, opts: opts}
+	g := newHostGuard(opts.Addr, opts.Name)
 	r := chi.NewRouter()
 	r.Use(middleware.GetHead) // HEAD /healthz and friends, as probes send them
+	r.Use(g.middleware)
 	if opts.Pprof {
 		// pprof.Index serves the named profiles (goroutine, heap, ...) too.
 		r.HandleFunc("/debug/pprof/*", pprof.Index)
@@ -154,6 +176,22 @@ type skippedJSON struct {
 	Reason string `json:"reason"`
 }
 
+// reasonNames are the reasons of /debug/lookup's skipped entries.
+var reasonNames = map[ring.Reason]string{
+	ring.Unhealthy:   "unhealthy",
+	ring.BreakerOpen: "breaker_open",
+	ring.Full:        "full",
+	ring.SlowStart:   "slow_start",
+	ring.Excluded:    "excluded",
+}
+
+func reasonName(r ring.Reason) string {
+	if n, ok := reasonNames[r]; ok {
+		return n
+	}
+	return "unknown"
+}
+
 func (h *handler) lookup(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if !q.Has("key") && (q.Has("path") || q.Has("header") || q.Has("cookie") || q.Has("ip")) {
@@ -184,7 +222,7 @@ func toLookupJSON(res balancer.LookupResult) lookupJSON {
 		out.Chosen = &res.Chosen
 	}
 	for _, s := range res.Skipped {
-		out.Skipped = append(out.Skipped, skippedJSON(s))
+		out.Skipped = append(out.Skipped, skippedJSON{Name: s.Name, Reason: reasonName(s.Reason)})
 	}
 	return out
 }
@@ -195,7 +233,6 @@ func (h *handler) doReload(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	version, problems, err := h.reload()
-	h.b.RecordReload(err == nil, problems...)
 	if err != nil {
 		if len(problems) == 0 {
 			problems = []string{err.Error()}
@@ -217,3 +254,75 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 func formatPct(f float64) string { return strconv.FormatFloat(f*100, 'f', 1, 64) + "%" }
+
+// hostGuard decides which Host and Origin values the admin listener
+// answers (see Options.Addr).
+type hostGuard struct {
+	ip   netip.Addr // the listener's IP; invalid or unspecified: any IP
+	port string     // the listener's port; "": any
+	name string     // admin_listen's host when it is a name, lowercased
+}
+
+func newHostGuard(addr, name string) *hostGuard {
+	g := &hostGuard{name: strings.ToLower(strings.TrimSuffix(name, "."))}
+	if host, port, err := net.SplitHostPort(addr); err == nil {
+		g.port = port
+		if ip, err := netip.ParseAddr(host); err == nil {
+			g.ip = ip.Unmap()
+		}
+	}
+	return g
+}
+
+// allowed reports whether hostport (a Host header, or an Origin's host)
+// names the listener.
+func (g *hostGuard) allowed(hostport string, defaultPort string) bool {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host, port = strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]"), defaultPort
+	}
+	if g.port != "" && port != g.port {
+		return false
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	if ip, err := netip.ParseAddr(host); err == nil {
+		ip = ip.Unmap()
+		return !g.ip.IsValid() || g.ip.IsUnspecified() || ip == g.ip || (ip.IsLoopback() && g.ip.IsLoopback())
+	}
+	return host == "localhost" || strings.HasSuffix(host, ".localhost") || (g.name != "" && host == g.name)
+}
+
+// anyHost lists the routes any Host may read: probes, whose Host is often
+// whatever the prober resolved, and metrics, scraped by name.
+func anyHost(path string) bool {
+	return path == "/healthz" || path == "/readyz" || path == "/metrics"
+}
+
+func (g *hostGuard) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !anyHost(r.URL.Path) && !g.allowed(r.Host, "80") {
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "Host " + strconv.Quote(r.Host) + " does not name this admin listener"})
+			return
+		}
+		if r.Method == http.MethodPost {
+			if o := r.Header.Get("Origin"); o != "" && !g.sameOrigin(o) {
+				writeJSON(w, http.StatusForbidden, map[string]string{"error": "cross-site request refused (Origin " + strconv.Quote(o) + ")"})
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// sameOrigin reports whether an Origin header names the listener.
+func (g *hostGuard) sameOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return false // includes "null"
+	}
+	def := "80"
+	if u.Scheme == "https" {
+		def = "443"
+	}
+	return g.allowed(u.Host, def)
+}

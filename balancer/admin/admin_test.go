@@ -30,9 +30,9 @@ func setupWith(t *testing.T, reload ReloadFunc, opts Options) (*balancer.Balance
 	}
 	reg := balancer.NewRegistry()
 	b, err := balancer.New(balancer.Options{
-		Upstreams: ups, PointsPerWeight: 160, LoadFactor: 1.25,
-		Key:         []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}},
-		DialTimeout: time.Second,
+		Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160, LoadFactor: 1.25},
+		Hash:     balancer.HashOptions{Key: []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}}},
+		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
 	}, reg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +117,7 @@ func TestDebugLookupShape(t *testing.T) {
 		t.Errorf("lookup %v", m)
 	}
 	owner := m["owner"].(string)
-	b.SetHealthy(owner, false, "test")
+	b.HealthReporter().SetHealthy(owner, false, "test")
 	m = decode(t, func() string { _, _, s := fetch(t, http.MethodGet, srv.URL+"/debug/lookup?key=user-42"); return s }())
 	sk := m["skipped"].([]any)
 	if m["chosen"] == owner || m["chosen"] == nil || len(sk) != 1 {
@@ -127,7 +127,7 @@ func TestDebugLookupShape(t *testing.T) {
 		t.Errorf("skipped %v", sk)
 	}
 	for _, u := range b.Status().Upstreams {
-		b.SetHealthy(u.Name, false, "test")
+		b.HealthReporter().SetHealthy(u.Name, false, "test")
 	}
 	m = decode(t, func() string { _, _, s := fetch(t, http.MethodGet, srv.URL+"/debug/lookup?key=user-42"); return s }())
 	if v, ok := m["chosen"]; !ok || v != nil {
@@ -160,12 +160,12 @@ func TestHealthAndReady(t *testing.T) {
 			t.Errorf("HEAD %s: %d", p, code)
 		}
 	}
-	b.SetHealthy("a", false, "test")
-	b.SetHealthy("<b>", false, "test")
+	b.HealthReporter().SetHealthy("a", false, "test")
+	b.HealthReporter().SetHealthy("<b>", false, "test")
 	if code, _, _ := fetch(t, http.MethodGet, srv.URL+"/readyz"); code != 503 {
 		t.Errorf("readyz with nothing available: %d", code)
 	}
-	b.SetHealthy("a", true, "test")
+	b.HealthReporter().SetHealthy("a", true, "test")
 	if code, _, _ := fetch(t, http.MethodGet, srv.URL+"/readyz"); code != 200 {
 		t.Errorf("readyz after recovery: %d", code)
 	}
@@ -204,10 +204,13 @@ func TestIndexAndMetrics(t *testing.T) {
 func TestReload(t *testing.T) {
 	fail := false
 	var b *balancer.Balancer
-	reload := func() (string, []string, error) {
+	reload := func() (string, []string, error) { // counts itself, as the command's does
 		if fail {
-			return "", []string{"config.yaml:14: upstreams[1].weight: must be > 0, got -2", "config.yaml:3: listen: bad"}, errors.New("invalid config")
+			problems := []string{"config.yaml:14: upstreams[1].weight: must be > 0, got -2", "config.yaml:3: listen: bad"}
+			b.RecordReload(false, problems...)
+			return "", problems, errors.New("invalid config")
 		}
+		b.RecordReload(true)
 		return b.Version(), nil, nil
 	}
 	b, srv := setup(t, reload)
@@ -254,5 +257,59 @@ func TestPprofOnlyWhenAsked(t *testing.T) {
 	// The other routes are unchanged.
 	if code, _, _ := fetch(t, "GET", on.URL+"/debug/ring"); code != http.StatusOK {
 		t.Errorf("pprof on: /debug/ring: %d", code)
+	}
+}
+
+// TestAdminRefusesForeignHostAndOrigin: the admin listener answers only
+// requests whose Host names it (its address, or a loopback name), so DNS
+// rebinding cannot read it from a browser, and refuses a POST from a
+// cross-site Origin, so a web page cannot make a browser reload it.
+// Probes (/healthz, /readyz) and /metrics answer whatever the Host.
+func TestAdminRefusesForeignHostAndOrigin(t *testing.T) {
+	reloads := 0
+	reload := func() (string, []string, error) { reloads++; return "v1", nil, nil }
+	_, srv := setupWith(t, reload, Options{Addr: "127.0.0.1:9901"})
+	do := func(method, path, host, origin string) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+path, nil)
+		req.Host = host
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	for _, c := range []struct {
+		method, path, host, origin string
+		want                       int
+	}{
+		{"GET", "/debug/ring", "127.0.0.1:9901", "", 200},
+		{"GET", "/debug/ring", "localhost:9901", "", 200},
+		{"GET", "/debug/ring", "LOCALHOST.:9901", "", 200},
+		{"GET", "/debug/ring", "rebind.attacker.example:9901", "", 403},
+		{"GET", "/debug/lookup?key=k", "rebind.attacker.example:9901", "", 403},
+		{"GET", "/", "rebind.attacker.example:9901", "", 403},
+		{"GET", "/debug/ring", "127.0.0.1:8080", "", 403},
+		{"GET", "/debug/ring", "10.1.2.3:9901", "", 403},
+		{"GET", "/healthz", "anything.example", "", 200},
+		{"GET", "/readyz", "anything.example", "", 200},
+		{"GET", "/metrics", "prometheus-target.example:9901", "", 200},
+		{"POST", "/reload", "127.0.0.1:9901", "https://evil.example", 403},
+		{"POST", "/reload", "127.0.0.1:9901", "null", 403},
+		{"POST", "/reload", "rebind.attacker.example:9901", "", 403},
+		{"POST", "/reload", "127.0.0.1:9901", "http://127.0.0.1:9901", 200},
+		{"POST", "/reload", "localhost:9901", "", 200},
+	} {
+		if got := do(c.method, c.path, c.host, c.origin); got != c.want {
+			t.Errorf("%s %s Host %q Origin %q: %d, want %d", c.method, c.path, c.host, c.origin, got, c.want)
+		}
+	}
+	if reloads != 2 {
+		t.Errorf("%d reloads, want the 2 allowed", reloads)
 	}
 }

@@ -191,9 +191,9 @@ func TestStatusPageInBrowser(t *testing.T) {
 	}
 	reg := balancer.NewRegistry()
 	opts := balancer.Options{
-		Upstreams: ups, PointsPerWeight: 160, LoadFactor: 1.25, SlowStart: 10 * time.Minute,
-		Key:            []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}},
-		UpstreamHeader: "X-Upstream", Retries: 1, DialTimeout: time.Second,
+		Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160, LoadFactor: 1.25, SlowStart: 10 * time.Minute},
+		Hash:           balancer.HashOptions{Key: []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}}},
+		UpstreamHeader: "X-Upstream", Retries: 1, Timeouts: balancer.TimeoutOptions{Dial: time.Second},
 	}
 	b, err := balancer.New(opts, reg, nil)
 	if err != nil {
@@ -325,7 +325,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	// 2. The key's owner is ejected right after the page is served, and
 	// more requests come in: only the script's refresh can show it.
 	eject := func() {
-		b.SetHealthy(owner, false, "test")
+		b.HealthReporter().SetHealthy(owner, false, "test")
 		send(40)
 	}
 	afterPage.Store(&eject)
@@ -364,8 +364,8 @@ func TestStatusPageInBrowser(t *testing.T) {
 			break
 		}
 	}
-	b.SetHealthy(slow, false, "test")
-	b.SetHealthy(slow, true, "test")
+	b.HealthReporter().SetHealthy(slow, false, "test")
+	b.HealthReporter().SetHealthy(slow, true, "test")
 	const problem = "c.yaml:7: upstreams[1].weight: must be > 0, got -1"
 	b.RecordReload(false, problem)
 	dom = runChromium(t, bin, pageURL, "--dump-dom")

@@ -42,7 +42,7 @@ func TestArcPath(t *testing.T) {
 // escaped, and nothing loaded from elsewhere.
 func TestStatusPageRendered(t *testing.T) {
 	b, srv := setup(t, nil)
-	b.SetHealthy("a", false, "test")
+	b.HealthReporter().SetHealthy("a", false, "test")
 	code, hdr, body := fetch(t, http.MethodGet, srv.URL+"/?key=%3Cscript%3E")
 	if code != 200 || hdr.Get("Content-Type") != "text/html; charset=utf-8" {
 		t.Fatalf("GET /: %d %s", code, hdr.Get("Content-Type"))

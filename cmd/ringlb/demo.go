@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
 	"github.com/ringlb/ringlb/cmd/ringlb/demo"
 	"github.com/ringlb/ringlb/ring"
@@ -94,17 +95,17 @@ func demoUser(cfg *config.Config) func(*http.Request) string {
 		for _, k := range h.Key {
 			var v string
 			switch k.Kind {
-			case config.KeyCookie:
+			case balancer.KeyCookie:
 				v = cookie(k.Name)
-			case config.KeyHeader:
+			case balancer.KeyHeader:
 				v = r.Header.Get(k.Name)
-			case config.KeyQuery:
+			case balancer.KeyQuery:
 				v = r.URL.Query().Get(k.Name)
-			case config.KeyURI:
+			case balancer.KeyURI:
 				v = r.RequestURI
-			case config.KeyPath:
+			case balancer.KeyPath:
 				v = r.URL.Path
-			case config.KeyIP:
+			case balancer.KeyIP:
 				xff := strings.Split(r.Header.Get("X-Forwarded-For"), ",")
 				v = strings.TrimSpace(xff[len(xff)-1])
 			}
@@ -138,16 +139,16 @@ func firstDemoKey(cfg *config.Config) demoKey {
 	}
 	d.key = func(u string) string { return u }
 	switch k.Kind {
-	case config.KeyCookie:
+	case balancer.KeyCookie:
 		d.curl = func(u string) (string, string) { return fmt.Sprintf("-b %s ", shellQuote(k.Name+"="+u)), "/" }
-	case config.KeyHeader:
+	case balancer.KeyHeader:
 		d.curl = func(u string) (string, string) { return fmt.Sprintf("-H %s ", shellQuote(k.Name+": "+u)), "/" }
-	case config.KeyQuery:
+	case balancer.KeyQuery:
 		d.curl = func(u string) (string, string) { return "", "/?" + url.QueryEscape(k.Name) + "=" + u }
-	case config.KeyURI, config.KeyPath:
+	case balancer.KeyURI, balancer.KeyPath:
 		d.curl = func(u string) (string, string) { return "", "/users/" + u }
 		d.key = func(u string) string { return "/users/" + u }
-	case config.KeyIP:
+	case balancer.KeyIP:
 		d.curl = func(string) (string, string) { return "", "/" }
 		d.key = func(string) string { return "127.0.0.1" }
 		d.shared = true

@@ -19,24 +19,15 @@ import (
 	"github.com/ringlb/ringlb/cmd/ringlb/demo"
 )
 
-// freeLoopbackPort returns a port that was free on 127.0.0.1 a moment ago.
-func freeLoopbackPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 var (
 	listenRE      = regexp.MustCompile(`(?m)^(listen|admin_listen):[ \t]*\S+`)
 	upstreamURLRE = regexp.MustCompile(`url: http://127\.0\.0\.1:\d+`)
 )
 
-// runDemo runs `ringlb demo` in-process on a copy of the config file src
-// with free ports, and returns what it printed once it serves.
+// runDemo runs `ringlb demo` in-process on a copy of the config file src,
+// the proxy and admin listeners on port 0 and the demo upstreams (which the
+// demo binds at the addresses of their URLs) on reserved ports, and returns
+// what it printed once it serves.
 func runDemo(t *testing.T, src string) (intro string, stderr *syncBuffer) {
 	t.Helper()
 	data, err := os.ReadFile(src)
@@ -45,7 +36,7 @@ func runDemo(t *testing.T, src string) (intro string, stderr *syncBuffer) {
 	}
 	data = listenRE.ReplaceAll(data, []byte("$1: 127.0.0.1:0"))
 	data = upstreamURLRE.ReplaceAllFunc(data, func([]byte) []byte {
-		return fmt.Appendf(nil, "url: http://127.0.0.1:%d", freeLoopbackPort(t))
+		return []byte("url: http://" + reservePort(t))
 	})
 	path := writeConfig(t, string(data))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -64,17 +55,18 @@ func runDemo(t *testing.T, src string) (intro string, stderr *syncBuffer) {
 			t.Error("demo did not stop")
 		}
 	})
-	deadline := time.After(20 * time.Second)
-	for !strings.Contains(stdout.String(), "Press Ctrl-C to stop.") {
+	eventually(t, 20*time.Second, func() error {
+		if strings.Contains(stdout.String(), "Press Ctrl-C to stop.") {
+			return nil
+		}
 		select {
 		case code := <-done:
 			done <- code
 			t.Fatalf("demo exited %d:\n%s", code, stderr)
-		case <-deadline:
-			t.Fatalf("demo printed no hints within 20s:\n%s\n%s", stdout.String(), stderr)
-		case <-time.After(20 * time.Millisecond):
+		default:
 		}
-	}
+		return fmt.Errorf("demo printed no hints within 20s:\n%s\n%s", stdout.String(), stderr)
+	})
 	return stdout.String(), stderr
 }
 

@@ -1,15 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -29,50 +23,11 @@ func TestEndToEndKillAndReturn(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs binaries; skipped with -short")
 	}
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		t.Skipf("no go tool: %v", err)
-	}
-	dir := t.TempDir()
-	bin := func(name, pkg string) string {
-		out := filepath.Join(dir, name)
-		cmd := exec.Command(goTool, "build", "-o", out, pkg)
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", pkg, err, b)
-		}
-		return out
-	}
-	ringlbBin := bin("ringlb", ".")
-	upstreamBin := bin("upstream", "../../examples/upstream")
-
-	ports := freePorts(t, 6)
-	procs := map[string]*exec.Cmd{}
-	var mu sync.Mutex
-	start := func(name string, logs io.Writer, path string, args ...string) *exec.Cmd {
-		t.Helper()
-		cmd := exec.Command(path, args...)
-		cmd.Stdout, cmd.Stderr = logs, logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		mu.Lock()
-		procs[name] = cmd
-		mu.Unlock()
-		return cmd
-	}
-	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, p := range procs {
-			p.Process.Kill()
-			p.Wait()
-		}
-	})
-	var upLogs, lbLogs syncBuffer
 	names := []string{"app-1", "app-2", "app-3", "app-4"}
 	addr := map[string]string{}
-	config := fmt.Sprintf(`listen: 127.0.0.1:%d
-admin_listen: 127.0.0.1:%d
+	procs := map[string]*proc{}
+	config := `listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
 hash:
   key: [query: user]
 ring:
@@ -91,26 +46,18 @@ retries: 1
 timeouts:
   dial: 1s
 upstreams:
-`, ports[4], ports[5])
-	for i, name := range names {
-		addr[name] = fmt.Sprintf("127.0.0.1:%d", ports[i])
-		config += fmt.Sprintf("  - name: %s\n    url: http://%s\n", name, addr[name])
-		start(name, &upLogs, upstreamBin, "-name", name, "-listen", addr[name])
-	}
-	cfgPath := filepath.Join(dir, "ringlb.yaml")
-	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`
 	for _, name := range names {
-		waitHTTP(t, "http://"+addr[name]+"/healthz")
+		addr[name] = reservePort(t)
+		config += fmt.Sprintf("  - name: %s\n    url: http://%s\n", name, addr[name])
+		procs[name] = startUpstream(t, name, addr[name])
 	}
-	start("ringlb", &lbLogs, ringlbBin, "serve", "-config", cfgPath)
-	proxyURL := fmt.Sprintf("http://127.0.0.1:%d", ports[4])
-	adminURL := fmt.Sprintf("http://127.0.0.1:%d", ports[5])
+	lb := startRinglb(t, writeConfig(t, config))
+	proxyURL, adminURL := lb.proxy, lb.admin
 	waitHTTP(t, adminURL+"/readyz")
 	defer func() {
 		if t.Failed() {
-			t.Logf("ringlb log:\n%s", lbLogs.String())
+			t.Logf("ringlb log:\n%s", lb.logs.String())
 		}
 	}()
 
@@ -202,47 +149,41 @@ upstreams:
 		rmu.Lock()
 		goal := sent + n
 		rmu.Unlock()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
+		eventually(t, 20*time.Second, func() error {
 			rmu.Lock()
-			done := sent >= goal
-			rmu.Unlock()
-			if done {
-				return
+			defer rmu.Unlock()
+			if sent < goal {
+				return fmt.Errorf("the client loop stalled")
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the client loop stalled")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	waitSent(300)
 	rmu.Lock()
 	killedAt = time.Now()
 	rmu.Unlock()
-	if err := procs[victim].Process.Signal(syscall.SIGKILL); err != nil {
+	if err := procs[victim].cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	procs[victim].Wait()
+	<-procs[victim].done
 	// Traffic goes on while ringlb notices: refused dials go clockwise.
-	deadline := time.Now().Add(20 * time.Second)
-	for ringState(t, adminURL, victim).Available {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never ejected", victim)
+	eventually(t, 20*time.Second, func() error {
+		if ringState(t, adminURL, victim).Available {
+			return fmt.Errorf("%s never ejected", victim)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	waitSent(len(keys))
 
-	start(victim, &upLogs, upstreamBin, "-name", victim, "-listen", addr[victim])
-	deadline = time.Now().Add(20 * time.Second)
-	for !ringState(t, adminURL, victim).Available {
-		// The loop's traffic also gives the breaker its trial.
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never readmitted: %+v", victim, ringState(t, adminURL, victim))
+	// On its port, which stayed reserved: nothing else can have taken it.
+	startProc(t, upstreamBinary(t), "-name", victim, "-listen", addr[victim])
+	// The loop's traffic also gives the breaker its trial.
+	eventually(t, 20*time.Second, func() error {
+		if st := ringState(t, adminURL, victim); !st.Available {
+			return fmt.Errorf("%s never readmitted: %+v", victim, st)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	rmu.Lock()
 	readmitted = time.Now()
 	rmu.Unlock()
@@ -253,61 +194,4 @@ upstreams:
 			failedAfter, moved, notHome, victim)
 	}
 	t.Logf("%d GETs for %d keys (%d of %s); %d failed while in flight at the kill", sent, len(keys), victimKeys, victim, inWindow)
-}
-
-// freePorts returns n distinct loopback ports that were free a moment ago.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ls []net.Listener
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
-}
-
-// waitHTTP polls url until it answers 200.
-func waitHTTP(t *testing.T, url string) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		res, err := http.Get(url)
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == 200 {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not answering 200: %v", url, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers (child
-// processes' output copiers).
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,57 +1,15 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ringlb/ringlb/cmd/ringlb/demo"
 )
-
-// upstreamState is one upstream of /debug/ring.
-type upstreamState struct {
-	Name      string
-	Available bool
-	Health    string
-	Breaker   string
-}
-
-func ringState(t *testing.T, admin, name string) upstreamState {
-	t.Helper()
-	_, body := get(t, admin+"/debug/ring")
-	var v struct{ Upstreams []upstreamState }
-	if err := json.Unmarshal([]byte(body), &v); err != nil {
-		t.Fatalf("/debug/ring: %v: %s", err, body)
-	}
-	for _, u := range v.Upstreams {
-		if u.Name == name {
-			return u
-		}
-	}
-	t.Fatalf("/debug/ring has no %s: %s", name, body)
-	return upstreamState{}
-}
-
-// waitState polls /debug/ring until ok accepts name's state.
-func waitState(t *testing.T, admin, name string, what string, ok func(upstreamState) bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		st := ringState(t, admin, name)
-		if ok(st) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never became %s: %+v", name, what, st)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 func reloadOK(t *testing.T, admin string) {
 	t.Helper()

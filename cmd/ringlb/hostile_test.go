@@ -150,12 +150,14 @@ func TestHostileSlowlorisIsCutOff(t *testing.T) {
 	stop := make(chan struct{})
 	defer close(stop)
 	for i := range slow {
+		// Before the dial: the server's header timer cannot start
+		// earlier, however late this goroutine runs after the dial.
+		start := time.Now()
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		start := time.Now()
 		if i > 0 { // the first one sends nothing at all
 			go func() {
 				// Two bytes every 100 ms: a request that never ends.

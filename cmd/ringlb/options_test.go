@@ -19,8 +19,8 @@ func TestBalancerOptionsRing(t *testing.T) {
 			t.Fatal(err)
 		}
 		o := balancerOptions(cfg)
-		if o.LoadFactor != want[0] || float64(o.LoadFloor) != want[1] {
-			t.Errorf("%q: load_factor %v, load_floor %d; want %v", src, o.LoadFactor, o.LoadFloor, want)
+		if o.Ring.LoadFactor != want[0] || float64(o.Ring.LoadFloor) != want[1] {
+			t.Errorf("%q: load_factor %v, load_floor %d; want %v", src, o.Ring.LoadFactor, o.Ring.LoadFloor, want)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"sync"
@@ -18,7 +19,6 @@ import (
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/admin"
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
-	"github.com/ringlb/ringlb/healthcheck"
 )
 
 // Server limits a proxy user expects; not in the config file. Variables
@@ -51,206 +51,33 @@ func loadCommand(name string, args []string, stdout, stderr io.Writer) (path str
 	return *p, cfg, exitOK, true
 }
 
-// balancerOptions converts a config to the balancer's plain options.
-func balancerOptions(cfg *config.Config) balancer.Options {
-	o := balancer.Options{
-		Placement:             cfg.Ring.Placement,
-		PointsPerWeight:       cfg.Ring.PointsPerWeight,
-		LoadFactor:            cfg.Ring.LoadFactor,
-		LoadFloor:             cfg.Ring.LoadFloor,
-		SlowStart:             cfg.Ring.SlowStart,
-		OnUnavailable:         cfg.Ring.OnUnavailable,
-		OnMissing:             cfg.Hash.OnMissing,
-		CookieName:            cfg.Hash.Cookie.Name,
-		CookieTTL:             cfg.Hash.Cookie.TTL,
-		CookieSecure:          cfg.Hash.Cookie.Secure,
-		CookieHTTPOnly:        cfg.Hash.Cookie.HTTPOnly,
-		TrustedProxies:        cfg.TrustedProxies,
-		UpstreamHeader:        cfg.UpstreamHeader,
-		Retries:               cfg.Retries,
-		DialTimeout:           cfg.Timeouts.Dial,
-		ResponseHeaderTimeout: cfg.Timeouts.ResponseHeader,
-		IdleConnTimeout:       cfg.Timeouts.IdleConn,
-		AccessLog:             cfg.AccessLog,
-		HealthChecks:          cfg.Health != nil,
-		Breaker: balancer.BreakerOptions{
-			ConsecutiveFailures: cfg.Breaker.ConsecutiveFailures,
-			FailureStatuses:     cfg.Breaker.FailureStatuses,
-			OpenTimeout:         cfg.Breaker.OpenTimeout,
-			MaxOpenTimeout:      cfg.Breaker.MaxOpenTimeout,
-		},
-	}
-	for _, u := range cfg.Upstreams {
-		o.Upstreams = append(o.Upstreams, balancer.UpstreamOptions{Name: u.Name, URL: u.URL, Addr: u.Addr, Weight: u.Weight})
-	}
-	for _, k := range cfg.Hash.Key {
-		o.Key = append(o.Key, balancer.KeySource{Kind: string(k.Kind), Name: k.Name})
-	}
-	return o
-}
-
-// healthOptions converts the health block; nil when there is none.
-func healthOptions(h *config.Health) *healthcheck.Options {
-	if h == nil {
-		return nil
-	}
-	return &healthcheck.Options{
-		Path:      h.Path,
-		Interval:  h.Interval,
-		Timeout:   h.Timeout,
-		Rise:      h.Rise,
-		Fall:      h.Fall,
-		ExpectMin: h.ExpectStatus.Min,
-		ExpectMax: h.ExpectStatus.Max,
-	}
-}
-
-func healthTargets(cfg *config.Config) []healthcheck.Target {
-	ts := make([]healthcheck.Target, len(cfg.Upstreams))
-	for i, u := range cfg.Upstreams {
-		ts[i] = healthcheck.Target{Name: u.Name, URL: u.URL}
-	}
-	return ts
-}
-
-// checker is a running health checker: it reports into the balancer
-// until stop.
-type checker struct {
-	hc     *healthcheck.Checker
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-// startChecker starts active checks of cfg's upstreams (nil without a
-// health block). It stops with ctx or with stop.
-func startChecker(ctx context.Context, cfg *config.Config, b *balancer.Balancer, logger *slog.Logger) *checker {
-	opts := healthOptions(cfg.Health)
-	if opts == nil {
-		return nil
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	c := &checker{hc: healthcheck.New(*opts, b, logger), cancel: cancel, done: make(chan struct{})}
-	c.hc.Update(*opts, healthTargets(cfg))
-	go func() {
-		defer close(c.done)
-		c.hc.Run(ctx)
-	}()
-	return c
-}
-
-// stop cancels the checker and waits until every prober has stopped, so
-// no report follows. The caller must not hold a lock SetHealthy takes.
-func (c *checker) stop() {
-	if c != nil {
-		c.cancel()
-		<-c.done
-	}
-}
-
 // serve runs the proxy and admin listeners until ctx is done, then drains.
 // ready, if not nil, is called with the bound addresses once both listen.
 func serve(ctx context.Context, path string, cfg *config.Config, logger *slog.Logger, ready func(proxy, admin net.Addr)) int {
-	reg := balancer.NewRegistry()
-	b, err := balancer.New(balancerOptions(cfg), reg, logger)
+	srv, err := newServer(path, cfg, logger)
 	if err != nil {
 		logger.Error("cannot build the balancer", "err", err)
 		return exitFail
 	}
-	defer b.Close()
-
-	// Health checks report into b from the start: every upstream counts as
-	// up until it fails `fall` probes. The checker stops (deferred) before
-	// serve returns.
-	hcCtx, hcCancel := context.WithCancel(context.Background())
-	defer hcCancel()
-	var mu sync.Mutex // serialises reloads from SIGHUP and POST /reload, and guards hc
-	hc := startChecker(hcCtx, cfg, b, logger)
-	defer func() {
-		mu.Lock()
-		defer mu.Unlock()
-		hc.stop()
-	}()
-
-	// reload re-reads the config file and swaps the new ring in; a bad
-	// config leaves the old one serving. Then the health checker follows
-	// the new config: its targets and timing are updated (state and counts
-	// carry over by name), or it starts, or it stops. b.Update runs first:
-	// a checker being stopped may still report, and an Update that turns
-	// HealthChecks off has reset every verdict to up and ignores those
-	// reports. None of this holds a lock SetHealthy takes, since Checker
-	// Update and stop wait for probers that may be inside SetHealthy.
-	reload := func() (string, []string, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		next, err := config.Load(path)
-		if err == nil && (next.Listen != cfg.Listen || next.AdminListen != cfg.AdminListen) {
-			logger.Warn("listen and admin_listen changes take effect on restart",
-				"listen", cfg.Listen, "admin_listen", cfg.AdminListen)
-		}
-		var version string
-		if err == nil {
-			version, err = b.Update(balancerOptions(next))
-		}
-		if err != nil {
-			problems := problemsOf(err)
-			for _, p := range problems {
-				logger.Error("reload rejected, old config keeps serving", "problem", p)
-			}
-			return "", problems, err
-		}
-		switch opts := healthOptions(next.Health); {
-		case opts == nil && hc != nil:
-			hc.stop()
-			hc = nil
-			logger.Info("health checks off: every upstream counts as up")
-		case opts != nil && hc == nil:
-			hc = startChecker(hcCtx, next, b, logger)
-			logger.Info("health checks on", "path", opts.Path, "interval", opts.Interval)
-		case opts != nil:
-			hc.hc.Update(*opts, healthTargets(next))
-		}
-		return version, nil, nil
-	}
+	defer srv.close()
 
 	// Catch SIGHUP before anyone can learn our addresses and send one.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
-	errLog := log.New(&slogWriter{logger}, "", 0)
-	proxySrv := &http.Server{
-		Handler:           limitHeaders(b, cfg.MaxHeaderBytes),
-		ReadHeaderTimeout: readHeaderTimeout,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    serverHeaderLimit(cfg.MaxHeaderBytes),
-		ErrorLog:          errLog,
-	}
-	started := time.Now()
-	adminSrv := &http.Server{ // Handler is set once the proxy's address is known
-		ReadHeaderTimeout: readHeaderTimeout,
-		IdleTimeout:       idleTimeout,
-		ErrorLog:          errLog,
-	}
-	pl, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		logger.Error(bindError("listen", cfg.Listen, err))
+	pl, al, problem := listen(cfg)
+	if problem != "" {
+		logger.Error(problem)
 		return exitFail
 	}
-	al, err := net.Listen("tcp", cfg.AdminListen)
-	if err != nil {
-		pl.Close()
-		logger.Error(bindError("admin_listen", cfg.AdminListen, err))
-		return exitFail
-	}
-	adminSrv.Handler = admin.NewHandler(b, reg, reload, admin.Options{
-		Pprof: cfg.DebugPprof, Version: buildVersion(), Listen: pl.Addr().String(), Started: started,
-	})
+	proxySrv, adminSrv := srv.httpServers(cfg, pl.Addr(), al.Addr())
 	names := make([]string, len(cfg.Upstreams))
 	for i, u := range cfg.Upstreams {
 		names[i] = u.Name + "=" + u.URL.String()
 	}
 	logger.Info("ringlb serving", "listen", pl.Addr().String(), "admin_listen", al.Addr().String(),
-		"upstreams", names, "version", b.Version(), "ringlb", buildVersion())
+		"upstreams", names, "version", srv.b.Version(), "ringlb", buildVersion())
 	if ready != nil {
 		ready(pl.Addr(), al.Addr())
 	}
@@ -264,8 +91,7 @@ loop:
 	for {
 		select {
 		case <-hup:
-			_, problems, err := reload() // POST /reload is counted by the admin handler
-			b.RecordReload(err == nil, problems...)
+			srv.reload()
 		case err := <-errc:
 			logger.Error("listener failed", "err", err)
 			code = exitFail
@@ -274,23 +100,76 @@ loop:
 			break loop
 		}
 	}
-	logger.Info("shutting down: draining in-flight requests", "timeout", cfg.ShutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	drain(logger, cfg.ShutdownTimeout, srv.b, proxySrv, adminSrv)
+	logger.Info("stopped")
+	return code
+}
+
+// listen binds the proxy and the admin addresses. On failure it binds
+// nothing and returns the problem to log.
+func listen(cfg *config.Config) (proxy, adm net.Listener, problem string) {
+	pl, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, nil, bindError("listen", cfg.Listen, err)
+	}
+	al, err := net.Listen("tcp", cfg.AdminListen)
+	if err != nil {
+		pl.Close()
+		return nil, nil, bindError("admin_listen", cfg.AdminListen, err)
+	}
+	return pl, al, ""
+}
+
+// httpServers returns the proxy's and the admin listener's HTTP servers,
+// bound at proxyAddr and adminAddr.
+func (s *server) httpServers(cfg *config.Config, proxyAddr, adminAddr net.Addr) (proxySrv, adminSrv *http.Server) {
+	errLog := log.New(&slogWriter{s.log}, "", 0)
+	proxySrv = &http.Server{
+		Handler:           limitHeaders(s.b, cfg.MaxHeaderBytes),
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    serverHeaderLimit(cfg.MaxHeaderBytes),
+		ErrorLog:          errLog,
+	}
+	adminSrv = &http.Server{
+		Handler: admin.NewHandler(s.b, s.reg, s.reload, admin.Options{
+			Pprof: cfg.DebugPprof, Version: buildVersion(), Listen: proxyAddr.String(), Started: s.started,
+			Addr: adminAddr.String(),
+			Name: hostName(cfg.AdminListen),
+		}),
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          errLog,
+	}
+	return proxySrv, adminSrv
+}
+
+// drain shuts the proxy and admin servers down, letting requests in
+// flight (and upgraded connections on the proxy) finish within timeout,
+// then closes what is left.
+func drain(logger *slog.Logger, timeout time.Duration, b *balancer.Balancer, proxySrv, adminSrv *http.Server) {
+	logger.Info("shutting down: draining in-flight requests", "timeout", timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var wg sync.WaitGroup
-	for _, s := range []*http.Server{proxySrv, adminSrv} {
+	for _, hs := range []*http.Server{proxySrv, adminSrv} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := hs.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				logger.Warn("shutdown did not finish draining", "err", err)
-				s.Close()
+				hs.Close()
+			}
+			if hs == proxySrv {
+				// Shutdown does not wait for upgraded connections
+				// (WebSocket tunnels): they get the rest of the time.
+				if err := b.WaitTunnels(ctx); err != nil {
+					logger.Warn("shutdown closed upgraded connections still open", "err", err)
+				}
 			}
 		}()
 	}
 	wg.Wait()
-	logger.Info("stopped")
-	return code
 }
 
 // slogWriter sends net/http's server error log (TLS handshake errors,
@@ -360,4 +239,17 @@ func headSize(r *http.Request) int {
 		n += len("Host: ") + len(r.Host) + 2
 	}
 	return n + 2
+}
+
+// hostName returns the host of a host:port address when it is a name
+// rather than an IP address; "" otherwise.
+func hostName(hostport string) string {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil || host == "" {
+		return ""
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return ""
+	}
+	return host
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -157,13 +159,12 @@ func TestServeAffinityAndReload(t *testing.T) {
 	os.WriteFile(path, []byte(string(good)+fmt.Sprintf("  - name: %s\n    url: %s\n", bs[3].name, bs[3].URL)), 0o644)
 	before := ringVersion(t, r.admin)
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
-	deadline := time.Now().Add(10 * time.Second)
-	for ringVersion(t, r.admin) == before {
-		if time.Now().After(deadline) {
-			t.Fatal("SIGHUP did not reload")
+	eventually(t, 10*time.Second, func() error {
+		if ringVersion(t, r.admin) == before {
+			return errors.New("SIGHUP did not reload")
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	moved := 0
 	for id, was := range owner {
 		_, now := get(t, r.proxy+"/", "X-User-ID", id)
@@ -183,16 +184,6 @@ func TestServeAffinityAndReload(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
-}
-
-func ringVersion(t *testing.T, admin string) string {
-	t.Helper()
-	_, body := get(t, admin+"/debug/ring")
-	var v struct{ Version string }
-	if err := json.Unmarshal([]byte(body), &v); err != nil {
-		t.Fatalf("/debug/ring: %v: %s", err, body)
-	}
-	return v.Version
 }
 
 func TestServeDrainsOnShutdown(t *testing.T) {
@@ -218,19 +209,22 @@ func TestServeDrainsOnShutdown(t *testing.T) {
 		}()
 	}
 	// Wait until all are in flight, then ask ringlb to stop.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, m := get(t, r.admin+"/metrics")
-		if inflightTotal(m) == n {
-			break
+	eventually(t, 10*time.Second, func() error {
+		if _, m := get(t, r.admin+"/metrics"); inflightTotal(m) != n {
+			return fmt.Errorf("requests never got in flight:\n%s", m)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("requests never got in flight:\n%s", m)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	r.cancel()
-	time.Sleep(50 * time.Millisecond) // let Shutdown close the listener
+	// Shutdown has begun once the proxy's listener is closed.
+	eventually(t, 10*time.Second, func() error {
+		c, err := net.Dial("tcp", strings.TrimPrefix(r.proxy, "http://"))
+		if err != nil {
+			return nil
+		}
+		c.Close()
+		return errors.New("the proxy's listener is still open after the stop")
+	})
 	close(hold)
 	wg.Wait()
 	close(results)
@@ -338,4 +332,83 @@ func TestReloadRedactsUserInfo(t *testing.T) {
 	if strings.Contains(logs.String(), "hunter2") {
 		t.Errorf("the log shows the password:\n%s", logs.String())
 	}
+}
+
+// startEchoUpgrade starts an upstream that switches protocols and echoes.
+func startEchoUpgrade(t *testing.T) []namedBackend {
+	t.Helper()
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		brw.Flush()
+		io.Copy(conn, brw)
+	}))
+	t.Cleanup(s.Close)
+	return []namedBackend{{s, "ws-1"}}
+}
+
+// openTunnel upgrades a connection through ringlb and checks one echo.
+func openTunnel(t *testing.T, proxy string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(proxy, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	io.WriteString(conn, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+	br := bufio.NewReader(conn)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", res, err)
+	}
+	echo(t, conn, br, "hello")
+	return conn, br
+}
+
+func echo(t *testing.T, conn net.Conn, br *bufio.Reader, msg string) {
+	t.Helper()
+	io.WriteString(conn, msg)
+	buf := make([]byte, len(msg))
+	if _, err := io.ReadFull(br, buf); err != nil || string(buf) != msg {
+		t.Fatalf("echo %q: %q, %v", msg, buf, err)
+	}
+}
+
+// TestServeShutdownWaitsForTunnels: on SIGTERM an open WebSocket tunnel
+// (a hijacked connection, which http.Server.Shutdown ignores) keeps
+// working and ringlb waits for it, up to shutdown_timeout.
+func TestServeShutdownWaitsForTunnels(t *testing.T) {
+	r := startServe(t, writeConfig(t, listenersYAML+"shutdown_timeout: 20s\n"+backendsYAML(startEchoUpgrade(t))))
+	conn, br := openTunnel(t, r.proxy)
+	r.cancel()
+	// A negative check: serve must not return in the next half second.
+	select {
+	case code := <-r.done:
+		r.done <- code
+		t.Fatal("serve returned with a tunnel open")
+	case <-time.After(500 * time.Millisecond):
+	}
+	echo(t, conn, br, "still open")
+	conn.Close()
+	if code := r.stop(t); code != exitOK {
+		t.Errorf("exit code %d, want 0", code)
+	}
+}
+
+// TestServeShutdownCutsTunnelsAtTimeout: a tunnel still open when
+// shutdown_timeout runs out is closed, and ringlb exits.
+func TestServeShutdownCutsTunnelsAtTimeout(t *testing.T) {
+	r := startServe(t, writeConfig(t, listenersYAML+"shutdown_timeout: 300ms\n"+backendsYAML(startEchoUpgrade(t))))
+	conn, br := openTunnel(t, r.proxy)
+	r.stop(t)
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Errorf("read from the tunnel after shutdown: %v, want EOF (closed)", err)
+	}
+	conn.Close()
 }

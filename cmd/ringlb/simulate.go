@@ -84,7 +84,7 @@ func changeMembers(cfg *config.Config, ms []ring.Member, adds, removes []string)
 				return nil, fmt.Errorf("-add %s: weight must be a number > 0, got %q", a, w)
 			}
 		}
-		nginx := cfg.Ring.Placement == string(ring.PlacementNginx)
+		nginx := cfg.Ring.Placement == ring.PlacementNginx
 		switch {
 		case name == "":
 			return nil, fmt.Errorf("-add %s: empty name", a)
@@ -94,9 +94,9 @@ func changeMembers(cfg *config.Config, ms []ring.Member, adds, removes []string)
 			return nil, fmt.Errorf("-add %s: a name must use only letters, digits and \"-_.:\", got %q", a, name)
 		case nginx && weight != math.Trunc(weight):
 			return nil, fmt.Errorf("-add %s: weight must be a whole number under placement nginx, got %s", a, w)
-		case cfg.Ring.Points(weight) < 1:
+		case ring.PointsFor(cfg.Ring.PointsPerWeight, weight) < 1:
 			return nil, fmt.Errorf("-add %s: weight too small: round(%d × %s) = 0 ring points", a, cfg.Ring.PointsPerWeight, w)
-		case cfg.Ring.Points(weight) > config.MaxPointsPerUpstream:
+		case ring.PointsFor(cfg.Ring.PointsPerWeight, weight) > config.MaxPointsPerUpstream:
 			return nil, fmt.Errorf("-add %s: weight too large: more than %d ring points", a, config.MaxPointsPerUpstream)
 		}
 		if slices.ContainsFunc(out, func(m ring.Member) bool { return m.Name == name || (nginx && m.Addr == name) }) {

@@ -18,7 +18,7 @@ func ringMembers(ups []config.Upstream) []ring.Member {
 }
 
 func ringOptions(cfg *config.Config) ring.Options {
-	return ring.Options{Placement: ring.Placement(cfg.Ring.Placement), PointsPerWeight: cfg.Ring.PointsPerWeight}
+	return ring.Options{Placement: cfg.Ring.Placement, PointsPerWeight: cfg.Ring.PointsPerWeight}
 }
 
 // loadRing loads a config file and builds its ring.

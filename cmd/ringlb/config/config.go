@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	"net"
 	"net/netip"
 	"net/textproto"
@@ -18,6 +17,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/healthcheck"
+	"github.com/ringlb/ringlb/ring"
 	"gopkg.in/yaml.v3"
 )
 
@@ -256,131 +258,93 @@ const (
 // so validation sees an explicit 0 or "" and can reject it. It is the only
 // place defaults are set.
 func applyDefaults(c *Config, has func(field string) bool) {
-	str := func(f string, dst *string, v string) {
-		if !has(f) {
-			*dst = v
-		}
-	}
-	dur := func(f string, dst *time.Duration, v time.Duration) {
-		if !has(f) {
-			*dst = v
-		}
-	}
-	num := func(f string, dst *int, v int) {
-		if !has(f) {
-			*dst = v
-		}
-	}
-
-	str("listen", &c.Listen, defaultListen)
-	str("admin_listen", &c.AdminListen, defaultAdminListen)
-	dur("shutdown_timeout", &c.ShutdownTimeout, defaultShutdownTimeout)
-	str("upstream_header", &c.UpstreamHeader, defaultUpstreamHeader)
-	if !has("trusted_proxies") {
-		c.TrustedProxies = []netip.Prefix{}
-	}
+	def(has, "listen", &c.Listen, defaultListen)
+	def(has, "admin_listen", &c.AdminListen, defaultAdminListen)
+	def(has, "shutdown_timeout", &c.ShutdownTimeout, defaultShutdownTimeout)
+	def(has, "upstream_header", &c.UpstreamHeader, defaultUpstreamHeader)
+	def(has, "trusted_proxies", &c.TrustedProxies, []netip.Prefix{})
 	// access_log and debug_pprof default to false, the zero value.
 
-	if !has("hash.key") {
-		c.Hash.Key = []KeySource{
-			{Kind: KeyCookie, Name: "session"},
-			{Kind: KeyHeader, Name: textproto.CanonicalMIMEHeaderKey("X-User-ID")},
-			{Kind: KeyQuery, Name: "user"},
-			{Kind: KeyURI},
-		}
-	}
-	str("hash.on_missing", &c.Hash.OnMissing, "random")
-	str("hash.cookie.name", &c.Hash.Cookie.Name, "ringlb_affinity")
-	dur("hash.cookie.ttl", &c.Hash.Cookie.TTL, 24*time.Hour)
-	if !has("hash.cookie.http_only") {
-		c.Hash.Cookie.HTTPOnly = true
-	}
+	def(has, "hash.key", &c.Hash.Key, []balancer.KeySource{
+		{Kind: balancer.KeyCookie, Name: "session"},
+		{Kind: balancer.KeyHeader, Name: textproto.CanonicalMIMEHeaderKey("X-User-ID")},
+		{Kind: balancer.KeyQuery, Name: "user"},
+		{Kind: balancer.KeyURI},
+	})
+	def(has, "hash.on_missing", &c.Hash.OnMissing, balancer.OnMissingRandom)
+	def(has, "hash.cookie.name", &c.Hash.Cookie.Name, "ringlb_affinity")
+	def(has, "hash.cookie.ttl", &c.Hash.Cookie.TTL, 24*time.Hour)
+	def(has, "hash.cookie.http_only", &c.Hash.Cookie.HTTPOnly, true)
 
 	// Under placement nginx an absent points_per_weight is also 160, nginx's
 	// fixed value; an explicit other value is a validation error.
-	num("ring.points_per_weight", &c.Ring.PointsPerWeight, defaultPointsPerWeight)
+	def(has, "ring.points_per_weight", &c.Ring.PointsPerWeight, defaultPointsPerWeight)
 	// load_factor defaults to 0 (bounded loads off), the zero value.
-	num("ring.load_floor", &c.Ring.LoadFloor, defaultLoadFloor)
-	str("ring.placement", &c.Ring.Placement, "ringlb")
-	str("ring.on_unavailable", &c.Ring.OnUnavailable, "remap")
+	def(has, "ring.load_floor", &c.Ring.LoadFloor, defaultLoadFloor)
+	def(has, "ring.placement", &c.Ring.Placement, ring.PlacementRinglb)
+	def(has, "ring.on_unavailable", &c.Ring.OnUnavailable, balancer.OnUnavailableRemap)
 	// slow_start defaults to 0s, the zero value.
 
 	for i := range c.Upstreams {
-		if !has(index("upstreams", i) + ".weight") {
-			c.Upstreams[i].Weight = 1
-		}
-		str(index("upstreams", i)+".protocol", &c.Upstreams[i].Protocol, ProtocolHTTP1)
+		def(has, index("upstreams", i)+".weight", &c.Upstreams[i].Weight, 1)
+		def(has, index("upstreams", i)+".protocol", &c.Upstreams[i].Protocol, ProtocolHTTP1)
 	}
 
-	if c.Health != nil { // present: fill its absent fields
-		h := c.Health
-		str("health.path", &h.Path, "/healthz")
-		dur("health.interval", &h.Interval, 2*time.Second)
-		dur("health.timeout", &h.Timeout, time.Second)
-		num("health.rise", &h.Rise, 2)
-		num("health.fall", &h.Fall, 3)
-		if !has("health.expect_status") {
-			h.ExpectStatus = StatusRange{Min: 200, Max: 399}
-		}
+	if hb := c.Health; hb != nil { // present: fill its absent fields
+		def(has, "health.path", &hb.Path, healthcheck.DefaultPath)
+		def(has, "health.interval", &hb.Interval, healthcheck.DefaultInterval)
+		def(has, "health.timeout", &hb.Timeout, healthcheck.DefaultTimeout)
+		def(has, "health.rise", &hb.Rise, healthcheck.DefaultRise)
+		def(has, "health.fall", &hb.Fall, healthcheck.DefaultFall)
+		def(has, "health.expect_status", &hb.ExpectStatus, StatusRange{Min: healthcheck.DefaultExpectMin, Max: healthcheck.DefaultExpectMax})
 	}
 
-	num("breaker.consecutive_failures", &c.Breaker.ConsecutiveFailures, 5)
-	if !has("breaker.failure_statuses") {
-		c.Breaker.FailureStatuses = []int{502, 503, 504}
-	}
-	if !has("breaker.failure_grpc_statuses") {
-		c.Breaker.FailureGRPCStatuses = []int{14} // UNAVAILABLE
-	}
-	dur("breaker.open_timeout", &c.Breaker.OpenTimeout, 5*time.Second)
-	dur("breaker.max_open_timeout", &c.Breaker.MaxOpenTimeout, 60*time.Second)
+	def(has, "breaker.consecutive_failures", &c.Breaker.ConsecutiveFailures, 5)
+	def(has, "breaker.failure_statuses", &c.Breaker.FailureStatuses, []int{502, 503, 504})
+	def(has, "breaker.failure_grpc_statuses", &c.Breaker.FailureGRPCStatuses, []int{14}) // UNAVAILABLE
+	def(has, "breaker.open_timeout", &c.Breaker.OpenTimeout, 5*time.Second)
+	def(has, "breaker.max_open_timeout", &c.Breaker.MaxOpenTimeout, 60*time.Second)
 
-	num("retries", &c.Retries, 1)
-	dur("timeouts.dial", &c.Timeouts.Dial, 2*time.Second)
-	dur("timeouts.response_header", &c.Timeouts.ResponseHeader, 30*time.Second)
-	dur("timeouts.idle_conn", &c.Timeouts.IdleConn, 90*time.Second)
-	num("max_header_bytes", &c.MaxHeaderBytes, defaultMaxHeaderBytes)
+	def(has, "retries", &c.Retries, 1)
+	def(has, "timeouts.dial", &c.Timeouts.Dial, 2*time.Second)
+	def(has, "timeouts.response_header", &c.Timeouts.ResponseHeader, 30*time.Second)
+	def(has, "timeouts.read", &c.Timeouts.Read, 60*time.Second)
+	def(has, "timeouts.idle_conn", &c.Timeouts.IdleConn, 90*time.Second)
+	def(has, "max_header_bytes", &c.MaxHeaderBytes, defaultMaxHeaderBytes)
 
-	if c.TLS != nil && !has("tls.min_version") {
-		c.TLS.MinVersion = tls.VersionTLS12
+	if c.TLS != nil {
+		def(has, "tls.min_version", &c.TLS.MinVersion, tls.VersionTLS12)
 	}
-	if !has("http2") {
-		c.HTTP2 = true
-	}
+	def(has, "http2", &c.HTTP2, true)
 	// h2c and upstream_tls.* default to false and "", the zero values.
 
 	if c.Discovery != nil { // present: fill its absent fields
 		disc := c.Discovery
 		// resolver defaults to "", the system's.
-		dur("discovery.interval", &disc.Interval, 5*time.Second)
-		dur("discovery.timeout", &disc.Timeout, 2*time.Second)
-		dur("discovery.remove_after", &disc.RemoveAfter, 5*time.Minute)
-		num("discovery.confirm", &disc.Confirm, 3)
+		def(has, "discovery.interval", &disc.Interval, 5*time.Second)
+		def(has, "discovery.timeout", &disc.Timeout, 2*time.Second)
+		def(has, "discovery.remove_after", &disc.RemoveAfter, 5*time.Minute)
+		def(has, "discovery.confirm", &disc.Confirm, 3)
 		if disc.Sources == nil {
 			disc.Sources = []DiscoverySource{}
 		}
 		for i := range disc.Sources {
 			s, f := &disc.Sources[i], index("discovery.sources", i)
-			str(f+".scheme", &s.Scheme, "http")
-			str(f+".protocol", &s.Protocol, ProtocolHTTP1)
-			if !has(f + ".weight") {
-				s.Weight = 1
-			}
+			def(has, f+".scheme", &s.Scheme, "http")
+			def(has, f+".protocol", &s.Protocol, ProtocolHTTP1)
+			def(has, f+".weight", &s.Weight, 1)
 		}
 	}
 
 	// hold.idle defaults to 0s (off), hold.cookie.name and secret_file to "".
-	num("hold.max_keys", &c.Hold.MaxKeys, defaultHoldMaxKeys)
+	def(has, "hold.max_keys", &c.Hold.MaxKeys, defaultHoldMaxKeys)
 }
 
-// Points returns how many ring points an upstream of the given weight owns:
-// round(PointsPerWeight × weight), rounding halves away from zero (as the
-// ring package does).
-func (r Ring) Points(weight float64) int {
-	p := math.Round(float64(r.PointsPerWeight) * weight)
-	if p > math.MaxInt32 {
-		return math.MaxInt32
+// def sets *dst to v when the file has no field (a dotted path).
+func def[T any](has func(field string) bool, field string, dst *T, v T) {
+	if !has(field) {
+		*dst = v
 	}
-	return int(p)
 }
 
 // TotalPoints returns the number of points on the ring: the sum of every
@@ -388,7 +352,7 @@ func (r Ring) Points(weight float64) int {
 func (c *Config) TotalPoints() int {
 	n := 0
 	for _, u := range c.Upstreams {
-		n += c.Ring.Points(u.Weight)
+		n += ring.PointsFor(c.Ring.PointsPerWeight, u.Weight)
 	}
 	return n
 }

@@ -14,6 +14,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/ring"
 )
 
 // rootConfig is the documented default config at the repository root.
@@ -51,11 +54,11 @@ func defaults(t *testing.T) *Config {
 		AccessLog:       false,
 		DebugPprof:      false,
 		Hash: Hash{
-			Key: []KeySource{
-				{Kind: KeyCookie, Name: "session"},
-				{Kind: KeyHeader, Name: "X-User-Id"},
-				{Kind: KeyQuery, Name: "user"},
-				{Kind: KeyURI},
+			Key: []balancer.KeySource{
+				{Kind: balancer.KeyCookie, Name: "session"},
+				{Kind: balancer.KeyHeader, Name: "X-User-Id"},
+				{Kind: balancer.KeyQuery, Name: "user"},
+				{Kind: balancer.KeyURI},
 			},
 			OnMissing: "random",
 			Cookie:    AffinityCookie{Name: "ringlb_affinity", TTL: 24 * time.Hour, Secure: false, HTTPOnly: true},
@@ -71,7 +74,7 @@ func defaults(t *testing.T) *Config {
 			MaxOpenTimeout:      60 * time.Second,
 		},
 		Retries:        1,
-		Timeouts:       Timeouts{Dial: 2 * time.Second, ResponseHeader: 30 * time.Second, IdleConn: 90 * time.Second},
+		Timeouts:       Timeouts{Dial: 2 * time.Second, ResponseHeader: 30 * time.Second, Read: 60 * time.Second, IdleConn: 90 * time.Second},
 		MaxHeaderBytes: 65536,
 		Hold:           Hold{Idle: 0, MaxKeys: 1000000, Cookie: HoldCookie{Name: "", SecretFile: ""}},
 		HTTP2:          true,
@@ -151,7 +154,7 @@ upstreams:
 health: {path: "/ready?deep=1", interval: 10s, timeout: 9s, rise: 1, fall: 1, expect_status: 200}
 breaker: {consecutive_failures: 0, failure_statuses: [], failure_grpc_statuses: [0, 16], open_timeout: 1s, max_open_timeout: 1s}
 retries: 0
-timeouts: {dial: 100ms, response_header: 1s, idle_conn: 1h}
+timeouts: {dial: 100ms, response_header: 1s, read: 0s, idle_conn: 1h}
 max_header_bytes: 1024
 hold: {idle: 10m, max_keys: 5, cookie: {name: "", secret_file: ""}}
 http2: false
@@ -171,7 +174,7 @@ upstream_tls: {server_name: backend.example, insecure_skip_verify: true}
 				want.AccessLog = true
 				want.DebugPprof = true
 				want.Hash = Hash{
-					Key:       []KeySource{{KeyHeader, "X-User-Id"}, {Kind: KeyIP}, {Kind: KeyPath}},
+					Key:       []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-Id"}, {Kind: balancer.KeyIP}, {Kind: balancer.KeyPath}},
 					OnMissing: "cookie",
 					Cookie:    AffinityCookie{Name: "aff", TTL: time.Hour, Secure: true, HTTPOnly: false},
 				}
@@ -185,7 +188,7 @@ upstream_tls: {server_name: backend.example, insecure_skip_verify: true}
 				want.HTTP2 = false
 				want.UpstreamTLS = UpstreamTLS{ServerName: "backend.example", InsecureSkipVerify: true}
 				want.Retries = 0
-				want.Timeouts = Timeouts{Dial: 100 * time.Millisecond, ResponseHeader: time.Second, IdleConn: time.Hour}
+				want.Timeouts = Timeouts{Dial: 100 * time.Millisecond, ResponseHeader: time.Second, Read: 0, IdleConn: time.Hour}
 				want.MaxHeaderBytes = 1024
 				want.Hold = Hold{Idle: 10 * time.Minute, MaxKeys: 5}
 				if !reflect.DeepEqual(c, want) {
@@ -367,7 +370,7 @@ upstreams: []
 			name: "weight giving one point",
 			src:  "ring: {points_per_weight: 1}\nupstreams:\n  - {name: a, url: http://h, weight: 0.5}\n",
 			check: func(t *testing.T, c *Config) {
-				if got := c.Ring.Points(0.5); got != 1 {
+				if got := ring.PointsFor(c.Ring.PointsPerWeight, 0.5); got != 1 {
 					t.Errorf("Points(0.5) = %d, want 1 (halves round away from zero)", got)
 				}
 			},
@@ -467,6 +470,8 @@ var errorCases = []struct {
 	{"negative retries", "retries: -1\n" + up, "c.yaml:1: retries: must be >= 0, got -1"},
 	{"zero timeout", "timeouts: {dial: 0s, idle_conn: -1s}\n" + up,
 		"c.yaml:1: timeouts.dial: must be > 0, got 0s\nc.yaml:1: timeouts.idle_conn: must be > 0, got -1s"},
+	{"negative read timeout", "timeouts: {read: -1s}\n" + up,
+		"c.yaml:1: timeouts.read: must be >= 0 (0: no limit), got -1s"},
 	{"small max_header_bytes", "max_header_bytes: 100\n" + up, "c.yaml:1: max_header_bytes: must be >= 1024, got 100"},
 
 	// Listeners.
@@ -911,7 +916,7 @@ func checkInvariants(t *testing.T, c *Config) {
 			t.Fatalf("bad discovery %+v", disc)
 		}
 		for _, s := range disc.Sources {
-			if (s.SRV == "") == (s.Host == "") || (s.Host != "" && (s.Port < 1 || s.Port > 65535)) || c.Ring.Points(s.Weight) < 1 ||
+			if (s.SRV == "") == (s.Host == "") || (s.Host != "" && (s.Port < 1 || s.Port > 65535)) || ring.PointsFor(c.Ring.PointsPerWeight, s.Weight) < 1 ||
 				(s.Scheme != "http" && s.Scheme != "https") ||
 				!(s.Protocol == "http1" || s.Protocol == "h2c" && s.Scheme == "http" || s.Protocol == "h2" && s.Scheme == "https") {
 				t.Fatalf("bad source %+v", s)
@@ -930,7 +935,7 @@ func checkInvariants(t *testing.T, c *Config) {
 		if u.URL == nil || u.Addr != u.URL.Host || (u.URL.Scheme != "http" && u.URL.Scheme != "https") {
 			t.Fatalf("bad upstream %+v", u)
 		}
-		if p := c.Ring.Points(u.Weight); p < 1 || math.IsNaN(u.Weight) {
+		if p := ring.PointsFor(c.Ring.PointsPerWeight, u.Weight); p < 1 || math.IsNaN(u.Weight) {
 			t.Fatalf("upstream %s has %d points", u.Name, p)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ringlb/ringlb/balancer"
 	"gopkg.in/yaml.v3"
 )
 
@@ -316,6 +317,16 @@ func (d *decoder) toFloat(dst *float64) handler          { return into(d.number,
 func (d *decoder) toBool(dst *bool) handler              { return into(d.boolean, dst) }
 func (d *decoder) toDuration(dst *time.Duration) handler { return into(d.duration, dst) }
 
+// toWord decodes a string into a string type of another package (a
+// placement, an on_missing mode), as written; validation checks it.
+func toWord[T ~string](d *decoder, dst *T) handler {
+	return func(f string, n *yaml.Node) {
+		if v, ok := d.str(f, n); ok {
+			*dst = T(v)
+		}
+	}
+}
+
 // decode fills c from the root mapping. Absent fields stay zero; see
 // applyDefaults.
 func (d *decoder) decode(root *yaml.Node, c *Config) {
@@ -430,12 +441,12 @@ func parsePrefix(s string) (netip.Prefix, bool) {
 func (d *decoder) hash(f string, n *yaml.Node, h *Hash) {
 	d.mapping(f, n, map[string]handler{
 		"key": func(f string, n *yaml.Node) {
-			h.Key = []KeySource{}
+			h.Key = []balancer.KeySource{}
 			d.sequence(f, n, func(_ int, f string, n *yaml.Node) {
 				h.Key = append(h.Key, d.keySource(f, n))
 			})
 		},
-		"on_missing": d.toStr(&h.OnMissing),
+		"on_missing": toWord(d, &h.OnMissing),
 		"cookie": func(f string, n *yaml.Node) {
 			d.mapping(f, n, map[string]handler{
 				"name":      d.toStr(&h.Cookie.Name),
@@ -451,53 +462,53 @@ const keySourceForm = "uri, path, ip, `cookie: NAME`, `header: NAME` or `query: 
 
 // keySource decodes one hash.key entry: a bare uri, path or ip, or a
 // one-entry mapping cookie|header|query: NAME. On failure it returns the
-// zero KeySource (and f is marked bad, so validation skips it).
-func (d *decoder) keySource(f string, n *yaml.Node) KeySource {
+// zero balancer.KeySource (and f is marked bad, so validation skips it).
+func (d *decoder) keySource(f string, n *yaml.Node) balancer.KeySource {
 	n = resolve(n)
 	switch {
 	case n.Kind == yaml.ScalarNode && !isNull(n):
-		switch k := KeyKind(n.Value); k {
-		case KeyURI, KeyPath, KeyIP:
-			return KeySource{Kind: k}
-		case KeyCookie, KeyHeader, KeyQuery:
+		switch k := balancer.KeyKind(n.Value); k {
+		case balancer.KeyURI, balancer.KeyPath, balancer.KeyIP:
+			return balancer.KeySource{Kind: k}
+		case balancer.KeyCookie, balancer.KeyHeader, balancer.KeyQuery:
 			d.badValue(f, n, "%s needs a name, like `%s: NAME`", k, k)
-			return KeySource{}
+			return balancer.KeySource{}
 		}
 		d.badValue(f, n, "unknown key source %s; want %s", describe(n), keySourceForm)
-		return KeySource{}
+		return balancer.KeySource{}
 	case n.Kind == yaml.MappingNode:
 		if len(n.Content) != 2 {
 			d.badValue(f, n, "must be one source per list item (%s), got a mapping with %d entries", keySourceForm, len(n.Content)/2)
-			return KeySource{}
+			return balancer.KeySource{}
 		}
 		k, v := resolve(n.Content[0]), n.Content[1]
 		if k.Kind != yaml.ScalarNode {
 			d.badValue(f, n, "must be %s, got a mapping with key %s", keySourceForm, describe(k))
-			return KeySource{}
+			return balancer.KeySource{}
 		}
 		kf := join(f, quoteKey(k.Value))
-		switch kind := KeyKind(k.Value); kind {
-		case KeyCookie, KeyHeader, KeyQuery:
+		switch kind := balancer.KeyKind(k.Value); kind {
+		case balancer.KeyCookie, balancer.KeyHeader, balancer.KeyQuery:
 			d.lines[kf] = nodePos(k)
 			name, ok := d.str(kf, v)
 			if !ok {
 				d.bad[f] = true
-				return KeySource{}
+				return balancer.KeySource{}
 			}
-			if kind == KeyHeader {
+			if kind == balancer.KeyHeader {
 				name = textproto.CanonicalMIMEHeaderKey(name)
 			}
-			return KeySource{Kind: kind, Name: name}
-		case KeyURI, KeyPath, KeyIP:
+			return balancer.KeySource{Kind: kind, Name: name}
+		case balancer.KeyURI, balancer.KeyPath, balancer.KeyIP:
 			d.badValue(kf, k, "takes no name; write `- %s`", kind)
 			d.bad[f] = true
-			return KeySource{}
+			return balancer.KeySource{}
 		}
 		d.badValue(f, k, "unknown key source %s; want %s", describe(k), keySourceForm)
-		return KeySource{}
+		return balancer.KeySource{}
 	}
 	d.typeErr(f, n, keySourceForm)
-	return KeySource{}
+	return balancer.KeySource{}
 }
 
 func (d *decoder) ring(f string, n *yaml.Node, r *Ring) {
@@ -505,9 +516,9 @@ func (d *decoder) ring(f string, n *yaml.Node, r *Ring) {
 		"points_per_weight": d.toInt(&r.PointsPerWeight),
 		"load_factor":       d.toFloat(&r.LoadFactor),
 		"load_floor":        d.toInt(&r.LoadFloor),
-		"placement":         d.toStr(&r.Placement),
+		"placement":         toWord(d, &r.Placement),
 		"slow_start":        d.toDuration(&r.SlowStart),
-		"on_unavailable":    d.toStr(&r.OnUnavailable),
+		"on_unavailable":    toWord(d, &r.OnUnavailable),
 	})
 }
 
@@ -618,6 +629,7 @@ func (d *decoder) timeouts(f string, n *yaml.Node, t *Timeouts) {
 	d.mapping(f, n, map[string]handler{
 		"dial":            d.toDuration(&t.Dial),
 		"response_header": d.toDuration(&t.ResponseHeader),
+		"read":            d.toDuration(&t.Read),
 		"idle_conn":       d.toDuration(&t.IdleConn),
 	})
 }

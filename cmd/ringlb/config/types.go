@@ -10,6 +10,9 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/ring"
 )
 
 // Config is a decoded, defaulted and validated config file.
@@ -63,37 +66,18 @@ type Config struct {
 	Hold Hold
 }
 
-// KeyKind names a key source.
-type KeyKind string
-
-// The key sources, in the order SPEC lists them.
-const (
-	KeyCookie KeyKind = "cookie"
-	KeyHeader KeyKind = "header"
-	KeyQuery  KeyKind = "query"
-	KeyURI    KeyKind = "uri"
-	KeyPath   KeyKind = "path"
-	KeyIP     KeyKind = "ip"
-)
-
-// KeySource is one entry of hash.key. Name is the cookie, header or query
-// parameter name; empty for uri, path and ip.
-type KeySource struct {
-	Kind KeyKind
-	Name string
-}
-
 // Hash is the hash block.
 type Hash struct {
 	// Key is ordered: the first source present on a request gives its key.
 	// Default: cookie session, header X-User-ID, query user, uri.
-	Key []KeySource
+	Key []balancer.KeySource
 	// OnMissing is random (default), reject or cookie.
-	OnMissing string
+	OnMissing balancer.OnMissing
 	Cookie    AffinityCookie
 }
 
 // AffinityCookie is hash.cookie, used when on_missing is cookie.
+// Its fields match balancer.CookieOptions, which the command converts it to.
 type AffinityCookie struct {
 	Name     string        // default ringlb_affinity
 	TTL      time.Duration // default 24h
@@ -102,6 +86,7 @@ type AffinityCookie struct {
 }
 
 // Ring is the ring block.
+// Its fields match balancer.RingOptions, which the command converts it to.
 type Ring struct {
 	PointsPerWeight int // default 160
 	// LoadFactor is the bounded-load factor c; default 0, which turns
@@ -111,12 +96,13 @@ type Ring struct {
 	// quiet fleet never splits a client's concurrent requests; default 8,
 	// at least 1. Used only when LoadFactor > 1.
 	LoadFloor     int
-	Placement     string // ringlb (default) or nginx
+	Placement     ring.Placement // ringlb (default) or nginx
 	SlowStart     time.Duration
-	OnUnavailable string // remap (default) or fail
+	OnUnavailable balancer.OnUnavailable // remap (default) or fail
 }
 
 // Upstream is one entry of upstreams.
+// Its fields match balancer.UpstreamOptions, which the command converts it to.
 type Upstream struct {
 	// Name is the upstream's identity on the ring under placement ringlb:
 	// non-empty, unique, made of ASCII letters, digits and "-_.:".
@@ -148,9 +134,6 @@ type Health struct {
 // StatusRange is an inclusive range of HTTP status codes.
 type StatusRange struct{ Min, Max int }
 
-// Contains reports whether code is in the range.
-func (r StatusRange) Contains(code int) bool { return code >= r.Min && code <= r.Max }
-
 // String formats the range as written in the config: "200-399", or "200"
 // when Min == Max.
 func (r StatusRange) String() string {
@@ -161,6 +144,7 @@ func (r StatusRange) String() string {
 }
 
 // Breaker is the breaker block.
+// Its fields match balancer.BreakerOptions, which the command converts it to.
 type Breaker struct {
 	ConsecutiveFailures int   // default 5; 0 turns breakers off
 	FailureStatuses     []int // default [502, 503, 504]
@@ -206,10 +190,15 @@ type HoldCookie struct {
 }
 
 // Timeouts is the timeouts block.
+// Its fields match balancer.TimeoutOptions, which the command converts it to.
 type Timeouts struct {
 	Dial           time.Duration // default 2s
 	ResponseHeader time.Duration // default 30s
-	IdleConn       time.Duration // default 90s
+	// Read is the longest an upstream's response body may stay silent:
+	// the longest wait of one read after the head; default 60s, 0 for no
+	// limit. Streams that idle longer (SSE, long polls) need it raised.
+	Read     time.Duration
+	IdleConn time.Duration // default 90s
 }
 
 // Discovery is the discovery block: ring members resolved from DNS, beside

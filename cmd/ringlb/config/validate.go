@@ -17,6 +17,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/ring"
 )
 
 // Limits that keep a config from building an unreasonably large ring.
@@ -49,6 +52,9 @@ func (d *decoder) validate(c *Config) {
 	positive("timeouts.dial", c.Timeouts.Dial, d)
 	positive("timeouts.response_header", c.Timeouts.ResponseHeader, d)
 	positive("timeouts.idle_conn", c.Timeouts.IdleConn, d)
+	if c.Timeouts.Read < 0 {
+		d.invalid("timeouts.read", "must be >= 0 (0: no limit), got %s", c.Timeouts.Read)
+	}
 	if c.MaxHeaderBytes < minMaxHeaderBytes {
 		d.invalid("max_header_bytes", "must be >= %d, got %d", minMaxHeaderBytes, c.MaxHeaderBytes)
 	}
@@ -214,17 +220,17 @@ func (d *decoder) validateHash(h *Hash) {
 		}
 		nf := f + "." + string(k.Kind)
 		switch {
-		case k.Kind != KeyCookie && k.Kind != KeyHeader && k.Kind != KeyQuery:
+		case k.Kind != balancer.KeyCookie && k.Kind != balancer.KeyHeader && k.Kind != balancer.KeyQuery:
 		case k.Name == "":
 			d.invalid(nf, "must not be empty")
-		case (k.Kind == KeyCookie || k.Kind == KeyHeader) && !isToken(k.Name):
+		case (k.Kind == balancer.KeyCookie || k.Kind == balancer.KeyHeader) && !isToken(k.Name):
 			d.invalid(nf, "must be a valid %s name, got %q", k.Kind, short(k.Name))
 		}
 	}
 	switch h.OnMissing {
 	case "random", "reject", "cookie":
 	default:
-		d.invalid("hash.on_missing", "must be random, reject or cookie, got %q", short(h.OnMissing))
+		d.invalid("hash.on_missing", "must be random, reject or cookie, got %q", short(string(h.OnMissing)))
 	}
 	if !isToken(h.Cookie.Name) {
 		d.invalid("hash.cookie.name", "must be a valid cookie name, got %q", short(h.Cookie.Name))
@@ -236,7 +242,7 @@ func (d *decoder) validateRing(r *Ring) {
 	switch r.Placement {
 	case "ringlb", "nginx":
 	default:
-		d.invalid("ring.placement", "must be ringlb or nginx, got %q", short(r.Placement))
+		d.invalid("ring.placement", "must be ringlb or nginx, got %q", short(string(r.Placement)))
 	}
 	switch {
 	case r.Placement == "nginx" && !d.isBad("ring.placement"):
@@ -266,7 +272,7 @@ func (d *decoder) validateRing(r *Ring) {
 				fmtFloat(r.LoadFactor), r.SlowStart)
 		}
 	default:
-		d.invalid("ring.on_unavailable", "must be remap or fail, got %q", short(r.OnUnavailable))
+		d.invalid("ring.on_unavailable", "must be remap or fail, got %q", short(string(r.OnUnavailable)))
 	}
 }
 
@@ -379,12 +385,12 @@ func (d *decoder) validateUpstreams(c *Config) {
 		case nginx && w != math.Trunc(w):
 			d.invalid(f+".weight", "must be a whole number under placement nginx, got %s", fmtFloat(w))
 		case !ppwOK:
-		case c.Ring.Points(w) < 1:
+		case ring.PointsFor(c.Ring.PointsPerWeight, w) < 1:
 			d.invalid(f+".weight", "too small: gives round(%d × %s) = 0 ring points", c.Ring.PointsPerWeight, fmtFloat(w))
-		case c.Ring.Points(w) > maxPointsPerMember:
+		case ring.PointsFor(c.Ring.PointsPerWeight, w) > maxPointsPerMember:
 			d.invalid(f+".weight", "too large: gives round(%d × %s) > %d ring points", c.Ring.PointsPerWeight, fmtFloat(w), maxPointsPerMember)
 		default:
-			total += c.Ring.Points(w)
+			total += ring.PointsFor(c.Ring.PointsPerWeight, w)
 		}
 	}
 	if total > maxPointsTotal {
@@ -574,9 +580,9 @@ func (d *decoder) validateDiscovery(c *Config) {
 		case !(w > 0):
 			d.invalid(f+".weight", "must be > 0, got %s", fmtFloat(w))
 		case !ppwOK:
-		case c.Ring.Points(w) < 1:
+		case ring.PointsFor(c.Ring.PointsPerWeight, w) < 1:
 			d.invalid(f+".weight", "too small: gives round(%d × %s) = 0 ring points", c.Ring.PointsPerWeight, fmtFloat(w))
-		case c.Ring.Points(w) > maxPointsPerMember:
+		case ring.PointsFor(c.Ring.PointsPerWeight, w) > maxPointsPerMember:
 			d.invalid(f+".weight", "too large: gives round(%d × %s) > %d ring points", c.Ring.PointsPerWeight, fmtFloat(w), maxPointsPerMember)
 		}
 	}
@@ -661,7 +667,7 @@ func (d *decoder) validateHold(c *Config) {
 		d.invalid("hold.cookie.name", "%q is also hash.cookie.name; the hold cookie needs a name of its own", ck.Name)
 	default:
 		for i, k := range c.Hash.Key {
-			if k.Kind == KeyCookie && k.Name == ck.Name {
+			if k.Kind == balancer.KeyCookie && k.Name == ck.Name {
 				d.invalid("hold.cookie.name", "%q is also the cookie hash.key[%d] reads; the hold cookie needs a name of its own", ck.Name, i)
 				break
 			}

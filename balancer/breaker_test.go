@@ -2,15 +2,19 @@ package balancer
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/healthcheck"
+	"github.com/ringlb/ringlb/ring"
 )
 
 // These tests eject upstreams that really fail, through the breakers and
@@ -62,7 +66,7 @@ func TestBreaker5xxStorm(t *testing.T) {
 	if n := r.logs.count("upstream unavailable", "upstream=c", "cause=breaker"); n != 1 {
 		t.Errorf("%d 'upstream unavailable' lines, want 1:\n%s", n, r.logs)
 	}
-	if lr := r.b.Lookup(ks.by["c"][0]); !hasSkip(lr, "c", "breaker_open") {
+	if lr := r.b.Lookup(ks.by["c"][0]); !hasSkip(lr, "c", ring.BreakerOpen) {
 		t.Errorf("lookup of c's key: %+v, want c skipped as breaker_open", lr)
 	}
 	ks.checkPlacement(t, r.b, "c")
@@ -112,10 +116,10 @@ func TestBreakerOpenPeriodDoublesCapsAndResets(t *testing.T) {
 	expectOpen := func(d time.Duration) {
 		t.Helper()
 		if st := status(t, r.b, "a"); st.Available || st.Breaker != "open" {
-			t.Fatalf("at %v: %+v, want open", r.clk.now(), st)
+			t.Fatalf("at %v: %+v, want open", r.clk.Now(), st)
 		}
 		r.clk.advance(d - 1)
-		if lr := r.b.Lookup(key); lr.Chosen != "b" || !hasSkip(lr, "a", "breaker_open") {
+		if lr := r.b.Lookup(key); lr.Chosen != "b" || !hasSkip(lr, "a", ring.BreakerOpen) {
 			t.Fatalf("1ns before %v: %+v, want a skipped as breaker_open", d, lr)
 		}
 		r.clk.advance(1)
@@ -208,7 +212,7 @@ func TestHalfOpenAdmitsOneTrial(t *testing.T) {
 	if v := r.metric(t, "ringlb_breaker_state", "upstream=a"); v != 1 {
 		t.Errorf("ringlb_breaker_state{a} = %v, want 1", v)
 	}
-	if lr := r.b.Lookup(key); lr.Chosen != "b" || !hasSkip(lr, "a", "breaker_open") {
+	if lr := r.b.Lookup(key); lr.Chosen != "b" || !hasSkip(lr, "a", ring.BreakerOpen) {
 		t.Errorf("lookup during the trial: %+v", lr)
 	}
 	for range 3 {
@@ -281,10 +285,10 @@ func TestTrialWaitsForHealthCheck(t *testing.T) {
 	a, key := r.bes["a"], ks.by["a"][0]
 	a.status.Store(http.StatusBadGateway)
 	r.get(t, key)
-	r.b.SetHealthy("a", false, "test")
+	r.b.HealthReporter().SetHealthy("a", false, "test")
 	a.status.Store(http.StatusOK)
 	r.clk.advance(time.Minute)
-	if lr := r.b.Lookup(key); lr.Chosen != "b" || !hasSkip(lr, "a", "unhealthy") {
+	if lr := r.b.Lookup(key); lr.Chosen != "b" || !hasSkip(lr, "a", ring.Unhealthy) {
 		t.Errorf("lookup: %+v, want a skipped as unhealthy", lr)
 	}
 	if code, be := r.get(t, key); code != 200 || be != "b" || a.hits.Load() != 1 {
@@ -294,9 +298,11 @@ func TestTrialWaitsForHealthCheck(t *testing.T) {
 	if v := r.metric(t, "ringlb_ejections_total", "upstream=a", "reason=health"); v != 0 {
 		t.Errorf("ejections{health} = %v", v)
 	}
-	r.b.SetHealthy("a", true, "test")
-	if st := status(t, r.b, "a"); st.Available || st.Breaker != "open" {
-		t.Errorf("health up, breaker open: %+v, want unavailable", st)
+	// Its open period is long over: health up makes it available at once,
+	// half-open, with no request needed.
+	r.b.HealthReporter().SetHealthy("a", true, "test")
+	if st := status(t, r.b, "a"); !st.Available || st.Breaker != "half-open" {
+		t.Errorf("health up after the open period: %+v, want available and half-open", st)
 	}
 	if code, be := r.get(t, key); code != 200 || be != "a" {
 		t.Errorf("trial: %d from %q", code, be)
@@ -454,7 +460,7 @@ func TestHang(t *testing.T) {
 	})
 	hang := mustURL(t, "http://"+ln.Addr().String())
 	r := newRig(t, 3, func(o *Options) {
-		o.ResponseHeaderTimeout = 400 * time.Millisecond
+		o.Timeouts.ResponseHeader = 400 * time.Millisecond
 		o.Breaker.ConsecutiveFailures = 3
 		o.Upstreams[2].URL, o.Upstreams[2].Addr = hang, hang.Host
 	})
@@ -484,211 +490,6 @@ func TestHang(t *testing.T) {
 	}
 }
 
-// healthEvent is one report of a health checker, with the probe answers
-// the upstream had given by then.
-type healthEvent struct {
-	name          string
-	up            bool
-	passes, fails int64
-}
-
-// runChecker starts a real health checker over r's backends, reporting
-// into r.b; every report also goes to the returned channel.
-func runChecker(t *testing.T, r *rig, rise, fall int) <-chan healthEvent {
-	events := make(chan healthEvent, 16)
-	rep := healthcheck.ReporterFunc(func(name string, up bool, reason string) {
-		r.b.SetHealthy(name, up, reason)
-		be := r.bes[name]
-		// The prober waits for us: no probe of name runs meanwhile.
-		events <- healthEvent{name, up, be.passes.Load(), be.fails.Load()}
-	})
-	// A generous timeout: a probe slowed down by the race detector must
-	// not count as a failure (probes of one target never overlap).
-	opts := healthcheck.Options{Path: "/healthz", Interval: 15 * time.Millisecond, Timeout: 2 * time.Second, Rise: rise, Fall: fall}
-	hc := healthcheck.New(opts, rep, nil)
-	var targets []healthcheck.Target
-	for name, be := range r.bes {
-		targets = append(targets, healthcheck.Target{Name: name, URL: mustURL(t, be.srv.URL)})
-	}
-	hc.Update(opts, targets)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		hc.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	return events
-}
-
-func nextEvent(t *testing.T, events <-chan healthEvent) healthEvent {
-	t.Helper()
-	select {
-	case ev := <-events:
-		return ev
-	case <-time.After(10 * time.Second):
-		t.Fatal("no health report")
-		return healthEvent{}
-	}
-}
-
-// TestHealthEjection: an upstream that fails its health check while its
-// traffic is fine is ejected after exactly fall failed probes, reason
-// health; only its keys move; after rise passes they all come home.
-func TestHealthEjection(t *testing.T) {
-	r := newRig(t, 4, func(o *Options) { o.HealthChecks = true })
-	ks := newKeyset(r.b, 2000)
-	events := runChecker(t, r, 2, 3)
-	c := r.bes["c"]
-	c.health.Store(http.StatusServiceUnavailable)
-	ev := nextEvent(t, events)
-	if ev.name != "c" || ev.up || ev.fails != 3 {
-		t.Fatalf("report %+v, want c down after 3 failed probes", ev)
-	}
-	if st := status(t, r.b, "c"); st.Available || st.Health != "down" || st.Breaker != "closed" {
-		t.Fatalf("after the report: %+v", st)
-	}
-	if v := r.metric(t, "ringlb_ejections_total", "upstream=c", "reason=health"); v != 1 {
-		t.Errorf("ejections{c,health} = %v", v)
-	}
-	if v := r.metric(t, "ringlb_ejections_total", "upstream=c", "reason=breaker"); v != 0 {
-		t.Errorf("ejections{c,breaker} = %v", v)
-	}
-	if lr := r.b.Lookup(ks.by["c"][0]); !hasSkip(lr, "c", "unhealthy") {
-		t.Errorf("lookup: %+v", lr)
-	}
-	ks.checkPlacement(t, r.b, "c")
-	hits := c.hits.Load()
-	r.serveAll(t, ks, "c")
-	if c.hits.Load() != hits {
-		t.Error("an ejected upstream got traffic")
-	}
-
-	passes := ev.passes
-	c.health.Store(http.StatusOK)
-	ev = nextEvent(t, events)
-	if ev.name != "c" || !ev.up || ev.passes-passes != 2 {
-		t.Fatalf("report %+v, want c up after 2 passes (had %d)", ev, passes)
-	}
-	ks.checkPlacement(t, r.b)
-	r.serveAll(t, ks)
-	if n := r.logs.count("upstream unavailable", "upstream=c", "cause=health"); n != 1 {
-		t.Errorf("%d 'upstream unavailable' lines, want 1", n)
-	}
-	if n := r.logs.count("upstream available", "upstream=c", "cause=health"); n != 1 {
-		t.Errorf("%d 'upstream available' lines, want 1", n)
-	}
-	select {
-	case ev := <-events:
-		t.Errorf("unexpected report %+v", ev)
-	default:
-	}
-}
-
-// TestFlappingHealthNeverEjects: probes that alternate pass and fail never
-// reach fall (2) failures in a row.
-func TestFlappingHealthNeverEjects(t *testing.T) {
-	r := newRig(t, 2, func(o *Options) { o.HealthChecks = true })
-	a := r.bes["a"]
-	a.flap.Store(true)
-	probed := make(chan int64, 64)
-	a.probed.Store(&probed)
-	events := runChecker(t, r, 2, 2)
-	deadline := time.After(20 * time.Second)
-	for n := int64(0); n < 30; {
-		select {
-		case n = <-probed:
-		case <-deadline:
-			t.Fatalf("only %d probes", n)
-		}
-	}
-	select {
-	case ev := <-events:
-		t.Fatalf("flapping upstream reported: %+v", ev)
-	default:
-	}
-	if !status(t, r.b, "a").Available || a.fails.Load() < 15 {
-		t.Errorf("a: %+v after %d failed probes", status(t, r.b, "a"), a.fails.Load())
-	}
-	if v := r.metric(t, "ringlb_ejections_total", "upstream=a", "reason=health"); v != 0 {
-		t.Errorf("ejections = %v", v)
-	}
-}
-
-// TestSlowStartAfterEjection: with slow_start, an upstream returning from
-// an ejection (health or breaker) takes its keys back in a growing set:
-// about a quarter of its keys a quarter of the way through the window,
-// about three quarters at three quarters, every earlier key still home,
-// and all at the end; no other key moves meanwhile.
-func TestSlowStartAfterEjection(t *testing.T) {
-	for _, path := range []string{"health", "breaker"} {
-		t.Run(path, func(t *testing.T) {
-			r := newRig(t, 4, func(o *Options) {
-				o.SlowStart = time.Minute
-				o.HealthChecks = true
-				o.Breaker.ConsecutiveFailures = 1
-			})
-			ks := newKeyset(r.b, 4000)
-			c, own := r.bes["c"], ks.by["c"]
-			if path == "health" {
-				r.b.SetHealthy("c", false, "test")
-				ks.checkPlacement(t, r.b, "c")
-				r.b.SetHealthy("c", true, "test")
-			} else {
-				c.status.Store(http.StatusBadGateway)
-				r.get(t, own[0])
-				ks.checkPlacement(t, r.b, "c")
-				c.status.Store(http.StatusOK)
-				r.clk.advance(5 * time.Second)
-				if code, be := r.get(t, own[0]); code != 200 || be != "c" {
-					t.Fatalf("trial: %d from %q", code, be)
-				}
-			}
-			if st := status(t, r.b, "c"); !st.Available || st.ActiveFraction != 0 {
-				t.Fatalf("at return: %+v", st)
-			}
-			if h := ks.home(r.b, "c"); len(h) != 0 {
-				t.Errorf("%d keys home at fraction 0", len(h))
-			}
-			if lr := r.b.Lookup(own[1]); !hasSkip(lr, "c", "slow_start") {
-				t.Errorf("lookup at fraction 0: %+v", lr)
-			}
-			ks.checkPlacement(t, r.b, "c")
-
-			r.clk.advance(15 * time.Second)
-			quarter := ks.home(r.b, "c")
-			ks.unmoved(t, r.b, "c")
-			r.clk.advance(30 * time.Second)
-			threeQ := ks.home(r.b, "c")
-			ks.unmoved(t, r.b, "c")
-			for k := range quarter {
-				if !threeQ[k] {
-					t.Errorf("key %s home at 1/4 left again at 3/4", k)
-				}
-			}
-			if st := status(t, r.b, "c"); st.ActiveFraction != 0.75 {
-				t.Errorf("active fraction at 45s: %v", st.ActiveFraction)
-			}
-			// A key at an inactive point of c walks on and may meet an
-			// active point of c first, so a little more than the active
-			// fraction of c's keys is home.
-			q, tq := float64(len(quarter))/float64(len(own)), float64(len(threeQ))/float64(len(own))
-			if q < 0.2 || q > 0.45 || tq < 0.7 || tq > 0.95 {
-				t.Errorf("share of c's keys home: %.2f at 1/4, %.2f at 3/4", q, tq)
-			}
-			r.clk.advance(15 * time.Second)
-			ks.checkPlacement(t, r.b)
-			if st := status(t, r.b, "c"); st.ActiveFraction != 1 {
-				t.Errorf("active fraction at the end: %v", st.ActiveFraction)
-			}
-			r.serveAll(t, ks)
-		})
-	}
-}
-
 // TestFailClosed: under on_unavailable fail, failures of an available
 // owner answer 502 and feed its breaker, never retried elsewhere; once
 // it is ejected its keys get 503, counted, and no other upstream ever
@@ -696,7 +497,7 @@ func TestSlowStartAfterEjection(t *testing.T) {
 func TestFailClosed(t *testing.T) {
 	dead := deadURL(t)
 	r := newRig(t, 3, func(o *Options) {
-		o.OnUnavailable = "fail"
+		o.Ring.OnUnavailable = "fail"
 		o.Breaker.ConsecutiveFailures = 2
 		o.Upstreams[2].URL, o.Upstreams[2].Addr = dead, dead.Host
 	})
@@ -733,49 +534,6 @@ func TestFailClosed(t *testing.T) {
 	}
 }
 
-// TestReloadBreakersAndHealthChecksOff: a reload that turns breakers off
-// closes an open one; one that turns health checks off brings every
-// upstream back and ignores reports from the checker being stopped.
-func TestReloadBreakersAndHealthChecksOff(t *testing.T) {
-	r := newRig(t, 2, func(o *Options) { o.Breaker.ConsecutiveFailures = 1; o.HealthChecks = true })
-	ks := newKeyset(r.b, 200)
-	r.bes["a"].status.Store(http.StatusBadGateway)
-	r.get(t, ks.by["a"][0])
-	r.b.SetHealthy("b", false, "test")
-	opts := r.b.snap.Load().opts
-	opts.Breaker = BreakerOptions{}
-	if _, err := r.b.Update(opts); err != nil {
-		t.Fatal(err)
-	}
-	if st := status(t, r.b, "a"); !st.Available || st.Breaker != "closed" {
-		t.Errorf("breakers off: %+v", st)
-	}
-	if st := status(t, r.b, "b"); st.Available {
-		t.Errorf("breakers off changed b's health: %+v", st)
-	}
-	opts.HealthChecks = false
-	if _, err := r.b.Update(opts); err != nil {
-		t.Fatal(err)
-	}
-	r.b.SetHealthy("a", false, "late report")
-	for _, name := range []string{"a", "b"} {
-		if st := status(t, r.b, name); !st.Available || st.Health != "up" {
-			t.Errorf("health checks off: %+v", st)
-		}
-	}
-	opts.HealthChecks = true
-	if _, err := r.b.Update(opts); err != nil {
-		t.Fatal(err)
-	}
-	r.b.SetHealthy("a", false, "test")
-	if status(t, r.b, "a").Available {
-		t.Error("health checks back on, report ignored")
-	}
-	if n := r.logs.count("upstream available", "upstream=b"); n != 1 {
-		t.Errorf("%d 'upstream available' lines for b, want 1", n)
-	}
-}
-
 // TestOpenPeriodEndsWithoutTraffic: on the real clock, a breaker whose
 // open period is over shows half-open and its upstream available before
 // any request arrives, so /debug/ring, /readyz and the metrics agree with
@@ -786,7 +544,7 @@ func TestOpenPeriodEndsWithoutTraffic(t *testing.T) {
 		o.Breaker.OpenTimeout = 50 * time.Millisecond
 		o.Breaker.MaxOpenTimeout = 50 * time.Millisecond
 	})
-	r.b.now = time.Now // the timer that ends the period runs on real time
+	r.b.clk = systemClock{} // the timer that ends the period runs on real time
 	ks := newKeyset(r.b, 200)
 	a, key := r.bes["a"], ks.by["a"][0]
 	a.status.Store(http.StatusBadGateway)
@@ -797,12 +555,9 @@ func TestOpenPeriodEndsWithoutTraffic(t *testing.T) {
 		t.Fatalf("after the failure: %+v", st)
 	}
 	a.status.Store(http.StatusOK)
-	deadline := time.Now().Add(5 * time.Second)
-	for st := status(t, r.b, "a"); st.Breaker != "half-open" || !st.Available; st = status(t, r.b, "a") {
-		if time.Now().After(deadline) {
-			t.Fatalf("open period over, no traffic: %+v, want half-open and available", st)
-		}
-		time.Sleep(5 * time.Millisecond)
+	var st UpstreamStatus
+	if !eventually(t, 5*time.Second, func() bool { st = status(t, r.b, "a"); return st.Breaker == "half-open" && st.Available }) {
+		t.Fatalf("open period over, no traffic: %+v, want half-open and available", st)
 	}
 	if v := r.metric(t, "ringlb_breaker_state", "upstream=a"); v != 1 {
 		t.Errorf("ringlb_breaker_state = %v, want 1", v)
@@ -815,5 +570,208 @@ func TestOpenPeriodEndsWithoutTraffic(t *testing.T) {
 	}
 	if st := status(t, r.b, "a"); !st.Available || st.Breaker != "closed" {
 		t.Errorf("after the trial: %+v", st)
+	}
+}
+
+// writeDeadlineUpstream serves a large body (size bytes, Content-Length
+// set) under a write deadline, as servers with a WriteTimeout or a
+// send_timeout do: a reader slower than the deadline gets a cut body.
+// stalled gets a value when a write to ringlb failed.
+func writeDeadlineUpstream(t *testing.T, name string, deadline time.Duration, size int) (UpstreamOptions, <-chan struct{}) {
+	t.Helper()
+	stalled := make(chan struct{}, 16)
+	chunk := make([]byte, 64<<10)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Backend", name)
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		for n := 0; n < size; n += len(chunk) {
+			if _, err := w.Write(chunk); err != nil {
+				stalled <- struct{}{}
+				return
+			}
+		}
+	}))
+	srv.Config.WriteTimeout = deadline
+	srv.Start()
+	t.Cleanup(srv.Close)
+	u := mustURL(t, srv.URL)
+	return UpstreamOptions{Name: name, URL: u, Addr: u.Host, Weight: 1}, stalled
+}
+
+// TestSlowClientDoesNotChargeUpstream: a client that reads nothing for
+// longer than the upstream's write deadline makes the upstream give up
+// mid-body. That is the client's doing: the upstream's breaker must not
+// count it (else anyone could eject any upstream by choosing its key and
+// reading slowly). An upstream that breaks off while ringlb reads
+// promptly is still charged.
+func TestSlowClientDoesNotChargeUpstream(t *testing.T) {
+	const size = 64 << 20 // far more than the socket buffers on the way
+	// The deadline is long beside the time ringlb then takes to pass on
+	// what the socket buffers hold (a few MiB: up to a few hundred ms on
+	// a busy machine under -race), as a real write timeout is.
+	a, stalled := writeDeadlineUpstream(t, "a", time.Second, size)
+	be := newBackend(t, "b")
+	opts := baseOptions(append([]UpstreamOptions{a}, upstreamsOf(t, be)...))
+	opts.Ring.LoadFactor = 0
+	opts.Breaker = BreakerOptions{ConsecutiveFailures: 1, FailureStatuses: []int{502, 503, 504}, OpenTimeout: time.Minute}
+	b, _, front := proxy(t, opts)
+	key := keyOwnedBy(t, b, "a")
+
+	for i := range 3 {
+		conn, err := net.Dial("tcp", front.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(conn, "GET /big?user=%s HTTP/1.1\r\nHost: x\r\n\r\n", key)
+		select { // read nothing until the upstream gives up writing
+		case <-stalled:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the upstream never stalled")
+		}
+		n, _ := io.Copy(io.Discard, conn)
+		conn.Close()
+		if n >= size {
+			t.Fatalf("slow client %d read %d bytes: the body was not cut", i, n)
+		}
+		if st := status(t, b, "a"); !st.Available || st.Breaker != "closed" {
+			t.Fatalf("after slow client %d: %+v, want a available and closed", i, st)
+		}
+	}
+	if lr := b.Lookup(key); lr.Chosen != "a" {
+		t.Errorf("a's key goes to %q", lr.Chosen)
+	}
+
+	// An upstream that breaks off a body ringlb reads as it comes is
+	// charged: its breaker opens.
+	be.handle = func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1000000")
+		w.Write(make([]byte, 64<<10))
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	}
+	res, err := front.Client().Get(front.URL + "/big?user=" + keyOwnedBy(t, b, "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, res.Body); err == nil {
+		t.Fatal("b's cut body read to the end")
+	}
+	res.Body.Close()
+	if st := status(t, b, "b"); st.Available || st.Breaker != "open" {
+		t.Errorf("b broke off mid-body on its own: %+v, want its breaker open", st)
+	}
+}
+
+// TestLongTrialSettlesOnHead: a half-open trial that is a long response
+// (a stream, a download) settles on its head, so the rest of the
+// upstream's keys come back at once instead of waiting, skipped, for the
+// stream to end; a stream that then breaks off counts as an ordinary
+// failure.
+func TestLongTrialSettlesOnHead(t *testing.T) {
+	a, other := newBackend(t, "a"), newBackend(t, "b")
+	var failing atomic.Bool
+	failing.Store(true)
+	release := make(chan struct{})
+	a.handle = func(w http.ResponseWriter, r *http.Request) {
+		if failing.Load() {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		if r.URL.Path == "/stream" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "data: hello\n\n")
+			w.(http.Flusher).Flush()
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			panic(http.ErrAbortHandler) // the stream breaks off
+		}
+		io.WriteString(w, "a")
+	}
+	opts := baseOptions(upstreamsOf(t, a, other))
+	opts.Ring.LoadFactor = 0
+	opts.Ring.OnUnavailable = "fail"
+	opts.Breaker = BreakerOptions{ConsecutiveFailures: 1, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 50 * time.Millisecond}
+	b, _, front := proxy(t, opts)
+	c := &http.Client{Transport: &http.Transport{}}
+	defer c.CloseIdleConnections()
+	keys := []string{}
+	for i := 0; len(keys) < 2; i++ {
+		if k := fmt.Sprint("k", i); b.Lookup(k).Owner == "a" {
+			keys = append(keys, k)
+		}
+	}
+	if code, _, _ := get(t, c, front.URL+"/?user="+keys[0]); code != http.StatusBadGateway {
+		t.Fatalf("failure: %d", code)
+	}
+	failing.Store(false)
+	var st UpstreamStatus
+	if !eventually(t, 5*time.Second, func() bool { st = status(t, b, "a"); return st.Breaker == "half-open" }) {
+		t.Fatalf("open period never ended: %+v", st)
+	}
+	res, err := c.Get(front.URL + "/stream?user=" + keys[0]) // the trial: returns with its head
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if st := status(t, b, "a"); !st.Available || st.Breaker != "closed" {
+		t.Errorf("trial's head arrived: %+v, want closed", st)
+	}
+	if code, be, _ := get(t, c, front.URL+"/?user="+keys[1]); code != 200 || be != "a" {
+		t.Errorf("another key of a while the trial streams: %d from %q, want 200 from a", code, be)
+	}
+	close(release)
+	if _, err := io.Copy(io.Discard, res.Body); err == nil {
+		t.Fatal("the broken stream read to the end")
+	}
+	// The break counts as an ordinary failure: one is enough here.
+	if !eventually(t, 5*time.Second, func() bool { st = status(t, b, "a"); return st.Breaker == "open" }) {
+		t.Fatalf("the stream's break was not counted: %+v", st)
+	}
+}
+
+// TestOpenPeriodEndsOnItsTimer: the timer set at a trip runs on the
+// balancer's clock and ends the open period without traffic (half-open,
+// available, nothing sent to the upstream); Close stops the timer of an
+// open period still running.
+func TestOpenPeriodEndsOnItsTimer(t *testing.T) {
+	r := newRig(t, 2, func(o *Options) { o.Breaker.ConsecutiveFailures = 1 })
+	ks := newKeyset(r.b, 200)
+	a, key := r.bes["a"], ks.by["a"][0]
+	a.status.Store(http.StatusBadGateway)
+	if code, be := r.get(t, key); code != 502 || be != "a" {
+		t.Fatalf("failure: %d from %q", code, be)
+	}
+	r.clk.advance(5*time.Second - 1)
+	if n := r.clk.fire(); n != 0 {
+		t.Fatalf("%d timers ran before the open period ended", n)
+	}
+	if st := status(t, r.b, "a"); st.Available || st.Breaker != "open" {
+		t.Fatalf("1ns before the end: %+v, want open", st)
+	}
+	r.clk.advance(1)
+	if n := r.clk.fire(); n != 1 {
+		t.Fatalf("%d timers ran at the end of the open period, want 1", n)
+	}
+	if st := status(t, r.b, "a"); !st.Available || st.Breaker != "half-open" {
+		t.Fatalf("open period over, no traffic: %+v, want half-open and available", st)
+	}
+	if hits := a.hits.Load(); hits != 1 {
+		t.Errorf("a got %d requests, want 1", hits)
+	}
+	if code, be := r.get(t, key); code != 502 || be != "a" { // the trial fails
+		t.Fatalf("trial: %d from %q", code, be)
+	}
+	if st := status(t, r.b, "a"); st.Available || st.Breaker != "open" {
+		t.Fatalf("after the failed trial: %+v, want open", st)
+	}
+	if n := r.clk.pending(); n != 1 {
+		t.Fatalf("%d timers pending, want the second open period's", n)
+	}
+	r.b.Close()
+	if n := r.clk.pending(); n != 0 {
+		t.Errorf("%d timers still pending after Close", n)
 	}
 }

@@ -1,0 +1,372 @@
+package balancer
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"net/textproto"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/ringlb/ringlb/ring"
+)
+
+// Options configures a Balancer. Its blocks mirror the config file's; the
+// command fills it from a validated config, and New and Update still
+// reject values that cannot work.
+type Options struct {
+	Upstreams []UpstreamOptions
+	Ring      RingOptions
+	Hash      HashOptions
+
+	// TrustedProxies are the peers whose X-Forwarded-For the ip key
+	// source believes.
+	TrustedProxies []netip.Prefix
+	// UpstreamHeader, when not empty, is a response header that carries
+	// the name of the upstream that served (or failed) the request.
+	UpstreamHeader string
+	// Retries is how many other upstreams a failed request may be tried on.
+	Retries  int
+	Timeouts TimeoutOptions
+
+	// AccessLog logs one line per request at level Info.
+	AccessLog bool
+
+	// Breaker configures the per-upstream circuit breakers; its zero
+	// value turns them off.
+	Breaker BreakerOptions
+	// HealthChecks says that an active checker reports into the Balancer
+	// (through a HealthReporter). A breaker's half-open trial then waits
+	// for the check to say up. An Update that turns it off resets every
+	// verdict to up and revokes the reporters handed out before it.
+	HealthChecks bool
+}
+
+// UpstreamOptions describes one upstream. Its fields are in the
+// config's order, so the command converts one into the other.
+type UpstreamOptions struct {
+	// Name is the upstream's identity on the ring under placement ringlb,
+	// and its label everywhere (metrics, logs, the upstream header).
+	Name string
+	// URL is where requests go: an absolute http or https URL. A path in it
+	// is prefixed to the request path.
+	URL *url.URL
+	// Weight is > 0.
+	Weight float64
+	// Addr is the URL's host[:port] exactly as written; the identity under
+	// placement nginx.
+	Addr string
+}
+
+// RingOptions is the ring block. Its fields are in the config's order, so
+// the command converts one into the other.
+type RingOptions struct {
+	// PointsPerWeight is the number of ring points per unit of weight;
+	// required under placement ringlb, 0 or 160 under nginx.
+	PointsPerWeight int
+	// LoadFactor is the bounded-load factor c (> 1); 0 turns bounded loads off.
+	LoadFactor float64
+	// LoadFloor is the least bounded-load cap: no upstream counts as full
+	// below this many in-flight requests (ring.Limit). Values below 1 count
+	// as 1, the proportional cap alone.
+	LoadFloor int
+	// Placement is ring.PlacementRinglb (the default when empty) or
+	// ring.PlacementNginx.
+	Placement ring.Placement
+	// SlowStart, when > 0, is how long an upstream added by a reload (or
+	// readmitted after an ejection) takes to get all its points back.
+	SlowStart time.Duration
+	// OnUnavailable is what a request whose key's owner is unavailable
+	// gets; empty means OnUnavailableRemap.
+	OnUnavailable OnUnavailable
+}
+
+// OnUnavailable is ring.on_unavailable.
+type OnUnavailable string
+
+const (
+	// OnUnavailableRemap skips clockwise to the next available upstream.
+	OnUnavailableRemap OnUnavailable = "remap"
+	// OnUnavailableFail answers 503 when the key's owner is unavailable,
+	// and never retries elsewhere.
+	OnUnavailableFail OnUnavailable = "fail"
+)
+
+// HashOptions is the hash block.
+type HashOptions struct {
+	// Key lists the key sources in order; the first present gives the key.
+	Key []KeySource
+	// OnMissing is what happens when no source is present; empty means
+	// OnMissingRandom.
+	OnMissing OnMissing
+	// Cookie is the affinity cookie of OnMissingCookie.
+	Cookie CookieOptions
+}
+
+// KeySource is one entry of hash.key: Name is the cookie, header or query
+// parameter name (empty for the others).
+type KeySource struct {
+	Kind KeyKind
+	Name string
+}
+
+// KeyKind names a key source.
+type KeyKind string
+
+// The key sources.
+const (
+	KeyCookie KeyKind = "cookie"
+	KeyHeader KeyKind = "header"
+	KeyQuery  KeyKind = "query"
+	KeyURI    KeyKind = "uri"
+	KeyPath   KeyKind = "path"
+	KeyIP     KeyKind = "ip"
+)
+
+// OnMissing is hash.on_missing.
+type OnMissing string
+
+const (
+	// OnMissingRandom sends a request without a key to a random position.
+	OnMissingRandom OnMissing = "random"
+	// OnMissingReject answers 400.
+	OnMissingReject OnMissing = "reject"
+	// OnMissingCookie generates an affinity id, hashes it and sets it as
+	// the affinity cookie on the response.
+	OnMissingCookie OnMissing = "cookie"
+)
+
+// CookieOptions describes the affinity cookie. A TTL of 0 makes it a
+// session cookie. Its fields are in the config's order.
+type CookieOptions struct {
+	Name     string
+	TTL      time.Duration
+	Secure   bool
+	HTTPOnly bool
+}
+
+// TimeoutOptions is the timeouts block; 0 means no limit. Dial,
+// ResponseHeader and IdleConn tune the shared transport. Read is the
+// longest one read of an upstream's response body may wait for data: a
+// body silent for longer is cut, the client sees it truncated and the
+// upstream's breaker counts a failure (upgraded connections are not
+// limited). Its fields are in the config's order.
+type TimeoutOptions struct {
+	Dial           time.Duration
+	ResponseHeader time.Duration
+	Read           time.Duration
+	IdleConn       time.Duration
+}
+
+// settings is what compile derives from Options: everything a snapshot
+// holds besides the ring and the live upstreams, validated and in the
+// form the request path reads.
+type settings struct {
+	specs []memberSpec // indexed like the ring's Members(); installLocked reads them
+
+	keys         []keyFunc
+	keyNames     []string  // each key source as RingStatus.KeySources names it
+	keyDesc      string    // "cookie session, header X-User-ID", for 400 answers
+	onMissing    OnMissing // never empty
+	cookie       CookieOptions
+	loadFactor   float64
+	loadFloor    int64 // >= 1
+	fail         bool
+	retries      int
+	slowStart    int64  // nanoseconds
+	header       string // canonical UpstreamHeader, or ""
+	readTimeout  time.Duration
+	accessLog    bool
+	failStatus   statusSet
+	breaker      *BreakerOptions // validated; nil when breakers are off
+	transportCfg transportConfig
+	healthChecks bool
+}
+
+// memberSpec is what the options say about one ring member.
+type memberSpec struct {
+	name   string
+	url    *url.URL
+	weight float64
+	points int // ring.PointsFor(points_per_weight, weight): slow start's point count
+}
+
+// transportConfig is what the shared upstream transport is built from; a
+// reload that changes it replaces the transport.
+type transportConfig struct {
+	dial, responseHeader, idleConn time.Duration
+}
+
+// compile validates opts and derives the settings and the ring a
+// snapshot is installed from. It changes nothing, so a reload that fails
+// here leaves everything as it was.
+func compile(opts Options) (settings, *ring.Ring, error) {
+	set := settings{
+		loadFactor:   opts.Ring.LoadFactor,
+		loadFloor:    max(int64(opts.Ring.LoadFloor), 1),
+		retries:      opts.Retries,
+		slowStart:    int64(opts.Ring.SlowStart),
+		cookie:       opts.Hash.Cookie,
+		readTimeout:  opts.Timeouts.Read,
+		accessLog:    opts.AccessLog,
+		healthChecks: opts.HealthChecks,
+		transportCfg: transportConfig{dial: opts.Timeouts.Dial, responseHeader: opts.Timeouts.ResponseHeader, idleConn: opts.Timeouts.IdleConn},
+	}
+	bo, err := opts.Breaker.validate()
+	if err != nil {
+		return settings{}, nil, err
+	}
+	if bo.ConsecutiveFailures > 0 {
+		set.breaker = &bo
+		set.failStatus = newStatusSet(bo.FailureStatuses)
+	}
+	switch opts.Ring.OnUnavailable {
+	case "", OnUnavailableRemap:
+	case OnUnavailableFail:
+		set.fail = true
+	default:
+		return settings{}, nil, fmt.Errorf("balancer: on_unavailable: unknown value %q", opts.Ring.OnUnavailable)
+	}
+	switch opts.Hash.OnMissing {
+	case "", OnMissingRandom:
+		set.onMissing = OnMissingRandom
+	case OnMissingReject, OnMissingCookie:
+		set.onMissing = opts.Hash.OnMissing
+		if opts.Hash.OnMissing == OnMissingCookie && opts.Hash.Cookie.Name == "" {
+			return settings{}, nil, errors.New("balancer: on_missing cookie needs a cookie name")
+		}
+	default:
+		return settings{}, nil, fmt.Errorf("balancer: on_missing: unknown value %q", opts.Hash.OnMissing)
+	}
+	if opts.Ring.LoadFactor != 0 && !(opts.Ring.LoadFactor > 1) {
+		return settings{}, nil, fmt.Errorf("balancer: load_factor must be 0 or > 1, got %v", opts.Ring.LoadFactor)
+	}
+	if opts.Retries < 0 {
+		return settings{}, nil, fmt.Errorf("balancer: retries must be >= 0, got %d", opts.Retries)
+	}
+	if opts.UpstreamHeader != "" {
+		set.header = textproto.CanonicalMIMEHeaderKey(opts.UpstreamHeader)
+	}
+	for i, k := range opts.Hash.Key {
+		f, err := newKeyFunc(k, opts.TrustedProxies)
+		if err != nil {
+			return settings{}, nil, fmt.Errorf("balancer: key[%d]: %w", i, err)
+		}
+		set.keys = append(set.keys, f)
+		set.keyNames = append(set.keyNames, k.String())
+	}
+	set.keyDesc = strings.Join(set.keyNames, ", ")
+	r, err := set.membership(opts)
+	if err != nil {
+		return settings{}, nil, err
+	}
+	return set, r, nil
+}
+
+// membership checks the upstreams, builds the ring and records, for each
+// ring member, what the options say about it.
+func (set *settings) membership(opts Options) (*ring.Ring, error) {
+	byName := make(map[string]UpstreamOptions, len(opts.Upstreams))
+	rm := make([]ring.Member, 0, len(opts.Upstreams))
+	for i, uo := range opts.Upstreams {
+		if uo.Name == "" {
+			return nil, fmt.Errorf("balancer: upstreams[%d]: empty name", i)
+		}
+		if _, dup := byName[uo.Name]; dup {
+			return nil, fmt.Errorf("balancer: upstreams[%d]: duplicate name %q", i, uo.Name)
+		}
+		if uo.URL == nil || (uo.URL.Scheme != "http" && uo.URL.Scheme != "https") || uo.URL.Host == "" {
+			return nil, fmt.Errorf("balancer: upstreams[%d] (%s): url must be absolute http(s), got %v", i, uo.Name, uo.URL)
+		}
+		byName[uo.Name] = uo
+		rm = append(rm, ring.Member{Name: uo.Name, Addr: uo.Addr, Weight: uo.Weight})
+	}
+	r, err := ring.New(rm, ring.Options{Placement: opts.Ring.Placement, PointsPerWeight: opts.Ring.PointsPerWeight})
+	if err != nil {
+		return nil, fmt.Errorf("balancer: %w", err)
+	}
+	set.specs = make([]memberSpec, len(r.Members()))
+	for i, m := range r.Members() {
+		uo := byName[m.Name]
+		set.specs[i] = memberSpec{name: uo.Name, url: uo.URL, weight: uo.Weight, points: ring.PointsFor(r.PointsPerWeight(), uo.Weight)}
+	}
+	return r, nil
+}
+
+// BreakerOptions configures the per-upstream circuit breakers, the
+// passive half of ejection: real traffic trips them.
+//
+// A breaker counts an upstream's attempts. Connection errors, timeouts,
+// a response that breaks off mid-body, and responses whose status is in
+// FailureStatuses are failures; anything else that got a response is a
+// success; an attempt whose client went away first counts as neither.
+// Only the upstream's own faults count: a response that breaks off
+// mid-body while ringlb was held up writing to the client (at least half
+// of the time since the response head blocked on the client, or a write
+// to it failed) counts as neither, since an upstream with a write
+// deadline gives up on a client that does not read.
+// After ConsecutiveFailures failures in a row the breaker opens: the
+// upstream is unavailable and its keys go clockwise (or get 503 under
+// on_unavailable fail). When the open period ends the next request for
+// the upstream is its one half-open trial, admitted only while the
+// active health check (if any) says up; every other request keeps
+// skipping the upstream until the trial's outcome is known. A success
+// closes the breaker; a failure opens it again.
+//
+// Open periods: the k-th consecutive trip keeps the breaker open for
+// min(OpenTimeout × 2^(k-1), MaxOpenTimeout). A failed half-open trial is
+// always a consecutive trip; a trip from the closed state is consecutive
+// unless the breaker had stayed closed for at least 2 × MaxOpenTimeout
+// since it last closed, in which case k starts again at 1.
+//
+// A reload that changes these options keeps every breaker's state and
+// counts; the new values apply from the next trip. ConsecutiveFailures 0
+// removes the breakers (an open one closes).
+type BreakerOptions struct {
+	// ConsecutiveFailures is how many failures in a row trip a breaker;
+	// 0 turns breakers off.
+	ConsecutiveFailures int
+	// FailureStatuses are the response statuses counted as failures, in
+	// addition to transport errors and timeouts. The response still
+	// reaches the client as it is.
+	FailureStatuses []int
+	// OpenTimeout is the first open period; > 0 when breakers are on.
+	OpenTimeout time.Duration
+	// MaxOpenTimeout caps the doubling; 0 means OpenTimeout (no doubling).
+	MaxOpenTimeout time.Duration
+}
+
+// validate checks o and returns it with MaxOpenTimeout filled in.
+func (o BreakerOptions) validate() (BreakerOptions, error) {
+	if o.ConsecutiveFailures < 0 {
+		return o, fmt.Errorf("balancer: breaker consecutive_failures must be >= 0, got %d", o.ConsecutiveFailures)
+	}
+	for _, c := range o.FailureStatuses {
+		if c < 100 || c > 599 {
+			return o, fmt.Errorf("balancer: breaker failure_statuses: %d is not an HTTP status", c)
+		}
+	}
+	if o.ConsecutiveFailures == 0 {
+		return o, nil
+	}
+	if o.OpenTimeout <= 0 {
+		return o, fmt.Errorf("balancer: breaker open_timeout must be > 0, got %v", o.OpenTimeout)
+	}
+	if o.MaxOpenTimeout == 0 {
+		o.MaxOpenTimeout = o.OpenTimeout
+	}
+	if o.MaxOpenTimeout < o.OpenTimeout {
+		return o, fmt.Errorf("balancer: breaker max_open_timeout (%v) must be >= open_timeout (%v)", o.MaxOpenTimeout, o.OpenTimeout)
+	}
+	return o, nil
+}
+
+// openPeriod is how long the k-th consecutive trip (k >= 1) stays open.
+func (o *BreakerOptions) openPeriod(k int) time.Duration {
+	d := o.OpenTimeout
+	for i := 1; i < k && d < o.MaxOpenTimeout; i++ {
+		d *= 2
+	}
+	return min(d, o.MaxOpenTimeout)
+}

@@ -1,0 +1,481 @@
+package balancer
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/textproto"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// dialError marks an error from dialling an upstream: nothing was sent,
+// so the request may go elsewhere whatever its method.
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
+// transport is the upstream transport of one or more snapshots, with a
+// count of the attempts using it. One that a reload replaced (retired)
+// closes its idle connections at once and again when its last attempt
+// ends: connections that requests in flight give back afterwards would
+// otherwise sit idle, to upstreams perhaps removed, until idle_conn.
+// (CloseIdleConnections also makes connections that become idle close,
+// but only until the transport's next dial.)
+type transport struct {
+	*http.Transport
+	cfg     transportConfig
+	active  atomic.Int64
+	retired atomic.Bool
+}
+
+func (t *transport) begin() { t.active.Add(1) }
+
+func (t *transport) end() {
+	if t.active.Add(-1) == 0 && t.retired.Load() {
+		t.CloseIdleConnections()
+	}
+}
+
+func (t *transport) retire() {
+	t.retired.Store(true)
+	t.CloseIdleConnections()
+}
+
+func newTransport(cfg transportConfig) *transport {
+	d := &net.Dialer{Timeout: cfg.dial, KeepAlive: 30 * time.Second}
+	tlsTimeout := cfg.dial
+	if tlsTimeout == 0 {
+		tlsTimeout = 10 * time.Second
+	}
+	return &transport{cfg: cfg, Transport: &http.Transport{
+		Proxy: nil, // never send upstream traffic through $HTTP_PROXY
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, &dialError{err}
+			}
+			return c, nil
+		},
+		MaxIdleConns:          16384,
+		MaxIdleConnsPerHost:   1024,
+		IdleConnTimeout:       cfg.idleConn,
+		ResponseHeaderTimeout: cfg.responseHeader,
+		TLSHandshakeTimeout:   tlsTimeout,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true,
+		ForceAttemptHTTP2:     false,
+	}}
+}
+
+// bufferPool lends ReverseProxy 32 KiB copy buffers. It pools array
+// pointers, so neither Get nor Put allocates.
+type bufferPool struct{ p sync.Pool }
+
+const copyBufferSize = 32 << 10
+
+func (bp *bufferPool) Get() []byte {
+	if a, ok := bp.p.Get().(*[copyBufferSize]byte); ok {
+		return a[:]
+	}
+	return new([copyBufferSize]byte)[:]
+}
+
+func (bp *bufferPool) Put(b []byte) {
+	if cap(b) >= copyBufferSize {
+		bp.p.Put((*[copyBufferSize]byte)(b[:copyBufferSize]))
+	}
+}
+
+func (b *Balancer) newProxy(s *snapshot, u *upstream, target *url.URL) *httputil.ReverseProxy {
+	p := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			// Forward the query exactly as received: ReverseProxy has
+			// re-encoded one holding ";", a bad escape or too many
+			// parameters (dropping pairs, sorting the rest), which breaks
+			// signed URLs and the query the application reads.
+			pr.Out.URL.RawQuery = pr.In.URL.RawQuery
+			pr.SetURL(target)
+			setForwarded(pr.Out.Header, pr.In)
+			pr.Out.Host = pr.In.Host
+		},
+		Transport:    b.transport.Transport,
+		BufferPool:   &b.bufs,
+		ErrorLog:     b.errLog,
+		ErrorHandler: recordError,
+	}
+	key, val := s.header, []string{u.name}
+	readTimeout := s.readTimeout
+	p.ModifyResponse = func(res *http.Response) error {
+		if res.StatusCode == http.StatusSwitchingProtocols {
+			if err := checkUpgrade(res); err != nil {
+				return err // ReverseProxy closes the upstream connection
+			}
+		} else if readTimeout > 0 && res.Body != nil && res.Body != http.NoBody {
+			res.Body = &silenceBody{rc: res.Body, d: readTimeout}
+		}
+		if key != "" {
+			res.Header[key] = val[:1:1] // cap 1: an append elsewhere copies
+		}
+		return nil
+	}
+	return p
+}
+
+// upgradeError is a 101 response ReverseProxy would refuse: its Upgrade
+// header names another protocol than the request's. byClient says the
+// client caused it: it asked for a list of protocols ("websocket, foo",
+// which ReverseProxy compares as one string) and the upstream chose one
+// of them, as RFC 9110 lets it. Then neither the breaker nor a retry
+// sees it; otherwise the upstream misbehaved and it is a failure.
+type upgradeError struct {
+	asked, got string
+	byClient   bool
+}
+
+func (e *upgradeError) Error() string {
+	return fmt.Sprintf("upstream switched to protocol %q when %q was requested", e.got, e.asked)
+}
+
+// checkUpgrade applies ReverseProxy's rule for a 101 (the response's
+// Upgrade must equal the request's, ignoring case, and be printable) so
+// that a refused switch is judged here, and its connection closed at once
+// (ReverseProxy closes the body of a response ModifyResponse rejects, but
+// not of one it refuses itself).
+func checkUpgrade(res *http.Response) error {
+	if res.Request == nil {
+		return nil
+	}
+	asked, got := upgradeType(res.Request.Header), upgradeType(res.Header)
+	if strings.EqualFold(asked, got) && printable(got) {
+		return nil
+	}
+	e := &upgradeError{asked: asked, got: got}
+	if got != "" && printable(got) {
+		for _, tok := range strings.Split(asked, ",") {
+			if strings.EqualFold(textproto.TrimString(tok), got) {
+				e.byClient = true
+			}
+		}
+	}
+	return e
+}
+
+// upgradeType is the protocol a message's Upgrade header asks for, when
+// its Connection header lists "upgrade"; as ReverseProxy reads it.
+func upgradeType(h http.Header) string {
+	for _, v := range h["Connection"] {
+		for _, tok := range strings.Split(v, ",") {
+			if strings.EqualFold(textproto.TrimString(tok), "upgrade") {
+				return h.Get("Upgrade")
+			}
+		}
+	}
+	return ""
+}
+
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// byClient reports whether err is the client's doing (see upgradeError):
+// it neither feeds the breaker nor is retried.
+func byClient(err error) bool {
+	var ue *upgradeError
+	return errors.As(err, &ue) && ue.byClient
+}
+
+// setForwarded sets the outbound X-Forwarded-For, -Host and -Proto
+// exactly as httputil.ProxyRequest.SetXForwarded does, except that the
+// client's X-Forwarded-For is kept (Rewrite mode drops it from the
+// outbound request) with the client's address appended, as one
+// comma-separated value. When the client sent no User-Agent it also sets
+// an empty one, which ReverseProxy would otherwise set after Rewrite so
+// that the transport sends none: the upstream sees the same header either
+// way. The values share one backing array, one allocation per request
+// where SetXForwarded and ReverseProxy make four; each is a capped
+// one-element slice, so an append elsewhere copies.
+func setForwarded(h http.Header, in *http.Request) {
+	v := new([4]string)
+	if ip, _, err := net.SplitHostPort(in.RemoteAddr); err == nil {
+		if prior := in.Header["X-Forwarded-For"]; len(prior) > 0 {
+			ip = strings.Join(prior, ", ") + ", " + ip
+		}
+		v[0] = ip
+		h["X-Forwarded-For"] = v[0:1:1]
+	} else {
+		delete(h, "X-Forwarded-For")
+	}
+	v[1] = in.Host
+	h["X-Forwarded-Host"] = v[1:2:2]
+	v[2] = "http"
+	if in.TLS != nil {
+		v[2] = "https"
+	}
+	h["X-Forwarded-Proto"] = v[2:3:3]
+	if _, ok := h["User-Agent"]; !ok {
+		h["User-Agent"] = v[3:4:4] // ""
+	}
+}
+
+// recordError is every ReverseProxy's ErrorHandler: it writes nothing and
+// leaves the error for ServeHTTP, which retries or answers.
+func recordError(w http.ResponseWriter, r *http.Request, err error) {
+	if rw, ok := w.(*responseWriter); ok {
+		rw.err = err
+		return
+	}
+	w.WriteHeader(http.StatusBadGateway)
+}
+
+// errReadTimeout ends a read of an upstream's response body that waited
+// longer than Options.Timeouts.Read.
+var errReadTimeout = &readTimeoutError{}
+
+type readTimeoutError struct{}
+
+func (*readTimeoutError) Error() string {
+	return "upstream response body silent for longer than timeouts.read"
+}
+func (*readTimeoutError) Timeout() bool   { return true }
+func (*readTimeoutError) Temporary() bool { return false }
+
+// silenceBody is an upstream response body each of whose reads may wait
+// at most d for data. A read that waits longer closes the body, which
+// ends it (and the connection) with errReadTimeout. Only time spent in a
+// read counts: time ringlb spends writing to the client does not.
+type silenceBody struct {
+	rc      io.ReadCloser
+	d       time.Duration
+	timer   *time.Timer
+	expired atomic.Bool
+}
+
+func (b *silenceBody) Read(p []byte) (int, error) {
+	if b.timer == nil {
+		b.timer = time.AfterFunc(b.d, b.expire)
+	} else {
+		b.timer.Reset(b.d)
+	}
+	n, err := b.rc.Read(p)
+	b.timer.Stop()
+	if err != nil && b.expired.Load() {
+		err = errReadTimeout
+	}
+	return n, err
+}
+
+func (b *silenceBody) expire() {
+	b.expired.Store(true)
+	b.rc.Close() // the transport closes the connection: the read ends
+}
+
+func (b *silenceBody) Close() error {
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	return b.rc.Close()
+}
+
+// trackedBody counts the request body bytes read, so a retry happens only
+// when nothing was sent; notes whether reading the client's body failed
+// (a malformed chunk, a connection closed short of Content-Length), which
+// is the client's fault and never the upstream's; and ignores Close, so an
+// attempt's transport cannot close the body a retry still needs (net/http
+// closes it after the handler returns). The transport reads it on its own
+// goroutine, hence the atomics.
+type trackedBody struct {
+	rc  io.ReadCloser
+	n   atomic.Int64
+	bad atomic.Bool
+}
+
+func (t *trackedBody) Read(p []byte) (int, error) {
+	n, err := t.rc.Read(p)
+	t.n.Add(int64(n))
+	if err != nil && err != io.EOF {
+		t.bad.Store(true)
+	}
+	return n, err
+}
+
+func (t *trackedBody) Close() error { return nil }
+
+// responseWriter notes the status sent to the client and the error of
+// the current attempt, and passes Flush and Hijack through. It also
+// times the writes to the client, so that a response that breaks off
+// mid-body can be put down to the side that held it up (clientBound).
+type responseWriter struct {
+	http.ResponseWriter
+	status      int
+	wroteHeader bool
+	err         error
+
+	// onHead, when set, is called once with the final status as the head
+	// is written; attempt sets it for a half-open trial, and trialSettled
+	// records that it ran.
+	onHead       func(code int)
+	trialSettled bool
+	// setCookie, when not empty, is a Set-Cookie value added to the final
+	// head only: a 1xx sends the header map and ReverseProxy then clears
+	// it, so anything put there before proxying would miss the response.
+	setCookie string
+	// no1xx drops informational responses: the client speaks HTTP/1.0,
+	// which has none (RFC 9110 section 15.2).
+	no1xx bool
+	// tunnels tracks the connection once Hijack hands it over; tunnel is
+	// that connection, removed from tunnels when ServeHTTP returns.
+	tunnels *tunnels
+	tunnel  net.Conn
+
+	headAt     time.Time     // when the final head was written
+	clientWait time.Duration // time spent in writes and flushes to the client
+	clientErr  bool          // a write or flush to the client failed
+}
+
+func (w *responseWriter) WriteHeader(code int) {
+	if !w.wroteHeader {
+		if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
+			if !w.no1xx {
+				w.ResponseWriter.WriteHeader(code) // informational: more to come
+			}
+			return
+		}
+		w.head(code)
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// head records the final status, before it is written, and adds what
+// belongs on the final head.
+func (w *responseWriter) head(code int) {
+	if w.setCookie != "" {
+		w.Header().Add("Set-Cookie", w.setCookie)
+	}
+	w.status, w.wroteHeader = code, true
+	w.headAt = time.Now()
+	if f := w.onHead; f != nil {
+		w.onHead = nil
+		f(code)
+	}
+}
+
+func (w *responseWriter) Write(p []byte) (int, error) {
+	if !w.wroteHeader {
+		w.head(http.StatusOK)
+	}
+	t := time.Now()
+	n, err := w.ResponseWriter.Write(p)
+	w.clientWait += time.Since(t)
+	if err != nil {
+		w.clientErr = true
+	}
+	return n, err
+}
+
+// FlushError flushes buffered data to the client (http.ResponseController
+// and ReverseProxy's streaming use it).
+func (w *responseWriter) FlushError() error {
+	if !w.wroteHeader {
+		w.head(http.StatusOK)
+	}
+	t := time.Now()
+	err := http.NewResponseController(w.ResponseWriter).Flush()
+	w.clientWait += time.Since(t)
+	if err != nil {
+		w.clientErr = true
+	}
+	return err
+}
+
+// minClientWait is the least time blocked on the client that can make a
+// broken-off response the client's doing; below it, writes merely took
+// their usual microseconds.
+const minClientWait = 10 * time.Millisecond
+
+// clientBound reports whether a response that broke off mid-body is put
+// down to the client rather than the upstream: a write to the client
+// failed, or ringlb spent at least half of the time since the response
+// head (and at least minClientWait) blocked writing to the client. Then
+// the client, not the upstream, set the pace, and an upstream that gave
+// up (a write deadline, a send timeout) gave up waiting on the client:
+// ringlb could not read while it could not write. A client that reads
+// slowly on purpose must not be able to eject an upstream.
+func (w *responseWriter) clientBound() bool {
+	if w.clientErr {
+		return true
+	}
+	if w.headAt.IsZero() || w.clientWait < minClientWait {
+		return false
+	}
+	return 2*w.clientWait >= time.Since(w.headAt)
+}
+
+// Flush implements http.Flusher.
+func (w *responseWriter) Flush() { _ = w.FlushError() }
+
+// Hijack takes over the connection, for protocol upgrades.
+func (w *responseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	// Counted before the server lets go of the connection, so a
+	// Shutdown that sees no active connection also sees this tunnel.
+	w.tunnels.opening()
+	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err != nil {
+		w.tunnels.remove(nil)
+		return c, brw, err
+	}
+	w.tunnel = c
+	w.tunnels.opened(c)
+	w.head(http.StatusSwitchingProtocols)
+	// ReverseProxy copies from the connection itself: bytes the client
+	// sent right behind its request, already in the server's buffer,
+	// must come first.
+	if n := brw.Reader.Buffered(); n > 0 {
+		early, _ := brw.Reader.Peek(n)
+		c = &bufferedConn{Conn: c, early: bytes.Clone(early)}
+	}
+	return c, brw, nil
+}
+
+// bufferedConn is a hijacked connection whose first reads return the
+// bytes the server had already buffered.
+type bufferedConn struct {
+	net.Conn
+	early []byte
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) {
+	if len(c.early) > 0 {
+		n := copy(p, c.early)
+		c.early = c.early[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// CloseWrite half-closes the connection when it can, as ReverseProxy does
+// to the client's connection once the upstream is done sending.
+func (c *bufferedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Conn.Close()
+}
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

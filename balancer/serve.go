@@ -1,0 +1,280 @@
+package balancer
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/ringlb/ringlb/ring"
+)
+
+// ServeHTTP proxies one request. It loads the current snapshot once,
+// hashes the request's key (400 when on_missing is reject and there is
+// none), picks an upstream (503 "no upstream available" when nothing is),
+// and forwards. An attempt that fails before any response byte reached
+// the client is retried on the next distinct available upstream clockwise,
+// up to Options.Retries times: always when the connection was refused or
+// the dial timed out, otherwise only for bodiless GET, HEAD and OPTIONS.
+// When no retry is left the client gets 504 for a timeout and 502
+// otherwise. Upstream responses, 5xx included, pass through as they are;
+// a response that breaks mid-body aborts the client connection
+// (http.ErrAbortHandler) so the client sees it truncated.
+func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	s := b.snap.Load()
+	rw := &responseWriter{ResponseWriter: w, no1xx: !r.ProtoAtLeast(1, 1), tunnels: &b.tunnels}
+	pos, ok := b.position(s, rw, r)
+	if !ok {
+		b.accessLog(s, r, nil, http.StatusBadRequest, start, nil)
+		return
+	}
+	var body *trackedBody
+	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+		body = &trackedBody{rc: r.Body}
+		r.Body = body
+	}
+	// tried holds the members this request may not use: those that
+	// failed it and those whose breaker refused it.
+	var triedBuf [4]int
+	tried := triedBuf[:0]
+	var last *member
+	defer func() {
+		if rw.tunnel != nil { // the upgraded connection's copy is over
+			b.tunnels.remove(rw.tunnel)
+		}
+		b.account(s, rw, r, last, start)
+	}()
+	for attempts := 0; ; {
+		choice, _ := b.pick(s, pos, tried, nil)
+		if choice.Member < 0 {
+			if last == nil {
+				b.noUpstream(s, rw, r, choice.Owner)
+				return
+			}
+			break // nowhere else to go: the last failure is answered below
+		}
+		m := &s.members[choice.Member]
+		tried = append(tried, choice.Member) // whatever comes of it, m is done with this request
+		done, trial, ok := b.allow(m.u)
+		if !ok {
+			// The breaker refused after the walk admitted it (a race with a
+			// trip, or the half-open trial was taken): walk on.
+			continue
+		}
+		countChoice(s, choice, last)
+		last = m
+		rw.err = nil
+		b.attempt(s, m, rw, r, body, done, trial)
+		attempts++
+		if !s.retry(rw, r, body, attempts) {
+			break
+		}
+	}
+	if rw.err != nil && !rw.wroteHeader {
+		b.writeError(s, rw, r, body, last)
+	}
+}
+
+// attempt forwards the request to one upstream, holding its in-flight
+// slot until the response is finished, also when the copy panics with
+// http.ErrAbortHandler (which is left to reach net/http). The outcome goes
+// to the upstream's breaker through done (from allow; nil without one).
+// A half-open trial (trial true) is settled by the response head (or the
+// 101), so that a long body (a stream, a download, a tunnel) does not
+// keep the upstream's other keys away; the body's outcome then counts as
+// an ordinary attempt of the closed breaker.
+func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.Request, body *trackedBody, done func(error), trial bool) {
+	u := m.u
+	u.inflight.Add(1)
+	b.inflight.Add(1)
+	s.transport.begin()
+	rw.trialSettled = false
+	if trial {
+		rw.onHead = func(code int) {
+			rw.trialSettled = true
+			b.report(s, u, done, outcome{status: code})
+		}
+	}
+	finished := false
+	defer func() {
+		u.inflight.Add(-1)
+		b.inflight.Add(-1)
+		s.transport.end()
+		if !finished {
+			// The response broke off mid-body. The upstream is charged
+			// only when ringlb was not held up by the client (see
+			// responseWriter.clientBound).
+			b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{status: rw.status, err: http.ErrAbortHandler, gone: clientFault(r, body) || rw.clientBound()})
+			// What was received goes out before the connection is
+			// aborted, so the client sees a truncated response (never a
+			// complete-looking one: the length or last chunk is missing).
+			_ = http.NewResponseController(rw.ResponseWriter).Flush()
+		}
+	}()
+	m.proxy.ServeHTTP(rw, r)
+	finished = true
+	if rw.err != nil {
+		b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{err: rw.err, gone: clientFault(r, body) || byClient(rw.err)})
+	} else {
+		b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{status: rw.status})
+	}
+}
+
+// outcomeDone returns where an attempt's final outcome goes: done, unless
+// the attempt is a trial whose head settled it; then the outcome counts
+// as an ordinary attempt of the breaker (see ordinaryAttempt).
+func (b *Balancer) outcomeDone(u *upstream, rw *responseWriter, done func(error), trial bool) func(error) {
+	if !trial {
+		return done
+	}
+	rw.onHead = nil
+	if rw.trialSettled {
+		return b.ordinaryAttempt(u)
+	}
+	return done
+}
+
+// countChoice counts what the choice of an attempt says: that the request
+// overflowed past its owner, full under bounded loads, and that it is a
+// retry away from last, which failed it.
+func countChoice(s *snapshot, choice ring.Choice, last *member) {
+	if choice.Overflow >= 0 {
+		s.members[choice.Overflow].u.metrics.overflow.Inc()
+	}
+	if last != nil {
+		last.u.metrics.retries.Inc()
+	}
+}
+
+// retry decides, after an attempt, whether the request goes on to the
+// next upstream: only when the attempt failed before anything of a
+// response reached the client, not because of the client (it left, its
+// body could not be read, it asked for a list of upgrade protocols),
+// under on_unavailable remap, with retries left, and when the request
+// may be repeated (retryable). A failed attempt leaves nothing in the
+// response header map: ReverseProxy writes a head whenever it fills the
+// map, and clears it after a 1xx head, so the next attempt starts clean.
+func (s *snapshot) retry(rw *responseWriter, r *http.Request, body *trackedBody, attempts int) bool {
+	switch {
+	case rw.err == nil, rw.wroteHeader, clientFault(r, body), byClient(rw.err):
+		return false
+	case s.fail, attempts > s.retries:
+		return false
+	}
+	return retryable(rw.err, r, body)
+}
+
+// retryable says whether a failed attempt may be repeated elsewhere: any
+// request whose connection was never made (and whose body is untouched),
+// or a bodiless GET, HEAD or OPTIONS.
+func retryable(err error, r *http.Request, body *trackedBody) bool {
+	var de *dialError
+	if errors.As(err, &de) {
+		return body == nil || body.n.Load() == 0
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return body == nil
+	}
+	return false
+}
+
+func isTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// writeError answers a request whose last attempt failed before any byte
+// of a response was written: 400 when the client's request body could not
+// be read, 504 for a timeout, 502 otherwise (always 502 under
+// on_unavailable fail). A departed client's connection is aborted, so it
+// can never read an empty response as a success; it is counted as 499.
+func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, body *trackedBody, m *member) {
+	if body != nil && body.bad.Load() {
+		rw.Header().Set("Connection", "close")
+		plainError(rw, http.StatusBadRequest, "bad request: the request body could not be read\n")
+		return
+	}
+	if r.Context().Err() != nil {
+		rw.status = 499
+		panic(http.ErrAbortHandler)
+	}
+	code, msg := http.StatusBadGateway, "bad gateway: upstream "+m.u.name+" failed\n"
+	if byClient(rw.err) {
+		msg = "bad gateway: upgrade to one protocol at a time, not a list\n"
+	} else if !s.fail && isTimeout(rw.err) {
+		code, msg = http.StatusGatewayTimeout, "gateway timeout: upstream "+m.u.name+" timed out\n"
+	}
+	b.log.Debug("upstream failed", "upstream", m.u.name, "method", r.Method, "uri", r.RequestURI, "error", rw.err)
+	if s.header != "" {
+		rw.Header().Set(s.header, m.u.name)
+	}
+	plainError(rw, code, msg)
+}
+
+// noUpstream answers 503: nothing is available, or, under
+// on_unavailable fail, the key's owner is not.
+func (b *Balancer) noUpstream(s *snapshot, rw *responseWriter, r *http.Request, owner int) {
+	b.metrics.noUpstream.Inc()
+	msg := "no upstream available\n"
+	if s.fail && owner >= 0 {
+		msg = "upstream " + s.members[owner].u.name + " for this key is unavailable\n"
+	}
+	plainError(rw, http.StatusServiceUnavailable, msg)
+}
+
+func plainError(w http.ResponseWriter, code int, msg string) {
+	hdr := w.Header()
+	hdr.Del("Content-Length")
+	hdr.Set("Content-Type", "text/plain; charset=utf-8")
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	io.WriteString(w, msg)
+}
+
+// account records the request's metrics and access log line. It runs
+// deferred, so it also sees requests aborted by http.ErrAbortHandler.
+func (b *Balancer) account(s *snapshot, rw *responseWriter, r *http.Request, m *member, start time.Time) {
+	code := rw.status
+	if code == 0 {
+		code = http.StatusOK
+	}
+	if m != nil {
+		m.u.metrics.code(code).Inc()
+		m.u.metrics.duration.Observe(time.Since(start).Seconds())
+	}
+	b.accessLog(s, r, m, code, start, rw.err)
+}
+
+func (b *Balancer) accessLog(s *snapshot, r *http.Request, m *member, code int, start time.Time, err error) {
+	if !s.accessLog {
+		return
+	}
+	name := ""
+	if m != nil {
+		name = m.u.name
+	}
+	attrs := []slog.Attr{
+		slog.String("method", r.Method), slog.String("uri", r.RequestURI),
+		slog.String("remote", r.RemoteAddr), slog.Int("status", code),
+		slog.String("upstream", name), slog.Duration("duration", time.Since(start)),
+	}
+	if err != nil {
+		attrs = append(attrs, slog.String("error", err.Error()))
+	}
+	b.log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+}
+
+// clientFault reports whether the current attempt failed because of the
+// client: it went away, or its request body could not be read. Such an
+// attempt says nothing about the upstream and is not retried.
+func clientFault(r *http.Request, body *trackedBody) bool {
+	return r.Context().Err() != nil || (body != nil && body.bad.Load())
+}

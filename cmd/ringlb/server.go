@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/cmd/ringlb/config"
+	"github.com/ringlb/ringlb/healthcheck"
+)
+
+// server is what a running ringlb keeps besides its listeners: the
+// balancer with its metrics registry, and the health checker that reports
+// into it. It performs reloads, for SIGHUP and POST /reload alike.
+type server struct {
+	path    string
+	log     *slog.Logger
+	started time.Time
+	b       *balancer.Balancer
+	reg     *prometheus.Registry
+	// listen and adminListen are the addresses bound at the start; a
+	// reload cannot move them.
+	listen, adminListen string
+
+	hcCtx    context.Context // the checkers' parent; cancelled by close
+	hcCancel context.CancelFunc
+
+	mu sync.Mutex // serialises reloads and close, and guards hc
+	hc *checker   // nil without a health block
+}
+
+// newServer builds the balancer for cfg, read from path, and starts its
+// health checks: every upstream counts as up until it fails `fall`
+// probes.
+func newServer(path string, cfg *config.Config, logger *slog.Logger) (*server, error) {
+	started := time.Now()
+	reg := balancer.NewRegistry()
+	b, err := balancer.New(balancerOptions(cfg), reg, logger)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &server{path: path, log: logger, started: started, b: b, reg: reg, listen: cfg.Listen, adminListen: cfg.AdminListen,
+		hcCtx: ctx, hcCancel: cancel}
+	s.hc = s.startChecker(cfg)
+	return s, nil
+}
+
+// close stops the health checker and releases the balancer's idle
+// connections and timers.
+func (s *server) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hc.stop()
+	s.hc = nil
+	s.hcCancel()
+	s.b.Close()
+}
+
+// reload re-reads the config file and swaps the new ring in; a bad config
+// leaves the old one serving. Then the health checker follows the new
+// config: its targets and timing are updated (state and counts carry
+// over by name), or it starts, or it stops. A checker reports through a
+// reporter that an Update turning checks off revokes, so one being
+// stopped can say nothing more. reload counts the attempt
+// (Balancer.RecordReload) and returns what POST /reload answers: the new
+// ring version, or the problems that rejected the config.
+func (s *server) reload() (version string, problems []string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	version, problems, err = s.apply()
+	s.b.RecordReload(err == nil, problems...)
+	return version, problems, err
+}
+
+func (s *server) apply() (string, []string, error) {
+	next, err := config.Load(s.path)
+	if err == nil && (next.Listen != s.listen || next.AdminListen != s.adminListen) {
+		s.log.Warn("listen and admin_listen changes take effect on restart",
+			"listen", s.listen, "admin_listen", s.adminListen)
+	}
+	var version string
+	if err == nil {
+		version, err = s.b.Update(balancerOptions(next))
+	}
+	if err != nil {
+		problems := problemsOf(err)
+		for _, p := range problems {
+			s.log.Error("reload rejected, old config keeps serving", "problem", p)
+		}
+		return "", problems, err
+	}
+	switch opts := healthOptions(next.Health); {
+	case opts == nil && s.hc != nil:
+		s.hc.stop()
+		s.hc = nil
+		s.log.Info("health checks off: every upstream counts as up")
+	case opts != nil && s.hc == nil:
+		s.hc = s.startChecker(next)
+		s.log.Info("health checks on", "path", opts.Path, "interval", opts.Interval)
+	case opts != nil:
+		s.hc.hc.Update(*opts, healthTargets(next))
+	}
+	return version, nil, nil
+}
+
+// checker is a running health checker: it reports into the balancer
+// until stop.
+type checker struct {
+	hc     *healthcheck.Checker
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startChecker starts active checks of cfg's upstreams, reporting through
+// a reporter of their own (nil without a health block).
+func (s *server) startChecker(cfg *config.Config) *checker {
+	opts := healthOptions(cfg.Health)
+	if opts == nil {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(s.hcCtx)
+	ck := &checker{hc: healthcheck.New(*opts, s.b.HealthReporter(), s.log), cancel: cancel, done: make(chan struct{})}
+	ck.hc.Update(*opts, healthTargets(cfg))
+	go func() {
+		defer close(ck.done)
+		ck.hc.Run(ctx)
+	}()
+	return ck
+}
+
+// stop cancels the checker and waits until every prober has stopped.
+func (ck *checker) stop() {
+	if ck != nil {
+		ck.cancel()
+		<-ck.done
+	}
+}
