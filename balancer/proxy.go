@@ -3,7 +3,6 @@ package balancer
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -33,7 +32,7 @@ func (e *dialError) Unwrap() error { return e.err }
 // (CloseIdleConnections also makes connections that become idle close,
 // but only until the transport's next dial.)
 type transport struct {
-	*http.Transport
+	roundTripper
 	cfg     transportConfig
 	active  atomic.Int64
 	retired atomic.Bool
@@ -53,29 +52,8 @@ func (t *transport) retire() {
 }
 
 func newTransport(cfg transportConfig) *transport {
-	d := &net.Dialer{Timeout: cfg.dial, KeepAlive: 30 * time.Second}
-	tlsTimeout := cfg.dial
-	if tlsTimeout == 0 {
-		tlsTimeout = 10 * time.Second
-	}
-	return &transport{cfg: cfg, Transport: &http.Transport{
-		Proxy: nil, // never send upstream traffic through $HTTP_PROXY
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, &dialError{err}
-			}
-			return c, nil
-		},
-		MaxIdleConns:          16384,
-		MaxIdleConnsPerHost:   1024,
-		IdleConnTimeout:       cfg.idleConn,
-		ResponseHeaderTimeout: cfg.responseHeader,
-		TLSHandshakeTimeout:   tlsTimeout,
-		ExpectContinueTimeout: time.Second,
-		DisableCompression:    true,
-		ForceAttemptHTTP2:     false,
-	}}
+	o := TransportOptions{DialTimeout: cfg.dial, ResponseHeaderTimeout: cfg.responseHeader, IdleConnTimeout: cfg.idleConn}
+	return &transport{cfg: cfg, roundTripper: newHTTP1RoundTripper(o)}
 }
 
 // bufferPool lends ReverseProxy 32 KiB copy buffers. It pools array
@@ -109,7 +87,7 @@ func (b *Balancer) newProxy(s *snapshot, u *upstream, target *url.URL) *httputil
 			setForwarded(pr.Out.Header, pr.In)
 			pr.Out.Host = pr.In.Host
 		},
-		Transport:    b.transport.Transport,
+		Transport:    b.transport.roundTripper,
 		BufferPool:   &b.bufs,
 		ErrorLog:     b.errLog,
 		ErrorHandler: recordError,

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/balancer/h1"
 )
 
 // echoRequest answers with what the upstream saw of the request, so that
@@ -205,6 +207,18 @@ func throughBalancer(t *testing.T, target string, c transportCase, std bool) str
 		t.Fatal(err)
 	}
 	defer b.Close()
+	switch rt := b.transport.roundTripper.(type) {
+	case *h1.Transport:
+		if std {
+			t.Fatalf("transport %T, want net/http's", rt)
+		}
+	case *http.Transport:
+		if !std {
+			t.Fatalf("transport %T, want h1's", rt)
+		}
+	default:
+		t.Fatalf("transport %T", rt)
+	}
 	front := httptest.NewUnstartedServer(b)
 	front.Config.ErrorLog = log.New(io.Discard, "", 0)
 	front.Start()
