@@ -112,6 +112,7 @@ func (p *pool) expire(timeout time.Duration) {
 			n := copy(stack, stack[i:])
 			clear(stack[n:])
 			stack = stack[:n]
+			p.idle[key] = stack
 			p.n -= i
 		}
 		if len(stack) == 0 {
