@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -101,6 +102,13 @@ type exchange struct {
 	rerr error // what Read returns in bodyFailed, set before rs
 
 	w *bodyWriter // nil for a bodiless request
+
+	// The response header timeout, like http.Transport's, starts once the
+	// whole request is written; with a body, that is on the writer's
+	// goroutine, while the reader may already have the head. headMu
+	// orders the two: the deadline is set only before the head is read.
+	headMu   sync.Mutex
+	headDone bool
 }
 
 // finish records that one side of the exchange is over; ok false means
@@ -201,7 +209,12 @@ func (pc *persistConn) roundTrip(req *http.Request) (*http.Response, error) {
 func (e *exchange) readHead(trace *httptrace.ClientTrace) (*http.Response, error) {
 	pc := e.pc
 	if d := pc.t.ResponseHeaderTimeout; d > 0 {
-		pc.conn.SetReadDeadline(time.Now().Add(d))
+		if e.w == nil {
+			// The request is written: the wait starts now. With a body,
+			// the writer starts it once the body is written.
+			pc.conn.SetReadDeadline(time.Now().Add(d))
+		}
+		defer e.headRead()
 	}
 	n1xx := 0
 	for {
@@ -237,9 +250,6 @@ func (e *exchange) readHead(trace *httptrace.ClientTrace) (*http.Response, error
 		// A final answer without 100 Continue: the body is sent if the
 		// connection is kept, so that it stays in step, and not otherwise.
 		e.w.signal(!res.Close && e.keep)
-		if pc.t.ResponseHeaderTimeout > 0 {
-			pc.conn.SetReadDeadline(time.Time{})
-		}
 		pc.cr.limit = math.MaxInt64
 		return res, nil
 	}
@@ -254,6 +264,29 @@ const (
 	bodyClosed               // Close was called while no Read was in progress
 	bodyAborted              // Close was called during a Read: the connection is closed
 )
+
+// headRead ends the response header timeout: the head was read (or
+// could not be).
+func (e *exchange) headRead() {
+	e.headMu.Lock()
+	e.headDone = true
+	e.pc.conn.SetReadDeadline(time.Time{})
+	e.headMu.Unlock()
+}
+
+// bodyWritten starts the response header timeout of a request with a
+// body, once the body is written, unless the head was read already.
+func (e *exchange) bodyWritten() {
+	d := e.pc.t.ResponseHeaderTimeout
+	if d <= 0 {
+		return
+	}
+	e.headMu.Lock()
+	if !e.headDone {
+		e.pc.conn.SetReadDeadline(time.Now().Add(d))
+	}
+	e.headMu.Unlock()
+}
 
 // Read reads the response body. At its clean end the connection goes back
 // to the pool (once the request body is written too).
@@ -425,6 +458,7 @@ func (w *bodyWriter) run() {
 		err = w.readErr
 	}
 	w.err = err
+	w.e.bodyWritten()
 	// A failed body read leaves the request unfinished: the upstream will
 	// not answer, so close now. A failed connection write leaves the
 	// response to be read (the upstream may have answered already).

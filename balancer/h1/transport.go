@@ -73,7 +73,8 @@ type Transport struct {
 	TLSHandshakeTimeout time.Duration
 
 	// ResponseHeaderTimeout bounds the wait for the response head (and any
-	// 1xx responses before it) after the request head was written.
+	// 1xx responses before it) once the whole request, body included, was
+	// written, as http.Transport's does: a long upload is not cut by it.
 	// 0: no bound. An expiry is an error whose Timeout() is true.
 	ResponseHeaderTimeout time.Duration
 
