@@ -26,8 +26,19 @@ func (d *discardWriter) WriteHeader(int)             {}
 // responseWriter, the forwarding headers' values, gobreaker's done
 // closure). bench/PROFILE.md breaks allocs/op down by site. A jump of
 // allocs/op after a change to pick or key extraction is a regression: pick
-// must not allocate (see TestPickDoesNotAllocate).
-func BenchmarkServeHTTP(b *testing.B) {
+// must not allocate (see TestPickDoesNotAllocate). http1 upstreams go
+// through h1.Transport, as in `ringlb serve`;
+// BenchmarkServeHTTPStdTransport is the same with net/http's Transport,
+// for comparison.
+func BenchmarkServeHTTP(b *testing.B) { benchServeHTTP(b, false) }
+
+// BenchmarkServeHTTPStdTransport is BenchmarkServeHTTP with net/http's
+// Transport to the upstreams instead of h1.Transport.
+func BenchmarkServeHTTPStdTransport(b *testing.B) { benchServeHTTP(b, true) }
+
+func benchServeHTTP(b *testing.B, std bool) {
+	defer func(was bool) { stdHTTP1 = was }(stdHTTP1)
+	stdHTTP1 = std
 	bes := []*backend{newBackend(b, "a"), newBackend(b, "b"), newBackend(b, "c")}
 	for _, be := range bes {
 		be.handle = func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }

@@ -75,26 +75,31 @@ type TransportOptions struct {
 	TLS UpstreamTLS
 }
 
-// Transports holds one *http.Transport per Protocol, built with the same
+// Transports holds one transport per Protocol, built with the same
 // timeouts and TLS settings, so that upstreams of one protocol share
 // connections pools and one config change rebuilds them all. A dial that
 // fails returns an error wrapping *dialError (nothing was sent: the
 // request may go elsewhere whatever its method).
 type Transports struct {
-	byProto [3]*http.Transport
+	byProto [3]roundTripper
 }
 
-// NewTransports builds the three transports.
+// NewTransports builds the three transports: HTTP/1.1 through
+// h1.Transport (see newHTTP1RoundTripper), HTTP/2 through net/http's.
 func NewTransports(o TransportOptions) *Transports {
 	ts := &Transports{}
 	for p := range ts.byProto {
+		if Protocol(p) == ProtocolHTTP1 {
+			ts.byProto[p] = newHTTP1RoundTripper(o)
+			continue
+		}
 		ts.byProto[p] = newProtocolTransport(o, Protocol(p))
 	}
 	return ts
 }
 
 // For returns the transport for p (ProtocolHTTP1's for an unknown value).
-func (ts *Transports) For(p Protocol) *http.Transport {
+func (ts *Transports) For(p Protocol) http.RoundTripper {
 	if int(p) >= len(ts.byProto) {
 		p = ProtocolHTTP1
 	}

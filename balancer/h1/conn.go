@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -93,10 +94,21 @@ type exchange struct {
 	state atomic.Uint32
 	keep  bool // neither side asked to close the connection
 
-	done bool  // read side: Read saw the end, or Close was called
-	rerr error // what Read returns once done
+	// rs is the body's state (bodyIdle etc.). Read and Close may be
+	// called from different goroutines at once (a read timeout closes a
+	// body another goroutine is reading): whoever moves rs out of
+	// bodyIdle owns body, rerr and the read side's finish.
+	rs   atomic.Int32
+	rerr error // what Read returns in bodyFailed, set before rs
 
 	w *bodyWriter // nil for a bodiless request
+
+	// The response header timeout, like http.Transport's, starts once the
+	// whole request is written; with a body, that is on the writer's
+	// goroutine, while the reader may already have the head. headMu
+	// orders the two: the deadline is set only before the head is read.
+	headMu   sync.Mutex
+	headDone bool
 }
 
 // finish records that one side of the exchange is over; ok false means
@@ -185,7 +197,6 @@ func (pc *persistConn) roundTrip(req *http.Request) (*http.Response, error) {
 		return res, nil
 	}
 	if res.Body == http.NoBody {
-		e.done, e.rerr = true, io.EOF
 		e.finish(readDone, true, false)
 		return res, nil
 	}
@@ -198,7 +209,12 @@ func (pc *persistConn) roundTrip(req *http.Request) (*http.Response, error) {
 func (e *exchange) readHead(trace *httptrace.ClientTrace) (*http.Response, error) {
 	pc := e.pc
 	if d := pc.t.ResponseHeaderTimeout; d > 0 {
-		pc.conn.SetReadDeadline(time.Now().Add(d))
+		if e.w == nil {
+			// The request is written: the wait starts now. With a body,
+			// the writer starts it once the body is written.
+			pc.conn.SetReadDeadline(time.Now().Add(d))
+		}
+		defer e.headRead()
 	}
 	n1xx := 0
 	for {
@@ -234,53 +250,117 @@ func (e *exchange) readHead(trace *httptrace.ClientTrace) (*http.Response, error
 		// A final answer without 100 Continue: the body is sent if the
 		// connection is kept, so that it stays in step, and not otherwise.
 		e.w.signal(!res.Close && e.keep)
-		if pc.t.ResponseHeaderTimeout > 0 {
-			pc.conn.SetReadDeadline(time.Time{})
-		}
 		pc.cr.limit = math.MaxInt64
 		return res, nil
 	}
 }
 
+// Response body states (exchange.rs).
+const (
+	bodyIdle    int32 = iota // no Read in progress
+	bodyReading              // a Read is in progress
+	bodyEOF                  // Read saw the clean end
+	bodyFailed               // Read failed with rerr
+	bodyClosed               // Close was called while no Read was in progress
+	bodyAborted              // Close was called during a Read: the connection is closed
+)
+
+// headRead ends the response header timeout: the head was read (or
+// could not be).
+func (e *exchange) headRead() {
+	e.headMu.Lock()
+	e.headDone = true
+	e.pc.conn.SetReadDeadline(time.Time{})
+	e.headMu.Unlock()
+}
+
+// bodyWritten starts the response header timeout of a request with a
+// body, once the body is written, unless the head was read already.
+func (e *exchange) bodyWritten() {
+	d := e.pc.t.ResponseHeaderTimeout
+	if d <= 0 {
+		return
+	}
+	e.headMu.Lock()
+	if !e.headDone {
+		e.pc.conn.SetReadDeadline(time.Now().Add(d))
+	}
+	e.headMu.Unlock()
+}
+
 // Read reads the response body. At its clean end the connection goes back
 // to the pool (once the request body is written too).
 func (e *exchange) Read(p []byte) (int, error) {
-	if e.done {
-		return 0, e.rerr
+	if !e.rs.CompareAndSwap(bodyIdle, bodyReading) {
+		switch e.rs.Load() {
+		case bodyEOF:
+			return 0, io.EOF
+		case bodyFailed:
+			return 0, e.rerr
+		case bodyReading:
+			return 0, errConcurrentRead
+		}
+		return 0, errBodyClosed
 	}
 	n, err := e.body.Read(p)
 	if err == nil {
+		if !e.rs.CompareAndSwap(bodyReading, bodyIdle) {
+			e.finish(readDone, false, true) // Close came meanwhile
+		}
 		return n, nil
 	}
-	e.done = true
 	if err == io.EOF {
-		e.rerr = io.EOF
 		if e.w != nil {
 			e.w.await()
 		}
-		e.finish(readDone, true, false)
+		if e.rs.CompareAndSwap(bodyReading, bodyEOF) {
+			e.finish(readDone, true, false)
+		} else {
+			e.finish(readDone, false, true)
+		}
 		return n, io.EOF
 	}
 	if cerr := e.req.Context().Err(); cerr != nil {
 		err = cerr
 	}
 	e.rerr = err
+	if !e.rs.CompareAndSwap(bodyReading, bodyFailed) {
+		err = errBodyClosed // the Close that came meanwhile ended the read
+	}
 	e.finish(readDone, false, true)
 	return n, err
 }
 
 // Close ends the response body. Before its end, up to drainBytes of what
 // remains are read for at most drainTimeout; the connection is kept only
-// if that reaches the end.
+// if that reaches the end. Close may be called while another goroutine is
+// in Read: the connection is then closed, which ends that Read with an
+// error, and is not reused.
 func (e *exchange) Close() error {
-	if e.done {
-		e.rerr = errBodyClosed
-		return nil
+	for {
+		switch s := e.rs.Load(); s {
+		case bodyIdle:
+			if !e.rs.CompareAndSwap(bodyIdle, bodyClosed) {
+				continue
+			}
+			ok := e.keep && e.state.Load()&broken == 0 && e.req.Context().Err() == nil && e.drain()
+			e.finish(readDone, ok, !ok)
+			return nil
+		case bodyReading:
+			if !e.rs.CompareAndSwap(bodyReading, bodyAborted) {
+				continue
+			}
+			e.pc.close() // the Read ends and finishes the exchange
+			return nil
+		case bodyEOF, bodyFailed:
+			if !e.rs.CompareAndSwap(s, bodyClosed) {
+				continue
+			}
+			return nil
+		default:
+			return nil
+		}
 	}
-	e.done, e.rerr = true, errBodyClosed
-	ok := e.keep && e.state.Load()&broken == 0 && e.req.Context().Err() == nil && e.drain()
-	e.finish(readDone, ok, !ok)
-	return nil
 }
 
 func (e *exchange) drain() bool {
@@ -378,6 +458,7 @@ func (w *bodyWriter) run() {
 		err = w.readErr
 	}
 	w.err = err
+	w.e.bodyWritten()
 	// A failed body read leaves the request unfinished: the upstream will
 	// not answer, so close now. A failed connection write leaves the
 	// response to be read (the upstream may have answered already).

@@ -112,13 +112,13 @@ func (p *pool) expire(timeout time.Duration) {
 			n := copy(stack, stack[i:])
 			clear(stack[n:])
 			stack = stack[:n]
+			p.idle[key] = stack
 			p.n -= i
 		}
 		if len(stack) == 0 {
 			delete(p.idle, key)
 			continue
 		}
-		p.idle[key] = stack
 		if left := timeout - now.Sub(stack[0].idleAt); next < 0 || left < next {
 			next = left
 		}

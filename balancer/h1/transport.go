@@ -73,7 +73,8 @@ type Transport struct {
 	TLSHandshakeTimeout time.Duration
 
 	// ResponseHeaderTimeout bounds the wait for the response head (and any
-	// 1xx responses before it) after the request head was written.
+	// 1xx responses before it) once the whole request, body included, was
+	// written, as http.Transport's does: a long upload is not cut by it.
 	// 0: no bound. An expiry is an error whose Timeout() is true.
 	ResponseHeaderTimeout time.Duration
 
@@ -117,6 +118,7 @@ var (
 	errHandshakeTimeout       = &timeoutError{"h1: TLS handshake timeout"}
 	errHeaderTooLarge         = errors.New("h1: response headers exceed MaxResponseHeaderBytes")
 	errBodyClosed             = errors.New("h1: read on closed response body")
+	errConcurrentRead         = errors.New("h1: concurrent reads of a response body")
 	errBodyNotSent            = errors.New("h1: request body not sent: the upstream answered without 100 Continue")
 	errTooMany1xx             = errors.New("h1: too many 1xx responses")
 )

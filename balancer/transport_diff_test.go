@@ -1,0 +1,292 @@
+package balancer
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"log"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ringlb/ringlb/balancer/h1"
+)
+
+// echoRequest answers with what the upstream saw of the request, so that
+// the differential test compares what each transport sent as well as what
+// it brought back.
+var echoRequest = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%s %s %s host=%s len=%d te=%q\n", r.Method, r.RequestURI, r.Proto, r.Host, r.ContentLength, r.TransferEncoding)
+	for _, k := range slices.Sorted(maps.Keys(r.Header)) {
+		fmt.Fprintf(&sb, "%s: %q\n", k, r.Header[k])
+	}
+	b, err := io.ReadAll(r.Body)
+	fmt.Fprintf(&sb, "body %d %q err=%v trailer=%v\n", len(b), b[:min(len(b), 64)], err, r.Trailer)
+	w.Header().Add("Set-Cookie", "a=1")
+	w.Header().Add("Set-Cookie", "b=2")
+	w.Header().Set("Trailer", "X-Sum")
+	w.Header().Set("Content-Type", "text/plain")
+	io.WriteString(w, sb.String())
+	w.Header().Set("X-Sum", fmt.Sprint(len(b)))
+})
+
+// transportCase is one upstream behaviour and one client request, sent
+// through a Balancer.
+type transportCase struct {
+	name string
+	// The upstream: a handler, or raw for one that gets the connection.
+	handler http.Handler
+	raw     func(c net.Conn, br *bufio.Reader)
+	// request is what the client sends, raw; "{host}" is the front's
+	// address. It asks to close, so that the client reads to EOF.
+	request string
+	body    []byte // sent after request, while the response is read
+}
+
+func transportCases() []transportCase {
+	big := bytes.Repeat([]byte("abcdefghij"), 100_000)
+	ok := func(c net.Conn, br *bufio.Reader, answer string) {
+		if _, err := http.ReadRequest(br); err == nil {
+			io.WriteString(c, answer)
+		}
+	}
+	return []transportCase{
+		{name: "get", handler: echoRequest, request: "GET /get?q=1;x=%zz HTTP/1.1\r\nHost: {host}\r\nX-A: 1\r\nX-A: 2\r\nX-Forwarded-For: 203.0.113.9\r\nConnection: close\r\n\r\n"},
+		{name: "head", handler: echoRequest, request: "HEAD /head HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
+		{name: "204", handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }),
+			request: "GET /204 HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
+		{name: "304", handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Etag", `"v1"`)
+			w.WriteHeader(304)
+		}), request: "GET /304 HTTP/1.1\r\nHost: {host}\r\nIf-None-Match: \"v1\"\r\nConnection: close\r\n\r\n"},
+		{name: "post-length", handler: echoRequest, request: "POST /post-length HTTP/1.1\r\nHost: {host}\r\nContent-Length: 11\r\nConnection: close\r\n\r\nhello world"},
+		{name: "post-chunked-trailers", handler: echoRequest, request: "POST /post-chunked-trailers HTTP/1.1\r\nHost: {host}\r\nTransfer-Encoding: chunked\r\nTrailer: X-Check\r\nConnection: close\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\nX-Check: 42\r\n\r\n"},
+		{name: "expect-continue", handler: echoRequest, request: "PUT /expect-continue HTTP/1.1\r\nHost: {host}\r\nContent-Length: 7\r\nExpect: 100-continue\r\nConnection: close\r\n\r\npayload"},
+		{name: "early-hints", handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Link", "</a.css>; rel=preload")
+			w.WriteHeader(http.StatusEarlyHints)
+			io.WriteString(w, "after hints")
+		}), request: "GET /early-hints HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
+		{name: "upstream-close", handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Connection", "close")
+			io.WriteString(w, "bye")
+		}), request: "GET /upstream-close HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
+		{name: "http10-until-eof", raw: func(c net.Conn, br *bufio.Reader) {
+			ok(c, br, "HTTP/1.0 200 OK\r\nContent-Type: application/x-test\r\nX-Old: yes\r\n\r\nbody until the end")
+		}, request: "GET /http10-until-eof HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
+		{name: "chunked-trailers-raw", raw: func(c net.Conn, br *bufio.Reader) {
+			ok(c, br, "HTTP/1.1 200 OK\r\nContent-Type: application/x-test\r\nTrailer: X-T1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nX-T1: one\r\nX-Unannounced: two\r\n\r\n")
+		}, request: "GET /chunked-trailers-raw HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
+		{name: "413-early", handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "too big", http.StatusRequestEntityTooLarge)
+		}), request: fmt.Sprintf("POST /413-early HTTP/1.1\r\nHost: {host}\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", len(big)), body: big},
+		{name: "big-response", handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Write(big)
+		}), request: "GET /big-response HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
+		{name: "upgrade", raw: func(c net.Conn, br *bufio.Reader) {
+			if r, err := http.ReadRequest(br); err == nil && r.Header.Get("Upgrade") == "echo" {
+				io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\nupgraded and done")
+			}
+		}, request: "GET /upgrade HTTP/1.1\r\nHost: {host}\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n"},
+		{name: "upgrade-mismatch", raw: func(c net.Conn, br *bufio.Reader) {
+			ok(c, br, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+		}, request: "GET /upgrade-mismatch HTTP/1.1\r\nHost: {host}\r\nConnection: Upgrade, close\r\nUpgrade: websocket, foo\r\n\r\n"},
+		{name: "garbage", raw: func(c net.Conn, br *bufio.Reader) {
+			ok(c, br, "this is not http\r\n\r\n")
+		}, request: "GET /garbage HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
+		{name: "no-answer", raw: func(c net.Conn, br *bufio.Reader) {
+			http.ReadRequest(br) // and close
+		}, request: "POST /no-answer HTTP/1.1\r\nHost: {host}\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi"},
+		{name: "slow-head", raw: func(c net.Conn, br *bufio.Reader) {
+			if _, err := http.ReadRequest(br); err == nil {
+				br.ReadByte() // never answers: the response header timeout
+			}
+		}, request: "GET /slow-head HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
+		{name: "truncated", raw: func(c net.Conn, br *bufio.Reader) {
+			ok(c, br, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort")
+		}, request: "GET /truncated HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
+		{name: "silent-body", raw: func(c net.Conn, br *bufio.Reader) {
+			if _, err := http.ReadRequest(br); err == nil {
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789")
+				br.ReadByte() // then nothing: timeouts.read cuts it
+			}
+		}, request: "GET /silent-body HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
+	}
+}
+
+// TestTransportsAgree sends the same requests through a Balancer whose
+// http1 upstreams use h1.Transport and through one that uses net/http's
+// Transport, to the same upstreams, and compares what the client received
+// (status lines, headers but Date, bodies, trailers, 1xx responses, and
+// whether the connection was cut).
+func TestTransportsAgree(t *testing.T) {
+	for _, c := range transportCases() {
+		t.Run(c.name, func(t *testing.T) {
+			target := caseUpstream(t, c)
+			got := throughBalancer(t, target, c, false)
+			want := throughBalancer(t, target, c, true)
+			// With net/http's Transport the client sometimes gets two 100
+			// Continue: its writer may read the body (the front's server
+			// then sends its own 100) before its reader forwards the
+			// upstream's. h1 forwards first, so one, always.
+			want = strings.Replace(want, "HTTP/1.1 100 Continue\nHTTP/1.1 100 Continue\n", "HTTP/1.1 100 Continue\n", 1)
+			if got != want {
+				t.Errorf("responses differ\nh1:\n%s\nnet/http:\n%s", got, want)
+			}
+		})
+	}
+}
+
+func caseUpstream(t *testing.T, c transportCase) string {
+	t.Helper()
+	if c.handler != nil {
+		u := httptest.NewServer(c.handler)
+		t.Cleanup(u.Close)
+		return u.URL
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer conn.Close()
+				c.raw(conn, bufio.NewReader(conn))
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, conn := range conns {
+			conn.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// throughBalancer serves a Balancer with target as its one upstream,
+// sends c's request to it and returns the response as canonicalResponse
+// renders it. std picks net/http's Transport for the upstream.
+func throughBalancer(t *testing.T, target string, c transportCase, std bool) string {
+	t.Helper()
+	u := mustURL(t, target)
+	opts := baseOptions([]UpstreamOptions{{Name: "u", URL: u, Addr: u.Host, Weight: 1}})
+	opts.Timeouts.ResponseHeader = 300 * time.Millisecond
+	opts.Timeouts.Read = 300 * time.Millisecond
+	defer func(was bool) { stdHTTP1 = was }(stdHTTP1)
+	stdHTTP1 = std
+	b, err := New(opts, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	switch rt := b.transport.For(ProtocolHTTP1).(type) {
+	case *h1.Transport:
+		if std {
+			t.Fatalf("transport %T, want net/http's", rt)
+		}
+	case *http.Transport:
+		if !std {
+			t.Fatalf("transport %T, want h1's", rt)
+		}
+	default:
+		t.Fatalf("transport %T", rt)
+	}
+	front := httptest.NewUnstartedServer(b)
+	front.Config.ErrorLog = log.New(io.Discard, "", 0)
+	front.Start()
+	defer front.Close()
+	conn, err := net.Dial("tcp", front.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	req := strings.ReplaceAll(c.request, "{host}", "front.example")
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := io.WriteString(conn, req)
+		if err == nil && c.body != nil {
+			_, err = conn.Write(c.body)
+		}
+		wrote <- err
+	}()
+	raw, err := io.ReadAll(conn)
+	if err != nil && !strings.Contains(err.Error(), "connection reset") {
+		t.Fatalf("reading the response: %v", err)
+	}
+	conn.Close()
+	<-wrote // a write error is expected when the proxy answers early
+	method, _, _ := strings.Cut(req, " ")
+	return canonicalResponse(raw, method)
+}
+
+// canonicalResponse renders raw response bytes for comparison: every
+// response (1xx included) as its status line and headers (Date aside)
+// and, for the final one, its decoded body, how it ended, and its
+// trailers. Chunk boundaries are not compared: they follow the sizes of
+// reads, which is timing. Bytes that do not parse are rendered as they
+// are.
+func canonicalResponse(raw []byte, method string) string {
+	if len(raw) == 0 {
+		return "(nothing: the connection was cut)"
+	}
+	var sb strings.Builder
+	br := bufio.NewReader(bytes.NewReader(raw))
+	for {
+		res, err := http.ReadResponse(br, &http.Request{Method: method})
+		if err != nil {
+			return fmt.Sprintf("%s(unparsed: %v)\n%q", sb.String(), err, raw)
+		}
+		fmt.Fprintf(&sb, "%s %s\n", res.Proto, res.Status)
+		for _, k := range slices.Sorted(maps.Keys(res.Header)) {
+			if k != "Date" {
+				fmt.Fprintf(&sb, "%s: %q\n", k, res.Header[k])
+			}
+		}
+		if res.StatusCode >= 100 && res.StatusCode < 200 && res.StatusCode != 101 {
+			continue
+		}
+		body, err := io.ReadAll(res.Body)
+		if res.StatusCode == 101 {
+			body, err = io.ReadAll(br)
+		}
+		fmt.Fprintf(&sb, "content-length %d, transfer-encoding %q, close %v\n", res.ContentLength, res.TransferEncoding, res.Close)
+		if len(body) > 256 {
+			fmt.Fprintf(&sb, "body %d bytes sha256 %x err %v\n", len(body), sha256.Sum256(body), err)
+		} else {
+			fmt.Fprintf(&sb, "body %q err %v\n", body, err)
+		}
+		for _, k := range slices.Sorted(maps.Keys(res.Trailer)) {
+			fmt.Fprintf(&sb, "trailer %s: %q\n", k, res.Trailer[k])
+		}
+		return sb.String()
+	}
+}

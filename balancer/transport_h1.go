@@ -1,0 +1,70 @@
+package balancer
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/ringlb/ringlb/balancer/h1"
+)
+
+// roundTripper is what a member's ReverseProxy sends requests through:
+// the transport of the upstream's protocol.
+type roundTripper interface {
+	http.RoundTripper
+	CloseIdleConnections()
+}
+
+// stdHTTP1 makes http1 upstreams go through net/http's Transport instead
+// of h1.Transport. It exists only so that tests and benchmarks can compare
+// the two in one process; nothing outside tests sets it.
+var stdHTTP1 = false
+
+// newHTTP1RoundTripper returns the transport for http1 upstreams: an
+// h1.Transport (or, under stdHTTP1, net/http's).
+func newHTTP1RoundTripper(o TransportOptions) roundTripper {
+	if stdHTTP1 {
+		return newProtocolTransport(o, ProtocolHTTP1)
+	}
+	return newHTTP1Transport(o)
+}
+
+// newHTTP1Transport builds the transport for HTTP/1.1 upstreams (http and
+// https URLs). It writes the request and reads the response head on the
+// calling goroutine over a pooled connection, where net/http's Transport
+// hands each request to two goroutines of its own. Its settings are those
+// of the other protocols' transports: a failed dial returns an error
+// wrapping *dialError; at most 1024 idle connections per upstream and
+// 16384 in all; the TLS handshake gets DialTimeout, or 10s when that is
+// 0; a request with Expect: 100-continue sends its body after 1s without
+// an answer; no proxy, no compression.
+func newHTTP1Transport(o TransportOptions) *h1.Transport {
+	d := &net.Dialer{KeepAlive: 30 * time.Second}
+	tlsTimeout := o.DialTimeout
+	if tlsTimeout == 0 {
+		tlsTimeout = 10 * time.Second
+	}
+	return &h1.Transport{
+		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, &dialError{err}
+			}
+			return c, nil
+		},
+		DialTimeout: o.DialTimeout,
+		TLSClientConfig: &tls.Config{
+			RootCAs:            o.TLS.RootCAs,
+			ServerName:         o.TLS.ServerName,
+			InsecureSkipVerify: o.TLS.InsecureSkipVerify,
+		},
+		TLSHandshakeTimeout:   tlsTimeout,
+		ResponseHeaderTimeout: o.ResponseHeaderTimeout,
+		ExpectContinueTimeout: time.Second,
+		IdleConnTimeout:       o.IdleConnTimeout,
+		MaxIdleConns:          16384,
+		MaxIdleConnsPerHost:   1024,
+	}
+}

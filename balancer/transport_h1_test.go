@@ -1,0 +1,77 @@
+package balancer
+
+import (
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ringlb/ringlb/cmd/ringlb/certs/certstest"
+)
+
+// The http1 transport speaks HTTP/1.1, trailers both ways, to cleartext
+// and TLS upstreams, also to ones that offer HTTP/2.
+func TestHTTP1TransportSpeaksHTTP1(t *testing.T) {
+	ca := certstest.NewCA(t)
+	leaf := ca.Issue(t, certstest.Options{})
+	h2c := h2cUpstream(t, protoHandler(t))
+	h2 := tlsUpstream(t, protoHandler(t), leaf, true)
+	tr := newHTTP1Transport(TransportOptions{DialTimeout: 2 * time.Second, ResponseHeaderTimeout: 5 * time.Second,
+		IdleConnTimeout: time.Minute, TLS: UpstreamTLS{RootCAs: ca.Pool()}})
+	t.Cleanup(tr.CloseIdleConnections)
+	for _, url := range []string{h2c.URL, h2.URL} {
+		resp, err := roundTrip(t, tr, url)
+		checkProto(t, resp, err, "HTTP/1.1")
+	}
+}
+
+// https upstreams are verified as upstream_tls says.
+func TestHTTP1TransportVerifiesUpstreams(t *testing.T) {
+	ca := certstest.NewCA(t)
+	leaf := ca.Issue(t, certstest.Options{CommonName: "backend.internal", DNSNames: []string{"backend.internal"}, IPs: []net.IP{}})
+	srv := tlsUpstream(t, protoHandler(t), leaf, false)
+	cases := []struct {
+		name    string
+		tls     UpstreamTLS
+		wantErr string // "" when it must succeed
+	}{
+		{"ca_file and server_name", UpstreamTLS{RootCAs: ca.Pool(), ServerName: "backend.internal"}, ""},
+		{"ca_file, name from the URL", UpstreamTLS{RootCAs: ca.Pool()}, "doesn't contain any IP SANs"},
+		{"ca_file, wrong server_name", UpstreamTLS{RootCAs: ca.Pool(), ServerName: "other.internal"}, "not other.internal"},
+		{"system roots", UpstreamTLS{ServerName: "backend.internal"}, "unknown authority"},
+		{"insecure_skip_verify", UpstreamTLS{InsecureSkipVerify: true}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newHTTP1Transport(TransportOptions{DialTimeout: 2 * time.Second, TLS: tc.tls})
+			t.Cleanup(tr.CloseIdleConnections)
+			resp, err := roundTrip(t, tr, srv.URL)
+			switch {
+			case tc.wantErr == "":
+				checkProto(t, resp, err, "HTTP/1.1")
+			case err == nil || !strings.Contains(err.Error(), tc.wantErr):
+				t.Errorf("err = %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// A refused connection is a *dialError: nothing was sent, so the
+// balancer may retry the request elsewhere whatever its method.
+func TestHTTP1TransportMarksDialErrors(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	tr := newHTTP1Transport(TransportOptions{DialTimeout: 2 * time.Second})
+	for _, url := range []string{"http://" + addr, "https://" + addr} {
+		_, err := roundTrip(t, tr, url)
+		var de *dialError
+		if !errors.As(err, &de) {
+			t.Errorf("%s: err = %v, want a *dialError", url, err)
+		}
+	}
+}
