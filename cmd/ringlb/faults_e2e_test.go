@@ -194,12 +194,45 @@ func measure(t *testing.T, lb *lbProc) resUsage {
 // in its goroutine profile, whose records read "N @ ..." then the stack.
 func upstreamConns(t *testing.T, lb *lbProc) int {
 	t.Helper()
+	// Outbound connections are the established TCP sockets of ringlb's
+	// whose local port is neither of its listeners'. They are counted
+	// from /proc, not from goroutines: HTTP/1.1 upstream connections run
+	// no goroutine of their own.
+	own := map[string]bool{}
+	for _, base := range []string{lb.proxy, lb.admin} {
+		u, err := url.Parse(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		port, _ := strconv.Atoi(u.Port())
+		own[fmt.Sprintf("%04X", port)] = true
+	}
+	pid := lb.cmd.Process.Pid
+	inodes := map[string]bool{}
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name()))
+		if err == nil && strings.HasPrefix(link, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] = true
+		}
+	}
 	n := 0
-	for _, rec := range strings.Split(adminGet(t, lb.admin+"/debug/pprof/goroutine?debug=1"), "\n\n") {
-		if strings.Contains(rec, "net/http.(*persistConn).readLoop") {
-			c, _, _ := strings.Cut(rec, " @ ")
-			k, _ := strconv.Atoi(c[strings.LastIndexByte(c, '\n')+1:]) // the first follows the header line
-			n += k
+	for _, table := range []string{"tcp", "tcp6"} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, table))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "01" || !inodes[f[9]] { // 01: ESTABLISHED
+				continue
+			}
+			if _, lport, ok := strings.Cut(f[1], ":"); ok && !own[lport] {
+				n++
+			}
 		}
 	}
 	return n
