@@ -1,8 +1,6 @@
 package balancer
 
 import (
-	"context"
-	"crypto/tls"
 	"net"
 	"net/http"
 	"time"
@@ -41,30 +39,15 @@ func newHTTP1RoundTripper(o TransportOptions) roundTripper {
 // 0; a request with Expect: 100-continue sends its body after 1s without
 // an answer; no proxy, no compression.
 func newHTTP1Transport(o TransportOptions) *h1.Transport {
-	d := &net.Dialer{KeepAlive: 30 * time.Second}
-	tlsTimeout := o.DialTimeout
-	if tlsTimeout == 0 {
-		tlsTimeout = 10 * time.Second
-	}
 	return &h1.Transport{
-		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, &dialError{err}
-			}
-			return c, nil
-		},
-		DialTimeout: o.DialTimeout,
-		TLSClientConfig: &tls.Config{
-			RootCAs:            o.TLS.RootCAs,
-			ServerName:         o.TLS.ServerName,
-			InsecureSkipVerify: o.TLS.InsecureSkipVerify,
-		},
-		TLSHandshakeTimeout:   tlsTimeout,
+		Dial:                  markDialErrors(&net.Dialer{KeepAlive: 30 * time.Second}), // DialTimeout applies it
+		DialTimeout:           o.DialTimeout,
+		TLSClientConfig:       o.TLS.config(),
+		TLSHandshakeTimeout:   o.handshakeTimeout(),
 		ResponseHeaderTimeout: o.ResponseHeaderTimeout,
 		ExpectContinueTimeout: time.Second,
 		IdleConnTimeout:       o.IdleConnTimeout,
-		MaxIdleConns:          16384,
-		MaxIdleConnsPerHost:   1024,
+		MaxIdleConns:          maxIdleConns,
+		MaxIdleConnsPerHost:   maxIdleConnsPerHost,
 	}
 }

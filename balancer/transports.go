@@ -119,11 +119,6 @@ func (ts *Transports) CloseIdleConnections() {
 // upstream declared h2 that does not offer h2 fails loudly instead of
 // silently losing trailers and multiplexing.
 func newProtocolTransport(o TransportOptions, p Protocol) *http.Transport {
-	d := &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}
-	tlsTimeout := o.DialTimeout
-	if tlsTimeout == 0 {
-		tlsTimeout = 10 * time.Second
-	}
 	protos := new(http.Protocols)
 	switch p {
 	case ProtocolH2C:
@@ -134,26 +129,48 @@ func newProtocolTransport(o TransportOptions, p Protocol) *http.Transport {
 		protos.SetHTTP1(true)
 	}
 	return &http.Transport{
-		Proxy: nil, // never send upstream traffic through $HTTP_PROXY
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, &dialError{err}
-			}
-			return c, nil
-		},
-		TLSClientConfig: &tls.Config{
-			RootCAs:            o.TLS.RootCAs,
-			ServerName:         o.TLS.ServerName,
-			InsecureSkipVerify: o.TLS.InsecureSkipVerify,
-		},
+		Proxy:                 nil, // never send upstream traffic through $HTTP_PROXY
+		DialContext:           markDialErrors(&net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}),
+		TLSClientConfig:       o.TLS.config(),
 		Protocols:             protos,
-		MaxIdleConns:          16384,
-		MaxIdleConnsPerHost:   1024,
+		MaxIdleConns:          maxIdleConns,
+		MaxIdleConnsPerHost:   maxIdleConnsPerHost,
 		IdleConnTimeout:       o.IdleConnTimeout,
 		ResponseHeaderTimeout: o.ResponseHeaderTimeout,
-		TLSHandshakeTimeout:   tlsTimeout,
+		TLSHandshakeTimeout:   o.handshakeTimeout(),
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true,
 	}
+}
+
+// Idle connection limits shared by every upstream transport.
+const (
+	maxIdleConns        = 16384
+	maxIdleConnsPerHost = 1024
+)
+
+// markDialErrors dials with d and wraps a failure in *dialError: nothing
+// was sent, so the request may go elsewhere whatever its method.
+func markDialErrors(d *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, &dialError{err}
+		}
+		return c, nil
+	}
+}
+
+// handshakeTimeout bounds a TLS handshake: DialTimeout, or 10s when that
+// is 0 (no limit on dialling).
+func (o TransportOptions) handshakeTimeout() time.Duration {
+	if o.DialTimeout == 0 {
+		return 10 * time.Second
+	}
+	return o.DialTimeout
+}
+
+// config is the client TLS configuration for https upstreams.
+func (t UpstreamTLS) config() *tls.Config {
+	return &tls.Config{RootCAs: t.RootCAs, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
 }
