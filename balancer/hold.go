@@ -192,15 +192,8 @@ func (b *Balancer) holdBegin(s *snapshot, r *http.Request, h uint64, q *holdReq)
 		}
 	}
 	q.rec = rec
-	held := -1
-	q.d = hs.rule.Decide(rec, ok, hs.cur, mono, func(name string) hold.Standing {
-		i, member := hs.index[name]
-		if !member {
-			return hold.NotMember
-		}
-		held = i
-		return b.standing(s, i, mono)
-	})
+	var held int
+	q.d, held = b.decide(s, rec, ok, mono)
 	if q.d.Outcome == hold.Hold {
 		q.held = held
 		if b.instead(s, h, held) {
@@ -209,6 +202,22 @@ func (b *Balancer) holdBegin(s *snapshot, r *http.Request, h uint64, q *holdReq)
 	} else if q.d.Outcome == hold.HoldFail {
 		q.held = held
 	}
+}
+
+// decide applies rule 11 to a record (ok: there is one) at time mono,
+// judging the held upstream with standing; held is its member index, -1
+// when it is not a member (or there is no record).
+func (b *Balancer) decide(s *snapshot, rec hold.Rec, ok bool, mono int64) (d hold.Decision, held int) {
+	held = -1
+	d = s.hold.rule.Decide(rec, ok, s.hold.cur, mono, func(name string) hold.Standing {
+		i, member := s.hold.index[name]
+		if !member {
+			return hold.NotMember
+		}
+		held = i
+		return b.standing(s, i, mono)
+	})
+	return d, held
 }
 
 // standing judges member i at time now as the walk would (health,
@@ -299,14 +308,7 @@ func (b *Balancer) heldOf(s *snapshot, h uint64) string {
 	hs := s.hold
 	mono := b.nanotime()
 	rec, ok := hs.store.Lookup(h, mono)
-	d := hs.rule.Decide(rec, ok, hs.cur, mono, func(name string) hold.Standing {
-		i, member := hs.index[name]
-		if !member {
-			return hold.NotMember
-		}
-		return b.standing(s, i, mono)
-	})
-	if d.Outcome != hold.Hold {
+	if d, _ := b.decide(s, rec, ok, mono); d.Outcome != hold.Hold {
 		return ""
 	}
 	return rec.Upstream
