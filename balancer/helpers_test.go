@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/internal/testnet"
+
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/ringlb/ringlb/ring"
@@ -67,13 +69,7 @@ func upstreamsOf(t testing.TB, bes ...*backend) []UpstreamOptions {
 // deadURL returns an http URL on which nothing listens: dialling it is refused.
 func deadURL(t testing.TB) *url.URL {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return mustURL(t, "http://"+addr)
+	return mustURL(t, "http://"+testnet.RefusedAddr(t))
 }
 
 func baseOptions(ups []UpstreamOptions) Options {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/internal/testnet"
+
 	"github.com/ringlb/ringlb/cmd/ringlb/certs/certstest"
 )
 
@@ -60,12 +62,7 @@ func TestHTTP1TransportVerifiesUpstreams(t *testing.T) {
 // A refused connection is a *dialError: nothing was sent, so the
 // balancer may retry the request elsewhere whatever its method.
 func TestHTTP1TransportMarksDialErrors(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now
+	addr := testnet.RefusedAddr(t)
 	tr := newHTTP1Transport(TransportOptions{DialTimeout: 2 * time.Second})
 	for _, url := range []string{"http://" + addr, "https://" + addr} {
 		_, err := roundTrip(t, tr, url)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/internal/testnet"
+
 	"github.com/ringlb/ringlb/cmd/ringlb/certs/certstest"
 )
 
@@ -209,12 +211,7 @@ func TestTransportsVerifyUpstreams(t *testing.T) {
 }
 
 func TestTransportsMarkDialErrors(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now
+	addr := testnet.RefusedAddr(t)
 	ts := NewTransports(TransportOptions{DialTimeout: 2 * time.Second})
 	for p, url := range map[Protocol]string{ProtocolHTTP1: "http://" + addr, ProtocolH2C: "http://" + addr, ProtocolH2: "https://" + addr} {
 		_, err := roundTrip(t, ts.For(p), url)

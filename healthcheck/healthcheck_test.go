@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/internal/testnet"
 )
 
 // wait bounds every wait for something that should happen.
@@ -373,13 +375,7 @@ func TestTimeoutIsAFailure(t *testing.T) {
 }
 
 func TestConnectionRefusedIsAFailure(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-
+	addr := testnet.RefusedAddr(t)
 	rec := newRecorder(nil)
 	opts := fast(1, 1)
 	c := New(opts, rec, testLogger(t))

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/internal/testnet"
 )
 
 func get(t *testing.T, tr http.RoundTripper, method, url string, body io.Reader) (*http.Response, string) {
@@ -711,9 +713,7 @@ func TestTimeoutsAndDialErrors(t *testing.T) {
 		}
 	})
 	t.Run("refused", func(t *testing.T) {
-		ln, _ := net.Listen("tcp", "127.0.0.1:0")
-		addr := ln.Addr().String()
-		ln.Close()
+		addr := testnet.RefusedAddr(t)
 		tr := newTransport(t)
 		var d net.Dialer
 		tr.Dial = func(ctx context.Context, network, a string) (net.Conn, error) {
