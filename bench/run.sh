@@ -16,10 +16,13 @@
 #                     closes idle upstream connections after 60 s) (0 to skip)
 #   CONNS=64          wrk connections
 #   BENCH_PATHS=100000 distinct request paths (/k/<n>), read by bench/paths.lua
-#   TARGETS="direct ringlb nginx haproxy"  subset / order of targets
+#   TARGETS="direct floor ringlb nginx haproxy"  subset / order of targets;
+#                     floor is bench/floor: net/http's server, ReverseProxy and
+#                     ringlb's HTTP/1.1 transport with nothing else (what
+#                     ringlb's parts cost before ringlb's own work)
 #   SPREAD_N=200      distinct paths sent twice each in the stickiness check
-#   BASE_PORT=19100   upstreams on BASE+1..4, ringlb BASE+80 (admin +81),
-#                     nginx BASE+82, haproxy BASE+83
+#   BASE_PORT=19100   upstreams on BASE+1..4, floor BASE+79, ringlb BASE+80
+#                     (admin +81), nginx BASE+82, haproxy BASE+83
 #   PROXY_CPU=1 LOAD_CPU=0   cores for the proxy, and for wrk + upstreams
 #   PIN=1             0 turns pinning off (it is off anyway on one core)
 #   RESULTS=bench/RESULTS.md  where the Markdown report goes ("" for none;
@@ -47,7 +50,7 @@ WARMUP=${WARMUP:-2s}
 PREWARM=${PREWARM:-1s}
 CONNS=${CONNS:-64}
 BENCH_PATHS=${BENCH_PATHS:-100000}
-TARGETS=${TARGETS:-direct ringlb nginx haproxy}
+TARGETS=${TARGETS:-direct floor ringlb nginx haproxy}
 SPREAD_N=${SPREAD_N:-200}
 BASE_PORT=${BASE_PORT:-19100}
 PROXY_CPU=${PROXY_CPU:-1}
@@ -284,21 +287,24 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b + 0 == 
 log "work dir $WORK; $NCPU cpus; pinning=$PINNED (proxy cpu $PROXY_CPU, wrk+upstreams cpu $LOAD_CPU)"
 (cd "$ROOT" && go build -o "$WORK/upstream" ./bench/upstream) || die "cannot build bench/upstream"
 
-HAVE_RINGLB=0
-RINGLB_SKIP=""
-if (cd "$ROOT" && go build -o "$WORK/ringlb" ./cmd/ringlb) >"$WORK/ringlb-build.log" 2>&1; then
-	HAVE_RINGLB=1
-else
-	RINGLB_SKIP="go build ./cmd/ringlb failed: $(head -3 "$WORK/ringlb-build.log" | tr '\n' ' ')"
-fi
+# build NAME PKG: go build PKG into $WORK/NAME, or print why it failed.
+build() {
+	(cd "$ROOT" && go build -o "$WORK/$1" "$2") >"$WORK/$1-build.log" 2>&1 && return 0
+	echo "go build $2 failed: $(head -3 "$WORK/$1-build.log" | tr '\n' ' ')"
+	return 1
+}
+HAVE_RINGLB=0 HAVE_FLOOR=0
+RINGLB_SKIP=$(build ringlb ./cmd/ringlb) && HAVE_RINGLB=1
+FLOOR_SKIP=$(build floor ./bench/floor) && HAVE_FLOOR=1
 
 UPORTS=()
 for i in 1 2 3 4; do UPORTS+=($((BASE_PORT + i))); done
+FLOOR_PORT=$((BASE_PORT + 79))
 RINGLB_PORT=$((BASE_PORT + 80))
 ADMIN_PORT=$((BASE_PORT + 81))
 NGINX_PORT=$((BASE_PORT + 82))
 HAPROXY_PORT=$((BASE_PORT + 83))
-for p in "${UPORTS[@]}" "$RINGLB_PORT" "$ADMIN_PORT" "$NGINX_PORT" "$HAPROXY_PORT"; do
+for p in "${UPORTS[@]}" "$FLOOR_PORT" "$RINGLB_PORT" "$ADMIN_PORT" "$NGINX_PORT" "$HAPROXY_PORT"; do
 	port_free "$p" || die "port $p is in use (set BASE_PORT)"
 done
 H2_RINGLB_PORT=$H2_BASE_PORT
@@ -432,6 +438,24 @@ start_ringlb() {
 	fi
 }
 
+start_floor() {
+	if ((!HAVE_FLOOR)); then
+		SKIP[floor]=$FLOOR_SKIP
+		return
+	fi
+	local ups=() i
+	for i in 1 2 3 4; do ups+=("http://127.0.0.1:${UPORTS[i - 1]}"); done
+	GOMAXPROCS=1 "${PROXY[@]}" "$WORK/floor" -listen "127.0.0.1:$FLOOR_PORT" "${ups[@]}" >"$WORK/floor.log" 2>&1 &
+	local pid=$!
+	PIDS+=("$pid")
+	if wait_http "http://127.0.0.1:$FLOOR_PORT/k/0" "$pid" floor; then
+		URL[floor]="http://127.0.0.1:$FLOOR_PORT"
+		PIDS_OF[floor]=$pid
+	else
+		SKIP[floor]="bench/floor did not come up: $(tail -3 "$WORK/floor.log" | tr '\n' ' ')"
+	fi
+}
+
 start_nginx() {
 	command -v nginx >/dev/null || {
 		SKIP[nginx]="nginx not installed"
@@ -476,10 +500,11 @@ for t in $TARGETS; do
 	((H1)) || break
 	case $t in
 	direct) ;;
+	floor) start_floor ;;
 	ringlb) start_ringlb ;;
 	nginx) start_nginx ;;
 	haproxy) start_haproxy ;;
-	*) die "unknown target $t (direct ringlb nginx haproxy)" ;;
+	*) die "unknown target $t (direct floor ringlb nginx haproxy)" ;;
 	esac
 	if [[ -n ${SKIP[$t]:-} ]]; then
 		log "SKIP $t: ${SKIP[$t]}"
@@ -904,12 +929,19 @@ table() {
 	echo "* direct: wrk straight at upstream u1 (the ceiling); its CPU and RSS are that upstream's own."
 	echo "noisy: kept runs whose foreign load stayed above 0.25 core even on the repeat (distrust those)."
 	echo "errors: non-2xx responses + socket errors + failed wrk runs, over the kept runs (should be 0)."
-	local o
-	for o in nginx haproxy; do
-		[[ -n ${MED[ringlb.cpu]:-} && -n ${MED[$o.cpu]:-} ]] || continue
-		printf 'ringlb/%-8s CPU/req %s   p99 %s   RSS %s\n' "$o" \
-			"$(ratio "${MED[ringlb.cpu]}" "${MED[$o.cpu]}")" "$(ratio "${MED[ringlb.p99]}" "${MED[$o.p99]}")" "$(ratio "${MED[ringlb.rss]}" "${MED[$o.rss]}")"
+	echo "floor: bench/floor, net/http's server + httputil.ReverseProxy + ringlb's HTTP/1.1 transport, hashing with nothing else."
+	local o p
+	for p in ringlb floor; do
+		for o in nginx haproxy; do
+			[[ -n ${MED[$p.cpu]:-} && -n ${MED[$o.cpu]:-} ]] || continue
+			printf '%s/%-8s CPU/req %s   p99 %s   RSS %s\n' "$p" "$o" \
+				"$(ratio "${MED[$p.cpu]}" "${MED[$o.cpu]}")" "$(ratio "${MED[$p.p99]}" "${MED[$o.p99]}")" "$(ratio "${MED[$p.rss]}" "${MED[$o.rss]}")"
+		done
 	done
+	if [[ -n ${MED[ringlb.cpu]:-} && -n ${MED[floor.cpu]:-} ]]; then
+		printf 'ringlb/floor    CPU/req %s   p99 %s   RSS %s\n' \
+			"$(ratio "${MED[ringlb.cpu]}" "${MED[floor.cpu]}")" "$(ratio "${MED[ringlb.p99]}" "${MED[floor.p99]}")" "$(ratio "${MED[ringlb.rss]}" "${MED[floor.rss]}")"
+	fi
 }
 
 TABLE=""
@@ -1018,6 +1050,10 @@ version_lines() {
 	echo "## Configs"
 	echo
 	echo "Upstreams: \`GOMAXPROCS=1 upstream -listen 127.0.0.1:PORT -name uN\` on ports ${UPORTS[*]} (bench/upstream)."
+	if [[ " ${ACTIVE[*]} " == *" floor "* ]]; then
+		echo
+		echo "floor: \`GOMAXPROCS=1 floor -listen 127.0.0.1:$FLOOR_PORT$(for i in 1 2 3 4; do printf ' http://127.0.0.1:%s' "${UPORTS[i - 1]}"; done)\` (bench/floor; its transport and timeouts are ringlb's defaults)."
+	fi
 	if [[ " ${ACTIVE[*]} " == *" ringlb "* ]]; then
 		echo
 		echo "ringlb (\`ringlb serve -config ringlb.yaml\`):"

@@ -1,0 +1,123 @@
+// Command floor is the cheapest hashing proxy that can be built from the
+// parts ringlb is built from: net/http's server, httputil.ReverseProxy and
+// ringlb's HTTP/1.1 transport (balancer/h1), or net/http's Transport with
+// -transport std. It picks the upstream by xxhash64 of the request URI
+// modulo the number of upstreams and does nothing else: no ring, no
+// bounded loads, no breakers, no metrics, no forwarding headers beyond
+// ReverseProxy's own. What ringlb does to be cheap that is not routing is
+// done here too: 32 KiB copy buffers come from a pool and the GC target is
+// 200 unless GOGC is set.
+//
+// bench/run.sh measures it beside ringlb (TARGETS=floor) so that the CPU
+// per request of ringlb can be split into what these parts cost anyway and
+// what ringlb adds on top.
+//
+//	go run ./bench/floor -listen 127.0.0.1:19090 http://127.0.0.1:19001 http://127.0.0.1:19002
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	_ "net/http/pprof"
+	"net/url"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/ringlb/ringlb/balancer/h1"
+)
+
+// buffers lends ReverseProxy its copy buffers.
+type buffers struct{ sync.Pool }
+
+func (b *buffers) Get() []byte {
+	if p, ok := b.Pool.Get().(*[32 << 10]byte); ok {
+		return p[:]
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *buffers) Put(p []byte) {
+	if len(p) == 32<<10 {
+		b.Pool.Put((*[32 << 10]byte)(p))
+	}
+}
+
+func main() {
+	if _, ok := os.LookupEnv("GOGC"); !ok {
+		debug.SetGCPercent(200)
+	}
+	listen := flag.String("listen", "127.0.0.1:19090", "address to listen on")
+	transport := flag.String("transport", "h1", "upstream transport: h1 (balancer/h1) or std (net/http)")
+	pprofAddr := flag.String("pprof", "", "if set, serve net/http/pprof on this address")
+	flag.Parse()
+	if flag.NArg() == 0 {
+		fmt.Fprintln(os.Stderr, "floor: give one or more upstream URLs")
+		os.Exit(2)
+	}
+	var ups []*url.URL
+	for _, a := range flag.Args() {
+		u, err := url.Parse(a)
+		if err != nil || u.Host == "" {
+			fmt.Fprintf(os.Stderr, "floor: bad upstream URL %q\n", a)
+			os.Exit(2)
+		}
+		ups = append(ups, u)
+	}
+	var rt http.RoundTripper
+	switch *transport {
+	case "h1":
+		d := &net.Dialer{KeepAlive: 30 * time.Second}
+		rt = &h1.Transport{
+			Dial:                  d.DialContext,
+			DialTimeout:           5 * time.Second,
+			ResponseHeaderTimeout: 30 * time.Second,
+			IdleConnTimeout:       90 * time.Second,
+			MaxIdleConns:          16384,
+			MaxIdleConnsPerHost:   1024,
+		}
+	case "std":
+		rt = &http.Transport{
+			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			ResponseHeaderTimeout: 30 * time.Second,
+			IdleConnTimeout:       90 * time.Second,
+			MaxIdleConns:          16384,
+			MaxIdleConnsPerHost:   1024,
+			DisableCompression:    true,
+		}
+	default:
+		fmt.Fprintf(os.Stderr, "floor: -transport must be h1 or std, got %q\n", *transport)
+		os.Exit(2)
+	}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(ups[xxhash.Sum64String(pr.In.RequestURI)%uint64(len(ups))])
+			pr.Out.Host = pr.In.Host
+		},
+		Transport:  rt,
+		BufferPool: &buffers{},
+		ErrorLog:   log.New(io.Discard, "", 0),
+	}
+	if *pprofAddr != "" {
+		go func() { _ = http.ListenAndServe(*pprofAddr, nil) }() // the default mux has net/http/pprof
+	}
+	srv := &http.Server{
+		Addr:              *listen,
+		Handler:           proxy,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          log.New(io.Discard, "", 0),
+	}
+	if err := srv.ListenAndServe(); err != nil {
+		fmt.Fprintln(os.Stderr, "floor:", err)
+		os.Exit(1)
+	}
+}
