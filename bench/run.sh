@@ -19,9 +19,11 @@
 #   TARGETS="direct floor ringlb nginx haproxy"  subset / order of targets;
 #                     floor is bench/floor: net/http's server, ReverseProxy and
 #                     ringlb's HTTP/1.1 transport with nothing else (what
-#                     ringlb's parts cost before ringlb's own work)
+#                     ringlb's parts cost before ringlb's own work); lean (not
+#                     by default) is floor with a bare server loop in place of
+#                     net/http's server, a measurement of what that server costs
 #   SPREAD_N=200      distinct paths sent twice each in the stickiness check
-#   BASE_PORT=19100   upstreams on BASE+1..4, floor BASE+79, ringlb BASE+80
+#   BASE_PORT=19100   upstreams on BASE+1..4, lean BASE+78, floor BASE+79, ringlb BASE+80
 #                     (admin +81), nginx BASE+82, haproxy BASE+83
 #   PROXY_CPU=1 LOAD_CPU=0   cores for the proxy, and for wrk + upstreams
 #   PIN=1             0 turns pinning off (it is off anyway on one core)
@@ -299,12 +301,13 @@ FLOOR_SKIP=$(build floor ./bench/floor) && HAVE_FLOOR=1
 
 UPORTS=()
 for i in 1 2 3 4; do UPORTS+=($((BASE_PORT + i))); done
+LEAN_PORT=$((BASE_PORT + 78))
 FLOOR_PORT=$((BASE_PORT + 79))
 RINGLB_PORT=$((BASE_PORT + 80))
 ADMIN_PORT=$((BASE_PORT + 81))
 NGINX_PORT=$((BASE_PORT + 82))
 HAPROXY_PORT=$((BASE_PORT + 83))
-for p in "${UPORTS[@]}" "$FLOOR_PORT" "$RINGLB_PORT" "$ADMIN_PORT" "$NGINX_PORT" "$HAPROXY_PORT"; do
+for p in "${UPORTS[@]}" "$LEAN_PORT" "$FLOOR_PORT" "$RINGLB_PORT" "$ADMIN_PORT" "$NGINX_PORT" "$HAPROXY_PORT"; do
 	port_free "$p" || die "port $p is in use (set BASE_PORT)"
 done
 H2_RINGLB_PORT=$H2_BASE_PORT
@@ -438,23 +441,24 @@ start_ringlb() {
 	fi
 }
 
+# start_floor TARGET PORT SERVER: bench/floor with -server SERVER.
 start_floor() {
+	local t=$1 port=$2 server=$3
 	if ((!HAVE_FLOOR)); then
-		SKIP[floor]=$FLOOR_SKIP
+		SKIP[$t]=$FLOOR_SKIP
 		return
 	fi
-	local ups=() i
-	for i in 1 2 3 4; do ups+=("http://127.0.0.1:${UPORTS[i - 1]}"); done
-	GOMAXPROCS=1 "${PROXY[@]}" "$WORK/floor" -listen "127.0.0.1:$FLOOR_PORT" "${ups[@]}" >"$WORK/floor.log" 2>&1 &
+	GOMAXPROCS=1 "${PROXY[@]}" "$WORK/floor" -server "$server" -listen "127.0.0.1:$port" $(floor_upstreams) >"$WORK/$t.log" 2>&1 &
 	local pid=$!
 	PIDS+=("$pid")
-	if wait_http "http://127.0.0.1:$FLOOR_PORT/k/0" "$pid" floor; then
-		URL[floor]="http://127.0.0.1:$FLOOR_PORT"
-		PIDS_OF[floor]=$pid
+	if wait_http "http://127.0.0.1:$port/k/0" "$pid" "$t"; then
+		URL[$t]="http://127.0.0.1:$port"
+		PIDS_OF[$t]=$pid
 	else
-		SKIP[floor]="bench/floor did not come up: $(tail -3 "$WORK/floor.log" | tr '\n' ' ')"
+		SKIP[$t]="bench/floor -server $server did not come up: $(tail -3 "$WORK/$t.log" | tr '\n' ' ')"
 	fi
 }
+floor_upstreams() { for i in 1 2 3 4; do printf ' http://127.0.0.1:%s' "${UPORTS[i - 1]}"; done; }
 
 start_nginx() {
 	command -v nginx >/dev/null || {
@@ -500,11 +504,12 @@ for t in $TARGETS; do
 	((H1)) || break
 	case $t in
 	direct) ;;
-	floor) start_floor ;;
+	floor) start_floor floor "$FLOOR_PORT" std ;;
+	lean) start_floor lean "$LEAN_PORT" lean ;;
 	ringlb) start_ringlb ;;
 	nginx) start_nginx ;;
 	haproxy) start_haproxy ;;
-	*) die "unknown target $t (direct floor ringlb nginx haproxy)" ;;
+	*) die "unknown target $t (direct floor lean ringlb nginx haproxy)" ;;
 	esac
 	if [[ -n ${SKIP[$t]:-} ]]; then
 		log "SKIP $t: ${SKIP[$t]}"
@@ -930,8 +935,9 @@ table() {
 	echo "noisy: kept runs whose foreign load stayed above 0.25 core even on the repeat (distrust those)."
 	echo "errors: non-2xx responses + socket errors + failed wrk runs, over the kept runs (should be 0)."
 	echo "floor: bench/floor, net/http's server + httputil.ReverseProxy + ringlb's HTTP/1.1 transport, hashing with nothing else."
+	[[ -z ${MED[lean.cpu]:-} ]] || echo "lean: floor with a bare server loop (bench/floor/lean.go) in place of net/http's server: a measurement, not a server."
 	local o p
-	for p in ringlb floor; do
+	for p in ringlb floor lean; do
 		for o in nginx haproxy; do
 			[[ -n ${MED[$p.cpu]:-} && -n ${MED[$o.cpu]:-} ]] || continue
 			printf '%s/%-8s CPU/req %s   p99 %s   RSS %s\n' "$p" "$o" \
@@ -1052,7 +1058,11 @@ version_lines() {
 	echo "Upstreams: \`GOMAXPROCS=1 upstream -listen 127.0.0.1:PORT -name uN\` on ports ${UPORTS[*]} (bench/upstream)."
 	if [[ " ${ACTIVE[*]} " == *" floor "* ]]; then
 		echo
-		echo "floor: \`GOMAXPROCS=1 floor -listen 127.0.0.1:$FLOOR_PORT$(for i in 1 2 3 4; do printf ' http://127.0.0.1:%s' "${UPORTS[i - 1]}"; done)\` (bench/floor; its transport and timeouts are ringlb's defaults)."
+		echo "floor: \`GOMAXPROCS=1 floor -server std -listen 127.0.0.1:$FLOOR_PORT$(floor_upstreams)\` (bench/floor; its transport and timeouts are ringlb's defaults)."
+	fi
+	if [[ " ${ACTIVE[*]} " == *" lean "* ]]; then
+		echo
+		echo "lean: \`GOMAXPROCS=1 floor -server lean -listen 127.0.0.1:$LEAN_PORT$(floor_upstreams)\` (bench/floor/lean.go)."
 	fi
 	if [[ " ${ACTIVE[*]} " == *" ringlb "* ]]; then
 		echo

@@ -58,6 +58,7 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:19090", "address to listen on")
 	transport := flag.String("transport", "h1", "upstream transport: h1 (balancer/h1) or std (net/http)")
 	pprofAddr := flag.String("pprof", "", "if set, serve net/http/pprof on this address")
+	server := flag.String("server", "std", "server under ReverseProxy: std (net/http) or lean (a measurement only: see lean.go)")
 	flag.Parse()
 	if flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "floor: give one or more upstream URLs")
@@ -108,6 +109,17 @@ func main() {
 	}
 	if *pprofAddr != "" {
 		go func() { _ = http.ListenAndServe(*pprofAddr, nil) }() // the default mux has net/http/pprof
+	}
+	if *server == "lean" {
+		ln, err := net.Listen("tcp", *listen)
+		if err == nil {
+			err = serveLean(ln, proxy)
+		}
+		fmt.Fprintln(os.Stderr, "floor:", err)
+		os.Exit(1)
+	} else if *server != "std" {
+		fmt.Fprintf(os.Stderr, "floor: -server must be std or lean, got %q\n", *server)
+		os.Exit(2)
 	}
 	srv := &http.Server{
 		Addr:              *listen,
