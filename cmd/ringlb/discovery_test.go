@@ -334,3 +334,39 @@ func TestDiscoveryReloadServe(t *testing.T) {
 		t.Errorf("after removing the block: %d %+v", res.StatusCode, got)
 	}
 }
+
+// simulate resolves the discovery sources once and simulates over what
+// they answered, beside the static upstreams; a source that does not
+// answer is named, and with nothing found there is nothing to simulate.
+func TestSimulateDiscovery(t *testing.T) {
+	f := newDiscoveryFleet(t, 3)
+	f.publish(3)
+	static := "  - name: app-static\n    url: http://127.0.0.1:1\n"
+	cfg := writeConfig(t, f.yaml(static, ""))
+	code, out, errOut := runCmd(t, "simulate", "-config", cfg, "-keys", "30000", "-add", "app-new")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "discovery: "+fleetSRV+": 3 members\n") {
+		t.Errorf("no report of the source's answer:\n%s", out)
+	}
+	if !strings.Contains(out, "30000 keys over 4 upstreams") {
+		t.Errorf("want the static upstream and the 3 discovered ones on the ring:\n%s", out)
+	}
+	for _, be := range f.bes {
+		if !strings.Contains(out, be.name) {
+			t.Errorf("discovered member %s missing:\n%s", be.name, out)
+		}
+	}
+	if moved := simFigure(t, out, "keys moved (ring):"); moved < 14 || moved > 26 {
+		t.Errorf("adding a fifth member moved %.2f%% of keys, want about 20%%", moved)
+	}
+
+	f.z.SetRcode(fleetSRV, 2) // SERVFAIL
+	cfg = writeConfig(t, f.yaml("", ""))
+	code, out, errOut = runCmd(t, "simulate", "-config", cfg, "-keys", "1000")
+	if code != exitFail || !strings.Contains(out, "discovery: "+fleetSRV+": no answer: ") ||
+		!strings.Contains(errOut, "no upstreams, and discovery found no member: nothing to simulate") {
+		t.Errorf("failing source, no static upstream: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+}

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/url"
 	"slices"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/ringlb/ringlb/balancer/discovery"
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
 	"github.com/ringlb/ringlb/ring"
 )
@@ -34,12 +37,26 @@ func cmdSimulate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ringlb simulate: -keys: must be >= 1, got %d\n", *keys)
 		return exitUsage
 	}
-	cfg, before, err := loadRing(*path)
+	cfg, err := config.Load(*path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitFail
 	}
 	members := ringMembers(cfg.Upstreams)
+	if cfg.Discovery != nil {
+		found, report := discoverOnce(cfg)
+		fmt.Fprint(stdout, report)
+		members = withDiscovered(members, found)
+	}
+	before, err := ring.New(members, ringOptions(cfg))
+	if err != nil {
+		if cfg.Discovery != nil && len(members) == 0 {
+			fmt.Fprintf(stderr, "%s: no upstreams, and discovery found no member: nothing to simulate\n", *path)
+		} else {
+			fmt.Fprintf(stderr, "%s: %v\n", *path, err)
+		}
+		return exitFail
+	}
 	after, err := changeMembers(cfg, members, adds, removes)
 	if err != nil {
 		fmt.Fprintf(stderr, "ringlb simulate: %v\n", err)
@@ -57,6 +74,45 @@ func cmdSimulate(args []string, stdout, stderr io.Writer) int {
 	sim.run()
 	sim.print(stdout, adds, removes)
 	return exitOK
+}
+
+// discoverOnce resolves every discovery source of cfg once, as serve does
+// at start, and returns the members found with a report of what each
+// source answered ("discovery: ..." lines, and an empty line).
+func discoverOnce(cfg *config.Config) ([]discovery.Member, string) {
+	o := discoveryOptions(cfg.Discovery)
+	d, err := discovery.New(discovery.Options{
+		Resolver: o.Resolver, Interval: o.Interval, Timeout: o.Timeout, RemoveAfter: o.RemoveAfter, Confirm: o.Confirm,
+		Sources: o.Sources, Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil { // config.Load checked what New checks
+		return nil, fmt.Sprintf("discovery: %v\n\n", err)
+	}
+	d.Poll(context.Background())
+	var b strings.Builder
+	for _, st := range d.Status() {
+		if st.LastError != "" {
+			fmt.Fprintf(&b, "discovery: %s: no answer: %s\n", st.Source, st.LastError)
+		} else {
+			fmt.Fprintf(&b, "discovery: %s: %d members\n", st.Source, st.Members)
+		}
+	}
+	b.WriteString("\n")
+	return d.Members(), b.String()
+}
+
+// withDiscovered appends the discovered members to the static ones, but
+// those whose name a static upstream has (serve does the same: the
+// static upstream wins).
+func withDiscovered(static []ring.Member, found []discovery.Member) []ring.Member {
+	out := slices.Clone(static)
+	for _, m := range found {
+		if slices.ContainsFunc(static, func(s ring.Member) bool { return s.Name == m.Name }) {
+			continue
+		}
+		out = append(out, ring.Member{Name: m.Name, Addr: m.Name, Weight: m.Weight})
+	}
+	return out
 }
 
 // changeMembers applies -add and -remove to a member list. Added members
