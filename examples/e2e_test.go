@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/internal/testenv"
 )
 
 // End-to-end tests: the churn demo script, and a real Prometheus scraping
@@ -68,7 +70,7 @@ func TestChurnScript(t *testing.T) {
 	}
 	for _, tool := range []string{"bash", "curl"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			skipExternal(t, tool, "not on PATH")
+			testenv.SkipExternal(t, tool, "not on PATH")
 		}
 	}
 	goBin := goTool(t)
@@ -126,7 +128,7 @@ func prometheusPath(t *testing.T) string {
 		if _, serr := os.Stat("/usr/bin/prometheus"); serr == nil {
 			return "/usr/bin/prometheus"
 		}
-		skipExternal(t, "prometheus", "not on PATH (Debian: apt-get install prometheus)")
+		testenv.SkipExternal(t, "prometheus", "not on PATH (Debian: apt-get install prometheus)")
 	}
 	return p
 }

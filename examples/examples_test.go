@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/internal/testenv"
+
 	"gopkg.in/yaml.v3"
 
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
@@ -315,7 +317,7 @@ func promtool(t *testing.T) string {
 	t.Helper()
 	p, err := exec.LookPath("promtool")
 	if err != nil {
-		skipExternal(t, "promtool", "not on PATH (Debian: apt-get install prometheus)")
+		testenv.SkipExternal(t, "promtool", "not on PATH (Debian: apt-get install prometheus)")
 	}
 	return p
 }

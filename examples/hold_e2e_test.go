@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/internal/testenv"
 )
 
 // TestHoldScript runs examples/hold.sh, which exits non-zero if a user in
@@ -26,7 +28,7 @@ func TestHoldScript(t *testing.T) {
 	}
 	for _, tool := range []string{"bash", "curl"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			skipExternal(t, tool, "not on PATH")
+			testenv.SkipExternal(t, tool, "not on PATH")
 		}
 	}
 	goBin := goTool(t)

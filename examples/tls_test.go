@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/internal/testenv"
+
 	"gopkg.in/yaml.v3"
 
 	"github.com/ringlb/ringlb/cmd/ringlb/certs/certstest"
@@ -115,7 +117,7 @@ var opensslLine = regexp.MustCompile(`(?m)^[#\s]*(openssl req -x509 (?:.*\\\n[#\
 func TestConfigsTLSOpenSSL(t *testing.T) {
 	bin, err := exec.LookPath("openssl")
 	if err != nil {
-		skipExternal(t, "openssl", "not on PATH (Debian: apt-get install openssl)")
+		testenv.SkipExternal(t, "openssl", "not on PATH (Debian: apt-get install openssl)")
 	}
 	var cmds []string
 	for _, f := range []string{filepath.Join("configs", "tls.yaml"), filepath.Join(repoRoot, "README.md")} {

@@ -24,6 +24,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/internal/testenv"
 )
 
 func nginxBinary(t *testing.T) string {
@@ -35,7 +37,7 @@ func nginxBinary(t *testing.T) string {
 	if _, err := os.Stat("/usr/sbin/nginx"); err == nil {
 		return "/usr/sbin/nginx"
 	}
-	skipExternal(t, "nginx", "not on PATH or in /usr/sbin (Debian: apt-get install nginx)")
+	testenv.SkipExternal(t, "nginx", "not on PATH or in /usr/sbin (Debian: apt-get install nginx)")
 	return ""
 }
 

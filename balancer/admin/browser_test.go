@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/internal/testenv"
+
 	"github.com/ringlb/ringlb/balancer"
 )
 
@@ -37,7 +39,7 @@ func chromiumPath(t *testing.T) string {
 			return p
 		}
 	}
-	skipExternal(t, "chromium", "not on PATH: the status page is not checked in a browser (Debian: apt-get install chromium)")
+	testenv.SkipExternal(t, "chromium", "not on PATH: the status page is not checked in a browser (Debian: apt-get install chromium)")
 	return ""
 }
 

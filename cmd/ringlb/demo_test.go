@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/internal/testenv"
+
 	"github.com/ringlb/ringlb/cmd/ringlb/demo"
 )
 
@@ -109,7 +111,7 @@ func TestDemoHintsWork(t *testing.T) {
 	}
 	for _, tool := range []string{"bash", "curl"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			skipExternal(t, tool, "not on PATH (the demo's hints are shell commands)")
+			testenv.SkipExternal(t, tool, "not on PATH (the demo's hints are shell commands)")
 		}
 	}
 	files, _ := filepath.Glob("../../examples/configs/*.yaml")

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/internal/testenv"
+
 	"github.com/ringlb/ringlb/cmd/ringlb/certs/certstest"
 )
 
@@ -43,7 +45,7 @@ func TestH2spec(t *testing.T) {
 	}
 	bin, err := exec.LookPath("h2spec")
 	if err != nil {
-		skipExternal(t, "h2spec", "not on PATH (go install github.com/summerwind/h2spec/cmd/h2spec@latest)")
+		testenv.SkipExternal(t, "h2spec", "not on PATH (go install github.com/summerwind/h2spec/cmd/h2spec@latest)")
 	}
 
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -1,4 +1,5 @@
-package admin
+// Package testenv holds what tests need from their environment.
+package testenv
 
 import (
 	"fmt"
@@ -7,14 +8,14 @@ import (
 	"testing"
 )
 
-// skipExternal is called when a tool an external check needs (nginx,
+// SkipExternal is called when a tool an external check needs (nginx,
 // Prometheus, Chromium, curl, ...) is missing. It skips the test, or fails
 // it when the environment variable CI is true (as strconv.ParseBool reads
 // it: CI=true or CI=1; CI=false or unset skips). Each skip is also
 // appended, as one tab-separated line "tool, reason, test", to the file
 // RINGLB_SKIPPED names, if set: .ci/run reads it to end the test run with
 // one line saying which external checks were skipped and why.
-func skipExternal(t testing.TB, tool, reason string) {
+func SkipExternal(t testing.TB, tool, reason string) {
 	t.Helper()
 	if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
 		t.Fatalf("%s: %s (CI=%s: external checks must run; install it)", tool, reason, os.Getenv("CI"))
