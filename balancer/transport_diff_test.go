@@ -3,7 +3,6 @@ package balancer
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
 	"fmt"
 	"io"
 	"log"
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/internal/testnet"
 
 	"github.com/ringlb/ringlb/balancer/h1"
 )
@@ -192,8 +193,8 @@ func caseUpstream(t *testing.T, c transportCase) string {
 }
 
 // throughBalancer serves a Balancer with target as its one upstream,
-// sends c's request to it and returns the response as canonicalResponse
-// renders it. std picks net/http's Transport for the upstream.
+// sends c's request to it and returns the response as
+// testnet.CanonicalResponse renders it. std picks net/http's Transport for the upstream.
 func throughBalancer(t *testing.T, target string, c transportCase, std bool) string {
 	t.Helper()
 	u := mustURL(t, target)
@@ -223,70 +224,9 @@ func throughBalancer(t *testing.T, target string, c transportCase, std bool) str
 	front.Config.ErrorLog = log.New(io.Discard, "", 0)
 	front.Start()
 	defer front.Close()
-	conn, err := net.Dial("tcp", front.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
+	var body io.Reader
+	if c.body != nil {
+		body = bytes.NewReader(c.body)
 	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(20 * time.Second))
-	req := strings.ReplaceAll(c.request, "{host}", "front.example")
-	wrote := make(chan error, 1)
-	go func() {
-		_, err := io.WriteString(conn, req)
-		if err == nil && c.body != nil {
-			_, err = conn.Write(c.body)
-		}
-		wrote <- err
-	}()
-	raw, err := io.ReadAll(conn)
-	if err != nil && !strings.Contains(err.Error(), "connection reset") {
-		t.Fatalf("reading the response: %v", err)
-	}
-	conn.Close()
-	<-wrote // a write error is expected when the proxy answers early
-	method, _, _ := strings.Cut(req, " ")
-	return canonicalResponse(raw, method)
-}
-
-// canonicalResponse renders raw response bytes for comparison: every
-// response (1xx included) as its status line and headers (Date aside)
-// and, for the final one, its decoded body, how it ended, and its
-// trailers. Chunk boundaries are not compared: they follow the sizes of
-// reads, which is timing. Bytes that do not parse are rendered as they
-// are.
-func canonicalResponse(raw []byte, method string) string {
-	if len(raw) == 0 {
-		return "(nothing: the connection was cut)"
-	}
-	var sb strings.Builder
-	br := bufio.NewReader(bytes.NewReader(raw))
-	for {
-		res, err := http.ReadResponse(br, &http.Request{Method: method})
-		if err != nil {
-			return fmt.Sprintf("%s(unparsed: %v)\n%q", sb.String(), err, raw)
-		}
-		fmt.Fprintf(&sb, "%s %s\n", res.Proto, res.Status)
-		for _, k := range slices.Sorted(maps.Keys(res.Header)) {
-			if k != "Date" {
-				fmt.Fprintf(&sb, "%s: %q\n", k, res.Header[k])
-			}
-		}
-		if res.StatusCode >= 100 && res.StatusCode < 200 && res.StatusCode != 101 {
-			continue
-		}
-		body, err := io.ReadAll(res.Body)
-		if res.StatusCode == 101 {
-			body, err = io.ReadAll(br)
-		}
-		fmt.Fprintf(&sb, "content-length %d, transfer-encoding %q, close %v\n", res.ContentLength, res.TransferEncoding, res.Close)
-		if len(body) > 256 {
-			fmt.Fprintf(&sb, "body %d bytes sha256 %x err %v\n", len(body), sha256.Sum256(body), err)
-		} else {
-			fmt.Fprintf(&sb, "body %q err %v\n", body, err)
-		}
-		for _, k := range slices.Sorted(maps.Keys(res.Trailer)) {
-			fmt.Fprintf(&sb, "trailer %s: %q\n", k, res.Trailer[k])
-		}
-		return sb.String()
-	}
+	return testnet.RawExchange(t, front.Listener.Addr().String(), strings.ReplaceAll(c.request, "{host}", "front.example"), body)
 }

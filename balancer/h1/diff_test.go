@@ -2,8 +2,6 @@ package h1
 
 import (
 	"bufio"
-	"bytes"
-	"crypto/sha256"
 	"fmt"
 	"io"
 	"log"
@@ -17,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/internal/testnet"
 )
 
 // dump answers with everything the upstream saw of the request, so that
@@ -115,7 +115,7 @@ func diffCases() []diffCase {
 
 // TestDifferential sends the same requests through httputil.ReverseProxy
 // with this Transport and with http.Transport, to the same upstreams, and
-// compares what each client received, as canonical renders it.
+// compares what each client received, as testnet.CanonicalResponse renders it.
 func TestDifferential(t *testing.T) {
 	checkLeaks(t)
 	for _, c := range diffCases() {
@@ -135,7 +135,7 @@ func TestDifferential(t *testing.T) {
 			if got != want {
 				t.Errorf("responses differ\nh1:\n%s\nhttp.Transport:\n%s", got, want)
 			}
-			if (len(want) < 12) != c.aborted {
+			if (want == testnet.CutResponse) != c.aborted {
 				t.Errorf("http.Transport's response %q; aborted: %v", want, c.aborted)
 			}
 		})
@@ -172,76 +172,10 @@ func exchangeThrough(t *testing.T, tr http.RoundTripper, target *url.URL, c diff
 	front.Config.ErrorLog = log.New(io.Discard, "", 0)
 	front.Start()
 	defer front.Close()
-	conn, err := net.Dial("tcp", front.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
+	if c.body != nil {
+		if sk, ok := c.body.(io.Seeker); ok {
+			sk.Seek(0, io.SeekStart)
+		}
 	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(20 * time.Second))
-	req := strings.ReplaceAll(c.request, "{host}", "proxy.example")
-	wrote := make(chan error, 1)
-	go func() {
-		_, err := io.WriteString(conn, req)
-		if err == nil && c.body != nil {
-			if s, ok := c.body.(io.Seeker); ok {
-				s.Seek(0, io.SeekStart)
-			}
-			_, err = io.Copy(conn, c.body)
-		}
-		wrote <- err
-	}()
-	b, err := io.ReadAll(conn)
-	if err != nil && !isReset(err) {
-		t.Fatalf("reading the proxy's response: %v", err)
-	}
-	conn.Close()
-	<-wrote // a write error is expected when the proxy answers early
-	method, _, _ := strings.Cut(req, " ")
-	return canonical(b, method)
-}
-
-// canonical renders raw response bytes for comparison: every response
-// (1xx included) as its status line and headers (Date aside) and, for the
-// final one, its decoded body and trailers. Chunk boundaries are not
-// compared: they follow the sizes of reads, which is timing. Bytes that do
-// not parse are returned as they are.
-func canonical(raw []byte, method string) string {
-	if len(raw) == 0 {
-		return ""
-	}
-	var sb strings.Builder
-	br := bufio.NewReader(bytes.NewReader(raw))
-	for {
-		res, err := http.ReadResponse(br, &http.Request{Method: method})
-		if err != nil {
-			return fmt.Sprintf("%s(unparsed: %v)\n%q", sb.String(), err, raw)
-		}
-		fmt.Fprintf(&sb, "%s %s\n", res.Proto, res.Status)
-		for _, k := range slices.Sorted(maps.Keys(res.Header)) {
-			if k != "Date" {
-				fmt.Fprintf(&sb, "%s: %q\n", k, res.Header[k])
-			}
-		}
-		if res.StatusCode >= 100 && res.StatusCode < 200 && res.StatusCode != 101 {
-			continue
-		}
-		body, err := io.ReadAll(res.Body)
-		if res.StatusCode == 101 {
-			body, err = io.ReadAll(br)
-		}
-		fmt.Fprintf(&sb, "content-length %d, transfer-encoding %q, close %v\n", res.ContentLength, res.TransferEncoding, res.Close)
-		if len(body) > 256 {
-			fmt.Fprintf(&sb, "body %d bytes sha256 %x err %v\n", len(body), sha256.Sum256(body), err)
-		} else {
-			fmt.Fprintf(&sb, "body %q err %v\n", body, err)
-		}
-		for _, k := range slices.Sorted(maps.Keys(res.Trailer)) {
-			fmt.Fprintf(&sb, "trailer %s: %q\n", k, res.Trailer[k])
-		}
-		return sb.String()
-	}
-}
-
-func isReset(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "connection reset")
+	return testnet.RawExchange(t, front.Listener.Addr().String(), strings.ReplaceAll(c.request, "{host}", "proxy.example"), c.body)
 }
