@@ -65,8 +65,21 @@ type process struct {
 // moved who should not have, or did not move back or to a newcomer when it
 // should have.
 func TestChurnScript(t *testing.T) {
+	// Timings vary from run to run.
+	timing := regexp.MustCompile(`\d+\.\ds`)
+	runScript(t, "churn.sh", "CHURN_PORT_BASE", "OK: affinity held", func(s string) string {
+		return timing.ReplaceAllString(s, "N.Ns")
+	})
+}
+
+// runScript runs the example script (which listens on BASE+1..BASE+9 of
+// the port base in env var portBase) and fails the test if it fails or
+// does not print ok. The README quotes lines of the script's output: each
+// must be a line it printed, once both go through norm (for what varies
+// from run to run).
+func runScript(t *testing.T, script, portBase, ok string, norm func(string) string) {
 	if testing.Short() {
-		t.Skip("-short: the churn demo builds ringlb and runs processes")
+		t.Skipf("-short: %s builds ringlb and runs processes", script)
 	}
 	for _, tool := range []string{"bash", "curl"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -77,11 +90,10 @@ func TestChurnScript(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	cmd := exec.CommandContext(ctx, "bash", "churn.sh")
+	cmd := exec.CommandContext(ctx, "bash", script)
 	cmd.Env = append(os.Environ(),
 		"PATH="+filepath.Dir(goBin)+string(os.PathListSeparator)+os.Getenv("PATH"),
-		// The script listens on BASE+1 .. BASE+9.
-		fmt.Sprintf("CHURN_PORT_BASE=%d", reservePortBase(t, 9)),
+		fmt.Sprintf("%s=%d", portBase, reservePortBase(t, 9)),
 		"TMPDIR="+t.TempDir(),
 	)
 	// On timeout the script gets SIGTERM and cleans up after itself;
@@ -94,29 +106,26 @@ func TestChurnScript(t *testing.T) {
 	p := startGroup(t, cmd)
 	<-p.done
 	if err := p.err; err != nil {
-		t.Fatalf("bash examples/churn.sh: %v (after %v; context: %v)\n%s", err, time.Since(start).Round(time.Millisecond), ctx.Err(), out.Bytes())
+		t.Fatalf("bash examples/%s: %v (after %v; context: %v)\n%s", script, err, time.Since(start).Round(time.Millisecond), ctx.Err(), out.Bytes())
 	}
-	if !strings.Contains(out.String(), "OK: affinity held") {
-		t.Fatalf("churn.sh exited 0 without saying OK:\n%s", out.Bytes())
+	if !strings.Contains(out.String(), ok) {
+		t.Fatalf("%s exited 0 without saying %q:\n%s", script, ok, out.Bytes())
 	}
-	// The README quotes lines of its output: they must be real (timings
-	// aside, which vary from run to run).
 	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile("(?s)`bash examples/churn.sh`.*?\n```\n(.*?)```").FindSubmatch(readme)
+	m := regexp.MustCompile("(?s)`bash examples/" + regexp.QuoteMeta(script) + "`.*?\n```\n(.*?)```").FindSubmatch(readme)
 	if m == nil {
-		t.Fatal("README quotes no churn.sh output")
+		t.Fatalf("README quotes no %s output", script)
 	}
-	timing := regexp.MustCompile(`\d+\.\ds`)
-	got := timing.ReplaceAllString(out.String(), "N.Ns")
-	for _, line := range strings.Split(string(m[1]), "\n") {
-		if line != "" && !strings.Contains(got, timing.ReplaceAllString(line, "N.Ns")+"\n") {
-			t.Errorf("README quotes %q; churn.sh printed no such line", line)
+	got := norm(out.String())
+	for _, line := range strings.Split(norm(string(m[1])), "\n") {
+		if line != "" && !strings.Contains(got, line+"\n") {
+			t.Errorf("README quotes %q; %s printed no such line", line, script)
 		}
 	}
-	t.Logf("churn.sh passed in %v:\n%s", time.Since(start).Round(time.Millisecond), out.Bytes())
+	t.Logf("%s passed in %v:\n%s", script, time.Since(start).Round(time.Millisecond), out.Bytes())
 }
 
 // prometheusPath finds the Prometheus server. Without it the test fails

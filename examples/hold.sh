@@ -39,52 +39,9 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/ringlb-hold.XXXXXX")
 declare -A pid=() # process name -> pid
 
-cleanup() {
-  local name p
-  for name in "${!pid[@]}"; do
-    kill "${pid[$name]}" 2>/dev/null || true
-  done
-  for name in "${!pid[@]}"; do
-    p=${pid[$name]}
-    for _ in $(seq 50); do # up to 5 s each to drain, then kill -9
-      kill -0 "$p" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -9 "$p" 2>/dev/null || true
-    wait "$p" 2>/dev/null || true
-  done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-say() { printf '\n== %s\n' "$*"; }
-
-fail() {
-  printf '\nFAIL: %s\n' "$*" >&2
-  if [ -f "$work/ringlb.log" ]; then
-    printf -- '--- last lines of the ringlb log:\n' >&2
-    tail -n 20 "$work/ringlb.log" >&2
-  fi
-  exit 1
-}
-
-# wait_until SECONDS WHAT COMMAND...: run COMMAND every 0.1 s until it
-# succeeds; fail after SECONDS.
-wait_until() {
-  local secs=$1 what=$2 i
-  shift 2
-  for ((i = 0; i < secs * 10; i++)); do
-    if "$@" >/dev/null 2>&1; then
-      return 0
-    fi
-    sleep 0.1
-  done
-  fail "$what: not after ${secs}s"
-}
-
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+port_base=HOLD_PORT_BASE
+# shellcheck source=examples/lib.sh
+. "$repo/examples/lib.sh"
 
 # lookup USER FIELD: FIELD ("owner" or "held") of /debug/lookup for USER's
 # key; "null" when held is null.
@@ -96,12 +53,6 @@ lookup() {
 # metric NAME: the value of an unlabelled metric on /metrics.
 metric() { curl -fsS -m 5 "$admin/metrics" | awk -v want="$1" '$1 == want { print $2; exit }'; }
 
-start_upstream() { # NAME PORT
-  port_free "$2" || fail "port $2 is taken (set HOLD_PORT_BASE to use other ports)"
-  "$work/upstream" -name "$1" -listen "127.0.0.1:$2" >>"$work/$1.log" 2>&1 &
-  pid[$1]=$!
-  wait_until 20 "$1 listening on 127.0.0.1:$2" curl -fsS -m 5 "http://127.0.0.1:$2/healthz"
-}
 
 write_config() { # N: a config with upstreams app-1..app-N
   local i
@@ -131,25 +82,6 @@ EOF
   } >"$work/ringlb.yaml"
 }
 
-declare -A up=() visit=() prev_up=() prev_visit=() note=()
-
-# visit USER: one request for USER; records where it went and its visit
-# count, keeping the previous ones in prev_up and prev_visit. The upstream
-# that answered names itself in the body; ringlb names the upstream it
-# chose in the X-Upstream header; they must agree.
-visit() {
-  local u=$1 out via
-  prev_up[$u]=${up[$u]:-}
-  prev_visit[$u]=${visit[$u]:-0}
-  out=$(curl -fsS -m 5 -D "$work/headers" "$proxy/?user=$u") || fail "request for $u failed"
-  [[ $out =~ ^user\ (.+):\ visit\ ([0-9]+)\ on\ (.+)$ ]] || fail "unexpected answer for $u: $out"
-  [ "${BASH_REMATCH[1]}" = "$u" ] || fail "asked for $u, the upstream saw ${BASH_REMATCH[1]}"
-  visit[$u]=${BASH_REMATCH[2]}
-  up[$u]=${BASH_REMATCH[3]}
-  via=$(tr -d '\r' <"$work/headers" | awk 'tolower($1) == "x-upstream:" { print $2 }')
-  [ "$via" = "${up[$u]}" ] || fail "$u: ringlb says X-Upstream: $via, but ${up[$u]} answered"
-  note[$u]=""
-}
 
 round() {
   local u
@@ -166,17 +98,6 @@ table() {
   done
 }
 
-# stayed U: U is where it was and its count went up by one.
-stayed() { [ "${up[$1]}" = "${prev_up[$1]}" ] && [ "${visit[$1]}" -eq $((${prev_visit[$1]} + 1)) ]; }
-
-bad=()
-# check USER WHAT COMMAND...: unless COMMAND succeeds, USER is flagged.
-check() {
-  if ! "${@:3}"; then
-    bad+=("$1")
-    note[$1]="${note[$1]}  <-- WRONG: $2"
-  fi
-}
 report() {
   table "$@"
   if [ ${#bad[@]} -gt 0 ]; then
@@ -184,20 +105,15 @@ report() {
   fi
 }
 
-command -v go >/dev/null || fail "go is not on PATH"
-command -v curl >/dev/null || fail "curl is not on PATH"
-
-say "Building ringlb and the demo upstream into $work"
-(cd "$repo" && go build -o "$work/ringlb" ./cmd/ringlb && go build -o "$work/upstream" ./examples/upstream) ||
-  fail "go build failed"
+build
 
 say "Starting four demo upstreams (app-1..app-4) and ringlb with hold idle ${idle}s"
 for i in 1 2 3 4; do
   start_upstream "app-$i" $((base + i))
 done
 write_config 4
-port_free "$proxy_port" || fail "port $proxy_port is taken (set HOLD_PORT_BASE to use other ports)"
-port_free "$admin_port" || fail "port $admin_port is taken (set HOLD_PORT_BASE to use other ports)"
+need_port "$proxy_port"
+need_port "$admin_port"
 "$work/ringlb" serve -config "$work/ringlb.yaml" >"$work/ringlb.log" 2>&1 &
 pid[ringlb]=$!
 wait_until 20 "ringlb ready on $admin/readyz" curl -fsS -m 5 "$admin/readyz"
