@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/cmd/ringlb/certs/certstest"
+	"github.com/ringlb/ringlb/cmd/ringlb/config"
 )
 
 // runCmd runs a command line in-process and returns its exit code and output.
@@ -463,5 +465,42 @@ func TestValidateTLS(t *testing.T) {
 	p = cfg("good", "other")
 	if code, _, errOut := runCmd(t, "validate", "-config", p); code != exitFail || !strings.HasPrefix(errOut, p+":3: tls.key_file: ") || !strings.Contains(errOut, "does not match the certificate") {
 		t.Errorf("mismatched key: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// An upstream that is ringlb's own listener is reported, not refused:
+// validate warns and exits 0, serve warns when it starts and after each
+// reload that keeps it.
+func TestUpstreamLoopWarning(t *testing.T) {
+	loop := "listen: 127.0.0.1:18089\nupstreams:\n  - name: me\n    url: http://localhost:18089\n  - name: other\n    url: http://127.0.0.1:18090\n"
+	want := "upstreams[0] (me): http://localhost:18089 is ringlb's own listen address (127.0.0.1:18089): requests sent there come back into ringlb"
+	path := writeConfig(t, loop)
+	code, out, errOut := runCmd(t, "validate", "-config", path)
+	if code != exitOK || !strings.Contains(out, "ok: 2 upstreams") || errOut != path+": warning: "+want+"\n" {
+		t.Errorf("validate: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	code, _, errOut = runCmd(t, "validate", "-config", writeConfig(t, upstreamsYAML(2)))
+	if code != exitOK || errOut != "" {
+		t.Errorf("validate of an ordinary config: exit %d, stderr %q", code, errOut)
+	}
+
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	s, err := newServer(path, cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	if n := strings.Count(logs.String(), "upstream loops back"); n != 1 || !strings.Contains(logs.String(), strconv.Quote(want)) {
+		t.Errorf("serve logged %d loop warnings, want 1 with %q:\n%s", n, want, logs.String())
+	}
+	if _, _, err := s.reload(); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(logs.String(), "upstream loops back"); n != 2 {
+		t.Errorf("after a reload: %d loop warnings, want 2:\n%s", n, logs.String())
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -73,7 +74,29 @@ func newServer(path string, cfg *config.Config, logger *slog.Logger) (*server, e
 	s.probes = balancer.NewTransports(s.probeOpts)
 	s.hc = s.startChecker(cfg)
 	go s.followMembers()
+	warnLoops(logger, cfg)
 	return s, nil
+}
+
+// loopWarnings says which static upstreams are ringlb's own proxy
+// listener (config.LoopsBack): a request sent there comes back into
+// ringlb, which sends it there again. Not an error (nginx and HAProxy
+// accept such a config too), but never what was meant.
+func loopWarnings(cfg *config.Config) []string {
+	var out []string
+	for i, u := range cfg.Upstreams {
+		if u.URL != nil && config.LoopsBack(cfg.Listen, u.URL) {
+			out = append(out, fmt.Sprintf("upstreams[%d] (%s): %s is ringlb's own listen address (%s): requests sent there come back into ringlb",
+				i, u.Name, u.URL, cfg.Listen))
+		}
+	}
+	return out
+}
+
+func warnLoops(logger *slog.Logger, cfg *config.Config) {
+	for _, w := range loopWarnings(cfg) {
+		logger.Warn("upstream loops back", "problem", w)
+	}
 }
 
 // close stops the health checker and releases the balancer's idle
@@ -147,6 +170,7 @@ func (s *server) apply() (string, []string, error) {
 		s.hc.opts = *opts
 		s.hc.hc.Update(*opts, healthTargets(s.b, s.probes))
 	}
+	warnLoops(s.log, next)
 	return version, nil, nil
 }
 

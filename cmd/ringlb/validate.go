@@ -49,6 +49,9 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, cfg.Expired)
 		return exitFail
 	}
+	for _, w := range loopWarnings(cfg) {
+		fmt.Fprintf(stderr, "%s: warning: %s\n", *path, w)
+	}
 	if cfg.Discovery != nil {
 		// Nothing is resolved: the ring, and so its version, depend on
 		// what the sources answer at run time.

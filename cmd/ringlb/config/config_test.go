@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"math"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -1048,4 +1049,36 @@ func TestHoldSecretFile(t *testing.T) {
 			t.Errorf("Hold = %+v", c.Hold)
 		}
 	})
+}
+
+// LoopsBack flags an upstream that is ringlb's own listener, and nothing
+// that could be another machine or another port.
+func TestLoopsBack(t *testing.T) {
+	for _, c := range []struct {
+		listen, url string
+		want        bool
+	}{
+		{"127.0.0.1:8080", "http://127.0.0.1:8080", true},
+		{"127.0.0.1:8080", "https://127.0.0.1:8080/x", true},
+		{"localhost:8080", "http://127.0.0.1:8080", true},
+		{"LOCALHOST:8080", "http://localhost:8080", true},
+		{":8080", "http://127.0.0.2:8080", true},
+		{"0.0.0.0:8080", "http://[::1]:8080", true},
+		{"[::]:443", "https://localhost", true},
+		{"127.0.0.1:8080", "http://127.0.0.1:8081", false},
+		{"127.0.0.1:8080", "http://127.0.0.2:8080", false},
+		{"0.0.0.0:8080", "http://10.0.0.5:8080", false},
+		{":8080", "http://app.internal:8080", false},
+		{"127.0.0.1:80", "https://127.0.0.1", false},
+		{"127.0.0.1:0", "http://127.0.0.1:0", false},
+		{"10.0.0.5:8080", "http://app.internal:8080", false},
+	} {
+		u, err := url.Parse(c.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := LoopsBack(c.listen, u); got != c.want {
+			t.Errorf("listen %s, upstream %s: loops back %v, want %v", c.listen, c.url, got, c.want)
+		}
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -171,6 +172,52 @@ func (l listener) overlaps(o listener) bool {
 		}
 	}
 	return false
+}
+
+// LoopsBack reports whether an upstream URL names ringlb's own proxy
+// listener (listen): the same port, and the same host, or any loopback address
+// when ringlb listens on every address. Host names other than localhost
+// are compared as written, without lookups, so this catches the plain
+// mistakes only (an upstream on another machine never matches).
+func LoopsBack(listen string, u *url.URL) bool {
+	l, ok := parseListen(listen)
+	if !ok || l.port == 0 {
+		return false
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	if port != strconv.Itoa(l.port) {
+		return false
+	}
+	host := u.Hostname()
+	ups := literalAddrs(host)
+	if l.wildcard() {
+		return slices.ContainsFunc(ups, func(a netip.Addr) bool { return a.IsLoopback() || a.IsUnspecified() })
+	}
+	if strings.EqualFold(l.host, host) {
+		return true
+	}
+	for _, a := range literalAddrs(l.host) {
+		if slices.Contains(ups, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// literalAddrs returns the addresses host stands for without asking a
+// resolver: itself when it is an IP address, the loopback addresses for
+// localhost, else none.
+func literalAddrs(host string) []netip.Addr {
+	if strings.EqualFold(host, "localhost") {
+		return []netip.Addr{netip.AddrFrom4([4]byte{127, 0, 0, 1}), netip.IPv6Loopback()}
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		return []netip.Addr{a.Unmap().WithZone("")}
+	}
+	return nil
 }
 
 // resolveTimeout bounds the name lookups of listen addresses.
