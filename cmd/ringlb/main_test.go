@@ -488,8 +488,8 @@ func TestUpstreamLoopWarning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
-	s, err := newServer(path, cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	logs := &syncBuffer{}
+	s, err := newServer(path, cfg, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
