@@ -1221,11 +1221,8 @@ func stressReloads(t *testing.T, n int) faultRow {
 func stressSigterm(t *testing.T) faultRow {
 	names := []string{"app-1", "app-2", "app-3"}
 	addrs := map[string]string{}
-	var fus []*faultUpstream
 	for _, n := range names {
-		f := startFaultUpstream(t, n)
-		fus = append(fus, f)
-		addrs[n] = f.addr
+		addrs[n] = startFaultUpstream(t, n).addr
 	}
 	lb := startLB(t, "", upstreamsBlock(names, addrs, nil))
 	waitHTTP(t, lb.admin+"/readyz")
