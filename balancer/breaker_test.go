@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/internal/testenv"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -561,7 +562,7 @@ func TestOpenPeriodEndsWithoutTraffic(t *testing.T) {
 	}
 	a.status.Store(http.StatusOK)
 	var st UpstreamStatus
-	if !eventually(t, 5*time.Second, func() bool { st = status(t, r.b, "a"); return st.Breaker == "half-open" && st.Available }) {
+	if !testenv.Poll(5*time.Second, func() bool { st = status(t, r.b, "a"); return st.Breaker == "half-open" && st.Available }) {
 		t.Fatalf("open period over, no traffic: %+v, want half-open and available", st)
 	}
 	if v := r.metric(t, "ringlb_breaker_state", "upstream=a"); v != 1 {
@@ -713,7 +714,7 @@ func TestLongTrialSettlesOnHead(t *testing.T) {
 	}
 	failing.Store(false)
 	var st UpstreamStatus
-	if !eventually(t, 5*time.Second, func() bool { st = status(t, b, "a"); return st.Breaker == "half-open" }) {
+	if !testenv.Poll(5*time.Second, func() bool { st = status(t, b, "a"); return st.Breaker == "half-open" }) {
 		t.Fatalf("open period never ended: %+v", st)
 	}
 	res, err := c.Get(front.URL + "/stream?user=" + keys[0]) // the trial: returns with its head
@@ -732,7 +733,7 @@ func TestLongTrialSettlesOnHead(t *testing.T) {
 		t.Fatal("the broken stream read to the end")
 	}
 	// The break counts as an ordinary failure: one is enough here.
-	if !eventually(t, 5*time.Second, func() bool { st = status(t, b, "a"); return st.Breaker == "open" }) {
+	if !testenv.Poll(5*time.Second, func() bool { st = status(t, b, "a"); return st.Breaker == "open" }) {
 		t.Fatalf("the stream's break was not counted: %+v", st)
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/internal/testenv"
+
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -417,7 +419,7 @@ func TestDiscoverySRV(t *testing.T) {
 	if got := metric(t, r.reg, "ringlb_ejections_total", "upstream="+newcomer); got > 0 {
 		t.Errorf("absence counted as an ejection: %v", got)
 	}
-	if !eventually(t, 5*time.Second, func() bool { r.poll(t); return b.Version() == v4 }) {
+	if !testenv.Poll(5*time.Second, func() bool { r.poll(t); return b.Version() == v4 }) {
 		t.Fatalf("absent member not removed: version %s, want %s", b.Version(), v4)
 	}
 	if n, _ := moves(p4, placement(b, keys)); n != 0 {
@@ -628,7 +630,7 @@ func TestDiscoveryReload(t *testing.T) {
 	if _, err := r.b.Update(next); err != nil {
 		t.Fatal(err)
 	}
-	if !eventually(t, 5*time.Second, func() bool { return len(r.b.Members()) == 5 }) {
+	if !testenv.Poll(5*time.Second, func() bool { return len(r.b.Members()) == 5 }) {
 		t.Fatalf("the new source was not resolved at once: %v", memberNames(r.b))
 	}
 	if u := status(t, r.b, "127.0.0.1:1"); u.Weight != 2 || u.Source != "cache.test" {
@@ -643,7 +645,7 @@ func TestDiscoveryReload(t *testing.T) {
 	if _, err := r.b.Update(opts); err != nil {
 		t.Fatal(err)
 	}
-	if !eventually(t, 5*time.Second, func() bool { return len(r.b.Members()) == 4 }) {
+	if !testenv.Poll(5*time.Second, func() bool { return len(r.b.Members()) == 4 }) {
 		t.Fatalf("the dropped source's member stayed: %v", memberNames(r.b))
 	}
 	if got := metric(t, r.reg, "ringlb_discovery_members", "source=cache.test"); got != -1 {
@@ -671,7 +673,7 @@ func TestDiscoveryReload(t *testing.T) {
 	if _, err := r.b.Update(opts); err != nil {
 		t.Fatal(err)
 	}
-	if !eventually(t, 5*time.Second, func() bool { return len(r.b.Members()) == 4 }) {
+	if !testenv.Poll(5*time.Second, func() bool { return len(r.b.Members()) == 4 }) {
 		t.Fatalf("block added back: members %v", memberNames(r.b))
 	}
 }

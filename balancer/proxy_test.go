@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/internal/testenv"
 )
 
 // TestSetForwardedMatchesSetXForwarded: setForwarded leaves the outbound
@@ -176,7 +178,7 @@ func TestReplacedTransportClosesReturnedConns(t *testing.T) {
 	if code := <-done; code != 200 || bb.hits.Load() != 1 {
 		t.Fatalf("retry on b: %d, b hit %d times", code, bb.hits.Load())
 	}
-	if !eventually(t, 5*time.Second, func() bool { return open.Load() == 0 }) {
+	if !testenv.Poll(5*time.Second, func() bool { return open.Load() == 0 }) {
 		t.Fatalf("%d connections to b still open in the replaced transport", open.Load())
 	}
 }

@@ -16,9 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/internal/testnet"
-
 	"github.com/ringlb/ringlb/balancer/h1"
+	"github.com/ringlb/ringlb/internal/testnet"
 )
 
 // echoRequest answers with what the upstream saw of the request, so that

@@ -291,7 +291,7 @@ scrape_configs:
 
 	start := time.Now()
 	var avail promQuery
-	eventually(t, 40*time.Second, func() error {
+	testenv.Eventually(t, 40*time.Second, func() error {
 		select {
 		case <-prProc.done:
 			t.Fatalf("prometheus exited: %v\n%s", prProc.err, promOut)

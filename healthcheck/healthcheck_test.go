@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/internal/testenv"
 	"github.com/ringlb/ringlb/internal/testnet"
 )
 
@@ -560,7 +561,7 @@ func TestRunStopsEveryGoroutine(t *testing.T) {
 	c.Run(context.Background()) // returns at once
 
 	// Connections close asynchronously on both sides: wait, bounded.
-	if !eventually(t, wait, func() bool { return runtime.NumGoroutine() <= before }) {
+	if !testenv.Poll(wait, func() bool { return runtime.NumGoroutine() <= before }) {
 		buf := make([]byte, 1<<20)
 		t.Fatalf("%d goroutines, %d before Run:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
 	}

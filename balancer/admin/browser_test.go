@@ -21,9 +21,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/internal/testenv"
-
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/internal/testenv"
 )
 
 // The status page is checked in a real browser: headless Chromium loads

@@ -16,9 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/internal/testenv"
-
 	"github.com/ringlb/ringlb/cmd/ringlb/demo"
+	"github.com/ringlb/ringlb/internal/testenv"
 )
 
 var (
@@ -57,7 +56,7 @@ func runDemo(t *testing.T, src string) (intro string, stderr *syncBuffer) {
 			t.Error("demo did not stop")
 		}
 	})
-	eventually(t, 20*time.Second, func() error {
+	testenv.Eventually(t, 20*time.Second, func() error {
 		if strings.Contains(stdout.String(), "Press Ctrl-C to stop.") {
 			return nil
 		}

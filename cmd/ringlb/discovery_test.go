@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer/discovery/dnstest"
+	"github.com/ringlb/ringlb/internal/testenv"
 )
 
 // discoveredBackend is an upstream that names itself in X-Backend; its
@@ -162,7 +163,7 @@ func TestDiscoveryReplicasAgree(t *testing.T) {
 	cfg := writeConfig(t, f.yaml("", ""))
 	a, b := startRinglb(t, cfg), startRinglb(t, cfg)
 	for _, lb := range []*lbProc{a, b} {
-		eventually(t, 15*time.Second, memberCount(t, lb.admin, 5))
+		testenv.Eventually(t, 15*time.Second, memberCount(t, lb.admin, 5))
 	}
 	va, vb := getDiscView(t, a.admin), getDiscView(t, b.admin)
 	if va.Version != vb.Version {
@@ -238,7 +239,7 @@ func TestDiscoveryServeBeforeFirstAnswer(t *testing.T) {
 	if code := statusOf(t, c, lb.admin+"/readyz"); code != http.StatusServiceUnavailable {
 		t.Errorf("readyz before the first answer: %d, want 503", code)
 	}
-	eventually(t, 10*time.Second, func() error {
+	testenv.Eventually(t, 10*time.Second, func() error {
 		if v := getDiscView(t, lb.admin); len(v.Discovery) != 1 || v.Discovery[0].LastError == "" {
 			return fmt.Errorf("no failed query shown: %+v", v.Discovery)
 		}
@@ -247,7 +248,7 @@ func TestDiscoveryServeBeforeFirstAnswer(t *testing.T) {
 
 	f.publish(3)
 	f.z.SetSilent(fleetSRV, false)
-	eventually(t, 10*time.Second, memberCount(t, lb.admin, 3))
+	testenv.Eventually(t, 10*time.Second, memberCount(t, lb.admin, 3))
 	if code := statusOf(t, c, lb.admin+"/readyz"); code != 200 {
 		t.Errorf("readyz after the first answer: %d", code)
 	}
@@ -267,7 +268,7 @@ func TestDiscoveryServeBeforeFirstAnswer(t *testing.T) {
 	sick.mu.Lock()
 	sick.sick = true
 	sick.mu.Unlock()
-	eventually(t, 10*time.Second, func() error {
+	testenv.Eventually(t, 10*time.Second, func() error {
 		for _, u := range getDiscView(t, lb.admin).Upstreams {
 			if u.Name == sick.name && (u.Health != "down" || u.Available) {
 				return fmt.Errorf("%s: %+v", u.Name, u)
@@ -289,7 +290,7 @@ func TestDiscoveryReloadServe(t *testing.T) {
 	body = strings.Replace(body, "timeout: 150ms", "timeout: 1s", 1)
 	path := writeConfig(t, body)
 	lb := startRinglb(t, path)
-	eventually(t, 10*time.Second, memberCount(t, lb.admin, 4))
+	testenv.Eventually(t, 10*time.Second, memberCount(t, lb.admin, 4))
 
 	// A fourth target: with an interval of an hour only the reload's
 	// immediate resolution can find it.
@@ -298,7 +299,7 @@ func TestDiscoveryReloadServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	lb.cmd.Process.Signal(syscall.SIGHUP)
-	eventually(t, 10*time.Second, memberCount(t, lb.admin, 5))
+	testenv.Eventually(t, 10*time.Second, memberCount(t, lb.admin, 5))
 
 	// A bad block: rejected, nothing changes.
 	v := getDiscView(t, lb.admin).Version

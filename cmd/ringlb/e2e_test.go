@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/internal/testenv"
 )
 
 // TestEndToEndKillAndReturn runs the real binaries: four examples/upstream
@@ -149,7 +151,7 @@ upstreams:
 		rmu.Lock()
 		goal := sent + n
 		rmu.Unlock()
-		eventually(t, 20*time.Second, func() error {
+		testenv.Eventually(t, 20*time.Second, func() error {
 			rmu.Lock()
 			defer rmu.Unlock()
 			if sent < goal {
@@ -167,7 +169,7 @@ upstreams:
 	}
 	<-procs[victim].done
 	// Traffic goes on while ringlb notices: refused dials go clockwise.
-	eventually(t, 20*time.Second, func() error {
+	testenv.Eventually(t, 20*time.Second, func() error {
 		if ringState(t, adminURL, victim).Available {
 			return fmt.Errorf("%s never ejected", victim)
 		}
@@ -178,7 +180,7 @@ upstreams:
 	// On its port, which stayed reserved: nothing else can have taken it.
 	startProc(t, upstreamBinary(t), "-name", victim, "-listen", addr[victim])
 	// The loop's traffic also gives the breaker its trial.
-	eventually(t, 20*time.Second, func() error {
+	testenv.Eventually(t, 20*time.Second, func() error {
 		if st := ringState(t, adminURL, victim); !st.Available {
 			return fmt.Errorf("%s never readmitted: %+v", victim, st)
 		}

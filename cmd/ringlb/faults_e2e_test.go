@@ -30,6 +30,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/internal/testenv"
 )
 
 // faultRow is one line of the reliability table.
@@ -278,7 +280,7 @@ func settle(t *testing.T, lb *lbProc, base resUsage, clients ...*http.Client) st
 	const slack = 4
 	start := time.Now()
 	var now resUsage
-	settled := poll(6*time.Second, func() bool {
+	settled := testenv.Poll(6*time.Second, func() bool {
 		now = measure(t, lb)
 		if now.goroutines <= base.goroutines && now.fds <= base.fds {
 			return true
@@ -464,7 +466,7 @@ func (p *poller) first(name string, since time.Time, ok func(ringEvent) bool) (r
 
 // waitFor polls p until first finds an event, or gives up after d.
 func (p *poller) waitFor(name string, since time.Time, d time.Duration, ok func(ringEvent) bool) (e ringEvent, found bool) {
-	poll(d, func() bool {
+	testenv.Poll(d, func() bool {
 		e, found = p.first(name, since, ok)
 		return found
 	})
@@ -1121,7 +1123,7 @@ func stressReloads(t *testing.T, n int) faultRow {
 	lb, names, addrs := startFleet(t, 3, faultsHealth)
 	// The first probes have run: the health checker keeps a connection
 	// to each upstream, part of the baseline.
-	eventually(t, 10*time.Second, func() error {
+	testenv.Eventually(t, 10*time.Second, func() error {
 		if n := upstreamConns(t, lb); n < len(names) {
 			return fmt.Errorf("ringlb holds %d upstream connections, want the health checker's %d", n, len(names))
 		}
@@ -1252,7 +1254,7 @@ func stressSigterm(t *testing.T) faultRow {
 		}()
 	}
 	// Wait until every slow request is in flight at an upstream.
-	eventually(t, 10*time.Second, func() error {
+	testenv.Eventually(t, 10*time.Second, func() error {
 		v, err := getRing(lb.admin)
 		inflight := 0
 		if err == nil {

@@ -17,9 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/internal/testenv"
-
 	"github.com/ringlb/ringlb/cmd/ringlb/certs/certstest"
+	"github.com/ringlb/ringlb/internal/testenv"
 )
 
 // h2specMinPassed is how many of h2spec's tests (145, as go install

@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -160,7 +162,7 @@ func startRinglb(t *testing.T, cfgPath string) *lbProc {
 	t.Helper()
 	lb := &lbProc{proc: startProc(t, ringlbBinary(t), "serve", "-config", cfgPath), cfgPath: cfgPath}
 	var m []string
-	eventually(t, 20*time.Second, func() error {
+	testenv.Eventually(t, 20*time.Second, func() error {
 		if m = servingLine.FindStringSubmatch(lb.logs.String()); m != nil {
 			return nil
 		}
@@ -238,7 +240,7 @@ func ringState(t *testing.T, admin, name string) upstreamState {
 // waitState polls /debug/ring until ok accepts name's state.
 func waitState(t *testing.T, admin, name string, what string, ok func(upstreamState) bool) {
 	t.Helper()
-	eventually(t, 15*time.Second, func() error {
+	testenv.Eventually(t, 15*time.Second, func() error {
 		if st := ringState(t, admin, name); !ok(st) {
 			return fmt.Errorf("%s never became %s: %+v", name, what, st)
 		}
@@ -294,37 +296,10 @@ func reservePort(t testing.TB) string {
 
 // --- waiting ---------------------------------------------------------------
 
-// eventually calls cond until it returns nil, and fails the test with cond's
-// last error if that has not happened within timeout. Call it from the
-// test's goroutine.
-func eventually(t testing.TB, timeout time.Duration, cond func() error) {
-	t.Helper()
-	var last error
-	if !poll(timeout, func() bool { last = cond(); return last == nil }) {
-		t.Fatalf("after %v: %v", timeout, last)
-	}
-}
-
-// poll calls cond until it returns true or timeout has passed, and reports
-// whether it did. It polls every 5 ms at first, backing off to 100 ms, so
-// quick conditions are seen quickly and slow ones cost little.
-func poll(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(wait)
-	}
-}
-
 // waitHTTP polls url until it answers 200.
 func waitHTTP(t *testing.T, url string) {
 	t.Helper()
-	eventually(t, 20*time.Second, func() error {
+	testenv.Eventually(t, 20*time.Second, func() error {
 		res, err := http.Get(url)
 		if err != nil {
 			return fmt.Errorf("%s: not answering 200: %v", url, err)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
+	"github.com/ringlb/ringlb/internal/testenv"
 )
 
 // namedBackend answers with its name and can hold requests until released.
@@ -159,7 +160,7 @@ func TestServeAffinityAndReload(t *testing.T) {
 	os.WriteFile(path, []byte(string(good)+fmt.Sprintf("  - name: %s\n    url: %s\n", bs[3].name, bs[3].URL)), 0o644)
 	before := ringVersion(t, r.admin)
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
-	eventually(t, 10*time.Second, func() error {
+	testenv.Eventually(t, 10*time.Second, func() error {
 		if ringVersion(t, r.admin) == before {
 			return errors.New("SIGHUP did not reload")
 		}
@@ -209,7 +210,7 @@ func TestServeDrainsOnShutdown(t *testing.T) {
 		}()
 	}
 	// Wait until all are in flight, then ask ringlb to stop.
-	eventually(t, 10*time.Second, func() error {
+	testenv.Eventually(t, 10*time.Second, func() error {
 		if _, m := get(t, r.admin+"/metrics"); inflightTotal(m) != n {
 			return fmt.Errorf("requests never got in flight:\n%s", m)
 		}
@@ -217,7 +218,7 @@ func TestServeDrainsOnShutdown(t *testing.T) {
 	})
 	r.cancel()
 	// Shutdown has begun once the proxy's listener is closed.
-	eventually(t, 10*time.Second, func() error {
+	testenv.Eventually(t, 10*time.Second, func() error {
 		c, err := net.Dial("tcp", strings.TrimPrefix(r.proxy, "http://"))
 		if err != nil {
 			return nil

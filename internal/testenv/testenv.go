@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // SkipExternal is called when a tool an external check needs (nginx,
@@ -27,4 +28,31 @@ func SkipExternal(t testing.TB, tool, reason string) {
 		}
 	}
 	t.Skipf("external check skipped: %s: %s", tool, reason)
+}
+
+// Eventually calls cond until it returns nil, and fails the test with
+// cond's last error if that has not happened within timeout. Call it from
+// the test's goroutine.
+func Eventually(t testing.TB, timeout time.Duration, cond func() error) {
+	t.Helper()
+	var last error
+	if !Poll(timeout, func() bool { last = cond(); return last == nil }) {
+		t.Fatalf("after %v: %v", timeout, last)
+	}
+}
+
+// Poll calls cond until it returns true or timeout has passed, and reports
+// whether it did. It polls every 5 ms at first, backing off to 100 ms, so
+// quick conditions are seen quickly and slow ones cost little.
+func Poll(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(wait)
+	}
 }
