@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,25 +17,6 @@ import (
 	"github.com/ringlb/ringlb/balancer/h1"
 	"github.com/ringlb/ringlb/internal/testnet"
 )
-
-// echoRequest answers with what the upstream saw of the request, so that
-// the differential test compares what each transport sent as well as what
-// it brought back.
-var echoRequest = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "%s %s %s host=%s len=%d te=%q\n", r.Method, r.RequestURI, r.Proto, r.Host, r.ContentLength, r.TransferEncoding)
-	for _, k := range slices.Sorted(maps.Keys(r.Header)) {
-		fmt.Fprintf(&sb, "%s: %q\n", k, r.Header[k])
-	}
-	b, err := io.ReadAll(r.Body)
-	fmt.Fprintf(&sb, "body %d %q err=%v trailer=%v\n", len(b), b[:min(len(b), 64)], err, r.Trailer)
-	w.Header().Add("Set-Cookie", "a=1")
-	w.Header().Add("Set-Cookie", "b=2")
-	w.Header().Set("Trailer", "X-Sum")
-	w.Header().Set("Content-Type", "text/plain")
-	io.WriteString(w, sb.String())
-	w.Header().Set("X-Sum", fmt.Sprint(len(b)))
-})
 
 // transportCase is one upstream behaviour and one client request, sent
 // through a Balancer.
@@ -60,17 +39,17 @@ func transportCases() []transportCase {
 		}
 	}
 	return []transportCase{
-		{name: "get", handler: echoRequest, request: "GET /get?q=1;x=%zz HTTP/1.1\r\nHost: {host}\r\nX-A: 1\r\nX-A: 2\r\nX-Forwarded-For: 203.0.113.9\r\nConnection: close\r\n\r\n"},
-		{name: "head", handler: echoRequest, request: "HEAD /head HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
+		{name: "get", handler: testnet.EchoRequest, request: "GET /get?q=1;x=%zz HTTP/1.1\r\nHost: {host}\r\nX-A: 1\r\nX-A: 2\r\nX-Forwarded-For: 203.0.113.9\r\nConnection: close\r\n\r\n"},
+		{name: "head", handler: testnet.EchoRequest, request: "HEAD /head HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
 		{name: "204", handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }),
 			request: "GET /204 HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
 		{name: "304", handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Etag", `"v1"`)
 			w.WriteHeader(304)
 		}), request: "GET /304 HTTP/1.1\r\nHost: {host}\r\nIf-None-Match: \"v1\"\r\nConnection: close\r\n\r\n"},
-		{name: "post-length", handler: echoRequest, request: "POST /post-length HTTP/1.1\r\nHost: {host}\r\nContent-Length: 11\r\nConnection: close\r\n\r\nhello world"},
-		{name: "post-chunked-trailers", handler: echoRequest, request: "POST /post-chunked-trailers HTTP/1.1\r\nHost: {host}\r\nTransfer-Encoding: chunked\r\nTrailer: X-Check\r\nConnection: close\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\nX-Check: 42\r\n\r\n"},
-		{name: "expect-continue", handler: echoRequest, request: "PUT /expect-continue HTTP/1.1\r\nHost: {host}\r\nContent-Length: 7\r\nExpect: 100-continue\r\nConnection: close\r\n\r\npayload"},
+		{name: "post-length", handler: testnet.EchoRequest, request: "POST /post-length HTTP/1.1\r\nHost: {host}\r\nContent-Length: 11\r\nConnection: close\r\n\r\nhello world"},
+		{name: "post-chunked-trailers", handler: testnet.EchoRequest, request: "POST /post-chunked-trailers HTTP/1.1\r\nHost: {host}\r\nTransfer-Encoding: chunked\r\nTrailer: X-Check\r\nConnection: close\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\nX-Check: 42\r\n\r\n"},
+		{name: "expect-continue", handler: testnet.EchoRequest, request: "PUT /expect-continue HTTP/1.1\r\nHost: {host}\r\nContent-Length: 7\r\nExpect: 100-continue\r\nConnection: close\r\n\r\npayload"},
 		{name: "early-hints", handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Link", "</a.css>; rel=preload")
 			w.WriteHeader(http.StatusEarlyHints)

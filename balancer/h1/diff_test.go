@@ -5,38 +5,17 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ringlb/ringlb/internal/testnet"
 )
-
-// dump answers with everything the upstream saw of the request, so that
-// the differential test compares what each transport sent as well as
-// what it brought back.
-var dump = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "%s %s %s host=%s len=%d te=%q\n", r.Method, r.RequestURI, r.Proto, r.Host, r.ContentLength, r.TransferEncoding)
-	for _, k := range slices.Sorted(maps.Keys(r.Header)) {
-		fmt.Fprintf(&sb, "%s: %q\n", k, r.Header[k])
-	}
-	b, err := io.ReadAll(r.Body)
-	fmt.Fprintf(&sb, "body %d %q err=%v trailer=%v\n", len(b), b[:min(len(b), 64)], err, r.Trailer)
-	w.Header().Add("Set-Cookie", "a=1")
-	w.Header().Add("Set-Cookie", "b=2")
-	w.Header().Set("Trailer", "X-Sum")
-	w.Header().Set("Content-Type", "text/plain")
-	io.WriteString(w, sb.String())
-	w.Header().Set("X-Sum", fmt.Sprint(len(b)))
-})
 
 // diffCase is one upstream behaviour and one client request.
 type diffCase struct {
@@ -59,17 +38,17 @@ type diffCase struct {
 func diffCases() []diffCase {
 	big := strings.Repeat("abcdefghij", 100_000)
 	return []diffCase{
-		{name: "get", handler: dump, request: "GET /get?q=1 HTTP/1.1\r\nHost: {host}\r\nX-A: 1\r\nX-A: 2\r\nConnection: close\r\n\r\n"},
-		{name: "head", handler: dump, request: "HEAD /head HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
+		{name: "get", handler: testnet.EchoRequest, request: "GET /get?q=1 HTTP/1.1\r\nHost: {host}\r\nX-A: 1\r\nX-A: 2\r\nConnection: close\r\n\r\n"},
+		{name: "head", handler: testnet.EchoRequest, request: "HEAD /head HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
 		{name: "204", handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }),
 			request: "GET /204 HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
 		{name: "304", handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Etag", `"v1"`)
 			w.WriteHeader(304)
 		}), request: "GET /304 HTTP/1.1\r\nHost: {host}\r\nIf-None-Match: \"v1\"\r\nConnection: close\r\n\r\n"},
-		{name: "post-length", handler: dump, request: "POST /post-length HTTP/1.1\r\nHost: {host}\r\nContent-Length: 11\r\nConnection: close\r\n\r\nhello world"},
-		{name: "post-chunked-trailers", handler: dump, request: "POST /post-chunked-trailers HTTP/1.1\r\nHost: {host}\r\nTransfer-Encoding: chunked\r\nTrailer: X-Check\r\nConnection: close\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\nX-Check: 42\r\n\r\n"},
-		{name: "expect-continue", handler: dump, request: "PUT /expect-continue HTTP/1.1\r\nHost: {host}\r\nContent-Length: 7\r\nExpect: 100-continue\r\nConnection: close\r\n\r\npayload"},
+		{name: "post-length", handler: testnet.EchoRequest, request: "POST /post-length HTTP/1.1\r\nHost: {host}\r\nContent-Length: 11\r\nConnection: close\r\n\r\nhello world"},
+		{name: "post-chunked-trailers", handler: testnet.EchoRequest, request: "POST /post-chunked-trailers HTTP/1.1\r\nHost: {host}\r\nTransfer-Encoding: chunked\r\nTrailer: X-Check\r\nConnection: close\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\nX-Check: 42\r\n\r\n"},
+		{name: "expect-continue", handler: testnet.EchoRequest, request: "PUT /expect-continue HTTP/1.1\r\nHost: {host}\r\nContent-Length: 7\r\nExpect: 100-continue\r\nConnection: close\r\n\r\npayload"},
 		{name: "early-hints", handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Link", "</a.css>; rel=preload")
 			w.WriteHeader(http.StatusEarlyHints)

@@ -92,3 +92,23 @@ func CanonicalResponse(raw []byte, method string) string {
 		return sb.String()
 	}
 }
+
+// EchoRequest answers with what the upstream saw of the request (request
+// line, host, framing, headers, body and trailers), with two Set-Cookie
+// headers and an X-Sum trailer, so that a differential test compares what
+// each transport sent as well as what it brought back.
+var EchoRequest = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%s %s %s host=%s len=%d te=%q\n", r.Method, r.RequestURI, r.Proto, r.Host, r.ContentLength, r.TransferEncoding)
+	for _, k := range slices.Sorted(maps.Keys(r.Header)) {
+		fmt.Fprintf(&sb, "%s: %q\n", k, r.Header[k])
+	}
+	b, err := io.ReadAll(r.Body)
+	fmt.Fprintf(&sb, "body %d %q err=%v trailer=%v\n", len(b), b[:min(len(b), 64)], err, r.Trailer)
+	w.Header().Add("Set-Cookie", "a=1")
+	w.Header().Add("Set-Cookie", "b=2")
+	w.Header().Set("Trailer", "X-Sum")
+	w.Header().Set("Content-Type", "text/plain")
+	io.WriteString(w, sb.String())
+	w.Header().Set("X-Sum", fmt.Sprint(len(b)))
+})
