@@ -2,7 +2,6 @@ package balancer
 
 import (
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -29,20 +28,7 @@ func TestHTTP1TransportSpeaksHTTP1(t *testing.T) {
 
 // https upstreams are verified as upstream_tls says.
 func TestHTTP1TransportVerifiesUpstreams(t *testing.T) {
-	ca := certstest.NewCA(t)
-	leaf := ca.Issue(t, certstest.Options{CommonName: "backend.internal", DNSNames: []string{"backend.internal"}, IPs: []net.IP{}})
-	srv := tlsUpstream(t, protoHandler(t), leaf, false)
-	cases := []struct {
-		name    string
-		tls     UpstreamTLS
-		wantErr string // "" when it must succeed
-	}{
-		{"ca_file and server_name", UpstreamTLS{RootCAs: ca.Pool(), ServerName: "backend.internal"}, ""},
-		{"ca_file, name from the URL", UpstreamTLS{RootCAs: ca.Pool()}, "doesn't contain any IP SANs"},
-		{"ca_file, wrong server_name", UpstreamTLS{RootCAs: ca.Pool(), ServerName: "other.internal"}, "not other.internal"},
-		{"system roots", UpstreamTLS{ServerName: "backend.internal"}, "unknown authority"},
-		{"insecure_skip_verify", UpstreamTLS{InsecureSkipVerify: true}, ""},
-	}
+	srv, cases := verifyUpstream(t, false)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := newHTTP1Transport(TransportOptions{DialTimeout: 2 * time.Second, TLS: tc.tls})

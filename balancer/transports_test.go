@@ -173,23 +173,31 @@ func TestH2CTransportStreams(t *testing.T) {
 	}
 }
 
-func TestTransportsVerifyUpstreams(t *testing.T) {
+// verifyCase is an upstream_tls setting and what verifying the
+// certificate of a verifyUpstream with it gives.
+type verifyCase struct {
+	name    string
+	tls     UpstreamTLS
+	wantErr string // "" when it must succeed
+}
+
+// verifyUpstream serves a certificate for a name only: reached at
+// 127.0.0.1, it verifies only when server_name says which name to expect.
+// It returns the server and the upstream_tls settings to try against it.
+func verifyUpstream(t *testing.T, h2 bool) (*httptest.Server, []verifyCase) {
 	ca := certstest.NewCA(t)
-	// A certificate for a name only: reached at 127.0.0.1, it verifies
-	// only when server_name says which name to expect.
 	leaf := ca.Issue(t, certstest.Options{CommonName: "backend.internal", DNSNames: []string{"backend.internal"}, IPs: []net.IP{}})
-	srv := tlsUpstream(t, protoHandler(t), leaf, true)
-	cases := []struct {
-		name    string
-		tls     UpstreamTLS
-		wantErr string // "" when it must succeed
-	}{
+	return tlsUpstream(t, protoHandler(t), leaf, h2), []verifyCase{
 		{"ca_file and server_name", UpstreamTLS{RootCAs: ca.Pool(), ServerName: "backend.internal"}, ""},
 		{"ca_file, name from the URL", UpstreamTLS{RootCAs: ca.Pool()}, "doesn't contain any IP SANs"},
 		{"ca_file, wrong server_name", UpstreamTLS{RootCAs: ca.Pool(), ServerName: "other.internal"}, "not other.internal"},
 		{"system roots", UpstreamTLS{ServerName: "backend.internal"}, "unknown authority"},
 		{"insecure_skip_verify", UpstreamTLS{InsecureSkipVerify: true}, ""},
 	}
+}
+
+func TestTransportsVerifyUpstreams(t *testing.T) {
+	srv, cases := verifyUpstream(t, true)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := NewTransports(TransportOptions{DialTimeout: 2 * time.Second, TLS: tc.tls})
