@@ -322,29 +322,10 @@ func TestWebSocketUpgrade(t *testing.T) {
 			http.Error(w, "not an upgrade", 400)
 			return
 		}
-		conn, brw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-		brw.Flush()
-		buf := make([]byte, 64)
-		for {
-			n, err := brw.Read(buf)
-			if err != nil {
-				return
-			}
-			conn.Write(buf[:n])
-		}
+		echoUpgrade(w, r)
 	}
 	_, _, front := proxy(t, baseOptions(upstreamsOf(t, be)))
-	conn, err := net.Dial("tcp", front.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	conn := dialRaw(t, front, 10*time.Second)
 	io.WriteString(conn, "GET /ws HTTP/1.1\r\nHost: ws.example\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
 	br := bufio.NewReader(conn)
 	res, err := http.ReadResponse(br, nil)
@@ -379,11 +360,7 @@ func TestQueryForwardedAsReceived(t *testing.T) {
 		"/s?" + many,
 		"/s?",
 	} {
-		conn, err := net.Dial("tcp", front.Listener.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		conn := dialRaw(t, front, 10*time.Second)
 		fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", target)
 		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
 		if err != nil {
@@ -429,12 +406,7 @@ func TestUpgradeKeepsBytesSentWithRequest(t *testing.T) {
 	be := newBackend(t, "a")
 	be.handle = echoUpgrade
 	_, _, front := proxy(t, baseOptions(upstreamsOf(t, be)))
-	conn, err := net.Dial("tcp", front.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	conn := dialRaw(t, front, 5*time.Second)
 	io.WriteString(conn, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\nearly")
 	br := bufio.NewReader(conn)
 	res, err := http.ReadResponse(br, nil)
@@ -459,11 +431,7 @@ func TestNo1xxToHTTP10(t *testing.T) {
 	}
 	_, _, front := proxy(t, baseOptions(upstreamsOf(t, be)))
 	for _, proto := range []string{"HTTP/1.0", "HTTP/1.1"} {
-		conn, err := net.Dial("tcp", front.Listener.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		conn := dialRaw(t, front, 5*time.Second)
 		fmt.Fprintf(conn, "GET / %s\r\nHost: x\r\nConnection: close\r\n\r\n", proto)
 		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
 		conn.Close()
@@ -478,4 +446,17 @@ func TestNo1xxToHTTP10(t *testing.T) {
 			t.Errorf("%s: first response %d, want %d", proto, res.StatusCode, want)
 		}
 	}
+}
+
+// dialRaw opens a connection to front for raw HTTP, with a deadline d
+// for everything on it; it is closed when the test ends, if not before.
+func dialRaw(t *testing.T, front *httptest.Server, d time.Duration) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", front.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(d))
+	return conn
 }
