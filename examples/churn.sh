@@ -118,11 +118,7 @@ for i in 1 2 3 4; do
   start_upstream "app-$i" $((base + i))
 done
 write_config 4
-need_port "$proxy_port"
-need_port "$admin_port"
-"$work/ringlb" serve -config "$work/ringlb.yaml" >"$work/ringlb.log" 2>&1 &
-pid[ringlb]=$!
-wait_until 20 "ringlb ready on $admin/readyz" curl -fsS -m 5 "$admin/readyz"
+start_ringlb
 echo "   proxy $proxy, admin $admin; the key is the query parameter user,"
 echo "   health checks every 200ms (2 failures eject, 2 passes readmit)."
 

@@ -3,7 +3,8 @@
 #   work       a temporary directory (removed on exit)
 #   pid        an associative array, process name -> pid (killed on exit)
 #   port_base  the name of the variable that moves the script's ports
-#   proxy      the proxy's base URL
+#   proxy      the proxy's base URL, on proxy_port
+#   admin      the admin listener's base URL, on admin_port
 # shellcheck shell=bash
 
 cleanup() {
@@ -62,6 +63,15 @@ start_upstream() {
   "$work/upstream" -name "$1" -listen "127.0.0.1:$2" >>"$work/$1.log" 2>&1 &
   pid[$1]=$!
   wait_until 20 "$1 listening on 127.0.0.1:$2" curl -fsS -m 5 "http://127.0.0.1:$2/healthz"
+}
+
+# start_ringlb: ringlb serving $work/ringlb.yaml, once it is ready.
+start_ringlb() {
+  need_port "$proxy_port"
+  need_port "$admin_port"
+  "$work/ringlb" serve -config "$work/ringlb.yaml" >"$work/ringlb.log" 2>&1 &
+  pid[ringlb]=$!
+  wait_until 20 "ringlb ready on $admin/readyz" curl -fsS -m 5 "$admin/readyz"
 }
 
 # build: ringlb and the demo upstream into $work.
