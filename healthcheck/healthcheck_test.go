@@ -195,24 +195,6 @@ func run(t *testing.T, c *Checker) {
 	})
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), nil))
 }
@@ -224,7 +206,7 @@ func fast(rise, fall int) Options {
 func TestEjectsAfterExactlyFallAndReadmitsAfterExactlyRise(t *testing.T) {
 	a := newUpstream(t, http.StatusInternalServerError)
 	rec := newRecorder(map[string]*upstream{"a": a})
-	var logs syncBuffer
+	var logs testenv.Buffer
 	c := New(fast(2, 3), rec, slog.New(slog.NewTextHandler(&logs, nil)))
 	c.Update(fast(2, 3), []Target{a.target(t, "a")})
 	if up, known := c.Healthy("a"); !up || !known {

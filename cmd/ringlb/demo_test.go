@@ -29,7 +29,7 @@ var (
 // the proxy and admin listeners on port 0 and the demo upstreams (which the
 // demo binds at the addresses of their URLs) on reserved ports, and returns
 // what it printed once it serves.
-func runDemo(t *testing.T, src string) (intro string, stderr *syncBuffer) {
+func runDemo(t *testing.T, src string) (intro string, stderr *testenv.Buffer) {
 	t.Helper()
 	data, err := os.ReadFile(src)
 	if err != nil {
@@ -41,8 +41,8 @@ func runDemo(t *testing.T, src string) (intro string, stderr *syncBuffer) {
 	})
 	path := writeConfig(t, string(data))
 	ctx, cancel := context.WithCancel(context.Background())
-	var stdout syncBuffer
-	stderr = &syncBuffer{}
+	var stdout testenv.Buffer
+	stderr = &testenv.Buffer{}
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, []string{"demo", "-config", path}, &stdout, stderr) }()
 	t.Cleanup(func() {

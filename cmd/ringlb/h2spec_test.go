@@ -111,11 +111,11 @@ upstreams:
 // serveInProcess runs `ringlb serve -config path` in-process until the
 // test ends and returns the proxy listener's address, once it serves, and
 // its log.
-func serveInProcess(t *testing.T, path string) (string, *syncBuffer) {
+func serveInProcess(t *testing.T, path string) (string, *testenv.Buffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var stdout syncBuffer
-	logs := &syncBuffer{}
+	var stdout testenv.Buffer
+	logs := &testenv.Buffer{}
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, []string{"serve", "-config", path}, &stdout, logs) }()
 	t.Cleanup(func() {

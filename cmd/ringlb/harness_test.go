@@ -7,7 +7,6 @@ package main
 // polling them.
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -98,14 +97,14 @@ func upstreamBinary(t testing.TB) string { return buildBinary(t, "../../examples
 // proc is a child process; done closes when it has exited.
 type proc struct {
 	cmd  *exec.Cmd
-	logs *syncBuffer
+	logs *testenv.Buffer
 	done chan struct{}
 	code int
 }
 
 func startProc(t *testing.T, path string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(path, args...), logs: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{cmd: exec.Command(path, args...), logs: &testenv.Buffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -310,23 +309,4 @@ func waitHTTP(t *testing.T, url string) {
 		}
 		return nil
 	})
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers (child
-// processes' output copiers).
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ringlb/ringlb/cmd/ringlb/certs/certstest"
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
+	"github.com/ringlb/ringlb/internal/testenv"
 )
 
 // runCmd runs a command line in-process and returns its exit code and output.
@@ -488,7 +489,7 @@ func TestUpstreamLoopWarning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	s, err := newServer(path, cfg, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)

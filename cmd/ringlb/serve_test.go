@@ -311,7 +311,7 @@ func TestReloadRedactsUserInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testenv.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	ready := make(chan string, 1)

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -23,49 +22,14 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/cmd/ringlb/certs/certstest"
-	"github.com/ringlb/ringlb/cmd/ringlb/config"
 )
 
-// tlsRunning is a ringlb serving in-process; proxy is host:port.
-type tlsRunning struct {
-	proxy, admin string
-	cancel       context.CancelFunc
-	done         chan int
-}
-
-// startServeAddr runs serve on the config at path and returns its
-// addresses once both listeners are up.
-func startServeAddr(t *testing.T, path string) *tlsRunning {
+// startServeAddr is startServe with the proxy's address as host:port
+// rather than a URL (the TLS tests pick the scheme).
+func startServeAddr(t *testing.T, path string) *running {
 	t.Helper()
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &tlsRunning{cancel: cancel, done: make(chan int, 1)}
-	ready := make(chan struct{})
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	go func() {
-		r.done <- serve(ctx, path, cfg, logger, func(p, a net.Addr) {
-			r.proxy, r.admin = p.String(), "http://"+a.String()
-			close(ready)
-		})
-	}()
-	select {
-	case <-ready:
-	case code := <-r.done:
-		t.Fatalf("serve exited with %d before listening", code)
-	case <-time.After(10 * time.Second):
-		t.Fatal("serve did not start")
-	}
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-r.done:
-		case <-time.After(20 * time.Second):
-			t.Error("serve did not stop")
-		}
-	})
+	r := startServe(t, path)
+	r.proxy = strings.TrimPrefix(r.proxy, "http://")
 	return r
 }
 

@@ -2,9 +2,11 @@
 package testenv
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
@@ -55,4 +57,23 @@ func Poll(timeout time.Duration, cond func() bool) bool {
 		}
 		time.Sleep(wait)
 	}
+}
+
+// Buffer is a bytes.Buffer safe for concurrent writers (a logger, a child
+// process's output copier) and a test reading it.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *Buffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *Buffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
