@@ -64,11 +64,18 @@ type discoveryState struct {
 // discovererOptions translates the block for package discovery; changes
 // reach b through run.
 func (b *Balancer) discovererOptions(o *DiscoveryOptions, run *discoveryRun) discovery.Options {
+	do := o.Options()
+	do.OnChange = func(u discovery.Update) { b.discovered(run, u.Members) }
+	do.Logger = b.log
+	return do
+}
+
+// Options is the block as package discovery takes it, without OnChange
+// and Logger.
+func (o *DiscoveryOptions) Options() discovery.Options {
 	return discovery.Options{
 		Resolver: o.Resolver, Interval: o.Interval, Timeout: o.Timeout,
 		RemoveAfter: o.RemoveAfter, Confirm: o.Confirm, Sources: o.Sources,
-		OnChange: func(u discovery.Update) { b.discovered(run, u.Members) },
-		Logger:   b.log,
 	}
 }
 

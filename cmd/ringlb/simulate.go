@@ -80,11 +80,9 @@ func cmdSimulate(args []string, stdout, stderr io.Writer) int {
 // at start, and returns the members found with a report of what each
 // source answered ("discovery: ..." lines, and an empty line).
 func discoverOnce(cfg *config.Config) ([]discovery.Member, string) {
-	o := discoveryOptions(cfg.Discovery)
-	d, err := discovery.New(discovery.Options{
-		Resolver: o.Resolver, Interval: o.Interval, Timeout: o.Timeout, RemoveAfter: o.RemoveAfter, Confirm: o.Confirm,
-		Sources: o.Sources, Logger: slog.New(slog.DiscardHandler),
-	})
+	o := discoveryOptions(cfg.Discovery).Options()
+	o.Logger = slog.New(slog.DiscardHandler)
+	d, err := discovery.New(o)
 	if err != nil { // config.Load checked what New checks
 		return nil, fmt.Sprintf("discovery: %v\n\n", err)
 	}
