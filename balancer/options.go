@@ -25,7 +25,8 @@ type Options struct {
 	// source believes.
 	TrustedProxies []netip.Prefix
 	// UpstreamHeader, when not empty, is a response header that carries
-	// the name of the upstream that served (or failed) the request.
+	// the name of the upstream that served (or failed) the request; error
+	// bodies name upstreams only when it is set.
 	UpstreamHeader string
 	// Retries is how many other upstreams a failed request may be tried on.
 	Retries  int

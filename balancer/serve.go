@@ -223,11 +223,18 @@ func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, 
 		rw.status = 499
 		panic(http.ErrAbortHandler)
 	}
-	code, msg := http.StatusBadGateway, "bad gateway: upstream "+m.u.name+" failed\n"
+	// Upstream names stay internal unless upstream_header shows them.
+	code, msg := http.StatusBadGateway, "bad gateway: the upstream failed\n"
+	if s.header != "" {
+		msg = "bad gateway: upstream " + m.u.name + " failed\n"
+	}
 	if byClient(rw.err) {
 		msg = "bad gateway: upgrade to one protocol at a time, not a list\n"
 	} else if !s.fail && isTimeout(rw.err) {
-		code, msg = http.StatusGatewayTimeout, "gateway timeout: upstream "+m.u.name+" timed out\n"
+		code, msg = http.StatusGatewayTimeout, "gateway timeout: the upstream timed out\n"
+		if s.header != "" {
+			msg = "gateway timeout: upstream " + m.u.name + " timed out\n"
+		}
 	}
 	b.log.Debug("upstream failed", "upstream", m.u.name, "method", r.Method, "uri", r.RequestURI, "error", rw.err)
 	if s.header != "" {
@@ -237,12 +244,16 @@ func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, 
 }
 
 // noUpstream answers 503: nothing is available, or, under
-// on_unavailable fail, the key's owner is not.
+// on_unavailable fail, the key's owner is not (named only when
+// upstream_header is set, as in writeError).
 func (b *Balancer) noUpstream(s *snapshot, rw *responseWriter, r *http.Request, owner int) {
 	b.metrics.noUpstream.Inc()
 	msg := "no upstream available\n"
-	if s.fail && owner >= 0 {
+	switch {
+	case s.fail && owner >= 0 && s.header != "":
 		msg = "upstream " + s.members[owner].u.name + " for this key is unavailable\n"
+	case s.fail && owner >= 0:
+		msg = "the upstream for this key is unavailable\n"
 	}
 	plainError(rw, http.StatusServiceUnavailable, msg)
 }

@@ -263,3 +263,53 @@ func TestNoUpstreamAvailable(t *testing.T) {
 		t.Errorf("a's key went to %q after a came back", got)
 	}
 }
+
+// TestErrorBodiesNameNoUpstreamWithoutHeader: with upstream_header off,
+// 502, 504 and the fail-closed 503 say what happened without naming the
+// upstream, and no response carries a header naming it.
+func TestErrorBodiesNameNoUpstreamWithoutHeader(t *testing.T) {
+	slow := newBackend(t, "slow-secret")
+	release := make(chan struct{})
+	defer close(release)
+	slow.handle = func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}
+	dead := deadURL(t)
+	ups := append(upstreamsOf(t, slow), UpstreamOptions{Name: "dead-secret", URL: dead, Addr: dead.Host, Weight: 1})
+	opts := baseOptions(ups)
+	opts.UpstreamHeader = ""
+	opts.Retries = 0
+	opts.Ring.LoadFactor = 0
+	opts.Ring.OnUnavailable = "fail"
+	opts.Timeouts.ResponseHeader = 50 * time.Millisecond
+	b, _, front := proxy(t, opts)
+	check := func(what string, wantCode int, wantBody string, key string) {
+		t.Helper()
+		res, err := front.Client().Get(front.URL + "/?user=" + key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != wantCode || string(body) != wantBody {
+			t.Errorf("%s: %d %q, want %d %q", what, res.StatusCode, body, wantCode, wantBody)
+		}
+		for k, v := range res.Header {
+			if strings.Contains(strings.Join(v, ","), "secret") {
+				t.Errorf("%s: header %s: %q names the upstream", what, k, v)
+			}
+		}
+	}
+	check("refused", http.StatusBadGateway, "bad gateway: the upstream failed\n", keyOwnedBy(t, b, "dead-secret"))
+	b.HealthReporter().SetHealthy("dead-secret", false, "test")
+	check("owner unavailable", http.StatusServiceUnavailable, "the upstream for this key is unavailable\n", keyOwnedBy(t, b, "dead-secret"))
+
+	opts.Ring.OnUnavailable = "remap"
+	if _, err := b.Update(opts); err != nil {
+		t.Fatal(err)
+	}
+	check("timeout", http.StatusGatewayTimeout, "gateway timeout: the upstream timed out\n", keyOwnedBy(t, b, "slow-secret"))
+}

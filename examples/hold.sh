@@ -61,6 +61,7 @@ write_config() { # N: a config with upstreams app-1..app-N
 # Written by examples/hold.sh.
 listen: 127.0.0.1:$proxy_port
 admin_listen: 127.0.0.1:$admin_port
+upstream_header: X-Upstream
 hash:
   key:
     - query: user

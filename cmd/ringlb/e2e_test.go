@@ -30,6 +30,7 @@ func TestEndToEndKillAndReturn(t *testing.T) {
 	procs := map[string]*proc{}
 	config := `listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
+upstream_header: X-Upstream
 hash:
   key: [query: user]
 ring:

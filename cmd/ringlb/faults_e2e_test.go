@@ -99,6 +99,7 @@ const faultsConfig = `listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
 debug_pprof: true
 shutdown_timeout: 10s
+upstream_header: X-Upstream
 hash:
   key: [query: user]
 ring:

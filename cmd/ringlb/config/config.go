@@ -246,7 +246,6 @@ const (
 	defaultListen          = "127.0.0.1:8080"
 	defaultAdminListen     = "127.0.0.1:9901"
 	defaultShutdownTimeout = 15 * time.Second
-	defaultUpstreamHeader  = "X-Upstream"
 	defaultPointsPerWeight = 160
 	defaultLoadFloor       = 8
 	defaultMaxHeaderBytes  = 65536
@@ -261,7 +260,8 @@ func applyDefaults(c *Config, has func(field string) bool) {
 	def(has, "listen", &c.Listen, defaultListen)
 	def(has, "admin_listen", &c.AdminListen, defaultAdminListen)
 	def(has, "shutdown_timeout", &c.ShutdownTimeout, defaultShutdownTimeout)
-	def(has, "upstream_header", &c.UpstreamHeader, defaultUpstreamHeader)
+	// upstream_header defaults to "" (off), the zero value: upstream names
+	// stay internal unless a config shows them.
 	def(has, "trusted_proxies", &c.TrustedProxies, []netip.Prefix{})
 	// access_log and debug_pprof default to false, the zero value.
 

@@ -50,7 +50,7 @@ func defaults(t *testing.T) *Config {
 		Listen:          "127.0.0.1:8080",
 		AdminListen:     "127.0.0.1:9901",
 		ShutdownTimeout: 15 * time.Second,
-		UpstreamHeader:  "X-Upstream",
+		UpstreamHeader:  "",
 		TrustedProxies:  []netip.Prefix{},
 		AccessLog:       false,
 		DebugPprof:      false,
@@ -90,8 +90,9 @@ func TestMinimalConfigGetsDefaults(t *testing.T) {
 }
 
 // The root config.yaml writes out every field and says that every value is
-// the default except its four upstreams and its health block (checks are
-// off by default): it must decode to exactly that.
+// the default except its four upstreams, its health block (checks are off
+// by default) and upstream_header, which the demo shows (off by default):
+// it must decode to exactly that.
 func TestRootConfigIsTheDefaults(t *testing.T) {
 	got, err := Load(rootConfig)
 	if err != nil {
@@ -99,6 +100,7 @@ func TestRootConfigIsTheDefaults(t *testing.T) {
 	}
 	want := defaults(t)
 	want.File = rootConfig
+	want.UpstreamHeader = "X-Upstream"
 	want.Health = &Health{
 		Path:         "/healthz",
 		Interval:     2 * time.Second,

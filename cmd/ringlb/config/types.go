@@ -23,7 +23,7 @@ type Config struct {
 	Listen          string        // listen; default 127.0.0.1:8080
 	AdminListen     string        // admin_listen; default 127.0.0.1:9901
 	ShutdownTimeout time.Duration // shutdown_timeout; default 15s
-	UpstreamHeader  string        // upstream_header; default X-Upstream; "" turns it off
+	UpstreamHeader  string        // upstream_header; default "" (off); e.g. X-Upstream names the upstream
 	// TrustedProxies is trusted_proxies; default none. Entries are CIDRs
 	// (host bits cleared: 10.1.2.3/8 reads as 10.0.0.0/8) or bare IPs, which
 	// stand for themselves (/32 or /128).
