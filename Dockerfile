@@ -1,17 +1,19 @@
 # ringlb container image.
 #
 #   docker build -t ringlb --build-arg VERSION=$(git describe --always --dirty) .
-#   docker run --rm -p 8080:8080 -p 127.0.0.1:9901:9901 \
+#   docker run --rm -p 8080:8080 \
 #     -v "$PWD/my-config.yaml:/etc/ringlb/config.yaml:ro" ringlb
 #
-# Inside a container, listen and admin_listen must be 0.0.0.0:PORT to be
-# reachable from outside it: 127.0.0.1 is the container's own loopback. The
-# config.yaml baked in below is the repository's default (the demo's, with
-# loopback listeners and upstreams); mount your own over
-# /etc/ringlb/config.yaml, as examples/kubernetes/ringlb.yaml does. The admin
-# port (9901) can reload the config and reveals the ring: publish it only to
-# trusted networks (as above, on the host's loopback), never to the world.
-# Reload with `curl -X POST http://127.0.0.1:9901/reload` or `docker kill -s HUP`.
+# Inside a container, an address must be 0.0.0.0:PORT to be reachable from
+# outside it: 127.0.0.1 is the container's own loopback. The config baked in
+# below (examples/configs/container.yaml) listens on 0.0.0.0:8080 and keeps
+# the admin listener on the container's loopback; its upstreams are
+# placeholders. Mount your own over /etc/ringlb/config.yaml, as
+# examples/kubernetes/ringlb.yaml does. The admin port (9901) can reload the
+# config and reveals the ring: a config that opens it (admin_listen:
+# 0.0.0.0:9901) should be published only to trusted networks
+# (-p 127.0.0.1:9901:9901, the host's loopback), never to the world.
+# Reload with `docker kill -s HUP`.
 
 FROM golang:1.26 AS build
 WORKDIR /src
@@ -25,7 +27,7 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}"
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/ringlb /ringlb
-COPY config.yaml /etc/ringlb/config.yaml
+COPY examples/configs/container.yaml /etc/ringlb/config.yaml
 USER nonroot:nonroot
 EXPOSE 8080 9901
 # ENTRYPOINT is the binary alone and CMD its default arguments, so that

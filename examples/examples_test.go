@@ -473,7 +473,7 @@ func TestDockerfile(t *testing.T) {
 		"RUN go mod download",
 		"ARG VERSION=dev",
 		"FROM gcr.io/distroless/static-debian12:nonroot",
-		"COPY config.yaml /etc/ringlb/config.yaml",
+		"COPY " + imageConfig + " /etc/ringlb/config.yaml",
 		"USER nonroot:nonroot",
 		"EXPOSE 8080 9901",
 	} {
@@ -493,7 +493,7 @@ func TestDockerfile(t *testing.T) {
 	}
 	for _, l := range strings.Split(string(ignore), "\n") {
 		l = strings.TrimSpace(l)
-		if slices.Contains([]string{"go.mod", "go.sum", "config.yaml", "cmd", "*.go", "**/*.go"}, l) {
+		if slices.Contains([]string{"go.mod", "go.sum", "examples", "examples/configs", imageConfig, "cmd", "*.go", "**/*.go"}, l) {
 			t.Errorf(".dockerignore excludes %q, which the build needs", l)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +20,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/ringlb/ringlb/cmd/ringlb/config"
 )
 
 // The container image and the Kubernetes manifests are checked by running
@@ -171,6 +175,35 @@ func composeArgv(entrypoint, cmd []string, c container) []string {
 	return append(append([]string{}, entrypoint...), cmd...)
 }
 
+// imageConfig is the config file the Dockerfile bakes into the image at
+// /etc/ringlb/config.yaml, relative to the repository's root.
+const imageConfig = "examples/configs/container.yaml"
+
+// TestImageConfigListensOnAllInterfaces: `docker run -p 8080:8080 IMAGE`
+// reaches the proxy only if the baked-in config listens on every
+// interface (127.0.0.1 is the container's own loopback); the admin
+// listener, which can reload the config, stays on loopback.
+func TestImageConfigListensOnAllInterfaces(t *testing.T) {
+	cfg, err := config.Load(filepath.Join(repoRoot, imageConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen != "0.0.0.0:8080" {
+		t.Errorf("%s: listen = %q, want 0.0.0.0:8080", imageConfig, cfg.Listen)
+	}
+	host, _, err := net.SplitHostPort(cfg.AdminListen)
+	if ip, perr := netip.ParseAddr(host); err != nil || perr != nil || !ip.IsLoopback() {
+		t.Errorf("%s: admin_listen = %q, want a loopback address", imageConfig, cfg.AdminListen)
+	}
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "0.0.0.0:8080") || !strings.Contains(string(readme), imageConfig) {
+		t.Errorf("README does not say that the image's config (%s) listens on 0.0.0.0:8080", imageConfig)
+	}
+}
+
 var listenLine = regexp.MustCompile(`(?m)^(listen|admin_listen):[ \t]*\S+`)
 
 // TestImageAndManifestsStart runs the image's default command and every
@@ -191,11 +224,11 @@ func TestImageAndManifestsStart(t *testing.T) {
 	if len(entrypoint) == 0 || entrypoint[0] != "/ringlb" {
 		t.Fatalf("Dockerfile ENTRYPOINT %q, want it to start with /ringlb", entrypoint)
 	}
-	if !strings.Contains(df, "COPY --from=build /out/ringlb /ringlb") || !strings.Contains(df, "COPY config.yaml /etc/ringlb/config.yaml") {
-		t.Fatal("Dockerfile: the binary or the default config moved; update this test's file layout")
+	if !strings.Contains(df, "COPY --from=build /out/ringlb /ringlb") || !strings.Contains(df, "COPY "+imageConfig+" /etc/ringlb/config.yaml") {
+		t.Fatal("Dockerfile: the binary or the baked-in config moved; update this test's file layout")
 	}
 	bin := ringlbBinary(t)
-	defaultConfig, err := os.ReadFile(filepath.Join(repoRoot, "config.yaml"))
+	defaultConfig, err := os.ReadFile(filepath.Join(repoRoot, imageConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
