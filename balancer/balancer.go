@@ -98,7 +98,7 @@ func New(opts Options, reg prometheus.Registerer, logger *slog.Logger) (*Balance
 		epoch:   time.Now(),
 		clk:     systemClock{},
 		ups:     map[string]*upstream{},
-		metrics: newMetrics(),
+		metrics: newMetrics(opts.Pool),
 	}
 	b.disc.changed = make(chan struct{}, 1)
 	set, r, err := compile(opts, nil)

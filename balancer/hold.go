@@ -314,20 +314,13 @@ func (b *Balancer) heldOf(s *snapshot, h uint64) string {
 	return rec.Upstream
 }
 
-var (
-	descHoldKeys = prometheus.NewDesc("ringlb_hold_keys",
-		"Keys with a hold record in this process.", nil, nil)
-	descHeld = prometheus.NewDesc("ringlb_held_total",
-		"Requests sent to a held upstream instead of the ring's choice.", nil, nil)
-)
-
 // holdCollector reports ringlb_hold_keys and ringlb_held_total at scrape
 // time (0 while hold is off).
 type holdCollector struct{ b *Balancer }
 
 func (c *holdCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- descHoldKeys
-	ch <- descHeld
+	ch <- c.b.metrics.holdKeys
+	ch <- c.b.metrics.held
 }
 
 func (c *holdCollector) Collect(ch chan<- prometheus.Metric) {
@@ -335,8 +328,8 @@ func (c *holdCollector) Collect(ch chan<- prometheus.Metric) {
 	if st := c.b.holdStore.Load(); st != nil {
 		n = st.Len()
 	}
-	ch <- prometheus.MustNewConstMetric(descHoldKeys, prometheus.GaugeValue, float64(n))
-	ch <- prometheus.MustNewConstMetric(descHeld, prometheus.CounterValue, float64(c.b.heldTotal.Load()))
+	ch <- prometheus.MustNewConstMetric(c.b.metrics.holdKeys, prometheus.GaugeValue, float64(n))
+	ch <- prometheus.MustNewConstMetric(c.b.metrics.held, prometheus.CounterValue, float64(c.b.heldTotal.Load()))
 }
 
 // HoldStatus is the hold block in force, for the status page.

@@ -20,11 +20,25 @@ func NewRegistry() *prometheus.Registry {
 	return reg
 }
 
+// DefaultPool is the name of the one pool of a config without pools: the
+// pool label of a Balancer whose Options.Pool is empty.
+const DefaultPool = "default"
+
 // metrics holds the balancer's collectors. Counters and histograms with an
 // upstream label are vectors whose children are resolved once per upstream
 // (see upstreamMetrics) and deleted when a reload removes the upstream.
 // Gauges read the live atomics at scrape time through stateCollector.
+//
+// Every per-upstream and per-ring family carries the balancer's pool as a
+// constant label, so the Balancers of several pools register the same
+// families side by side on one registry. A family added here takes it
+// too: build it with m.pool (Opts.ConstLabels) or m.desc.
 type metrics struct {
+	pool prometheus.Labels // {"pool": name}
+
+	inflight, available, breaker, ringInfo *prometheus.Desc
+	holdKeys, held                         *prometheus.Desc
+
 	requests   *prometheus.CounterVec   // upstream, code
 	duration   *prometheus.HistogramVec // upstream
 	ejections  *prometheus.CounterVec   // upstream, reason
@@ -37,34 +51,54 @@ type metrics struct {
 	reloadLast prometheus.Gauge // 1: the last reload (or the start) applied
 }
 
-func newMetrics() *metrics {
-	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ringlb_requests_total",
-			Help: "Requests answered, by the upstream that served the final attempt and the status code (499: client went away).",
-		}, []string{"upstream", "code"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "ringlb_request_duration_seconds",
-			Help:    "Time from receiving a request to finishing its response, by the upstream that served the final attempt.",
-			Buckets: prometheus.DefBuckets,
-		}, []string{"upstream"}),
-		ejections: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ringlb_ejections_total",
-			Help: "Times an upstream became unavailable, by reason (health or breaker).",
-		}, []string{"upstream", "reason"}),
-		overflow: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ringlb_overflow_total",
-			Help: "Requests sent past this owner because it held its bounded-load share.",
-		}, []string{"upstream"}),
-		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ringlb_retries_total",
-			Help: "Retries away from this upstream after it failed a request.",
-		}, []string{"upstream"}),
-		noUpstream: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ringlb_no_upstream_total",
-			Help: "Requests answered 503 because no upstream was available.",
-		}),
+func newMetrics(pool string) *metrics {
+	if pool == "" {
+		pool = DefaultPool
 	}
+	m := &metrics{pool: prometheus.Labels{"pool": pool}}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name:        "ringlb_requests_total",
+		Help:        "Requests answered, by the upstream that served the final attempt and the status code (499: client went away).",
+		ConstLabels: m.pool,
+	}, []string{"upstream", "code"})
+	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:        "ringlb_request_duration_seconds",
+		Help:        "Time from receiving a request to finishing its response, by the upstream that served the final attempt.",
+		Buckets:     prometheus.DefBuckets,
+		ConstLabels: m.pool,
+	}, []string{"upstream"})
+	m.ejections = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name:        "ringlb_ejections_total",
+		Help:        "Times an upstream became unavailable, by reason (health or breaker).",
+		ConstLabels: m.pool,
+	}, []string{"upstream", "reason"})
+	m.overflow = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name:        "ringlb_overflow_total",
+		Help:        "Requests sent past this owner because it held its bounded-load share.",
+		ConstLabels: m.pool,
+	}, []string{"upstream"})
+	m.retries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name:        "ringlb_retries_total",
+		Help:        "Retries away from this upstream after it failed a request.",
+		ConstLabels: m.pool,
+	}, []string{"upstream"})
+	m.noUpstream = prometheus.NewCounter(prometheus.CounterOpts{
+		Name:        "ringlb_no_upstream_total",
+		Help:        "Requests answered 503 because no upstream was available.",
+		ConstLabels: m.pool,
+	})
+	m.inflight = m.desc("ringlb_upstream_inflight",
+		"Requests in flight to the upstream.", "upstream")
+	m.available = m.desc("ringlb_upstream_available",
+		"1 when the upstream is available (health check up and breaker not open), else 0.", "upstream")
+	m.breaker = m.desc("ringlb_breaker_state",
+		"Circuit breaker state: 0 closed, 1 half-open, 2 open.", "upstream")
+	m.ringInfo = m.desc("ringlb_ring_info",
+		"Always 1; the version label is the current ring's membership version.", "version")
+	m.holdKeys = m.desc("ringlb_hold_keys",
+		"Keys with a hold record in this process.")
+	m.held = m.desc("ringlb_held_total",
+		"Requests sent to a held upstream instead of the ring's choice.")
 	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ringlb_config_reloads_total",
 		Help: "Config reloads, by result (ok or error).",
@@ -78,6 +112,11 @@ func newMetrics() *metrics {
 	})
 	m.reloadLast.Set(1)
 	return m
+}
+
+// desc is a scrape-time family of the pool, with the given variable labels.
+func (m *metrics) desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help, labels, m.pool)
 }
 
 // register registers every collector on reg, or none.
@@ -162,27 +201,17 @@ func (m *metrics) retire(um *upstreamMetrics) {
 	m.retries.DeleteLabelValues(um.name)
 }
 
-var (
-	descInflight = prometheus.NewDesc("ringlb_upstream_inflight",
-		"Requests in flight to the upstream.", []string{"upstream"}, nil)
-	descAvailable = prometheus.NewDesc("ringlb_upstream_available",
-		"1 when the upstream is available (health check up and breaker not open), else 0.", []string{"upstream"}, nil)
-	descBreaker = prometheus.NewDesc("ringlb_breaker_state",
-		"Circuit breaker state: 0 closed, 1 half-open, 2 open.", []string{"upstream"}, nil)
-	descRingInfo = prometheus.NewDesc("ringlb_ring_info",
-		"Always 1; the version label is the current ring's membership version.", []string{"version"}, nil)
-)
-
 // stateCollector reports the gauges straight from the current snapshot's
 // atomics at scrape time, so removed upstreams vanish with the snapshot
 // and only the current ring version is ever exported.
 type stateCollector struct{ b *Balancer }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- descInflight
-	ch <- descAvailable
-	ch <- descBreaker
-	ch <- descRingInfo
+	m := c.b.metrics
+	ch <- m.inflight
+	ch <- m.available
+	ch <- m.breaker
+	ch <- m.ringInfo
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -190,15 +219,16 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	if s == nil {
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(descRingInfo, prometheus.GaugeValue, 1, s.ring.Version())
+	m := c.b.metrics
+	ch <- prometheus.MustNewConstMetric(m.ringInfo, prometheus.GaugeValue, 1, s.ring.Version())
 	for i := range s.members {
 		u := s.members[i].u
 		avail := 0.0
 		if u.available() {
 			avail = 1
 		}
-		ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(u.inflight.Load()), u.name)
-		ch <- prometheus.MustNewConstMetric(descAvailable, prometheus.GaugeValue, avail, u.name)
-		ch <- prometheus.MustNewConstMetric(descBreaker, prometheus.GaugeValue, float64(u.breakerState()), u.name)
+		ch <- prometheus.MustNewConstMetric(m.inflight, prometheus.GaugeValue, float64(u.inflight.Load()), u.name)
+		ch <- prometheus.MustNewConstMetric(m.available, prometheus.GaugeValue, avail, u.name)
+		ch <- prometheus.MustNewConstMetric(m.breaker, prometheus.GaugeValue, float64(u.breakerState()), u.name)
 	}
 }

@@ -17,6 +17,11 @@ import (
 // command fills it from a validated config, and New and Update still
 // reject values that cannot work.
 type Options struct {
+	// Pool is the pool's name: the pool label of every per-upstream and
+	// per-ring metric. Empty means DefaultPool. It is fixed by New
+	// (Update ignores it).
+	Pool string
+
 	Upstreams []UpstreamOptions
 	Ring      RingOptions
 	Hash      HashOptions

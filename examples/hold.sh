@@ -51,7 +51,8 @@ lookup() {
 }
 
 # metric NAME: the value of an unlabelled metric on /metrics.
-metric() { curl -fsS -m 5 "$admin/metrics" | awk -v want="$1" '$1 == want { print $2; exit }'; }
+# metric NAME: the sum of NAME's series (every pool's).
+metric() { curl -fsS -m 5 "$admin/metrics" | awk -v want="$1" '{ n = $1; sub(/\{.*/, "", n) } n == want { s += $2; f = 1 } END { if (f) print s }'; }
 
 
 write_config() { # N: a config with upstreams app-1..app-N

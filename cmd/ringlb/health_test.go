@@ -64,7 +64,7 @@ func TestServeHealthChecks(t *testing.T) {
 	waitState(t, r.admin, "app-2", "up", isUp)
 
 	_, metrics := get(t, r.admin+"/metrics")
-	if want := `ringlb_ejections_total{reason="health",upstream="app-2"} 2`; !strings.Contains(metrics, want) {
+	if want := `ringlb_ejections_total{pool="default",reason="health",upstream="app-2"} 2`; !strings.Contains(metrics, want) {
 		t.Errorf("metrics lack %s", want)
 	}
 	for _, name := range []string{"app-1", "app-3"} {

@@ -106,7 +106,7 @@ func TestServeHoldAcrossReplicas(t *testing.T) {
 		}
 	}
 	_, metrics := get(t, r2.admin+"/metrics")
-	if !strings.Contains(metrics, fmt.Sprintf("ringlb_held_total %d\n", len(moved))) {
+	if !strings.Contains(metrics, fmt.Sprintf("ringlb_held_total{pool=\"default\"} %d\n", len(moved))) {
 		t.Errorf("replica 2 metrics lack ringlb_held_total %d", len(moved))
 	}
 }
