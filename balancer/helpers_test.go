@@ -100,7 +100,8 @@ func proxy(t testing.TB, opts Options) (*Balancer, *prometheus.Registry, *httpte
 	return b, reg, front
 }
 
-// get sends a GET to front with the given headers and returns the status,
+// get sends a GET to front with the given headers (a "Host" pair sets the
+// request's Host) and returns the status,
 // the backend that answered (X-Backend) and the body.
 func get(t testing.TB, c *http.Client, target string, hdr ...string) (int, string, string) {
 	t.Helper()
@@ -109,6 +110,10 @@ func get(t testing.TB, c *http.Client, target string, hdr ...string) (int, strin
 		t.Fatal(err)
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i] == "Host" {
+			req.Host = hdr[i+1]
+			continue
+		}
 		req.Header.Add(hdr[i], hdr[i+1])
 	}
 	res, err := c.Do(req)

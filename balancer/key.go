@@ -10,14 +10,116 @@ import (
 	"net/textproto"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
+	"unsafe"
+
+	"github.com/ringlb/ringlb/ring"
 )
 
 // keyFunc extracts one key source from a request; false when the source is
 // absent (or empty) on this request.
 type keyFunc func(*http.Request) (string, bool)
 
-func newKeyFunc(src KeySource, trusted []netip.Prefix) (keyFunc, error) {
+// keySpec is one hash.key entry as the request path reads it: a single
+// source (f), or a combine source's parts.
+type keySpec struct {
+	f     keyFunc
+	parts []keyFunc
+}
+
+// keyBufSize is the size of the buffers combined keys are joined in
+// (keyBufs); a longer key allocates.
+const keyBufSize = 512
+
+// keyBufs lends the buffers combined keys are joined in. A key is hashed
+// before its buffer goes back (ring.Hash does not keep it).
+var keyBufs = sync.Pool{New: func() any { return new([keyBufSize]byte) }}
+
+// hash returns the hash of the entry's key on r, and false when the
+// entry is absent on r.
+func (k *keySpec) hash(rg *ring.Ring, r *http.Request) (uint64, bool) {
+	if k.parts == nil {
+		v, ok := k.f(r)
+		if !ok {
+			return 0, false
+		}
+		return rg.Hash(v), true
+	}
+	buf := keyBufs.Get().(*[keyBufSize]byte)
+	defer keyBufs.Put(buf)
+	v, ok := k.join(r, buf[:0])
+	if !ok {
+		return 0, false
+	}
+	return rg.Hash(v), true
+}
+
+// value returns the entry's key on r, a copy that outlives the request.
+func (k *keySpec) value(r *http.Request) (string, bool) {
+	if k.parts == nil {
+		return k.f(r)
+	}
+	v, ok := k.join(r, nil)
+	return strings.Clone(v), ok
+}
+
+// join returns a combine entry's key, appended to b and aliasing it: it
+// is valid while b's array is not reused.
+func (k *keySpec) join(r *http.Request, b []byte) (string, bool) {
+	for i, p := range k.parts {
+		v, ok := p(r)
+		if !ok {
+			return "", false
+		}
+		if i > 0 {
+			b = append(b, 0)
+		}
+		b = appendEscaped(b, v)
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b)), true
+}
+
+// appendEscaped appends one part of a combined key. Parts are joined with
+// a NUL byte, which therefore must not occur in them: a NUL in a value is
+// written as 0x01 0x02, and a 0x01 as 0x01 0x01. So two different lists
+// of values never join to the same key, and the usual values (no NUL, no
+// 0x01) are copied as they are.
+func appendEscaped(b []byte, v string) []byte {
+	for {
+		i := strings.IndexAny(v, "\x00\x01")
+		if i < 0 {
+			return append(b, v...)
+		}
+		b = append(b, v[:i]...)
+		b = append(b, 1, v[i]+1)
+		v = v[i+1:]
+	}
+}
+
+func newKeySpec(src KeySource, trusted []netip.Prefix, bodyLimit int) (keySpec, error) {
+	if src.Kind != KeyCombine {
+		f, err := newKeyFunc(src, trusted, bodyLimit)
+		return keySpec{f: f}, err
+	}
+	if len(src.Sources) == 0 {
+		return keySpec{}, fmt.Errorf("key source combine: needs at least one source")
+	}
+	parts := make([]keyFunc, 0, len(src.Sources))
+	for i, p := range src.Sources {
+		if p.Kind == KeyCombine {
+			return keySpec{}, fmt.Errorf("key source combine[%d]: a combine cannot hold another", i)
+		}
+		f, err := newKeyFunc(p, trusted, bodyLimit)
+		if err != nil {
+			return keySpec{}, fmt.Errorf("key source combine[%d]: %w", i, err)
+		}
+		parts = append(parts, f)
+	}
+	return keySpec{parts: parts}, nil
+}
+
+func newKeyFunc(src KeySource, trusted []netip.Prefix, bodyLimit int) (keyFunc, error) {
 	switch src.Kind {
 	case KeyCookie:
 		if src.Name == "" {
@@ -65,6 +167,8 @@ func newKeyFunc(src KeySource, trusted []netip.Prefix) (keyFunc, error) {
 		return func(r *http.Request) (string, bool) { return r.URL.Path, r.URL.Path != "" }, nil
 	case KeyIP:
 		return func(r *http.Request) (string, bool) { return clientIP(r, trusted) }, nil
+	case KeyHost:
+		return hostKey, nil
 	}
 	return nil, fmt.Errorf("unknown key source %q", src.Kind)
 }
@@ -94,11 +198,61 @@ func dropped(h http.Header, name string) bool {
 	return false
 }
 
+// String names the source as the status page and /debug/lookup show it:
+// "cookie session", "uri", "combine [host, uri]".
 func (k KeySource) String() string {
+	if k.Kind == KeyCombine {
+		parts := make([]string, len(k.Sources))
+		for i, p := range k.Sources {
+			parts[i] = p.String()
+		}
+		return "combine [" + strings.Join(parts, ", ") + "]"
+	}
 	if k.Name == "" {
 		return string(k.Kind)
 	}
 	return string(k.Kind) + " " + k.Name
+}
+
+// Label names the source in one word, for log lines: "cookie:session",
+// "json:prompt_cache_key", "uri", "combine:[host,uri]".
+func (k KeySource) Label() string {
+	if k.Kind == KeyCombine {
+		parts := make([]string, len(k.Sources))
+		for i, p := range k.Sources {
+			parts[i] = p.Label()
+		}
+		return "combine:[" + strings.Join(parts, ",") + "]"
+	}
+	if k.Name == "" {
+		return string(k.Kind)
+	}
+	return string(k.Kind) + ":" + k.Name
+}
+
+// hostKey is the host key source: the request's Host (its URL's host
+// for a request in absolute form), lowercased, without port and without
+// a trailing dot, as nginx's $host reads it; an IPv6 literal keeps its
+// brackets. Only a host with upper-case letters allocates.
+func hostKey(r *http.Request) (string, bool) {
+	h := r.Host
+	if h == "" && r.URL != nil {
+		h = r.URL.Host // a request built in-process
+	}
+	if len(h) > 0 && h[0] == '[' {
+		if i := strings.IndexByte(h, ']'); i >= 0 {
+			h = h[:i+1]
+		}
+	} else if i := strings.IndexByte(h, ':'); i >= 0 {
+		h = h[:i]
+	}
+	h = strings.TrimSuffix(h, ".")
+	for i := 0; i < len(h); i++ {
+		if 'A' <= h[i] && h[i] <= 'Z' {
+			return strings.ToLower(h), true
+		}
+	}
+	return h, h != ""
 }
 
 // cookieValue returns the value of the cookie called name exactly as
@@ -259,27 +413,49 @@ func hostOnly(hostport string) string {
 	return h
 }
 
+// Where a request's key came from, besides an index into snapshot.keys.
+const (
+	srcRandom      = -1 // no key: a random position (on_missing random)
+	srcAffinity    = -2 // the affinity cookie the request carries (on_missing cookie)
+	srcNewAffinity = -3 // a new affinity cookie (on_missing cookie)
+	srcRejected    = -4 // no key: answered 400 (on_missing reject)
+)
+
+// keyLabel names where a request's key came from (src as position returns
+// it) in one word, for log lines: a hash.key source's Label,
+// "cookie:NAME" for the affinity cookie, "" for none.
+func (s *snapshot) keyLabel(src int) string {
+	switch {
+	case src >= 0:
+		return s.keyLabels[src]
+	case src == srcAffinity, src == srcNewAffinity:
+		return "cookie:" + s.cookie.Name
+	}
+	return ""
+}
+
 // position returns the request's ring position: the hash of its key, the
-// affinity cookie's value first when on_missing is cookie. With no key it
-// follows on_missing: random says the position is a random one (it keys
-// nothing, so hold does not record it); false means a 400 was written. A
-// generated affinity cookie goes on the final response head (see
-// responseWriter.setCookie).
-func (b *Balancer) position(s *snapshot, w *responseWriter, r *http.Request) (pos uint64, random, ok bool) {
+// affinity cookie's value first when on_missing is cookie, and where the
+// key came from (an index into s.keys, or one of the src constants).
+// With no key it follows on_missing: srcRandom says the position is a
+// random one (it keys nothing, so hold does not record it); false means a
+// 400 was written. A generated affinity cookie goes on the final response
+// head (see responseWriter.setCookie).
+func (b *Balancer) position(s *snapshot, w *responseWriter, r *http.Request) (pos uint64, src int, ok bool) {
 	if s.onMissing == OnMissingCookie && !dropped(r.Header, "Cookie") {
 		if v, ok := cookieValue(r.Header, s.cookie.Name); ok {
-			return s.ring.Hash(v), false, true
+			return s.ring.Hash(v), srcAffinity, true
 		}
 	}
-	for _, k := range s.keys {
-		if v, ok := k(r); ok {
-			return s.ring.Hash(v), false, true
+	for i := range s.keys {
+		if h, ok := s.keys[i].hash(s.ring, r); ok {
+			return h, i, true
 		}
 	}
 	switch s.onMissing {
 	case OnMissingReject:
 		plainError(w, http.StatusBadRequest, "missing hash key: the request has none of "+s.keyDesc+"\n")
-		return 0, false, false
+		return 0, srcRejected, false
 	case OnMissingCookie:
 		var id [16]byte
 		rand.Read(id[:])
@@ -293,7 +469,7 @@ func (b *Balancer) position(s *snapshot, w *responseWriter, r *http.Request) (po
 			HttpOnly: s.cookie.HTTPOnly,
 			SameSite: http.SameSiteLaxMode,
 		}).String()
-		return s.ring.Hash(v), false, true
+		return s.ring.Hash(v), srcNewAffinity, true
 	}
-	return mrand.Uint64(), true, true
+	return mrand.Uint64(), srcRandom, true
 }

@@ -10,15 +10,17 @@ import (
 // TestKeyDoesNotAllocate: extracting a key from a request as a server
 // reads it allocates nothing for every source in its common form (a plain
 // cookie, header or query value, the URI, the path, the peer's address,
-// and a trusted peer's X-Forwarded-For whose client entry is canonical),
-// and neither does hashing it. Only values that must be rewritten
-// allocate: a percent-escaped query parameter, and an IP that is not
-// already in canonical form.
+// a trusted peer's X-Forwarded-For whose client entry is canonical, a
+// lower-case host, and a combination of those), and neither does hashing
+// it. Only values that must be rewritten allocate: a percent-escaped
+// query parameter, an IP that is not already in canonical form, a host
+// with capitals, and a combined key longer than keyBufSize.
 func TestKeyDoesNotAllocate(t *testing.T) {
 	u, _ := url.Parse("http://shop.example/item/7?id=42&user=alice")
 	r := &http.Request{
 		Method:     http.MethodGet,
 		URL:        u,
+		Host:       "shop.example:8443",
 		RequestURI: "/item/7?id=42&user=alice",
 		RemoteAddr: "10.0.0.9:5555",
 		Header: http.Header{
@@ -41,21 +43,27 @@ func TestKeyDoesNotAllocate(t *testing.T) {
 		{Kind: KeyURI},
 		{Kind: KeyPath},
 		{Kind: KeyIP},
+		{Kind: KeyHost},
+		{Kind: KeyCombine, Sources: []KeySource{{Kind: KeyHost}, {Kind: KeyURI}}},
+		{Kind: KeyCombine, Sources: []KeySource{{Kind: KeyCookie, Name: "session"}, {Kind: KeyIP}, {Kind: KeyQuery, Name: "user"}}},
 	}
 	for _, tr := range [][]netip.Prefix{nil, trusted} {
 		for _, src := range srcs {
-			f, err := newKeyFunc(src, tr)
+			ks, err := newKeySpec(src, tr, DefaultBodyLimit)
 			if err != nil {
 				t.Fatal(err)
 			}
-			v, ok := f(r)
+			v, ok := ks.value(r)
 			if !ok || v == "" {
 				t.Fatalf("%v (trusted %v): no key", src, tr)
 			}
+			if h, ok := ks.hash(rg, r); !ok || h != rg.Hash(v) {
+				t.Fatalf("%v (trusted %v): hash %x, %v; want %x, the hash of %q", src, tr, h, ok, rg.Hash(v), v)
+			}
 			var sink uint64
 			if n := testing.AllocsPerRun(100, func() {
-				v, _ := f(r)
-				sink += rg.Hash(v)
+				h, _ := ks.hash(rg, r)
+				sink += h
 			}); n != 0 {
 				t.Errorf("%v (trusted %v): key %q: %v allocs per request, want 0", src, tr, v, n)
 			}

@@ -76,7 +76,7 @@ func FuzzKeyExtraction(f *testing.F) {
 			srcs = append(srcs, KeySource{Kind: KeyQuery, Name: queryName})
 		}
 		for _, src := range srcs {
-			f, err := newKeyFunc(src, fuzzTrusted)
+			f, err := newKeyFunc(src, fuzzTrusted, DefaultBodyLimit)
 			if err != nil {
 				t.Fatalf("newKeyFunc(%v): %v", src, err)
 			}

@@ -123,9 +123,9 @@ func TestNginxPlacementLookup(t *testing.T) {
 // headers themselves, so none of them gives a key: the key is taken from
 // what is forwarded.
 func TestHopByHopHeadersAreNoKey(t *testing.T) {
-	hdr, _ := newKeyFunc(KeySource{Kind: KeyHeader, Name: "X-User-ID"}, nil)
-	ck, _ := newKeyFunc(KeySource{Kind: KeyCookie, Name: "session"}, nil)
-	te, _ := newKeyFunc(KeySource{Kind: KeyHeader, Name: "Te"}, nil)
+	hdr, _ := newKeyFunc(KeySource{Kind: KeyHeader, Name: "X-User-ID"}, nil, DefaultBodyLimit)
+	ck, _ := newKeyFunc(KeySource{Kind: KeyCookie, Name: "session"}, nil, DefaultBodyLimit)
+	te, _ := newKeyFunc(KeySource{Kind: KeyHeader, Name: "Te"}, nil, DefaultBodyLimit)
 	for _, c := range []struct {
 		name string
 		f    keyFunc
@@ -173,6 +173,12 @@ func TestAffinityPerSource(t *testing.T) {
 		}},
 		{KeySource{Kind: KeyIP}, func(f, k string) (string, []string) {
 			return f + "/x", []string{"X-Forwarded-For", "10.1.0." + k}
+		}},
+		{KeySource{Kind: KeyHost}, func(f, k string) (string, []string) {
+			return f + "/x", []string{"Host", "Shop-" + k + ".example:8080"}
+		}},
+		{KeySource{Kind: KeyCombine, Sources: []KeySource{{Kind: KeyHost}, {Kind: KeyURI}}}, func(f, k string) (string, []string) {
+			return f + "/p/" + k, []string{"Host", "shop.example"}
 		}},
 	}
 	for _, tc := range cases {
@@ -317,5 +323,90 @@ func TestAffinityCookieSurvives1xx(t *testing.T) {
 	}
 	if a.hits.Load() == 0 {
 		t.Fatal("no random key landed on a in 50 requests")
+	}
+}
+
+// TestHostKey: the host source is the Host lowercased, without port and
+// trailing dot (nginx's $host); an IPv6 literal keeps its brackets; no
+// host is no key.
+func TestHostKey(t *testing.T) {
+	for _, tc := range []struct{ host, want string }{
+		{"shop.example", "shop.example"},
+		{"Shop.EXAMPLE:8443", "shop.example"},
+		{"shop.example.", "shop.example"},
+		{"shop.example.:80", "shop.example"},
+		{"[::1]:8080", "[::1]"},
+		{"[FD00::A]", "[fd00::a]"},
+		{"10.0.0.1:80", "10.0.0.1"},
+		{"", ""},
+		{":80", ""},
+	} {
+		got, ok := hostKey(&http.Request{Host: tc.host, URL: &url.URL{}})
+		if got != tc.want || ok != (tc.want != "") {
+			t.Errorf("host %q: key %q, %v; want %q", tc.host, got, ok, tc.want)
+		}
+	}
+}
+
+// TestCombinePresence: a combine is present only when every part is, and
+// then its key is the parts joined, hashed as one; when a part is absent
+// the next source in hash.key is tried. Each request must reach the
+// upstream that /debug/lookup's placement gives for the key these rules
+// say, over keys enough that another rule would show.
+func TestCombinePresence(t *testing.T) {
+	bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c")}
+	opts := baseOptions(upstreamsOf(t, bes...))
+	opts.Hash.Key = []KeySource{
+		{Kind: KeyCombine, Sources: []KeySource{{Kind: KeyHeader, Name: "X-Tenant"}, {Kind: KeyQuery, Name: "user"}, {Kind: KeyHost}}},
+		{Kind: KeyQuery, Name: "user"},
+	}
+	opts.Hash.OnMissing = OnMissingReject
+	b, _, front := proxy(t, opts)
+	c := front.Client()
+	for k := range 24 {
+		tenant, user := fmt.Sprint("t", k), fmt.Sprint("u", k)
+		// All three parts: the joined key.
+		code, got, _ := get(t, c, front.URL+"/x?user="+user, "X-Tenant", tenant, "Host", "Shop.example:1")
+		if want := b.Lookup(tenant + "\x00" + user + "\x00shop.example").Chosen; code != 200 || got != want {
+			t.Fatalf("key %d with every part: %d from %q, want %q", k, code, got, want)
+		}
+		// No tenant: the combine is absent, the query alone keys.
+		code, got, _ = get(t, c, front.URL+"/x?user="+user)
+		if want := b.Lookup(user).Chosen; code != 200 || got != want {
+			t.Fatalf("key %d without X-Tenant: %d from %q, want %q (the user query alone)", k, code, got, want)
+		}
+	}
+	// No user: neither source is present.
+	if code, _, _ := get(t, c, front.URL+"/x", "X-Tenant", "t1"); code != http.StatusBadRequest {
+		t.Errorf("no user: %d, want 400", code)
+	}
+	if key, src, ok := b.KeyOf(&http.Request{Host: "h", URL: mustURL(t, "/x?user=u"), Header: http.Header{"X-Tenant": {"t"}}}); !ok || key != "t\x00u\x00h" || src != "combine [header X-Tenant, query user, host]" {
+		t.Errorf("KeyOf = %q, %q, %v", key, src, ok)
+	}
+}
+
+// TestCombineJoinIsInjective: different lists of values never join to the
+// same key, NUL and 0x01 bytes (a query value can hold them) included.
+func TestCombineJoinIsInjective(t *testing.T) {
+	ks, err := newKeySpec(KeySource{Kind: KeyCombine, Sources: []KeySource{{Kind: KeyQuery, Name: "a"}, {Kind: KeyQuery, Name: "b"}}}, nil, DefaultBodyLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for _, q := range []string{
+		"a=x&b=y", "a=x%00&b=y", "a=x&b=%00y", "a=x%01&b=y", "a=x&b=%01y",
+		"a=x%01%02&b=y", "a=x%00%02&b=y", "a=x%01%01&b=y", "a=%00&b=%00", "a=%00%00&b=%01",
+	} {
+		v, ok := ks.value(&http.Request{URL: &url.URL{RawQuery: q}})
+		if !ok {
+			t.Fatalf("%s: absent", q)
+		}
+		if prev, dup := seen[v]; dup {
+			t.Errorf("%s and %s join to the same key %q", prev, q, v)
+		}
+		seen[v] = q
+	}
+	if v, _ := ks.value(&http.Request{URL: &url.URL{RawQuery: "a=x&b=y"}}); v != "x\x00y" {
+		t.Errorf("plain values joined as %q, want x\\x00y", v)
 	}
 }

@@ -121,13 +121,21 @@ type HashOptions struct {
 	OnMissing OnMissing
 	// Cookie is the affinity cookie of OnMissingCookie.
 	Cookie CookieOptions
+	// BodyLimit is how many bytes of a request body json key sources
+	// read at most before deciding; 0 means DefaultBodyLimit.
+	BodyLimit int
 }
 
+// DefaultBodyLimit is HashOptions.BodyLimit's default: 64 KiB.
+const DefaultBodyLimit = 64 << 10
+
 // KeySource is one entry of hash.key: Name is the cookie, header or query
-// parameter name (empty for the others).
+// parameter name, or the json source's dotted path (empty for the
+// others). Sources are a combine source's parts, none of them a combine.
 type KeySource struct {
-	Kind KeyKind
-	Name string
+	Kind    KeyKind
+	Name    string
+	Sources []KeySource
 }
 
 // KeyKind names a key source.
@@ -141,6 +149,10 @@ const (
 	KeyURI    KeyKind = "uri"
 	KeyPath   KeyKind = "path"
 	KeyIP     KeyKind = "ip"
+	// KeyHost is the request's host, lowercased, without port.
+	KeyHost KeyKind = "host"
+	// KeyCombine is several sources at once, all present.
+	KeyCombine KeyKind = "combine"
 )
 
 // OnMissing is hash.on_missing.
@@ -184,8 +196,9 @@ type TimeoutOptions struct {
 type settings struct {
 	specs []memberSpec // indexed like the ring's Members(); installLocked reads them
 
-	keys         []keyFunc
+	keys         []keySpec
 	keyNames     []string  // each key source as RingStatus.KeySources names it
+	keyLabels    []string  // each key source as KeySource.Label names it, for logs
 	keyDesc      string    // "cookie session, header X-User-ID", for 400 answers
 	onMissing    OnMissing // never empty
 	cookie       CookieOptions
@@ -289,13 +302,21 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 	if opts.UpstreamHeader != "" {
 		set.header = textproto.CanonicalMIMEHeaderKey(opts.UpstreamHeader)
 	}
+	if opts.Hash.BodyLimit < 0 {
+		return settings{}, nil, fmt.Errorf("balancer: body_limit must be >= 0, got %d", opts.Hash.BodyLimit)
+	}
+	bodyLimit := opts.Hash.BodyLimit
+	if bodyLimit == 0 {
+		bodyLimit = DefaultBodyLimit
+	}
 	for i, k := range opts.Hash.Key {
-		f, err := newKeyFunc(k, opts.TrustedProxies)
+		ks, err := newKeySpec(k, opts.TrustedProxies, bodyLimit)
 		if err != nil {
 			return settings{}, nil, fmt.Errorf("balancer: key[%d]: %w", i, err)
 		}
-		set.keys = append(set.keys, f)
+		set.keys = append(set.keys, ks)
 		set.keyNames = append(set.keyNames, k.String())
+		set.keyLabels = append(set.keyLabels, k.Label())
 	}
 	set.keyDesc = strings.Join(set.keyNames, ", ")
 	if opts.Discovery != nil && opts.Ring.Placement == ring.PlacementNginx {

@@ -27,7 +27,8 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	s := b.snap.Load()
 	rw := &responseWriter{ResponseWriter: w, no1xx: !r.ProtoAtLeast(1, 1), tunnels: &b.tunnels}
-	pos, random, ok := b.position(s, rw, r)
+	pos, src, ok := b.position(s, rw, r)
+	random := src == srcRandom
 	if !ok {
 		b.accessLog(s, r, nil, http.StatusBadRequest, start, nil)
 		return

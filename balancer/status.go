@@ -118,8 +118,8 @@ func (b *Balancer) KeyOf(r *http.Request) (key, source string, ok bool) {
 			return v, "cookie " + s.cookie.Name + " (affinity)", true
 		}
 	}
-	for i, k := range s.keys {
-		if v, ok := k(r); ok {
+	for i := range s.keys {
+		if v, ok := s.keys[i].value(r); ok {
 			return v, s.keyNames[i], true
 		}
 	}

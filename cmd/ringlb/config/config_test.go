@@ -203,6 +203,27 @@ upstream_tls: {server_name: backend.example, insecure_skip_verify: true}
 			},
 		},
 		{
+			name: "host and combine keys",
+			src: `hash:
+  key:
+    - combine: [host, uri]
+    - combine:
+        - cookie: session
+        - header: x-tenant
+    - host
+` + up,
+			check: func(t *testing.T, c *Config) {
+				want := []balancer.KeySource{
+					{Kind: balancer.KeyCombine, Sources: []balancer.KeySource{{Kind: balancer.KeyHost}, {Kind: balancer.KeyURI}}},
+					{Kind: balancer.KeyCombine, Sources: []balancer.KeySource{{Kind: balancer.KeyCookie, Name: "session"}, {Kind: balancer.KeyHeader, Name: "X-Tenant"}}},
+					{Kind: balancer.KeyHost},
+				}
+				if !reflect.DeepEqual(c.Hash.Key, want) {
+					t.Errorf("Key = %+v, want %+v", c.Hash.Key, want)
+				}
+			},
+		},
+		{
 			name: "nginx placement",
 			src: `ring: {placement: nginx, load_factor: 0}
 upstreams:
@@ -497,16 +518,23 @@ var errorCases = []struct {
 
 	// Hash.
 	{"empty key list", "hash:\n  key: []\n" + up, "c.yaml:2: hash.key: must list at least one source"},
+	{"combine sources", "hash:\n  key:\n    - combine: []\n    - combine\n    - combine: host\n    - combine: [host, {combine: [uri]}]\n    - combine: [ip, {header: \"X Y\"}, {host: x}]\n    - {host: a}\n" + up,
+		"c.yaml:3: hash.key[0].combine: must list at least one source\n" +
+			"c.yaml:4: hash.key[1]: combine needs a list of sources, like `combine: [host, uri]`\n" +
+			"c.yaml:5: hash.key[2].combine: must be a list, got \"host\"\n" +
+			"c.yaml:6: hash.key[3].combine[1].combine: a combine cannot hold another combine; list its sources in the outer one\n" +
+			"c.yaml:7: hash.key[4].combine[2].host: takes no name; write `- host`\n" +
+			"c.yaml:8: hash.key[5].host: takes no name; write `- host`"},
 	{"key sources", "hash:\n  key:\n    - uri\n    - cookie\n    - {uri: x}\n    - foo: 1\n    - [1]\n    - {cookie: a, header: b}\n    - header: \"\"\n    - header: X Y\n    - query:\n    - 7\n" + up,
 		"c.yaml:4: hash.key[1]: cookie needs a name, like `cookie: NAME`\n" +
 			"c.yaml:5: hash.key[2].uri: takes no name; write `- uri`\n" +
-			"c.yaml:6: hash.key[3]: unknown key source \"foo\"; want uri, path, ip, `cookie: NAME`, `header: NAME` or `query: NAME`\n" +
-			"c.yaml:7: hash.key[4]: must be uri, path, ip, `cookie: NAME`, `header: NAME` or `query: NAME`, got a list\n" +
-			"c.yaml:8: hash.key[5]: must be one source per list item (uri, path, ip, `cookie: NAME`, `header: NAME` or `query: NAME`), got a mapping with 2 entries\n" +
+			"c.yaml:6: hash.key[3]: unknown key source \"foo\"; want uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME` or `combine: [SOURCE, ...]`\n" +
+			"c.yaml:7: hash.key[4]: must be uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME` or `combine: [SOURCE, ...]`, got a list\n" +
+			"c.yaml:8: hash.key[5]: must be one source per list item (uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME` or `combine: [SOURCE, ...]`), got a mapping with 2 entries\n" +
 			"c.yaml:9: hash.key[6].header: must not be empty\n" +
 			"c.yaml:10: hash.key[7].header: must be a valid header name, got \"X Y\"\n" +
 			"c.yaml:11: hash.key[8].query: must be a string, got null\n" +
-			"c.yaml:12: hash.key[9]: unknown key source 7; want uri, path, ip, `cookie: NAME`, `header: NAME` or `query: NAME`"},
+			"c.yaml:12: hash.key[9]: unknown key source 7; want uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME` or `combine: [SOURCE, ...]`"},
 	{"bad on_missing", "hash: {on_missing: sometimes}\n" + up, "c.yaml:1: hash.on_missing: must be random, reject or cookie, got \"sometimes\""},
 	{"bad affinity cookie", "hash:\n  on_missing: cookie\n  cookie:\n    name: \"a;b\"\n    ttl: 0s\n" + up,
 		"c.yaml:4: hash.cookie.name: must be a valid cookie name, got \"a;b\"\nc.yaml:5: hash.cookie.ttl: must be > 0, got 0s"},

@@ -458,20 +458,30 @@ func (d *decoder) hash(f string, n *yaml.Node, h *Hash) {
 	})
 }
 
-const keySourceForm = "uri, path, ip, `cookie: NAME`, `header: NAME` or `query: NAME`"
+const keySourceForm = "uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME` or `combine: [SOURCE, ...]`"
 
-// keySource decodes one hash.key entry: a bare uri, path or ip, or a
-// one-entry mapping cookie|header|query: NAME. On failure it returns the
-// zero balancer.KeySource (and f is marked bad, so validation skips it).
+// keySource decodes one hash.key entry: a bare uri, path, ip or host, a
+// one-entry mapping cookie|header|query: NAME, or combine: a list of
+// those. On failure it returns the zero balancer.KeySource (and f is
+// marked bad, so validation skips it).
 func (d *decoder) keySource(f string, n *yaml.Node) balancer.KeySource {
+	return d.keySourceIn(f, n, true)
+}
+
+// keySourceIn decodes a key source; combine says it may be a combine (it
+// is not one of a combine's parts).
+func (d *decoder) keySourceIn(f string, n *yaml.Node, combine bool) balancer.KeySource {
 	n = resolve(n)
 	switch {
 	case n.Kind == yaml.ScalarNode && !isNull(n):
 		switch k := balancer.KeyKind(n.Value); k {
-		case balancer.KeyURI, balancer.KeyPath, balancer.KeyIP:
+		case balancer.KeyURI, balancer.KeyPath, balancer.KeyIP, balancer.KeyHost:
 			return balancer.KeySource{Kind: k}
 		case balancer.KeyCookie, balancer.KeyHeader, balancer.KeyQuery:
 			d.badValue(f, n, "%s needs a name, like `%s: NAME`", k, k)
+			return balancer.KeySource{}
+		case balancer.KeyCombine:
+			d.badValue(f, n, "combine needs a list of sources, like `combine: [host, uri]`")
 			return balancer.KeySource{}
 		}
 		d.badValue(f, n, "unknown key source %s; want %s", describe(n), keySourceForm)
@@ -499,7 +509,27 @@ func (d *decoder) keySource(f string, n *yaml.Node) balancer.KeySource {
 				name = textproto.CanonicalMIMEHeaderKey(name)
 			}
 			return balancer.KeySource{Kind: kind, Name: name}
-		case balancer.KeyURI, balancer.KeyPath, balancer.KeyIP:
+		case balancer.KeyCombine:
+			d.lines[kf] = nodePos(k)
+			if !combine {
+				d.badValue(kf, k, "a combine cannot hold another combine; list its sources in the outer one")
+				d.bad[f] = true
+				return balancer.KeySource{}
+			}
+			src := balancer.KeySource{Kind: kind, Sources: []balancer.KeySource{}}
+			ok := d.sequence(kf, v, func(_ int, f string, n *yaml.Node) {
+				p := d.keySourceIn(f, n, false)
+				if p.Kind == "" {
+					d.bad[kf] = true
+				}
+				src.Sources = append(src.Sources, p)
+			})
+			if !ok || d.bad[kf] {
+				d.bad[f] = true
+				return balancer.KeySource{}
+			}
+			return src
+		case balancer.KeyURI, balancer.KeyPath, balancer.KeyIP, balancer.KeyHost:
 			d.badValue(kf, k, "takes no name; write `- %s`", kind)
 			d.bad[f] = true
 			return balancer.KeySource{}

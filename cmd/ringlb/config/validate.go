@@ -261,18 +261,7 @@ func (d *decoder) validateHash(h *Hash) {
 		d.invalid("hash.key", "must list at least one source")
 	}
 	for i, k := range h.Key {
-		f := index("hash.key", i)
-		if k.Kind == "" {
-			continue // decoding failed and said why
-		}
-		nf := f + "." + string(k.Kind)
-		switch {
-		case k.Kind != balancer.KeyCookie && k.Kind != balancer.KeyHeader && k.Kind != balancer.KeyQuery:
-		case k.Name == "":
-			d.invalid(nf, "must not be empty")
-		case (k.Kind == balancer.KeyCookie || k.Kind == balancer.KeyHeader) && !isToken(k.Name):
-			d.invalid(nf, "must be a valid %s name, got %q", k.Kind, short(k.Name))
-		}
+		d.validateKeySource(index("hash.key", i), k)
 	}
 	switch h.OnMissing {
 	case "random", "reject", "cookie":
@@ -283,6 +272,28 @@ func (d *decoder) validateHash(h *Hash) {
 		d.invalid("hash.cookie.name", "must be a valid cookie name, got %q", short(h.Cookie.Name))
 	}
 	positive("hash.cookie.ttl", h.Cookie.TTL, d)
+}
+
+// validateKeySource checks one hash.key entry, f being its field.
+func (d *decoder) validateKeySource(f string, k balancer.KeySource) {
+	if k.Kind == "" {
+		return // decoding failed and said why
+	}
+	nf := f + "." + string(k.Kind)
+	switch {
+	case k.Kind == balancer.KeyCombine:
+		if len(k.Sources) == 0 {
+			d.invalid(nf, "must list at least one source")
+		}
+		for j, p := range k.Sources {
+			d.validateKeySource(index(nf, j), p)
+		}
+	case k.Kind != balancer.KeyCookie && k.Kind != balancer.KeyHeader && k.Kind != balancer.KeyQuery:
+	case k.Name == "":
+		d.invalid(nf, "must not be empty")
+	case (k.Kind == balancer.KeyCookie || k.Kind == balancer.KeyHeader) && !isToken(k.Name):
+		d.invalid(nf, "must be a valid %s name, got %q", k.Kind, short(k.Name))
+	}
 }
 
 func (d *decoder) validateRing(r *Ring) {
@@ -713,10 +724,13 @@ func (d *decoder) validateHold(c *Config) {
 	case c.Hash.OnMissing == "cookie" && ck.Name == c.Hash.Cookie.Name:
 		d.invalid("hold.cookie.name", "%q is also hash.cookie.name; the hold cookie needs a name of its own", ck.Name)
 	default:
+	keys:
 		for i, k := range c.Hash.Key {
-			if k.Kind == balancer.KeyCookie && k.Name == ck.Name {
-				d.invalid("hold.cookie.name", "%q is also the cookie hash.key[%d] reads; the hold cookie needs a name of its own", ck.Name, i)
-				break
+			for _, p := range append([]balancer.KeySource{k}, k.Sources...) {
+				if p.Kind == balancer.KeyCookie && p.Name == ck.Name {
+					d.invalid("hold.cookie.name", "%q is also the cookie hash.key[%d] reads; the hold cookie needs a name of its own", ck.Name, i)
+					break keys
+				}
 			}
 		}
 	}
