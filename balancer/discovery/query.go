@@ -10,6 +10,8 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"golang.org/x/net/dns/dnsmessage"
 )
 
 // querySRV asks the configured server for name's SRV records itself,
@@ -36,7 +38,7 @@ func (rs *resolver) querySRV(ctx context.Context, name string) (srvReply, error)
 		return srvReply{}, fmt.Errorf("lookup %s on %s: %w", qname, rs.r.addr, err)
 	}
 	id := uint16(rand.Uint32())
-	query, err := appendQuery(make([]byte, 0, 64+len(qname)), id, qname, typeSRV)
+	query, err := appendQuery(make([]byte, 0, 64+len(qname)), id, qname)
 	if err != nil {
 		return fail(err)
 	}
@@ -53,11 +55,11 @@ func (rs *resolver) querySRV(ctx context.Context, name string) (srvReply, error)
 		return fail(err)
 	}
 	switch h := reply.h; {
-	case h.rcode == rcodeNXDomain:
+	case h.rcode == int(dnsmessage.RCodeNameError):
 		return srvReply{}, nil
-	case h.rcode != rcodeSuccess:
+	case h.rcode != int(dnsmessage.RCodeSuccess):
 		return fail(fmt.Errorf("server answered %s", rcodeString(h.rcode)))
-	case h.an == 0 && !h.authoritative && !h.recursed:
+	case h.answers == 0 && !h.authoritative && !h.recursed:
 		return fail(errors.New("lame referral"))
 	}
 	return reply, nil
@@ -77,7 +79,7 @@ func (rs *resolver) exchange(ctx context.Context, network string, query []byte, 
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) }) // a cancelled poll returns at once
 	defer stop()
 
-	var nameBuf [maxNameWire]byte
+	var p dnsmessage.Parser
 	if network == "udp" {
 		if _, err := c.Write(query); err != nil {
 			return srvReply{}, err
@@ -88,14 +90,14 @@ func (rs *resolver) exchange(ctx context.Context, network string, query []byte, 
 			if err != nil {
 				return srvReply{}, err
 			}
-			h, off, ok := matchReply(buf[:n], id, qname, typeSRV, nameBuf[:0])
+			h, ok := matchReply(&p, buf[:n], id, qname)
 			if !ok {
 				continue // not the reply to this query
 			}
 			if h.truncated {
 				return srvReply{h: h}, nil // the caller asks again over TCP
 			}
-			return parseSRVBody(buf[:n], off, h, qname)
+			return parseSRVBody(&p, h, qname)
 		}
 	}
 
@@ -113,9 +115,9 @@ func (rs *resolver) exchange(ctx context.Context, network string, query []byte, 
 	if _, err := io.ReadFull(c, reply); err != nil {
 		return srvReply{}, err
 	}
-	h, off, ok := matchReply(reply, id, qname, typeSRV, nameBuf[:0])
+	h, ok := matchReply(&p, reply, id, qname)
 	if !ok {
 		return srvReply{}, errors.New("TCP reply does not match the query")
 	}
-	return parseSRVBody(reply, off, h, qname)
+	return parseSRVBody(&p, h, qname)
 }

@@ -3,7 +3,6 @@ package discovery
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"net"
 	"reflect"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"github.com/ringlb/ringlb/balancer/discovery/dnstest"
 
 	"github.com/miekg/dns"
+	"golang.org/x/net/dns/dnsmessage"
 )
 
 // The targets' addresses from the SRV reply's additional section: the same
@@ -346,58 +346,87 @@ func TestQuerySRVCancelled(t *testing.T) {
 	}
 }
 
-func TestAppendName(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		want []byte
-		err  bool
-	}{
-		{"a.Bc.", []byte{1, 'a', 2, 'B', 'c', 0}, false},
-		{"a.bc", []byte{1, 'a', 2, 'b', 'c', 0}, false},
-		{".", []byte{0}, false},
-		{"a..b.", nil, true},
-		{string(make([]byte, 64)) + ".", nil, true},
-	} {
-		got, err := appendName(nil, tt.name)
-		if (err != nil) != tt.err || (!tt.err && string(got) != string(tt.want)) {
-			t.Errorf("appendName(%q) = %v, %v; want %v (error %v)", tt.name, got, err, tt.want, tt.err)
+// The query: one SRV question, recursion desired, an EDNS0 OPT record
+// advertising 4096 bytes; a name DNS cannot carry is an error.
+func TestAppendQuery(t *testing.T) {
+	for _, name := range []string{"_http._tcp.App.Test.", "a.bc.", "."} {
+		b, err := appendQuery(nil, 0x4242, name)
+		if err != nil {
+			t.Fatalf("appendQuery(%q): %v", name, err)
+		}
+		m := new(dns.Msg)
+		if err := m.Unpack(b); err != nil {
+			t.Fatalf("appendQuery(%q): the query does not unpack: %v", name, err)
+		}
+		want := dns.Question{Name: name, Qtype: dns.TypeSRV, Qclass: dns.ClassINET}
+		if m.Id != 0x4242 || m.Response || !m.RecursionDesired || len(m.Question) != 1 || m.Question[0] != want ||
+			len(m.Answer)+len(m.Ns) != 0 {
+			t.Errorf("appendQuery(%q) = %v", name, m)
+		}
+		if opt := m.IsEdns0(); opt == nil || opt.UDPSize() != ednsSize || len(m.Extra) != 1 {
+			t.Errorf("appendQuery(%q): EDNS0 %v, want one OPT record of %d bytes", name, opt, ednsSize)
 		}
 	}
-	long := ""
-	for range 4 {
-		long += string(make([]byte, 63)) + "."
-	}
-	if _, err := appendName(nil, long); err == nil { // 4×64+1 = 257 bytes
-		t.Error("a 257-byte name was accepted")
+	label63 := strings.Repeat("a", 63)
+	for _, name := range []string{
+		"a..b.",
+		strings.Repeat("a", 64) + ".",
+		strings.Repeat(label63+".", 4), // 4×64+1 = 257 bytes on the wire
+		"a.bc",                         // not absolute: the caller adds the dot
+	} {
+		if _, err := appendQuery(nil, 1, name); err == nil {
+			t.Errorf("appendQuery(%.20q…) accepted", name)
+		}
 	}
 }
 
-// Compression pointers: followed backwards, refused forwards or in a loop.
-func TestReadNamePointers(t *testing.T) {
-	msg := make([]byte, headerLen)
-	msg = append(msg, 1, 'A', 0)           // 12: "a"
-	msg = append(msg, 1, 'b', 0xC0, 12)    // 15: "b" → 12: "b.a"
-	msg = append(msg, 0xC0, 15)            // 19: → 15: "b.a"
-	msg = append(msg, 1, 'c', 0xC0, 21)    // 21: "c" → 21: a loop
-	msg = append(msg, 0xC0, 27, 1, 'd', 0) // 25: → 27: forwards
-	msg = append(msg, 0x80)                // 30: a reserved label type
+// rawReply is a reply header (ID 0x1234, QR RD RA, one question, an
+// answers) and the question _http._tcp.app.test SRV IN, for hand-written
+// answer bytes to follow.
+func rawReply(an uint16) []byte {
+	b := []byte{0x12, 0x34, 0x81, 0x80, 0, 1, byte(an >> 8), byte(an), 0, 0, 0, 0}
+	for _, l := range []string{"_http", "_tcp", "app", "test"} {
+		b = append(b, byte(len(l)))
+		b = append(b, l...)
+	}
+	return append(b, 0, 0, 33, 0, 1)
+}
+
+// Records written by hand: compression pointers are followed; a pointer
+// loop, a label holding a dot and a record longer than what is left of
+// the message are refused; none of it panics or loops.
+func TestReplyRecords(t *testing.T) {
+	qname := []byte("_http._tcp.app.test")
+	// srv is a reply of one SRV record owned by owner, its RDLENGTH
+	// overstated by over bytes.
+	srv := func(over uint16, owner ...byte) []byte {
+		b := append(rawReply(1), owner...)
+		b = append(b, 0, 33, 0, 1, 0, 0, 0, 5)                   // SRV IN, TTL 5
+		rdata := []byte{0, 1, 0, 1, 0, 80, 1, 'x', 0xC0, 12 + 6} // 1 1 80 x.<_tcp.app.test>
+		b = binary.BigEndian.AppendUint16(b, uint16(len(rdata))+over)
+		return append(b, rdata...)
+	}
 	for _, tt := range []struct {
-		off  int
-		want string
-		next int
+		name string
+		msg  []byte
+		want []srvRR
 		err  bool
 	}{
-		{12, "a", 15, false},
-		{15, "b.a", 19, false},
-		{19, "b.a", 21, false},
-		{21, "", 0, true},
-		{25, "", 0, true},
-		{30, "", 0, true},
-		{len(msg), "", 0, true},
+		{"owner and target compressed", srv(0, 0xC0, 12), []srvRR{{target: "x._tcp.app.test", port: 80}}, false},
+		{"a pointer to itself", srv(0, 0xC0, 37), nil, true},
+		{"a reserved label type", srv(0, 0x80, 12), nil, true},
+		{"a label holding a dot", srv(0, 3, 'a', '.', 'b', 0xC0, 12), nil, true},
+		{"a pointer past the end", srv(0, 0xFF, 0xFF), nil, true},
+		{"a record longer than the message", srv(10, 0xC0, 12), nil, true},
 	} {
-		got, next, err := readName(msg, tt.off, nil)
-		if (err != nil) != tt.err || string(got) != tt.want || next != tt.next {
-			t.Errorf("readName at %d = %q, %d, %v; want %q, %d (error %v)", tt.off, got, next, err, tt.want, tt.next, tt.err)
+		var p dnsmessage.Parser
+		h, ok := matchReply(&p, tt.msg, 0x1234, qname)
+		if !ok {
+			t.Fatalf("%s: the reply does not match its question", tt.name)
+		}
+		got, err := parseSRVBody(&p, h, qname)
+		if (err != nil) != tt.err || !tt.err && !reflect.DeepEqual(got.srvs, tt.want) {
+			t.Errorf("%s: %v, %v; want %v (error %v)", tt.name, got.srvs, err, tt.want, tt.err)
 		}
 	}
 }
@@ -412,35 +441,29 @@ func FuzzParseSRVReply(f *testing.F) {
 		func(m *dns.Msg) { m.Compress = true },
 		func(m *dns.Msg) { m.Rcode = dns.RcodeNameError; m.Answer = nil },
 		func(m *dns.Msg) { m.SetEdns0(4096, false) },
+		func(m *dns.Msg) {
+			m.Answer[0].Header().Name = "_x._tcp.test."
+			m.Answer = append([]dns.RR{&dns.CNAME{Hdr: dns.RR_Header{Name: q.Question[0].Name, Rrtype: dns.TypeCNAME, Class: dns.ClassINET},
+				Target: "_x._tcp.test."}}, m.Answer...)
+		},
 	} {
 		f.Add(pack(f, q, edit, nil))
 	}
+	f.Add(rawReply(0))
 	qname := []byte("_http._tcp.app.test")
 	f.Fuzz(func(t *testing.T, msg []byte) {
-		var buf [maxNameWire]byte
-		for off := range min(len(msg), 64) {
-			if name, next, err := readName(msg, off, buf[:0]); err == nil && (len(name) > maxNameWire || next <= off || next > len(msg)) {
-				t.Fatalf("readName at %d: %q, next %d", off, name, next)
-			}
-		}
-		h, off, ok := matchReply(msg, 0x1234, qname, typeSRV, buf[:0])
+		var p dnsmessage.Parser
+		h, ok := matchReply(&p, msg, 0x1234, qname)
 		if !ok {
-			if len(msg) < headerLen {
-				return
-			}
 			// Read the body anyway, as if the question matched.
-			h = replyHeader{
-				an: int(binary.BigEndian.Uint16(msg[6:])),
-				ns: int(binary.BigEndian.Uint16(msg[8:])),
-				ar: int(binary.BigEndian.Uint16(msg[10:])),
-			}
-			off = headerLen
-		}
-		reply, err := parseSRVBody(msg, off, h, qname)
-		if err != nil {
-			if errors.Is(err, errMalformed) || reply.srvs == nil {
+			if _, err := p.Start(msg); err != nil || p.SkipAllQuestions() != nil {
 				return
 			}
+			h = replyHeader{}
+		}
+		reply, err := parseSRVBody(&p, h, qname)
+		if err != nil {
+			return
 		}
 		for _, s := range reply.srvs {
 			if !isHostName([]byte(s.target)) {
@@ -448,6 +471,9 @@ func FuzzParseSRVReply(f *testing.F) {
 			}
 		}
 		for target, g := range reply.glue {
+			if !slices.ContainsFunc(reply.srvs, func(s srvRR) bool { return s.target == target }) {
+				t.Fatalf("glue of %s, which is no target", target)
+			}
 			if g.v4.IsValid() && !g.v4.Is4() || g.v6.IsValid() && !g.v6.Is6() {
 				t.Fatalf("glue of %s: %v %v", target, g.v4, g.v6)
 			}

@@ -1,34 +1,26 @@
 package discovery
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
-	"strings"
+
+	"golang.org/x/net/dns/dnsmessage"
 )
 
-// The DNS wire format (RFC 1035 §4), just what one SRV query needs: a
-// query writer and a reply reader that keeps the answer section's SRV
-// records and the additional section's A and AAAA records of their
-// targets. The reader checks every bound and never panics, whatever the
-// bytes (see FuzzParseSRVReply).
+// The DNS messages of one SRV query, built and read with
+// golang.org/x/net/dns/dnsmessage (the package Go's own resolver uses):
+// the query, and a reply reader that keeps the answer section's SRV
+// records (of the question's name, or of a name of the CNAME chain from
+// it) and the additional section's A and AAAA records of their targets.
+// The parser bounds every read and never panics; on top of it the reader
+// refuses a record whose data runs past the message, an A or AAAA record
+// of the wrong length, an OPT record not owned by the root and a target
+// that is not a host name (see FuzzParseSRVReply).
 
 const (
-	typeA     = 1
-	typeCNAME = 5
-	typeAAAA  = 28
-	typeSRV   = 33
-	typeOPT   = 41
-	classIN   = 1
-
-	rcodeSuccess  = 0
-	rcodeNXDomain = 3
-
-	headerLen   = 12
-	maxNameWire = 255  // a name's wire length, label lengths and final 0 included
-	ednsSize    = 4096 // the UDP reply size we advertise (EDNS0)
-	maxCNAMEs   = 8    // CNAME hops followed from the question to the SRV records
+	ednsSize  = 4096 // the UDP reply size we advertise (EDNS0)
+	maxCNAMEs = 8    // CNAME hops followed from the question to the SRV records
 )
 
 var errMalformed = errors.New("malformed DNS reply")
@@ -45,138 +37,50 @@ func rcodeString(rc int) string {
 	return fmt.Sprintf("RCODE %d", rc)
 }
 
-// appendName appends name (dotted, absolute or not, no escapes) in wire
-// form: length-prefixed labels and a final zero.
-func appendName(b []byte, name string) ([]byte, error) {
-	name = strings.TrimSuffix(name, ".")
-	wire := 1
-	if name != "" {
-		for label := range strings.SplitSeq(name, ".") {
-			if len(label) == 0 || len(label) > 63 {
-				return b, fmt.Errorf("bad DNS name %q: empty label or one longer than 63 bytes", name)
-			}
-			wire += 1 + len(label)
-			b = append(b, byte(len(label)))
-			b = append(b, label...)
-		}
-	}
-	if wire > maxNameWire {
-		return b, fmt.Errorf("bad DNS name %q: longer than 255 bytes", name)
-	}
-	return append(b, 0), nil
-}
-
-// appendQuery appends a recursive query for (name, qtype, IN) with message
-// ID id and an EDNS0 OPT record advertising a 4096-byte UDP buffer.
-func appendQuery(b []byte, id uint16, name string, qtype uint16) ([]byte, error) {
-	b = binary.BigEndian.AppendUint16(b, id)
-	b = binary.BigEndian.AppendUint16(b, 0x0100) // RD: recursion desired
-	b = binary.BigEndian.AppendUint16(b, 1)      // QDCOUNT
-	b = binary.BigEndian.AppendUint16(b, 0)      // ANCOUNT
-	b = binary.BigEndian.AppendUint16(b, 0)      // NSCOUNT
-	b = binary.BigEndian.AppendUint16(b, 1)      // ARCOUNT: the OPT record
-	b, err := appendName(b, name)
+// appendQuery appends a recursive SRV query for name (absolute: with its
+// final dot) with message ID id and an EDNS0 OPT record advertising a
+// 4096-byte UDP buffer. A name that is not a valid DNS name (an empty
+// label, a label over 63 bytes, over 255 bytes in all) is an error.
+func appendQuery(b []byte, id uint16, name string) ([]byte, error) {
+	qname, err := dnsmessage.NewName(name)
 	if err != nil {
+		return nil, fmt.Errorf("bad DNS name %q: %w", name, err)
+	}
+	bld := dnsmessage.NewBuilder(b, dnsmessage.Header{ID: id, RecursionDesired: true})
+	if err := bld.StartQuestions(); err != nil {
 		return nil, err
 	}
-	b = binary.BigEndian.AppendUint16(b, qtype)
-	b = binary.BigEndian.AppendUint16(b, classIN)
-	// OPT (RFC 6891): root owner, class = UDP size, TTL = ext. RCODE,
-	// version and flags (all 0), no options.
-	b = append(b, 0)
-	b = binary.BigEndian.AppendUint16(b, typeOPT)
-	b = binary.BigEndian.AppendUint16(b, ednsSize)
-	b = binary.BigEndian.AppendUint32(b, 0)
-	b = binary.BigEndian.AppendUint16(b, 0)
-	return b, nil
+	if err := bld.Question(dnsmessage.Question{Name: qname, Type: dnsmessage.TypeSRV, Class: dnsmessage.ClassINET}); err != nil {
+		return nil, fmt.Errorf("bad DNS name %q: %w", name, err)
+	}
+	if err := bld.StartAdditionals(); err != nil {
+		return nil, err
+	}
+	var opt dnsmessage.ResourceHeader
+	if err := opt.SetEDNS0(ednsSize, dnsmessage.RCodeSuccess, false); err != nil {
+		return nil, err
+	}
+	if err := bld.OPTResource(opt, dnsmessage.OPTResource{}); err != nil {
+		return nil, err
+	}
+	return bld.Finish()
 }
 
-// readName reads the possibly compressed name at off of msg into buf
-// (which it resets), lowercased (ASCII), dotted, without a final dot ("" is
-// the root). It returns the name and the offset just past it where it
-// started. Each compression pointer must point before the start of the
-// labels that led to it, so a loop is impossible; the name's wire length
-// is bounded by 255 bytes; a label holding a dot is refused.
-func readName(msg []byte, off int, buf []byte) ([]byte, int, error) {
-	buf = buf[:0]
-	next := -1     // where reading resumes after the name
-	segment := off // start of the labels being read (the last jump's target)
-	wire := 1      // the final zero
-	for {
-		if off >= len(msg) {
-			return nil, 0, errMalformed
+// lowerName appends n to buf (which it resets) lowercased (ASCII), dotted,
+// without the final dot: "" is the root. It never allocates: buf has room
+// for any name.
+func lowerName(n *dnsmessage.Name, buf *[255]byte) []byte {
+	out := buf[:0]
+	for _, c := range n.Data[:n.Length] {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
 		}
-		c := int(msg[off])
-		switch c & 0xC0 {
-		case 0x00:
-			if c == 0 {
-				if next < 0 {
-					next = off + 1
-				}
-				return buf, next, nil
-			}
-			if off+1+c > len(msg) {
-				return nil, 0, errMalformed
-			}
-			if wire += 1 + c; wire > maxNameWire {
-				return nil, 0, errMalformed
-			}
-			if len(buf) > 0 {
-				buf = append(buf, '.')
-			}
-			for _, ch := range msg[off+1 : off+1+c] {
-				switch {
-				case ch == '.':
-					return nil, 0, errMalformed
-				case 'A' <= ch && ch <= 'Z':
-					ch += 'a' - 'A'
-				}
-				buf = append(buf, ch)
-			}
-			off += 1 + c
-		case 0xC0:
-			if off+1 >= len(msg) {
-				return nil, 0, errMalformed
-			}
-			ptr := (c&0x3F)<<8 | int(msg[off+1])
-			if ptr >= segment {
-				return nil, 0, errMalformed // forward or looping pointer
-			}
-			if next < 0 {
-				next = off + 2
-			}
-			off, segment = ptr, ptr
-		default: // 0x40, 0x80: reserved label types
-			return nil, 0, errMalformed
-		}
+		out = append(out, c)
 	}
-}
-
-// rr is one resource record's header, its data at msg[data:end].
-type rr struct {
-	typ, class uint16
-	ttl        uint32
-	data, end  int
-}
-
-// readRR reads the record at off, its owner name into buf.
-func readRR(msg []byte, off int, buf []byte) (owner []byte, r rr, next int, err error) {
-	owner, off, err = readName(msg, off, buf)
-	if err != nil {
-		return nil, rr{}, 0, err
+	if len(out) > 0 && out[len(out)-1] == '.' {
+		out = out[:len(out)-1]
 	}
-	if off+10 > len(msg) {
-		return nil, rr{}, 0, errMalformed
-	}
-	r.typ = binary.BigEndian.Uint16(msg[off:])
-	r.class = binary.BigEndian.Uint16(msg[off+2:])
-	r.ttl = binary.BigEndian.Uint32(msg[off+4:])
-	n := int(binary.BigEndian.Uint16(msg[off+8:]))
-	r.data, r.end = off+10, off+10+n
-	if r.end > len(msg) {
-		return nil, rr{}, 0, errMalformed
-	}
-	return owner, r, r.end, nil
+	return out
 }
 
 // replyHeader is what a reply says about itself.
@@ -184,37 +88,37 @@ type replyHeader struct {
 	rcode                   int // with the OPT record's extended bits, once the body is read
 	truncated               bool
 	authoritative, recursed bool // AA and RA
-	an, ns, ar              int  // section counts
+	answers                 int  // records in the answer section, once the body is read
 }
 
 // matchReply reads msg's header and question and reports whether msg is
-// the reply to the query (id, qname, qtype, IN): QR set, opcode QUERY,
-// the same ID and the same single question (the name in any case). A
-// reply that does not match is not ours (a forgery, a stray packet): the
-// caller ignores it. off is where the answer section starts.
-func matchReply(msg []byte, id uint16, qname []byte, qtype uint16, buf []byte) (h replyHeader, off int, ok bool) {
-	if len(msg) < headerLen || binary.BigEndian.Uint16(msg) != id {
-		return h, 0, false
+// the reply to the SRV query (id, qname, IN): QR set, opcode QUERY, the
+// same ID and the same single question (the name in any case; qname is
+// lowercased, without its final dot). A reply that does not match is not
+// ours (a forgery, a stray packet): the caller ignores it. p is left at
+// the answer section.
+func matchReply(p *dnsmessage.Parser, msg []byte, id uint16, qname []byte) (h replyHeader, ok bool) {
+	hdr, err := p.Start(msg)
+	if err != nil || hdr.ID != id || !hdr.Response || hdr.OpCode != 0 {
+		return h, false
 	}
-	flags := binary.BigEndian.Uint16(msg[2:])
-	if flags&0x8000 == 0 || flags>>11&0xF != 0 || binary.BigEndian.Uint16(msg[4:]) != 1 {
-		return h, 0, false
+	q, err := p.Question()
+	if err != nil || q.Type != dnsmessage.TypeSRV || q.Class != dnsmessage.ClassINET {
+		return h, false
 	}
-	h = replyHeader{
-		rcode:         int(flags & 0xF),
-		truncated:     flags&0x0200 != 0,
-		authoritative: flags&0x0400 != 0,
-		recursed:      flags&0x0080 != 0,
-		an:            int(binary.BigEndian.Uint16(msg[6:])),
-		ns:            int(binary.BigEndian.Uint16(msg[8:])),
-		ar:            int(binary.BigEndian.Uint16(msg[10:])),
+	var buf [255]byte
+	if string(lowerName(&q.Name, &buf)) != string(qname) {
+		return h, false
 	}
-	name, off, err := readName(msg, headerLen, buf)
-	if err != nil || off+4 > len(msg) || string(name) != string(qname) ||
-		binary.BigEndian.Uint16(msg[off:]) != qtype || binary.BigEndian.Uint16(msg[off+2:]) != classIN {
-		return h, 0, false
+	if _, err := p.Question(); err != dnsmessage.ErrSectionDone { // exactly one question
+		return h, false
 	}
-	return h, off + 4, true
+	return replyHeader{
+		rcode:         int(hdr.RCode),
+		truncated:     hdr.Truncated,
+		authoritative: hdr.Authoritative,
+		recursed:      hdr.RecursionAvailable,
+	}, true
 }
 
 // srvRR is one SRV record of an answer.
@@ -249,16 +153,22 @@ type srvReply struct {
 	glue map[string]*glue
 }
 
+// malformed wraps a parser error: the reply is not a well-formed message.
+func malformed(err error) error {
+	return fmt.Errorf("%w: %v", errMalformed, err)
+}
+
 // parseSRVBody reads the sections of a reply that matchReply accepted,
-// from off: the answer section's SRV records owned by qname (or by a name
-// a CNAME chain from qname leads to), and the additional section's A and
-// AAAA records owned by their targets. Records of other classes or types
-// are skipped; an OPT record's extended RCODE bits join h.rcode. A record
-// or name that does not fit the message is an error, as is a target that
-// is not a host name (letters, digits, '-', '_').
-func parseSRVBody(msg []byte, off int, h replyHeader, qname []byte) (srvReply, error) {
+// from where it left p: the answer section's SRV records owned by qname
+// or by a name of the CNAME chain from qname (maxCNAMEs hops at most),
+// and the additional section's A and AAAA records owned by their targets.
+// Records of other classes or types are skipped; an OPT record's extended
+// RCODE bits join h.rcode. A record that does not fit the message is an
+// error, as is a target that is not a host name (letters, digits, '-',
+// '_').
+func parseSRVBody(p *dnsmessage.Parser, h replyHeader, qname []byte) (srvReply, error) {
 	out := srvReply{h: h}
-	var buf [maxNameWire]byte
+	var buf [255]byte
 	type owned struct {
 		owner string
 		srv   srvRR
@@ -266,40 +176,53 @@ func parseSRVBody(msg []byte, off int, h replyHeader, qname []byte) (srvReply, e
 	var (
 		srvs   []owned
 		cnames map[string]string
+		owner  string // the last record's owner
 	)
-	for range h.an {
-		owner, r, next, err := readRR(msg, off, buf[:0])
-		if err != nil {
-			return out, err
+	for {
+		rh, err := p.AnswerHeader()
+		if err == dnsmessage.ErrSectionDone {
+			break
 		}
-		off = next
-		if r.class != classIN || (r.typ != typeSRV && r.typ != typeCNAME) {
+		if err != nil {
+			return out, malformed(err)
+		}
+		out.h.answers++
+		// The parser reads a record's data by the data's own bounds, not
+		// the header's length: a record cut short at the end of the
+		// message would pass. A copy of the parser skips it first, which
+		// checks the length.
+		if probe := *p; probe.SkipAnswer() != nil {
+			return out, errMalformed
+		}
+		if rh.Class != dnsmessage.ClassINET || (rh.Type != dnsmessage.TypeSRV && rh.Type != dnsmessage.TypeCNAME) {
+			if err := p.SkipAnswer(); err != nil {
+				return out, malformed(err)
+			}
 			continue
 		}
-		ownerStr := string(owner)
-		if r.typ == typeCNAME {
-			target, end, err := readName(msg, r.data, buf[:0])
-			if err != nil || end != r.end {
-				return out, errMalformed
+		if o := lowerName(&rh.Name, &buf); string(o) != owner {
+			owner = string(o) // the records of one owner share its string
+		}
+		if rh.Type == dnsmessage.TypeCNAME {
+			c, err := p.CNAMEResource()
+			if err != nil {
+				return out, malformed(err)
 			}
 			if cnames == nil {
 				cnames = map[string]string{}
 			}
-			cnames[ownerStr] = string(target)
+			cnames[owner] = string(lowerName(&c.CNAME, &buf))
 			continue
 		}
-		if r.end-r.data < 7 { // priority, weight, port, at least the root
-			return out, errMalformed
+		s, err := p.SRVResource()
+		if err != nil {
+			return out, malformed(err)
 		}
-		port := binary.BigEndian.Uint16(msg[r.data+4:])
-		target, end, err := readName(msg, r.data+6, buf[:0])
-		if err != nil || end != r.end {
-			return out, errMalformed
-		}
+		target := lowerName(&s.Target, &buf)
 		if !isHostName(target) {
 			return out, fmt.Errorf("SRV target %q is not a host name", target)
 		}
-		srvs = append(srvs, owned{owner: ownerStr, srv: srvRR{target: string(target), port: port}})
+		srvs = append(srvs, owned{owner: owner, srv: srvRR{target: string(target), port: s.Port}})
 	}
 
 	// The names whose SRV records answer the question.
@@ -326,35 +249,51 @@ func parseSRVBody(msg []byte, off int, h replyHeader, qname []byte) (srvReply, e
 		}
 	}
 
-	for range h.ns {
-		_, _, next, err := readRR(msg, off, buf[:0])
-		if err != nil {
-			return out, err
-		}
-		off = next
+	if err := p.SkipAllAuthorities(); err != nil {
+		return out, malformed(err)
 	}
-	for range h.ar {
-		owner, r, next, err := readRR(msg, off, buf[:0])
-		if err != nil {
-			return out, err
+	for {
+		rh, err := p.AdditionalHeader()
+		if err == dnsmessage.ErrSectionDone {
+			break
 		}
-		off = next
+		if err != nil {
+			return out, malformed(err)
+		}
+		if probe := *p; probe.SkipAdditional() != nil {
+			return out, errMalformed
+		}
 		switch {
-		case r.typ == typeOPT:
-			if len(owner) != 0 {
+		case rh.Type == dnsmessage.TypeOPT:
+			if rh.Name.Length != 1 { // not the root
 				return out, errMalformed
 			}
-			out.h.rcode |= int(r.ttl>>24) << 4 // extended RCODE, RFC 6891 §6.1.3
-		case r.class != classIN || (r.typ != typeA && r.typ != typeAAAA):
-		case r.typ == typeA && r.end-r.data != 4, r.typ == typeAAAA && r.end-r.data != 16:
+			out.h.rcode = int(rh.ExtendedRCode(dnsmessage.RCode(out.h.rcode))) // RFC 6891 §6.1.3
+		case rh.Class != dnsmessage.ClassINET || (rh.Type != dnsmessage.TypeA && rh.Type != dnsmessage.TypeAAAA):
+		case rh.Type == dnsmessage.TypeA && rh.Length != 4, rh.Type == dnsmessage.TypeAAAA && rh.Length != 16:
 			return out, errMalformed
 		default:
-			g := out.glue[string(owner)] // no allocation: the conversion is only a map key
+			g := out.glue[string(lowerName(&rh.Name, &buf))] // no allocation: the conversion is only a map key
 			if g == nil {
-				continue // not a target's
+				break // not a target's
 			}
-			a, _ := netip.AddrFromSlice(msg[r.data:r.end])
-			g.add(a.Unmap())
+			if rh.Type == dnsmessage.TypeA {
+				a, err := p.AResource()
+				if err != nil {
+					return out, malformed(err)
+				}
+				g.add(netip.AddrFrom4(a.A))
+			} else {
+				a, err := p.AAAAResource()
+				if err != nil {
+					return out, malformed(err)
+				}
+				g.add(netip.AddrFrom16(a.AAAA).Unmap())
+			}
+			continue
+		}
+		if err := p.SkipAdditional(); err != nil {
+			return out, malformed(err)
 		}
 	}
 	return out, nil
