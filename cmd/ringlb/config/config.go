@@ -265,6 +265,27 @@ func applyDefaults(c *Config, has func(field string) bool) {
 	def(has, "trusted_proxies", &c.TrustedProxies, []netip.Prefix{})
 	// access_log and debug_pprof default to false, the zero value.
 
+	def(has, "max_header_bytes", &c.MaxHeaderBytes, defaultMaxHeaderBytes)
+
+	if c.TLS != nil {
+		def(has, "tls.min_version", &c.TLS.MinVersion, tls.VersionTLS12)
+	}
+	def(has, "http2", &c.HTTP2, true)
+	// h2c defaults to false, the zero value.
+
+	if c.Pools == nil {
+		c.Pool.Name = DefaultPool
+		applyPoolDefaults(&c.Pool, has)
+	}
+	for i := range c.Pools {
+		p := poolPath(c.Pools[i].Name) + "."
+		applyPoolDefaults(&c.Pools[i], func(f string) bool { return has(p + f) })
+	}
+}
+
+// applyPoolDefaults fills the absent fields of a pool's blocks; has takes
+// paths relative to the pool (ring.placement).
+func applyPoolDefaults(c *Pool, has func(field string) bool) {
 	def(has, "hash.key", &c.Hash.Key, []balancer.KeySource{
 		{Kind: balancer.KeyCookie, Name: "session"},
 		{Kind: balancer.KeyHeader, Name: textproto.CanonicalMIMEHeaderKey("X-User-ID")},
@@ -310,13 +331,7 @@ func applyDefaults(c *Config, has func(field string) bool) {
 	def(has, "timeouts.response_header", &c.Timeouts.ResponseHeader, 30*time.Second)
 	def(has, "timeouts.read", &c.Timeouts.Read, 60*time.Second)
 	def(has, "timeouts.idle_conn", &c.Timeouts.IdleConn, 90*time.Second)
-	def(has, "max_header_bytes", &c.MaxHeaderBytes, defaultMaxHeaderBytes)
-
-	if c.TLS != nil {
-		def(has, "tls.min_version", &c.TLS.MinVersion, tls.VersionTLS12)
-	}
-	def(has, "http2", &c.HTTP2, true)
-	// h2c and upstream_tls.* default to false and "", the zero values.
+	// upstream_tls.* default to false and "", the zero values.
 
 	if disc := c.Discovery; disc != nil { // present: fill its absent fields
 		// resolver defaults to "", the system's.
@@ -344,28 +359,55 @@ func def[T any](has func(field string) bool, field string, dst *T, v T) {
 	}
 }
 
-// TotalPoints returns the number of points on the ring: the sum of every
-// upstream's Points.
-func (c *Config) TotalPoints() int {
+// TotalPoints returns the number of points on the pool's ring: the sum of
+// every static upstream's points.
+func (p *Pool) TotalPoints() int {
 	n := 0
-	for _, u := range c.Upstreams {
-		n += ring.PointsFor(c.Ring.PointsPerWeight, u.Weight)
+	for _, u := range p.Upstreams {
+		n += ring.PointsFor(p.Ring.PointsPerWeight, u.Weight)
 	}
 	return n
 }
 
+// Serving returns the pools a config serves: its pools in file order, or
+// its one top-level pool (named DefaultPool) when it has none.
+func (c *Config) Serving() []*Pool {
+	if c.Pools == nil {
+		return []*Pool{&c.Pool}
+	}
+	ps := make([]*Pool, len(c.Pools))
+	for i := range c.Pools {
+		ps[i] = &c.Pools[i]
+	}
+	return ps
+}
+
 // Summary describes a loaded config in one line, e.g.
-// "config.yaml: ok: 4 upstreams, 640 points, placement ringlb", and with a
-// discovery block "config.yaml: ok: 0 upstreams, 0 points, placement
+// "config.yaml: ok: 4 upstreams, 640 points, placement ringlb" (see
+// Pool.Summary); with pools, "config.yaml: ok: 2 pools (sessions,
+// assets), 3 routes", each pool described by its own Summary. The command
+// appends what config does not know, such as the ring version.
+func (c *Config) Summary() string {
+	if c.Pools == nil {
+		return c.File + ": ok: " + c.Pool.Summary()
+	}
+	names := make([]string, len(c.Pools))
+	for i := range c.Pools {
+		names[i] = c.Pools[i].Name
+	}
+	return fmt.Sprintf("%s: ok: %s (%s), %s", c.File, plural(len(c.Pools), "pool"), strings.Join(names, ", "), plural(len(c.Routes), "route"))
+}
+
+// Summary describes a pool, e.g. "4 upstreams, 640 points, placement
+// ringlb", and with a discovery block "0 upstreams, 0 points, placement
 // ringlb, discovery every 5s from srv _http._tcp.app.example, host
 // cache.example:8080" (nothing is resolved: the points are the static
 // upstreams'); with hold on it ends in e.g. ", hold idle 10m0s max_keys
-// 1000000, cookie ringlb_hold (2 secrets)", never printing a secret. The
-// command appends what config does not know, such as the ring version.
-func (c *Config) Summary() string {
-	return fmt.Sprintf("%s: ok: %s, %d points, placement %s%s%s",
-		c.File, plural(len(c.Upstreams), "upstream"), c.TotalPoints(), c.Ring.Placement,
-		c.Discovery.summary(), c.Hold.summary())
+// 1000000, cookie ringlb_hold (2 secrets)", never printing a secret.
+func (p *Pool) Summary() string {
+	return fmt.Sprintf("%s, %d points, placement %s%s%s",
+		plural(len(p.Upstreams), "upstream"), p.TotalPoints(), p.Ring.Placement,
+		p.Discovery.summary(), p.Hold.summary())
 }
 
 // summary describes the hold block for Summary: "" when hold is off.

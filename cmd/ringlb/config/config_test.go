@@ -54,31 +54,34 @@ func defaults(t *testing.T) *Config {
 		TrustedProxies:  []netip.Prefix{},
 		AccessLog:       false,
 		DebugPprof:      false,
-		Hash: Hash{
-			Key: []balancer.KeySource{
-				{Kind: balancer.KeyCookie, Name: "session"},
-				{Kind: balancer.KeyHeader, Name: "X-User-Id"},
-				{Kind: balancer.KeyQuery, Name: "user"},
-				{Kind: balancer.KeyURI},
+		MaxHeaderBytes:  65536,
+		HTTP2:           true,
+		Pool: Pool{
+			Name: "default",
+			Hash: Hash{
+				Key: []balancer.KeySource{
+					{Kind: balancer.KeyCookie, Name: "session"},
+					{Kind: balancer.KeyHeader, Name: "X-User-Id"},
+					{Kind: balancer.KeyQuery, Name: "user"},
+					{Kind: balancer.KeyURI},
+				},
+				OnMissing: "random",
+				Cookie:    AffinityCookie{Name: "ringlb_affinity", TTL: 24 * time.Hour, Secure: false, HTTPOnly: true},
 			},
-			OnMissing: "random",
-			Cookie:    AffinityCookie{Name: "ringlb_affinity", TTL: 24 * time.Hour, Secure: false, HTTPOnly: true},
+			Ring:      Ring{PointsPerWeight: 160, LoadFactor: 0, LoadFloor: 8, Placement: "ringlb", SlowStart: 0, OnUnavailable: "remap"},
+			Upstreams: []Upstream{{Name: "a", URL: u.URL, Weight: 1, Addr: "127.0.0.1:9001", Protocol: "http1"}},
+			Health:    nil,
+			Breaker: Breaker{
+				ConsecutiveFailures: 5,
+				FailureStatuses:     []int{502, 503, 504},
+				FailureGRPCStatuses: []int{14},
+				OpenTimeout:         5 * time.Second,
+				MaxOpenTimeout:      60 * time.Second,
+			},
+			Retries:  1,
+			Timeouts: Timeouts{Dial: 2 * time.Second, ResponseHeader: 30 * time.Second, Read: 60 * time.Second, IdleConn: 90 * time.Second},
+			Hold:     Hold{Idle: 0, MaxKeys: 1000000, Cookie: HoldCookie{Name: "", SecretFile: ""}},
 		},
-		Ring:      Ring{PointsPerWeight: 160, LoadFactor: 0, LoadFloor: 8, Placement: "ringlb", SlowStart: 0, OnUnavailable: "remap"},
-		Upstreams: []Upstream{{Name: "a", URL: u.URL, Weight: 1, Addr: "127.0.0.1:9001", Protocol: "http1"}},
-		Health:    nil,
-		Breaker: Breaker{
-			ConsecutiveFailures: 5,
-			FailureStatuses:     []int{502, 503, 504},
-			FailureGRPCStatuses: []int{14},
-			OpenTimeout:         5 * time.Second,
-			MaxOpenTimeout:      60 * time.Second,
-		},
-		Retries:        1,
-		Timeouts:       Timeouts{Dial: 2 * time.Second, ResponseHeader: 30 * time.Second, Read: 60 * time.Second, IdleConn: 90 * time.Second},
-		MaxHeaderBytes: 65536,
-		Hold:           Hold{Idle: 0, MaxKeys: 1000000, Cookie: HoldCookie{Name: "", SecretFile: ""}},
-		HTTP2:          true,
 	}
 }
 

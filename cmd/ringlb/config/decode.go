@@ -4,11 +4,13 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/netip"
 	"net/textproto"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,8 +32,16 @@ import (
 // wrong type is marked bad, and validation stays silent about it and
 // everything under it, so one mistake gives one message.
 
-// decoder collects problems for one file.
+// decoder collects problems for one file. Validation of a pool's blocks
+// goes through a decoder scoped to the pool (see in): its field paths are
+// relative (ring.placement) and mean the pool's (pools.NAME.ring.placement).
 type decoder struct {
+	*fileState
+	prefix string // "" or the pool's path and a dot; prepended by has, isBad, lineOf and invalid
+}
+
+// fileState is what every decoder of one file shares.
+type fileState struct {
 	file    string
 	rootPos pos
 	lines   map[string]pos  // field path → position of its key (or sequence item)
@@ -40,7 +50,16 @@ type decoder struct {
 }
 
 func newDecoder(file string) *decoder {
-	return &decoder{file: file, rootPos: pos{1, 1}, lines: map[string]pos{}, bad: map[string]bool{}}
+	return &decoder{fileState: &fileState{file: file, rootPos: pos{1, 1}, lines: map[string]pos{}, bad: map[string]bool{}}}
+}
+
+// in returns a decoder whose field paths are under path (a pool's, "" for
+// the top level's).
+func (d *decoder) in(path string) *decoder {
+	if path == "" {
+		return &decoder{fileState: d.fileState}
+	}
+	return &decoder{fileState: d.fileState, prefix: path + "."}
 }
 
 // pos is a position in the file; the column only orders problems that
@@ -61,17 +80,17 @@ func (d *decoder) invalid(field, format string, args ...any) {
 	if d.isBad(field) {
 		return
 	}
-	d.errorAt(d.lineOf(field), field, format, args...)
+	d.errorAt(d.lineOf(field), d.prefix+field, format, args...)
 }
 
 // has reports whether field is present in the file.
 func (d *decoder) has(field string) bool {
-	_, ok := d.lines[field]
+	_, ok := d.lines[d.prefix+field]
 	return ok
 }
 
 func (d *decoder) lineOf(field string) pos {
-	for p := field; p != ""; p = parent(p) {
+	for p := d.prefix + field; p != ""; p = parent(p) {
 		if l, ok := d.lines[p]; ok {
 			return l
 		}
@@ -80,7 +99,7 @@ func (d *decoder) lineOf(field string) pos {
 }
 
 func (d *decoder) isBad(field string) bool {
-	for p := field; p != ""; p = parent(p) {
+	for p := d.prefix + field; p != ""; p = parent(p) {
 		if d.bad[p] {
 			return true
 		}
@@ -330,7 +349,8 @@ func toWord[T ~string](d *decoder, dst *T) handler {
 // decode fills c from the root mapping. Absent fields stay zero; see
 // applyDefaults.
 func (d *decoder) decode(root *yaml.Node, c *Config) {
-	d.mapping("", root, map[string]handler{
+	fields := d.poolFields(&c.Pool)
+	for k, h := range map[string]handler{
 		"listen":           d.toStr(&c.Listen),
 		"admin_listen":     d.toStr(&c.AdminListen),
 		"shutdown_timeout": d.toDuration(&c.ShutdownTimeout),
@@ -338,31 +358,102 @@ func (d *decoder) decode(root *yaml.Node, c *Config) {
 		"trusted_proxies":  func(f string, n *yaml.Node) { d.trustedProxies(f, n, c) },
 		"access_log":       d.toBool(&c.AccessLog),
 		"debug_pprof":      d.toBool(&c.DebugPprof),
-		"hash":             func(f string, n *yaml.Node) { d.hash(f, n, &c.Hash) },
-		"ring":             func(f string, n *yaml.Node) { d.ring(f, n, &c.Ring) },
-		"upstreams":        func(f string, n *yaml.Node) { d.upstreams(f, n, c) },
-		"health": func(f string, n *yaml.Node) {
-			c.Health = &Health{}
-			d.health(f, n, c.Health)
-		},
-		"breaker":          func(f string, n *yaml.Node) { d.breaker(f, n, &c.Breaker) },
-		"retries":          d.toInt(&c.Retries),
-		"timeouts":         func(f string, n *yaml.Node) { d.timeouts(f, n, &c.Timeouts) },
 		"max_header_bytes": d.toInt(&c.MaxHeaderBytes),
-		"discovery": func(f string, n *yaml.Node) {
-			c.Discovery = &Discovery{}
-			d.discovery(f, n, c.Discovery)
-		},
-		"hold": func(f string, n *yaml.Node) { d.hold(f, n, &c.Hold) },
 		"tls": func(f string, n *yaml.Node) {
 			c.TLS = &TLS{}
 			d.tls(f, n, c.TLS)
 		},
-		"http2":        d.toBool(&c.HTTP2),
-		"h2c":          d.toBool(&c.H2C),
-		"upstream_tls": func(f string, n *yaml.Node) { d.upstreamTLS(f, n, &c.UpstreamTLS) },
+		"http2":  d.toBool(&c.HTTP2),
+		"h2c":    d.toBool(&c.H2C),
+		"pools":  func(f string, n *yaml.Node) { d.pools(f, n, c) },
+		"routes": func(f string, n *yaml.Node) { d.routes(f, n, c) },
+	} {
+		fields[k] = h
+	}
+	d.mapping("", root, fields)
+}
+
+// poolFields are the handlers of a pool's blocks: those of an entry of
+// pools, and those of a config without pools at its top level.
+func (d *decoder) poolFields(p *Pool) map[string]handler {
+	return map[string]handler{
+		"hash":      func(f string, n *yaml.Node) { d.hash(f, n, &p.Hash) },
+		"ring":      func(f string, n *yaml.Node) { d.ring(f, n, &p.Ring) },
+		"upstreams": func(f string, n *yaml.Node) { d.upstreams(f, n, p) },
+		"health": func(f string, n *yaml.Node) {
+			p.Health = &Health{}
+			d.health(f, n, p.Health)
+		},
+		"breaker":  func(f string, n *yaml.Node) { d.breaker(f, n, &p.Breaker) },
+		"retries":  d.toInt(&p.Retries),
+		"timeouts": func(f string, n *yaml.Node) { d.timeouts(f, n, &p.Timeouts) },
+		"discovery": func(f string, n *yaml.Node) {
+			p.Discovery = &Discovery{}
+			d.discovery(f, n, p.Discovery)
+		},
+		"hold":         func(f string, n *yaml.Node) { d.hold(f, n, &p.Hold) },
+		"upstream_tls": func(f string, n *yaml.Node) { d.upstreamTLS(f, n, &p.UpstreamTLS) },
+	}
+}
+
+// poolKeys are the names of a pool's blocks, sorted.
+func poolKeys() []string {
+	keys := slices.Collect(maps.Keys((&decoder{}).poolFields(&Pool{})))
+	slices.Sort(keys)
+	return keys
+}
+
+// pools decodes the pools mapping: pool name → a pool's blocks, in file
+// order. Names are checked by validation.
+func (d *decoder) pools(f string, n *yaml.Node, c *Config) {
+	c.Pools = []Pool{}
+	n = resolve(n)
+	if n.Kind != yaml.MappingNode {
+		d.typeErr(f, n, "a mapping of pool names to pools, like `sessions: {upstreams: [...]}`")
+		return
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := resolve(n.Content[i]), n.Content[i+1]
+		if k.Kind != yaml.ScalarNode || isNull(k) || k.ShortTag() == "!!merge" {
+			d.errorAt(nodePos(k), f, "pool names must be strings, got %s", describe(k))
+			continue
+		}
+		pf := join(f, quoteKey(k.Value))
+		if first, dup := seen[k.Value]; dup {
+			d.errorAt(nodePos(k), pf, "repeated pool (first at line %d)", first)
+			continue
+		}
+		seen[k.Value] = k.Line
+		d.lines[pf] = nodePos(k)
+		p := &Pool{Name: k.Value}
+		if !isNull(resolve(v)) { // an empty pool: validation says what it lacks
+			d.mapping(pf, v, d.poolFields(p))
+		}
+		c.Pools = append(c.Pools, *p)
+	}
+}
+
+// routes decodes the routes list.
+func (d *decoder) routes(f string, n *yaml.Node, c *Config) {
+	c.Routes = []Route{}
+	d.sequence(f, n, func(i int, f string, n *yaml.Node) {
+		c.Routes = append(c.Routes, Route{})
+		r := &c.Routes[i]
+		d.mapping(f, n, map[string]handler{
+			"host": func(f string, n *yaml.Node) {
+				if s, ok := d.str(f, n); ok {
+					r.Host = strings.ToLower(s)
+				}
+			},
+			"path_prefix": d.toStr(&r.PathPrefix),
+			"pool":        d.toStr(&r.Pool),
+		})
 	})
 }
+
+// poolPath is the field path of pools' entry name.
+func poolPath(name string) string { return "pools." + quoteKey(name) }
 
 // path decodes a file path; a relative one is taken from the config
 // file's directory, so a config reads the same files whatever the working
@@ -552,7 +643,7 @@ func (d *decoder) ring(f string, n *yaml.Node, r *Ring) {
 	})
 }
 
-func (d *decoder) upstreams(f string, n *yaml.Node, c *Config) {
+func (d *decoder) upstreams(f string, n *yaml.Node, c *Pool) {
 	c.Upstreams = []Upstream{}
 	d.sequence(f, n, func(i int, f string, n *yaml.Node) {
 		c.Upstreams = append(c.Upstreams, Upstream{})

@@ -23,9 +23,12 @@ func (d *decoder) checkFiles(c *Config, now time.Time) {
 			c.Expired = append(c.Expired, &FieldError{File: d.file, Line: at.line, Field: "tls.cert_file", Msg: msg, col: at.col})
 		}
 	}
-	if f := c.UpstreamTLS.CAFile; f != "" && !d.isBad("upstream_tls.ca_file") {
-		if _, err := certs.LoadCAFile(f); err != nil {
-			d.fileError(err)
+	for _, p := range c.Serving() {
+		pd := d.inPool(c, p)
+		if f := p.UpstreamTLS.CAFile; f != "" && !pd.isBad("upstream_tls.ca_file") {
+			if _, err := certs.LoadCAFile(f); err != nil {
+				pd.fileError(err)
+			}
 		}
 	}
 }
@@ -38,7 +41,7 @@ func (d *decoder) fileError(err error) {
 	}
 	f := fe.Field
 	d.invalid(f, "%s: %s", fe.Path, fe.Msg)
-	if e := d.errs[len(d.errs)-1]; e.Field == f {
+	if e := d.errs[len(d.errs)-1]; e.Field == d.prefix+f {
 		e.err = err
 	}
 }

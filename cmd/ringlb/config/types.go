@@ -33,13 +33,15 @@ type Config struct {
 	// listener also serves net/http/pprof under /debug/pprof/.
 	DebugPprof bool
 
-	Hash      Hash
-	Ring      Ring
-	Upstreams []Upstream
-	Health    *Health // nil when the health block is absent: no active checks
-	Breaker   Breaker
-	Retries   int // retries; default 1
-	Timeouts  Timeouts
+	// Pool is the top-level pool blocks (hash, ring, upstreams, ...): the
+	// one pool, named DefaultPool, of a config without pools. With pools it
+	// is unused (those blocks at the top level are errors).
+	Pool
+	// Pools is the pools block in file order; nil without one. See Serving.
+	Pools []Pool
+	// Routes is the routes block in order (the first match wins); nil
+	// without pools.
+	Routes []Route
 	// TLS is the tls block; nil when absent: plain HTTP on Listen.
 	TLS *TLS
 	// HTTP2 is http2; default true. With TLS it offers h2 beside
@@ -49,8 +51,6 @@ type Config struct {
 	// H2C is h2c; default false. Without TLS it also accepts cleartext
 	// HTTP/2 with prior knowledge beside HTTP/1.1; with TLS it is an error.
 	H2C bool
-	// UpstreamTLS is upstream_tls: how https upstreams are verified.
-	UpstreamTLS UpstreamTLS
 
 	// Expired holds, for tls.cert_file, a problem saying that the
 	// certificate had expired (or was not valid yet) when the config was
@@ -59,11 +59,45 @@ type Config struct {
 	Expired Errors
 	// MaxHeaderBytes caps request headers; larger ones get 431. Default 65536.
 	MaxHeaderBytes int
+}
+
+// DefaultPool is the name of the one pool of a config without pools.
+const DefaultPool = "default"
+
+// Pool is one pool: the blocks a config without pools has at its top
+// level, and an entry of pools. Each pool has its own ring, members,
+// checks, breakers and hold records.
+type Pool struct {
+	// Name is the pool's name: the key under pools ([a-z0-9_-]+), or
+	// DefaultPool.
+	Name string
+
+	Hash      Hash
+	Ring      Ring
+	Upstreams []Upstream
+	Health    *Health // nil when the health block is absent: no active checks
+	Breaker   Breaker
+	Retries   int // retries; default 1
+	Timeouts  Timeouts
+	// UpstreamTLS is upstream_tls: how https upstreams are verified.
+	UpstreamTLS UpstreamTLS
 	// Discovery is nil when the discovery block is absent: the ring's
 	// members are the static Upstreams only.
 	Discovery *Discovery
 	// Hold is the hold block; its zero Idle turns hold off.
 	Hold Hold
+}
+
+// Route is one entry of routes: a request whose host and path match goes
+// to Pool.
+type Route struct {
+	// Host is "" (any host), an exact host name, or "*.SUFFIX" (any name
+	// ending in .SUFFIX), lower-cased; a request's port is ignored.
+	Host string
+	// PathPrefix is "" (any path) or a path starting with "/", matched on
+	// whole segments: /api matches /api and /api/x, not /apix.
+	PathPrefix string
+	Pool       string
 }
 
 // Hash is the hash block.

@@ -40,34 +40,47 @@ func (d *decoder) validate(c *Config) {
 	if c.UpstreamHeader != "" && !isToken(c.UpstreamHeader) {
 		d.invalid("upstream_header", "must be a valid header name (or \"\" to turn it off), got %q", short(c.UpstreamHeader))
 	}
-	d.validateHash(&c.Hash)
-	d.validateRing(&c.Ring)
-	d.validateUpstreams(c)
-	if c.Health != nil {
-		d.validateHealth(c.Health)
-	}
-	d.validateBreaker(&c.Breaker)
-	if c.Retries < 0 {
-		d.invalid("retries", "must be >= 0, got %d", c.Retries)
-	}
-	positive("timeouts.dial", c.Timeouts.Dial, d)
-	positive("timeouts.response_header", c.Timeouts.ResponseHeader, d)
-	positive("timeouts.idle_conn", c.Timeouts.IdleConn, d)
-	if c.Timeouts.Read < 0 {
-		d.invalid("timeouts.read", "must be >= 0 (0: no limit), got %s", c.Timeouts.Read)
-	}
 	if c.MaxHeaderBytes < minMaxHeaderBytes {
 		d.invalid("max_header_bytes", "must be >= %d, got %d", minMaxHeaderBytes, c.MaxHeaderBytes)
 	}
-	if c.Discovery != nil {
-		d.validateDiscovery(c)
-	}
-	d.validateHold(c)
 	d.validateTLS(c)
+	if c.Pools == nil {
+		if d.has("routes") {
+			d.invalid("routes", "needs pools: routes send requests to the pools they name")
+		}
+		d.validatePool(&c.Pool)
+		return
+	}
+	d.validatePools(c)
 }
 
-// validateTLS checks tls, http2, h2c and upstream_tls; the files they name
-// are read by checkFiles.
+// validatePool checks one pool's blocks; d is scoped to the pool.
+func (d *decoder) validatePool(p *Pool) {
+	d.validateHash(&p.Hash)
+	d.validateRing(&p.Ring)
+	d.validateUpstreams(p)
+	if p.Health != nil {
+		d.validateHealth(p.Health)
+	}
+	d.validateBreaker(&p.Breaker)
+	if p.Retries < 0 {
+		d.invalid("retries", "must be >= 0, got %d", p.Retries)
+	}
+	positive("timeouts.dial", p.Timeouts.Dial, d)
+	positive("timeouts.response_header", p.Timeouts.ResponseHeader, d)
+	positive("timeouts.idle_conn", p.Timeouts.IdleConn, d)
+	if p.Timeouts.Read < 0 {
+		d.invalid("timeouts.read", "must be >= 0 (0: no limit), got %s", p.Timeouts.Read)
+	}
+	if p.Discovery != nil {
+		d.validateDiscovery(p)
+	}
+	d.validateHold(p)
+	d.validateUpstreamTLS(&p.UpstreamTLS)
+}
+
+// validateTLS checks tls, http2 and h2c; the files tls names are read by
+// checkFiles.
 func (d *decoder) validateTLS(c *Config) {
 	if t := c.TLS; t != nil {
 		for _, f := range [...]struct {
@@ -90,7 +103,11 @@ func (d *decoder) validateTLS(c *Config) {
 			d.invalid("h2c", "must be false with http2: false, which turns HTTP/2 off")
 		}
 	}
-	u := c.UpstreamTLS
+}
+
+// validateUpstreamTLS checks a pool's upstream_tls; its CA file is read by
+// checkFiles.
+func (d *decoder) validateUpstreamTLS(u *UpstreamTLS) {
 	if u.InsecureSkipVerify && u.CAFile != "" {
 		d.invalid("upstream_tls.insecure_skip_verify", "must be false with upstream_tls.ca_file, which it would ignore")
 	}
@@ -359,7 +376,7 @@ func ValidName(s string) bool { return validName(s) }
 // (round(points_per_weight × weight)).
 const MaxPointsPerUpstream = maxPointsPerMember
 
-func (d *decoder) validateUpstreams(c *Config) {
+func (d *decoder) validateUpstreams(c *Pool) {
 	switch {
 	case c.Discovery != nil:
 		// Members may all come from DNS; a discovery block without sources
@@ -560,7 +577,7 @@ func (d *decoder) validateBreaker(b *Breaker) {
 	}
 }
 
-func (d *decoder) validateDiscovery(c *Config) {
+func (d *decoder) validateDiscovery(c *Pool) {
 	disc := c.Discovery
 	if c.Ring.Placement == "nginx" && !d.isBad("ring.placement") {
 		d.invalid("discovery", "needs placement ringlb: placement nginx identifies upstreams by the host:port written in the config")
@@ -703,7 +720,7 @@ const (
 	maxSecretFileSize = 64 << 10 // a secret file is a few lines; refuse anything larger
 )
 
-func (d *decoder) validateHold(c *Config) {
+func (d *decoder) validateHold(c *Pool) {
 	h := &c.Hold
 	if h.Idle < 0 {
 		d.invalid("hold.idle", "must be >= 0 (0s turns hold off), got %s", h.Idle)
