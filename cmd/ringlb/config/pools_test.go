@@ -63,7 +63,7 @@ func TestPoolsDecodeAsTopLevel(t *testing.T) {
 	if got, want := c.Pools[1].Summary(), "1 upstream, 40 points, placement ringlb"; got != want {
 		t.Errorf("assets Summary() = %q, want %q", got, want)
 	}
-	if c.Pools[0].Hash.Key[0] != (balancer.KeySource{Kind: balancer.KeyCookie, Name: "sid"}) {
+	if !reflect.DeepEqual(c.Pools[0].Hash.Key, []balancer.KeySource{{Kind: balancer.KeyCookie, Name: "sid"}}) {
 		t.Errorf("sessions key = %v", c.Pools[0].Hash.Key)
 	}
 }
