@@ -3,11 +3,11 @@
 //
 // Usage:
 //
-//	ringlb serve    [-config config.yaml]
-//	ringlb validate [-config config.yaml]
-//	ringlb simulate [-config config.yaml] [-keys N] [-add NAME[=WEIGHT]]... [-remove NAME]...
-//	ringlb demo     [-config config.yaml]
-//	ringlb version
+//	ringlb serve    [-config config.yaml | config.yaml]
+//	ringlb validate [-config config.yaml | config.yaml]
+//	ringlb simulate [-config config.yaml | config.yaml] [-keys N] [-add NAME[=WEIGHT]]... [-remove NAME]...
+//	ringlb demo     [-config config.yaml | config.yaml]
+//	ringlb version  (also: ringlb --version)
 //
 // Exit codes: 0 ok, 1 bad config or failed run, 2 bad usage.
 package main
@@ -44,10 +44,11 @@ Usage:
   ringlb simulate [-config config.yaml] [-keys 1000000] [-add NAME[=WEIGHT]]... [-remove NAME]...
                                           offline: key shares, and keys moved by a membership change
   ringlb demo     [-config config.yaml]   run demo upstreams in-process with the proxy in front
-  ringlb version                          print the version
+  ringlb version                          print the version (also: ringlb --version)
 
-Run 'ringlb COMMAND -h' for a command's flags. With no command, ringlb
-serves: 'ringlb -config FILE' is 'ringlb serve -config FILE'.
+Run 'ringlb COMMAND -h' for a command's flags. The config file may also be
+given as the one argument: 'ringlb validate ringlb.yaml'. With no command,
+ringlb serves: 'ringlb -config FILE' is 'ringlb serve -config FILE'.
 `
 
 // defaultGCPercent is the garbage collector's target (GOGC) when the
@@ -64,7 +65,9 @@ func main() {
 	if _, ok := os.LookupEnv("GOGC"); !ok {
 		debug.SetGCPercent(defaultGCPercent)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGQUIT is a graceful quit, as nginx users expect, rather than Go's
+	// goroutine dump and exit 2.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGQUIT)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -78,6 +81,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cmd, args = args[0], args[1:]
 	case len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help"):
 		cmd = "help" // `ringlb -h`: the commands, not serve's flags alone
+	case len(args) > 0 && (args[0] == "-version" || args[0] == "--version"):
+		cmd, args = "version", args[1:]
 	}
 	switch cmd {
 	case "serve":
@@ -154,15 +159,20 @@ type command struct {
 	synopsis string
 	stdout   io.Writer
 	stderr   io.Writer
+	// config is the -config flag's value, nil for a command without one;
+	// parse sets it from a positional argument too.
+	config *string
 }
 
-// newCommand makes a subcommand's flag set with a -config flag.
+// newCommand makes a subcommand's flag set with a -config flag. The
+// config file may also be given as the command's one positional argument
+// (`ringlb validate ringlb.yaml`), before or after the flags.
 func newCommand(name, synopsis string, stdout, stderr io.Writer) (*command, *string) {
 	fs := flag.NewFlagSet("ringlb "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {} // printed by parse, to stdout for -h and stderr otherwise
-	cfg := fs.String("config", "config.yaml", "path of the YAML config file")
-	return &command{fs: fs, synopsis: synopsis, stdout: stdout, stderr: stderr}, cfg
+	cfg := fs.String("config", "config.yaml", "path of the YAML config file (or give it as the one argument)")
+	return &command{fs: fs, synopsis: synopsis, stdout: stdout, stderr: stderr, config: cfg}, cfg
 }
 
 func (c *command) usage(w io.Writer) {
@@ -175,16 +185,40 @@ func (c *command) usage(w io.Writer) {
 // parse parses args; ok is false when the command should exit at once with
 // code (0 for -h, 2 for bad usage).
 func (c *command) parse(args []string) (code int, ok bool) {
+	if code, ok := c.parseFlags(args); !ok {
+		return code, false
+	}
+	if c.config != nil && c.fs.NArg() > 0 {
+		// The config file as the positional argument; flags may follow it.
+		file, rest := c.fs.Arg(0), c.fs.Args()[1:]
+		if code, ok := c.parseFlags(rest); !ok {
+			return code, false
+		}
+		explicit := false
+		c.fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+		if explicit && *c.config != file {
+			fmt.Fprintf(c.stderr, "%s: the config file given twice: -config %s and %s\n", c.fs.Name(), *c.config, file)
+			c.usage(c.stderr)
+			return exitUsage, false
+		}
+		*c.config = file
+	}
+	if c.fs.NArg() > 0 {
+		fmt.Fprintf(c.stderr, "%s: unexpected argument %q\n", c.fs.Name(), c.fs.Arg(0))
+		c.usage(c.stderr)
+		return exitUsage, false
+	}
+	return exitOK, true
+}
+
+// parseFlags parses the flags in args, up to the first argument that is
+// not one; ok is false when the command should exit with code.
+func (c *command) parseFlags(args []string) (code int, ok bool) {
 	if err := c.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			c.usage(c.stdout)
 			return exitOK, false
 		}
-		c.usage(c.stderr)
-		return exitUsage, false
-	}
-	if c.fs.NArg() > 0 {
-		fmt.Fprintf(c.stderr, "%s: unexpected argument %q\n", c.fs.Name(), c.fs.Arg(0))
 		c.usage(c.stderr)
 		return exitUsage, false
 	}

@@ -168,7 +168,7 @@ func TestUsage(t *testing.T) {
 	}{
 		{[]string{"nonsense"}, exitUsage, ""},
 		{[]string{"validate", "-nope"}, exitUsage, ""},
-		{[]string{"validate", "extra"}, exitUsage, ""},
+		{[]string{"validate", "one.yaml", "two.yaml"}, exitUsage, ""},
 		{[]string{"validate", "-h"}, exitOK, "-config"},
 		{[]string{"simulate", "-h"}, exitOK, "-remove"},
 		{[]string{"serve", "-h"}, exitOK, "-config"},
@@ -429,6 +429,50 @@ func TestHelpAndVersionFlags(t *testing.T) {
 	}
 	if code, out, _ := runCmd(t, "version"); code != exitOK || !strings.HasPrefix(out, "ringlb ") {
 		t.Errorf("ringlb version: exit %d, %q", code, out)
+	}
+}
+
+// TestConfigAsArgument: validate, simulate and serve take the config file
+// as their one positional argument, before or after the flags, as other
+// tools' users type it; given twice, differently, it is bad usage.
+func TestConfigAsArgument(t *testing.T) {
+	cfg := writeConfig(t, upstreamsYAML(4))
+	code, out, errOut := runCmd(t, "validate", cfg)
+	if code != exitOK || !strings.HasPrefix(out, cfg+": ok: 4 upstreams") {
+		t.Errorf("validate FILE: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, flagOut, _ := runCmd(t, "validate", "-config", cfg)
+	if flagOut != out {
+		t.Errorf("validate FILE printed %q, validate -config FILE %q", out, flagOut)
+	}
+	if code, out, errOut := runCmd(t, "simulate", cfg, "-keys", "1000", "-add", "app-5"); code != exitOK || !strings.Contains(out, "1000 keys over 4 upstreams") || !strings.Contains(out, "keys moved (ring):") {
+		t.Errorf("simulate FILE -keys 1000 -add app-5: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if code, out, errOut := runCmd(t, "simulate", "-keys", "1000", cfg); code != exitOK || !strings.Contains(out, "1000 keys over 4 upstreams") {
+		t.Errorf("simulate -keys 1000 FILE: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if code, _, errOut := runCmd(t, "validate", "-config", cfg, cfg); code != exitOK {
+		t.Errorf("validate -config FILE FILE: exit %d, stderr %q", code, errOut)
+	}
+	other := writeConfig(t, upstreamsYAML(2))
+	if code, _, errOut := runCmd(t, "validate", "-config", other, cfg); code != exitUsage || !strings.Contains(errOut, "given twice") {
+		t.Errorf("validate -config A B: exit %d, stderr %q; want %d, given twice", code, errOut, exitUsage)
+	}
+	if code, _, errOut := runCmd(t, "validate", filepath.Join(t.TempDir(), "missing.yaml")); code != exitFail || !strings.Contains(errOut, "missing.yaml") {
+		t.Errorf("validate MISSING: exit %d, stderr %q; want %d naming the file", code, errOut, exitFail)
+	}
+	if code, _, errOut := runCmd(t, "simulate", cfg, "extra"); code != exitUsage || !strings.Contains(errOut, `unexpected argument "extra"`) {
+		t.Errorf("simulate FILE extra: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestVersionFlag: `ringlb --version` (and -version) is `ringlb version`.
+func TestVersionFlag(t *testing.T) {
+	_, want, _ := runCmd(t, "version")
+	for _, f := range []string{"--version", "-version"} {
+		if code, out, errOut := runCmd(t, f); code != exitOK || out != want {
+			t.Errorf("ringlb %s: exit %d, stdout %q, stderr %q; want %q", f, code, out, errOut, want)
+		}
 	}
 }
 

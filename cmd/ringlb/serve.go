@@ -39,7 +39,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // loadCommand parses the flags of a command that takes only -config and
 // loads its config; ok is false when the command should exit with code.
 func loadCommand(name string, args []string, stdout, stderr io.Writer) (path string, cfg *config.Config, code int, ok bool) {
-	c, p := newCommand(name, name+" [-config config.yaml]", stdout, stderr)
+	c, p := newCommand(name, name+" [-config config.yaml | config.yaml]", stdout, stderr)
 	if code, ok := c.parse(args); !ok {
 		return "", nil, code, false
 	}

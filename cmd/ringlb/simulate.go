@@ -25,7 +25,7 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 func cmdSimulate(args []string, stdout, stderr io.Writer) int {
 	c, path := newCommand("simulate",
-		"simulate [-config config.yaml] [-keys 1000000] [-add NAME[=WEIGHT]]... [-remove NAME]...", stdout, stderr)
+		"simulate [-config config.yaml | config.yaml] [-keys 1000000] [-add NAME[=WEIGHT]]... [-remove NAME]...", stdout, stderr)
 	keys := c.fs.Int("keys", 1000000, "number of synthetic keys")
 	var adds, removes listFlag
 	c.fs.Var(&adds, "add", "add an upstream `NAME[=WEIGHT]` (repeatable; under placement nginx NAME is its host:port)")

@@ -35,7 +35,7 @@ func loadRing(path string) (*config.Config, *ring.Ring, error) {
 }
 
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
-	c, path := newCommand("validate", "validate [-config config.yaml]", stdout, stderr)
+	c, path := newCommand("validate", "validate [-config config.yaml | config.yaml]", stdout, stderr)
 	if code, ok := c.parse(args); !ok {
 		return code
 	}

@@ -462,10 +462,12 @@ var errorCases = []struct {
 	{"two documents", up + "---\n" + up, "c.yaml:4: more than one YAML document; want exactly one"},
 
 	// Unknown and repeated fields.
-	{"unknown top-level field", "listn: :80\n" + up, "c.yaml:1: listn: unknown field"},
-	{"unknown nested field", "ring:\n  load_facter: 2\n" + up, "c.yaml:2: ring.load_facter: unknown field"},
-	{"unknown deeply nested field", "hash:\n  cookie:\n    nmae: x\n" + up, "c.yaml:3: hash.cookie.nmae: unknown field"},
-	{"unknown upstream field", "upstreams:\n  - name: a\n    url: http://h\n    wieght: 2\n", "c.yaml:4: upstreams[0].wieght: unknown field"},
+	{"unknown top-level field", "listn: :80\n" + up, "c.yaml:1: listn: unknown field (did you mean listen?)"},
+	{"unknown nested field", "ring:\n  load_facter: 2\n" + up, "c.yaml:2: ring.load_facter: unknown field (did you mean load_factor?)"},
+	{"unknown deeply nested field", "hash:\n  cookie:\n    nmae: x\n" + up, "c.yaml:3: hash.cookie.nmae: unknown field (did you mean name?)"},
+	{"unknown upstream field", "upstreams:\n  - name: a\n    url: http://h\n    wieght: 2\n", "c.yaml:4: upstreams[0].wieght: unknown field (did you mean weight?)"},
+	{"unknown field one letter off", "hash:\n  keys: [uri]\n" + up, "c.yaml:2: hash.keys: unknown field (did you mean key?)"},
+	{"unknown field far from any", "upstreams:\n  - name: a\n    url: http://h\n    address: x\n", "c.yaml:4: upstreams[0].address: unknown field"},
 	{"odd unknown field name", "\"a b\\n\": 1\n" + up, "c.yaml:1: \"a b\\n\": unknown field"},
 	{"repeated field", "retries: 1\nretries: 2\n" + up, "c.yaml:2: retries: repeated field (first at line 1)"},
 	{"merge key", "base: &b {dial: 1s}\n" + up, "c.yaml:1: base: unknown field"},

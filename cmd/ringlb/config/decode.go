@@ -231,7 +231,11 @@ func (d *decoder) mapping(p string, n *yaml.Node, fields map[string]handler) boo
 		f := join(p, quoteKey(k.Value))
 		h, ok := fields[k.Value]
 		if !ok {
-			d.errorAt(nodePos(k), f, "unknown field")
+			if s := suggest(k.Value, fields); s != "" {
+				d.errorAt(nodePos(k), f, "unknown field (did you mean %s?)", s)
+			} else {
+				d.errorAt(nodePos(k), f, "unknown field")
+			}
 			continue
 		}
 		if first, dup := seen[k.Value]; dup {
