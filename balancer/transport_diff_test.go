@@ -3,6 +3,8 @@ package balancer
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"log"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer/h1"
+	"github.com/ringlb/ringlb/cmd/ringlb/certs/certstest"
 	"github.com/ringlb/ringlb/internal/testnet"
 )
 
@@ -29,6 +32,11 @@ type transportCase struct {
 	// address. It asks to close, so that the client reads to EOF.
 	request string
 	body    []byte // sent after request, while the response is read
+	// then, if set, is a second raw request sent on a new client
+	// connection once the first is answered and wait (if set) returned:
+	// it may reuse the first's upstream connection.
+	then string
+	wait func(t *testing.T)
 }
 
 func transportCases() []transportCase {
@@ -38,6 +46,7 @@ func transportCases() []transportCase {
 			io.WriteString(c, answer)
 		}
 	}
+	sent := make(chan struct{}, 1)
 	return []transportCase{
 		{name: "get", handler: testnet.EchoRequest, request: "GET /get?q=1;x=%zz HTTP/1.1\r\nHost: {host}\r\nX-A: 1\r\nX-A: 2\r\nX-Forwarded-For: 203.0.113.9\r\nConnection: close\r\n\r\n"},
 		{name: "head", handler: testnet.EchoRequest, request: "HEAD /head HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
@@ -90,6 +99,34 @@ func transportCases() []transportCase {
 				br.ReadByte() // never answers: the response header timeout
 			}
 		}, request: "GET /slow-head HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
+		{name: "head-then-body", raw: func(c net.Conn, br *bufio.Reader) {
+			// A body after the head of a HEAD's answer (some frameworks
+			// send one), holding a forged response: the next request,
+			// whoever sends it, must get its own answer.
+			forged := "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 15\r\n\r\nyou are mallory"
+			for {
+				req, err := http.ReadRequest(br)
+				if err != nil {
+					return
+				}
+				if req.Method == "HEAD" {
+					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n", len(forged))
+					io.WriteString(c, forged)
+					sent <- struct{}{}
+					continue
+				}
+				you := "you are " + req.URL.Query().Get("tag")
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s", len(you), you)
+			}
+		}, request: "HEAD /headbody HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n",
+			then: "GET /account?tag=victim HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n",
+			wait: func(t *testing.T) {
+				select {
+				case <-sent:
+				case <-time.After(10 * time.Second):
+					t.Fatal("the body after the HEAD was not sent")
+				}
+			}},
 		{name: "truncated", raw: func(c net.Conn, br *bufio.Reader) {
 			ok(c, br, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort")
 		}, request: "GET /truncated HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
@@ -104,32 +141,57 @@ func transportCases() []transportCase {
 
 // TestTransportsAgree sends the same requests through a Balancer whose
 // http1 upstreams use h1.Transport and through one that uses net/http's
-// Transport, to the same upstreams, and compares what the client received
-// (status lines, headers but Date, bodies, trailers, 1xx responses, and
-// whether the connection was cut).
+// Transport, to the same upstreams over plain TCP and over TLS, and
+// compares what the client received (status lines, headers but Date,
+// bodies, trailers, 1xx responses, and whether the connection was cut).
 func TestTransportsAgree(t *testing.T) {
-	for _, c := range transportCases() {
-		t.Run(c.name, func(t *testing.T) {
-			target := caseUpstream(t, c)
-			got := throughBalancer(t, target, c, false)
-			want := throughBalancer(t, target, c, true)
-			// With net/http's Transport the client sometimes gets two 100
-			// Continue: its writer may read the body (the front's server
-			// then sends its own 100) before its reader forwards the
-			// upstream's. h1 forwards first, so one, always.
-			want = strings.Replace(want, "HTTP/1.1 100 Continue\nHTTP/1.1 100 Continue\n", "HTTP/1.1 100 Continue\n", 1)
-			if got != want {
-				t.Errorf("responses differ\nh1:\n%s\nnet/http:\n%s", got, want)
-			}
-		})
+	ca := certstest.NewCA(t)
+	leaf := ca.Issue(t, certstest.Options{})
+	for _, secure := range []bool{false, true} {
+		var srv *tls.Config
+		var roots *x509.CertPool
+		scheme := "http"
+		if secure {
+			srv, roots, scheme = &tls.Config{Certificates: []tls.Certificate{leaf.Pair(t)}}, ca.Pool(), "https"
+		}
+		for _, c := range transportCases() {
+			t.Run(scheme+"/"+c.name, func(t *testing.T) {
+				target := caseUpstream(t, c, srv)
+				got := throughBalancer(t, target, roots, c, false)
+				want := throughBalancer(t, target, roots, c, true)
+				agree(t, c, got, want)
+			})
+		}
 	}
 }
 
-func caseUpstream(t *testing.T, c transportCase) string {
+func agree(t *testing.T, c transportCase, got, want string) {
+	// With net/http's Transport the client sometimes gets two 100
+	// Continue: its writer may read the body (the front's server
+	// then sends its own 100) before its reader forwards the
+	// upstream's. h1 forwards first, so one, always.
+	want = strings.Replace(want, "HTTP/1.1 100 Continue\nHTTP/1.1 100 Continue\n", "HTTP/1.1 100 Continue\n", 1)
+	if got != want {
+		t.Errorf("responses differ\nh1:\n%s\nnet/http:\n%s", got, want)
+	}
+	if c.then != "" && !strings.Contains(want, "you are victim") {
+		t.Errorf("net/http's second response:\n%s", want)
+	}
+}
+
+// caseUpstream starts c's upstream, over TLS with srv when srv is not nil,
+// and returns its URL.
+func caseUpstream(t *testing.T, c transportCase, srv *tls.Config) string {
 	t.Helper()
 	if c.handler != nil {
-		u := httptest.NewServer(c.handler)
+		u := httptest.NewUnstartedServer(c.handler)
 		t.Cleanup(u.Close)
+		if srv != nil {
+			u.TLS = srv
+			u.StartTLS()
+		} else {
+			u.Start()
+		}
 		return u.URL
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -154,6 +216,15 @@ func caseUpstream(t *testing.T, c transportCase) string {
 			go func() {
 				defer wg.Done()
 				defer conn.Close()
+				if srv != nil {
+					tc := tls.Server(conn, srv)
+					if tc.Handshake() != nil {
+						return
+					}
+					defer tc.Close()
+					c.raw(tc, bufio.NewReader(tc))
+					return
+				}
 				c.raw(conn, bufio.NewReader(conn))
 			}()
 		}
@@ -167,16 +238,22 @@ func caseUpstream(t *testing.T, c transportCase) string {
 		mu.Unlock()
 		wg.Wait()
 	})
+	if srv != nil {
+		return "https://" + ln.Addr().String()
+	}
 	return "http://" + ln.Addr().String()
 }
 
 // throughBalancer serves a Balancer with target as its one upstream,
 // sends c's request to it and returns the response as
-// testnet.CanonicalResponse renders it. std picks net/http's Transport for the upstream.
-func throughBalancer(t *testing.T, target string, c transportCase, std bool) string {
+// testnet.CanonicalResponse renders it (and then c.then's response, if
+// any). std picks net/http's Transport for the upstream; roots verify an
+// https upstream.
+func throughBalancer(t *testing.T, target string, roots *x509.CertPool, c transportCase, std bool) string {
 	t.Helper()
 	u := mustURL(t, target)
 	opts := baseOptions([]UpstreamOptions{{Name: "u", URL: u, Addr: u.Host, Weight: 1}})
+	opts.UpstreamTLS.RootCAs = roots
 	opts.Timeouts.ResponseHeader = 300 * time.Millisecond
 	opts.Timeouts.Read = 300 * time.Millisecond
 	defer func(was bool) { stdHTTP1 = was }(stdHTTP1)
@@ -206,5 +283,12 @@ func throughBalancer(t *testing.T, target string, c transportCase, std bool) str
 	if c.body != nil {
 		body = bytes.NewReader(c.body)
 	}
-	return testnet.RawExchange(t, front.Listener.Addr().String(), strings.ReplaceAll(c.request, "{host}", "front.example"), body)
+	out := testnet.RawExchange(t, front.Listener.Addr().String(), strings.ReplaceAll(c.request, "{host}", "front.example"), body)
+	if c.then != "" {
+		if c.wait != nil {
+			c.wait(t)
+		}
+		out += "\nthen:\n" + testnet.RawExchange(t, front.Listener.Addr().String(), strings.ReplaceAll(c.then, "{host}", "front.example"), nil)
+	}
+	return out
 }

@@ -24,8 +24,10 @@ type persistConn struct {
 	t      *Transport
 	key    connKey
 	conn   net.Conn
-	raw    syscall.RawConn // for the idle peek; nil when unavailable
+	raw    syscall.RawConn // the socket (under TLS too), for the idle peek; nil when unavailable
 	tls    *tls.ConnectionState
+	tc     *tls.Conn   // conn, over TLS; nil for plain TCP
+	rec    *recordConn // the socket under tc
 	cr     connReader
 	cw     connWriter
 	br     *bufio.Reader

@@ -2,6 +2,7 @@ package h1
 
 import (
 	"bufio"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log"
@@ -29,6 +30,11 @@ type diffCase struct {
 	body    io.Reader // sent after request, concurrently with reading
 	// aborted: the proxy aborts the client connection without a byte.
 	aborted bool
+	// then, if set, is a second raw request sent after the first, on a
+	// new client connection to the same proxy, so that it may reuse the
+	// first's upstream connection, once wait (if set) returns.
+	then string
+	wait func(t *testing.T)
 }
 
 // Raw upstreams whose bodies have no length send a Content-Type: without
@@ -37,6 +43,7 @@ type diffCase struct {
 // on the transport.
 func diffCases() []diffCase {
 	big := strings.Repeat("abcdefghij", 100_000)
+	sent := make(chan struct{}, 1)
 	return []diffCase{
 		{name: "get", handler: testnet.EchoRequest, request: "GET /get?q=1 HTTP/1.1\r\nHost: {host}\r\nX-A: 1\r\nX-A: 2\r\nConnection: close\r\n\r\n"},
 		{name: "head", handler: testnet.EchoRequest, request: "HEAD /head HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
@@ -84,6 +91,8 @@ func diffCases() []diffCase {
 				io.WriteString(c, "this is not http\r\n\r\n")
 			}
 		}, request: "GET /garbage HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
+		{name: "head-then-body", raw: headThenBody(sent), wait: func(t *testing.T) { within(t, sent, "the body after the HEAD") }, request: "HEAD /headbody HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n",
+			then: "GET /account?tag=victim HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
 		{name: "truncated", raw: func(c net.Conn, br *bufio.Reader) {
 			if _, err := http.ReadRequest(br); err == nil {
 				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort")
@@ -92,48 +101,90 @@ func diffCases() []diffCase {
 	}
 }
 
-// TestDifferential sends the same requests through httputil.ReverseProxy
-// with this Transport and with http.Transport, to the same upstreams, and
-// compares what each client received, as testnet.CanonicalResponse renders it.
-func TestDifferential(t *testing.T) {
-	checkLeaks(t)
-	for _, c := range diffCases() {
-		t.Run(c.name, func(t *testing.T) {
-			target := upstreamFor(t, c)
-			ours := newTransport(t)
-			ours.ExpectContinueTimeout = time.Second
-			std := &http.Transport{DisableCompression: true, ExpectContinueTimeout: time.Second, MaxIdleConnsPerHost: 16}
-			t.Cleanup(std.CloseIdleConnections)
-			got := exchangeThrough(t, ours, target, c)
-			want := exchangeThrough(t, std, target, c)
-			// With http.Transport the client sometimes gets two 100
-			// Continue: its writer may read the body (the front's server
-			// then sends its own 100) before its reader forwards the
-			// upstream's. This transport forwards first, so one, always.
-			want = strings.Replace(want, "HTTP/1.1 100 Continue\nHTTP/1.1 100 Continue\n", "HTTP/1.1 100 Continue\n", 1)
-			if got != want {
-				t.Errorf("responses differ\nh1:\n%s\nhttp.Transport:\n%s", got, want)
+// headThenBody is an upstream that answers HEAD with a head announcing a
+// body and then sends that body anyway (some frameworks do), a forged
+// response, and reports on sent when it is written; other requests get
+// "you are TAG".
+func headThenBody(sent chan<- struct{}) func(c net.Conn, br *bufio.Reader) {
+	return func(c net.Conn, br *bufio.Reader) {
+		forged := "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 15\r\n\r\nyou are mallory"
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
 			}
-			if (want == testnet.CutResponse) != c.aborted {
-				t.Errorf("http.Transport's response %q; aborted: %v", want, c.aborted)
+			if req.Method == "HEAD" {
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n", len(forged))
+				io.WriteString(c, forged)
+				sent <- struct{}{}
+				continue
 			}
-		})
+			you := "you are " + req.URL.Query().Get("tag")
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s", len(you), you)
+		}
 	}
 }
 
-func upstreamFor(t *testing.T, c diffCase) *url.URL {
+// TestDifferential sends the same requests through httputil.ReverseProxy
+// with this Transport and with http.Transport, to the same upstreams over
+// plain TCP and over TLS, and compares what each client received, as
+// testnet.CanonicalResponse renders it.
+func TestDifferential(t *testing.T) {
+	checkLeaks(t)
+	for _, scheme := range schemes {
+		for _, c := range diffCases() {
+			t.Run(scheme+"/"+c.name, func(t *testing.T) { differ(t, scheme, c) })
+		}
+	}
+}
+
+func differ(t *testing.T, scheme string, c diffCase) {
+	target, cfg := upstreamFor(t, scheme, c)
+	ours := newTransport(t)
+	ours.ExpectContinueTimeout = time.Second
+	ours.TLSClientConfig = cfg
+	std := &http.Transport{DisableCompression: true, ExpectContinueTimeout: time.Second, MaxIdleConnsPerHost: 16, TLSClientConfig: cfg}
+	t.Cleanup(std.CloseIdleConnections)
+	got := exchangeThrough(t, ours, target, c)
+	want := exchangeThrough(t, std, target, c)
+	// With http.Transport the client sometimes gets two 100
+	// Continue: its writer may read the body (the front's server
+	// then sends its own 100) before its reader forwards the
+	// upstream's. This transport forwards first, so one, always.
+	want = strings.Replace(want, "HTTP/1.1 100 Continue\nHTTP/1.1 100 Continue\n", "HTTP/1.1 100 Continue\n", 1)
+	if got != want {
+		t.Errorf("responses differ\nh1:\n%s\nhttp.Transport:\n%s", got, want)
+	}
+	if (want == testnet.CutResponse) != c.aborted {
+		t.Errorf("http.Transport's response %q; aborted: %v", want, c.aborted)
+	}
+	if c.then != "" && !strings.Contains(want, "you are victim") {
+		t.Errorf("http.Transport's second response:\n%s", want)
+	}
+}
+
+// upstreamFor starts c's upstream, over TLS for scheme https, and returns
+// its URL and the client configuration that verifies it.
+func upstreamFor(t *testing.T, scheme string, c diffCase) (*url.URL, *tls.Config) {
 	t.Helper()
 	var s string
-	if c.raw != nil {
-		s = newRawUpstream(t, c.raw).URL
-	} else {
+	var cfg *tls.Config
+	switch {
+	case c.raw != nil:
+		u := newRawUpstreamOver(t, scheme, c.raw)
+		s, cfg = u.URL, u.TLS
+	case scheme == "https":
+		var u *upstream
+		u, cfg = newTLSUpstream(t, c.handler)
+		s = u.URL
+	default:
 		s = newUpstream(t, c.handler).URL
 	}
 	u, err := url.Parse(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return u
+	return u, cfg
 }
 
 // exchangeThrough stands up a ReverseProxy over tr in front of target,
@@ -156,5 +207,12 @@ func exchangeThrough(t *testing.T, tr http.RoundTripper, target *url.URL, c diff
 			sk.Seek(0, io.SeekStart)
 		}
 	}
-	return testnet.RawExchange(t, front.Listener.Addr().String(), strings.ReplaceAll(c.request, "{host}", "proxy.example"), c.body)
+	out := testnet.RawExchange(t, front.Listener.Addr().String(), strings.ReplaceAll(c.request, "{host}", "proxy.example"), c.body)
+	if c.then != "" {
+		if c.wait != nil {
+			c.wait(t)
+		}
+		out += "\nthen:\n" + testnet.RawExchange(t, front.Listener.Addr().String(), strings.ReplaceAll(c.then, "{host}", "proxy.example"), nil)
+	}
+	return out
 }

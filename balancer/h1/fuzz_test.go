@@ -2,7 +2,9 @@ package h1
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -20,7 +22,9 @@ import (
 // first answer was (valid, truncated, oversized, followed by a forged
 // response, 1xx, 101, garbage), the second request must get its own
 // response, identified by a nonce the input cannot know, and nothing may
-// panic. That is: no input desynchronises the pool.
+// panic. That is: no input desynchronises the pool. Each input runs over
+// plain TCP and over TLS, where stray bytes hide in the TLS layer's
+// buffers rather than in the socket.
 func FuzzUpstreamResponse(f *testing.F) {
 	for _, s := range []string{
 		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
@@ -37,48 +41,46 @@ func FuzzUpstreamResponse(f *testing.F) {
 		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n0\r\n\r\n",
 		"garbage\r\n\r\n",
 		"",
+		// A forged response behind one longer than the connection's read
+		// buffer: what is left of it sits below that buffer, in the socket
+		// or, over TLS, in the TLS layer's.
+		"HTTP/1.1 200 OK\r\nContent-Length: 6000\r\n\r\n" + strings.Repeat("z", 6000) + "HTTP/1.1 200 OK\r\nX-Id: forged\r\nContent-Length: 6\r\n\r\nforged",
 	} {
 		f.Add([]byte(s))
 	}
 	var payload atomic.Pointer[[]byte]
 	var nonce atomic.Int64
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		f.Fatal(err)
-	}
+	srvTLS, cliTLS := testTLS(f)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	defer ln.Close()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					io.Copy(io.Discard, req.Body)
-					id := req.Header.Get("X-Id")
-					if strings.HasPrefix(id, "first-") {
-						c.Write(*payload.Load())
-						continue
-					}
-					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nX-Id: %s\r\nContent-Length: %d\r\n\r\n%s", id, len(id), id)
-				}
-			}()
+	url := map[string]string{}
+	for _, scheme := range schemes {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			f.Fatal(err)
 		}
-	}()
-	url := "http://" + ln.Addr().String() + "/"
+		defer ln.Close()
+		url[scheme] = scheme + "://" + ln.Addr().String() + "/"
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				if scheme == "https" {
+					c = tls.Server(c, srvTLS)
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer c.Close()
+					fuzzServe(c, &payload)
+				}()
+			}
+		}()
+	}
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Nothing may hang either: a stuck exchange panics with every
@@ -89,34 +91,77 @@ func FuzzUpstreamResponse(f *testing.F) {
 		})
 		defer watchdog.Stop()
 		payload.Store(&data)
-		tr := &Transport{MaxIdleConnsPerHost: 1, ResponseHeaderTimeout: 200 * time.Millisecond}
-		defer tr.CloseIdleConnections()
-		n := nonce.Add(1)
-
-		// The first request may fail or hang on an incomplete answer:
-		// bounded by its context.
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
-		req.Header.Set("X-Id", fmt.Sprintf("first-%d", n))
-		if res, err := tr.RoundTrip(req); err == nil {
-			if res.StatusCode != http.StatusSwitchingProtocols {
-				io.Copy(io.Discard, res.Body) // a 101's body is the connection: never ends
-			}
-			res.Body.Close()
-		}
-		cancel()
-
-		want := fmt.Sprintf("second-%d", n)
-		req, _ = http.NewRequest("GET", url, nil)
-		req.Header.Set("X-Id", want)
-		res, err := tr.RoundTrip(req)
-		if err != nil {
-			t.Fatalf("second request after %q: %v", data, err)
-		}
-		b, err := io.ReadAll(res.Body)
-		res.Body.Close()
-		if err != nil || res.Header.Get("X-Id") != want || string(b) != want {
-			t.Fatalf("second request after %q: got X-Id %q, body %q, err %v; want %q", data, res.Header.Get("X-Id"), b, err, want)
+		for _, scheme := range schemes {
+			fuzzExchange(t, url[scheme], cliTLS, data, nonce.Add(1))
 		}
 	})
+}
+
+// fuzzServe answers requests on c: one whose X-Id starts with "first-"
+// with the fuzzer's bytes, any other with its X-Id as the body.
+func fuzzServe(c net.Conn, payload *atomic.Pointer[[]byte]) {
+	br := bufio.NewReader(c)
+	for {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		io.Copy(io.Discard, req.Body)
+		id := req.Header.Get("X-Id")
+		if strings.HasPrefix(id, "first-") {
+			writeApart(c, *payload.Load())
+			continue
+		}
+		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nX-Id: %s\r\nContent-Length: %d\r\n\r\n%s", id, len(id), id)
+	}
+}
+
+// writeApart writes data with one write for each part that starts with
+// "HTTP/" (and one for what comes before the first), as an upstream
+// sending a forged response after its own does: over TLS each write is a
+// record of its own, which arrives after the TLS layer has handed over
+// the response before it.
+func writeApart(c net.Conn, data []byte) {
+	for len(data) > 0 {
+		i := bytes.Index(data[1:], []byte("HTTP/"))
+		if i < 0 {
+			c.Write(data)
+			return
+		}
+		c.Write(data[:i+1])
+		data = data[i+1:]
+	}
+}
+
+// fuzzExchange sends url a first request answered with data, then a
+// second that must get its own answer.
+func fuzzExchange(t *testing.T, url string, cfg *tls.Config, data []byte, n int64) {
+	tr := &Transport{MaxIdleConnsPerHost: 1, ResponseHeaderTimeout: 200 * time.Millisecond, TLSClientConfig: cfg}
+	defer tr.CloseIdleConnections()
+
+	// The first request may fail or hang on an incomplete answer:
+	// bounded by its context.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	req.Header.Set("X-Id", fmt.Sprintf("first-%d", n))
+	if res, err := tr.RoundTrip(req); err == nil {
+		if res.StatusCode != http.StatusSwitchingProtocols {
+			io.Copy(io.Discard, res.Body) // a 101's body is the connection: never ends
+		}
+		res.Body.Close()
+	}
+	cancel()
+
+	want := fmt.Sprintf("second-%d", n)
+	req, _ = http.NewRequest("GET", url, nil)
+	req.Header.Set("X-Id", want)
+	res, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("second request after %q: %v", data, err)
+	}
+	b, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil || res.Header.Get("X-Id") != want || string(b) != want {
+		t.Fatalf("second request after %q: got X-Id %q, body %q, err %v; want %q", data, res.Header.Get("X-Id"), b, err, want)
+	}
 }

@@ -2,6 +2,7 @@ package h1
 
 import (
 	"bufio"
+	"crypto/tls"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/cmd/ringlb/certs/certstest"
 )
 
 // checkLeaks fails the test if, once its other cleanups have run,
@@ -85,6 +88,40 @@ func newUpstream(t *testing.T, h http.Handler) *upstream {
 	return u
 }
 
+// newTLSUpstream is newUpstream over TLS (HTTP/1.1 only), with the client
+// configuration that verifies it.
+func newTLSUpstream(t *testing.T, h http.Handler) (*upstream, *tls.Config) {
+	t.Helper()
+	srv, cli := testTLS(t)
+	u := &upstream{}
+	u.Server = httptest.NewUnstartedServer(h)
+	u.TLS = srv
+	u.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			u.opened.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			u.closed.Add(1)
+		}
+	}
+	u.StartTLS()
+	t.Cleanup(u.Close)
+	return u, cli
+}
+
+// testTLS returns a server configuration with a certificate for
+// 127.0.0.1 and localhost from a throwaway CA, and a client configuration
+// trusting that CA.
+func testTLS(t testing.TB) (server, client *tls.Config) {
+	ca := certstest.NewCA(t)
+	leaf := ca.Issue(t, certstest.Options{})
+	return &tls.Config{Certificates: []tls.Certificate{leaf.Pair(t)}}, &tls.Config{RootCAs: ca.Pool()}
+}
+
+// schemes are the two ways to reach an upstream: tests of what crosses
+// the connection run over both.
+var schemes = []string{"http", "https"}
+
 // newTransport returns a Transport whose idle connections are closed when
 // the test ends.
 func newTransport(t *testing.T) *Transport {
@@ -99,6 +136,7 @@ func newTransport(t *testing.T) *Transport {
 type rawUpstream struct {
 	ln     net.Listener
 	URL    string
+	TLS    *tls.Config // for a client of an https upstream; nil for http
 	conns  atomic.Int64
 	wg     sync.WaitGroup
 	mu     sync.Mutex
@@ -106,12 +144,24 @@ type rawUpstream struct {
 }
 
 func newRawUpstream(t *testing.T, serve func(c net.Conn, br *bufio.Reader)) *rawUpstream {
+	return newRawUpstreamOver(t, "http", serve)
+}
+
+// newRawUpstreamOver is newRawUpstream for scheme http or https; over
+// https, serve gets the connection after the TLS handshake, as a
+// *tls.Conn, and u.TLS is the client configuration that verifies it.
+func newRawUpstreamOver(t *testing.T, scheme string, serve func(c net.Conn, br *bufio.Reader)) *rawUpstream {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &rawUpstream{ln: ln, URL: "http://" + ln.Addr().String()}
+	u := &rawUpstream{ln: ln, URL: scheme + "://" + ln.Addr().String()}
+	if scheme == "https" {
+		var srv *tls.Config
+		srv, u.TLS = testTLS(t)
+		serve = overTLS(srv, serve)
+	}
 	u.wg.Add(1)
 	go func() {
 		defer u.wg.Done()
@@ -142,6 +192,29 @@ func newRawUpstream(t *testing.T, serve func(c net.Conn, br *bufio.Reader)) *raw
 		u.wg.Wait()
 	})
 	return u
+}
+
+// overTLS wraps serve so that it gets the TLS server side of each
+// connection, once the handshake succeeded.
+func overTLS(cfg *tls.Config, serve func(c net.Conn, br *bufio.Reader)) func(c net.Conn, br *bufio.Reader) {
+	return func(c net.Conn, _ *bufio.Reader) {
+		tc := tls.Server(c, cfg)
+		tc.SetDeadline(time.Now().Add(10 * time.Second))
+		if tc.Handshake() != nil {
+			return
+		}
+		tc.SetDeadline(time.Time{})
+		defer tc.Close()
+		serve(tc, bufio.NewReader(tc))
+	}
+}
+
+// halfClose ends the upstream's side of c (plain or TLS: a close_notify
+// then a FIN) and leaves the client's side open.
+func halfClose(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
 }
 
 // within fails the test unless ch delivers before the deadline.

@@ -6,7 +6,8 @@ import (
 	"syscall"
 )
 
-// initPeek prepares the idle check for a plain TCP connection.
+// initPeek prepares the idle check on the socket (under TLS too, which
+// keeps it).
 func (pc *persistConn) initPeek() {
 	if sc, ok := pc.conn.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
@@ -25,10 +26,16 @@ func (pc *persistConn) peek(fd uintptr) bool {
 // alive says whether a connection taken from the pool may carry a
 // request: nothing is waiting to be read on it (neither bytes the upstream
 // sent unasked, which would be read as the next response, nor the end of
-// the stream, which means the upstream closed it). One non-blocking
-// recv(MSG_PEEK); a connection without a raw socket (TLS) is assumed
-// alive, and a failure later is retried as http.Transport does.
+// the stream, which means the upstream closed it). Over TLS, first what
+// the TLS layer holds (tlsIdle), then, as over TCP, one non-blocking
+// recv(MSG_PEEK) on the socket: any byte there, a TLS record of whatever
+// kind, means the connection is not proven idle. A connection without a
+// raw socket (a Dial returning something else) is assumed alive, and a
+// failure later is retried as http.Transport does.
 func (pc *persistConn) alive() bool {
+	if pc.tc != nil && !pc.tlsIdle() {
+		return false
+	}
 	if pc.raw == nil {
 		return true
 	}

@@ -333,7 +333,8 @@ func (pc *persistConn) handshake(ctx context.Context, t *Transport, addr string)
 		cfg.ServerName = host
 	}
 	cfg.NextProtos = []string{"http/1.1"}
-	tc := tls.Client(pc.conn, cfg)
+	rec := &recordConn{Conn: pc.conn}
+	tc := tls.Client(rec, cfg)
 	hctx := ctx
 	if t.TLSHandshakeTimeout > 0 {
 		var cancel context.CancelFunc
@@ -353,7 +354,7 @@ func (pc *persistConn) handshake(ctx context.Context, t *Transport, addr string)
 	pc.conn = tc
 	pc.cr.c = tc
 	pc.cw.c = tc
-	pc.raw = nil // TLS records are not HTTP bytes: the idle peek cannot judge them
+	pc.tc, pc.rec = tc, rec // pc.raw stays the socket's: the idle peek still looks at it
 	pc.tls = &st
 	return nil
 }
