@@ -159,6 +159,13 @@ func TestTransportsAgree(t *testing.T) {
 				target := caseUpstream(t, c, srv)
 				got := throughBalancer(t, target, roots, c, false)
 				want := throughBalancer(t, target, roots, c, true)
+				// net/http's reader may still be decrypting the bytes sent after the
+				// first answer when the second request comes, which it then takes
+				// for that request's answer (a loaded machine shows it): try again.
+				for i := 0; i < 3 && c.then != "" && !strings.Contains(want, "you are victim"); i++ {
+					t.Logf("net/http gave the second request the stray bytes; again")
+					want = throughBalancer(t, target, roots, c, true)
+				}
 				agree(t, c, got, want)
 			})
 		}

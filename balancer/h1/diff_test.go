@@ -147,6 +147,13 @@ func differ(t *testing.T, scheme string, c diffCase) {
 	t.Cleanup(std.CloseIdleConnections)
 	got := exchangeThrough(t, ours, target, c)
 	want := exchangeThrough(t, std, target, c)
+	// net/http's reader may still be decrypting the bytes sent after the
+	// first answer when the second request comes, which it then takes
+	// for that request's answer (a loaded machine shows it): try again.
+	for i := 0; i < 3 && c.then != "" && !strings.Contains(want, "you are victim"); i++ {
+		t.Logf("net/http gave the second request the stray bytes; again")
+		want = exchangeThrough(t, std, target, c)
+	}
 	// With http.Transport the client sometimes gets two 100
 	// Continue: its writer may read the body (the front's server
 	// then sends its own 100) before its reader forwards the

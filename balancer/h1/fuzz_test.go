@@ -49,6 +49,7 @@ func FuzzUpstreamResponse(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	var payload atomic.Pointer[[]byte]
+	written := make(chan string, 16)
 	var nonce atomic.Int64
 	srvTLS, cliTLS := testTLS(f)
 	var wg sync.WaitGroup
@@ -76,7 +77,7 @@ func FuzzUpstreamResponse(f *testing.F) {
 				go func() {
 					defer wg.Done()
 					defer c.Close()
-					fuzzServe(c, &payload)
+					fuzzServe(c, &payload, written)
 				}()
 			}
 		}()
@@ -92,14 +93,15 @@ func FuzzUpstreamResponse(f *testing.F) {
 		defer watchdog.Stop()
 		payload.Store(&data)
 		for _, scheme := range schemes {
-			fuzzExchange(t, url[scheme], cliTLS, data, nonce.Add(1))
+			fuzzExchange(t, url[scheme], cliTLS, data, written, nonce.Add(1))
 		}
 	})
 }
 
 // fuzzServe answers requests on c: one whose X-Id starts with "first-"
-// with the fuzzer's bytes, any other with its X-Id as the body.
-func fuzzServe(c net.Conn, payload *atomic.Pointer[[]byte]) {
+// with the fuzzer's bytes (then it sends the X-Id on written), any other
+// with its X-Id as the body.
+func fuzzServe(c net.Conn, payload *atomic.Pointer[[]byte], written chan<- string) {
 	br := bufio.NewReader(c)
 	for {
 		req, err := http.ReadRequest(br)
@@ -110,6 +112,10 @@ func fuzzServe(c net.Conn, payload *atomic.Pointer[[]byte]) {
 		id := req.Header.Get("X-Id")
 		if strings.HasPrefix(id, "first-") {
 			writeApart(c, *payload.Load())
+			select {
+			case written <- id:
+			default:
+			}
 			continue
 		}
 		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nX-Id: %s\r\nContent-Length: %d\r\n\r\n%s", id, len(id), id)
@@ -133,9 +139,11 @@ func writeApart(c net.Conn, data []byte) {
 	}
 }
 
-// fuzzExchange sends url a first request answered with data, then a
-// second that must get its own answer.
-func fuzzExchange(t *testing.T, url string, cfg *tls.Config, data []byte, n int64) {
+// fuzzExchange sends url a first request answered with the fuzzer's data,
+// then, once the upstream has written all of that (bytes arriving after
+// the second request is sent cannot be told from its response, by any
+// client), a second that must get its own answer.
+func fuzzExchange(t *testing.T, url string, cfg *tls.Config, data []byte, written <-chan string, n int64) {
 	tr := &Transport{MaxIdleConnsPerHost: 1, ResponseHeaderTimeout: 200 * time.Millisecond, TLSClientConfig: cfg}
 	defer tr.CloseIdleConnections()
 
@@ -143,7 +151,8 @@ func fuzzExchange(t *testing.T, url string, cfg *tls.Config, data []byte, n int6
 	// bounded by its context.
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
-	req.Header.Set("X-Id", fmt.Sprintf("first-%d", n))
+	first := fmt.Sprintf("first-%d", n)
+	req.Header.Set("X-Id", first)
 	if res, err := tr.RoundTrip(req); err == nil {
 		if res.StatusCode != http.StatusSwitchingProtocols {
 			io.Copy(io.Discard, res.Body) // a 101's body is the connection: never ends
@@ -151,6 +160,15 @@ func fuzzExchange(t *testing.T, url string, cfg *tls.Config, data []byte, n int6
 		res.Body.Close()
 	}
 	cancel()
+	timeout := time.After(2 * time.Second)
+	for done := false; !done; {
+		select {
+		case id := <-written:
+			done = id == first
+		case <-timeout:
+			done = true
+		}
+	}
 
 	want := fmt.Sprintf("second-%d", n)
 	req, _ = http.NewRequest("GET", url, nil)

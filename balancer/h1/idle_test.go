@@ -19,12 +19,14 @@ func TestIdleClosedByUpstream(t *testing.T) {
 	for _, scheme := range schemes {
 		t.Run(scheme, func(t *testing.T) {
 			checkLeaks(t)
+			closed := make(chan struct{}, 1)
 			u := newRawUpstreamOver(t, scheme, func(c net.Conn, br *bufio.Reader) {
 				if _, err := readHead(br); err != nil {
 					return
 				}
 				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 				halfClose(c)
+				closed <- struct{}{}
 				br.ReadByte() // until the client closes
 			})
 			tr := newTransport(t)
@@ -33,6 +35,9 @@ func TestIdleClosedByUpstream(t *testing.T) {
 				if _, body := get(t, tr, "POST", u.URL, strings.NewReader("x")); body != "ok" {
 					t.Fatalf("request %d: body %q", i, body)
 				}
+				// The close lands while the connection is idle, not
+				// while the next request crosses it.
+				within(t, closed, "the upstream's close")
 			}
 			if n := u.conns.Load(); n != 3 {
 				t.Errorf("%d connections, want 3", n)
