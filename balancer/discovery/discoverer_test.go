@@ -3,6 +3,7 @@ package discovery
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -208,6 +209,65 @@ func TestDiscovererSRV(t *testing.T) {
 	}
 	if logs := h.logs.Take(); strings.Count(logs, "\n") != 2 || !strings.Contains(logs, "change=absent") || !strings.Contains(logs, "change=removed") {
 		t.Errorf("scale-in logged:\n%s", logs)
+	}
+}
+
+// A CNAME chain from the SRV name is followed for up to 8 hops. A longer
+// one (or a loop) was not followed to its end: a failed query that keeps
+// the last answer, not an empty answer that makes every member absent.
+func TestDiscovererCNAMEChain(t *testing.T) {
+	h := newHarness(t, 1, srvSource("_http._tcp.app.test")) // confirm 1: an empty answer would apply at once
+	z := h.z
+	for _, n := range []string{"a", "b", "c"} {
+		z.SetAddrs(n+".test", "127.0.0.1")
+	}
+	// chain points the SRV name at a chain of hops named prefix-I.test,
+	// the last of which has the SRV records of targets.
+	chain := func(prefix string, hops int, targets ...string) {
+		from := "_http._tcp.app.test"
+		for i := range hops {
+			to := fmt.Sprintf("%s-%d.test", prefix, i+1)
+			z.SetCNAME(from, to)
+			from = to
+		}
+		z.SetSRV(from, targets...)
+	}
+
+	chain("short", 1, "a.test.:1", "b.test.:1")
+	if u := h.poll(t); u == nil || len(u.Members) != 2 {
+		t.Fatalf("one hop: %+v", u)
+	}
+	chain("eight", 8, "a.test.:1", "b.test.:1", "c.test.:1")
+	if u := h.poll(t); u == nil || len(u.Members) != 3 || u.Events[0].Kind != Added {
+		t.Fatalf("eight hops: %+v", u)
+	}
+	h.logs.Take()
+
+	for _, tt := range []struct {
+		name  string
+		setup func()
+	}{
+		{"nine hops", func() { chain("nine", 9, "a.test.:1") }},
+		{"a loop", func() {
+			z.SetCNAME("_http._tcp.app.test", "loop-1.test")
+			z.SetCNAME("loop-1.test", "loop-2.test")
+			z.SetCNAME("loop-2.test", "loop-1.test")
+		}},
+	} {
+		tt.setup()
+		if u := h.poll(t); u != nil {
+			t.Fatalf("%s changed the membership: %+v", tt.name, u)
+		}
+		st := h.d.Status()[0]
+		if st.Members != 3 || !strings.Contains(st.LastError, "CNAME chain longer than 8 hops") {
+			t.Errorf("%s: status %+v, want 3 members and the chain's error", tt.name, st)
+		}
+		if ms := h.d.Members(); len(ms) != 3 || ms[0].Absent || ms[1].Absent || ms[2].Absent {
+			t.Errorf("%s: members %+v, want the last answer's 3, present", tt.name, ms)
+		}
+	}
+	if logs := h.logs.Take(); strings.Count(logs, "change=failed") != 1 {
+		t.Errorf("one outage (nine hops, then a loop), want one failure line:\n%s", logs)
 	}
 }
 

@@ -34,8 +34,9 @@
 // # Answers and failures
 //
 // A query that fails (timeout, SERVFAIL, REFUSED, an unreachable resolver,
-// or any failed address lookup of an SRV target) changes nothing: the source
-// keeps its last answer. NXDOMAIN and an empty answer are answers: the
+// any failed address lookup of an SRV target, an SRV reply whose CNAME
+// chain was not followed to its end within 8 hops) changes nothing: the
+// source keeps its last answer. NXDOMAIN and an empty answer are answers: the
 // source has no members. An SRV target whose address lookup answers
 // NXDOMAIN or nothing is left out of that answer.
 //

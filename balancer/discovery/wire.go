@@ -25,6 +25,12 @@ const (
 
 var errMalformed = errors.New("malformed DNS reply")
 
+// errCNAMEChain is a reply whose CNAME chain from the question goes on
+// past maxCNAMEs hops (or loops): it was not followed to its end, so it
+// says nothing about the name's SRV records and is a failure, not an
+// empty answer.
+var errCNAMEChain = fmt.Errorf("CNAME chain longer than %d hops", maxCNAMEs)
+
 // rcodeNames names the response codes a failure message may show.
 var rcodeNames = map[int]string{
 	1: "FORMERR", 2: "SERVFAIL", 3: "NXDOMAIN", 4: "NOTIMP", 5: "REFUSED",
@@ -160,12 +166,12 @@ func malformed(err error) error {
 
 // parseSRVBody reads the sections of a reply that matchReply accepted,
 // from where it left p: the answer section's SRV records owned by qname
-// or by a name of the CNAME chain from qname (maxCNAMEs hops at most),
-// and the additional section's A and AAAA records owned by their targets.
-// Records of other classes or types are skipped; an OPT record's extended
-// RCODE bits join h.rcode. A record that does not fit the message is an
-// error, as is a target that is not a host name (letters, digits, '-',
-// '_').
+// or by a name of the CNAME chain from qname, and the additional
+// section's A and AAAA records owned by their targets. Records of other
+// classes or types are skipped; an OPT record's extended RCODE bits join
+// h.rcode. A record that does not fit the message is an error, as is a
+// target that is not a host name (letters, digits, '-', '_'), and a CNAME
+// chain that goes on past maxCNAMEs hops (errCNAMEChain).
 func parseSRVBody(p *dnsmessage.Parser, h replyHeader, qname []byte) (srvReply, error) {
 	out := srvReply{h: h}
 	var buf [255]byte
@@ -225,7 +231,8 @@ func parseSRVBody(p *dnsmessage.Parser, h replyHeader, qname []byte) (srvReply, 
 		srvs = append(srvs, owned{owner: owner, srv: srvRR{target: string(target), port: s.Port}})
 	}
 
-	// The names whose SRV records answer the question.
+	// The names whose SRV records answer the question: the chain from
+	// qname, which must end within maxCNAMEs hops.
 	chain := []string{string(qname)}
 	for range maxCNAMEs {
 		t, ok := cnames[chain[len(chain)-1]]
@@ -233,6 +240,9 @@ func parseSRVBody(p *dnsmessage.Parser, h replyHeader, qname []byte) (srvReply, 
 			break
 		}
 		chain = append(chain, t)
+	}
+	if _, more := cnames[chain[len(chain)-1]]; more {
+		return out, errCNAMEChain
 	}
 	out.srvs = make([]srvRR, 0, len(srvs))
 	out.glue = make(map[string]*glue, len(srvs))

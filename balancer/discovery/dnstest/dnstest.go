@@ -1,6 +1,6 @@
 // Package dnstest is a real DNS server on loopback for tests: UDP and TCP
-// on one port of 127.0.0.1, answering SRV, A and AAAA queries from a zone
-// the test edits while it runs, and able to fail (a forced response code)
+// on one port of 127.0.0.1, answering SRV, A and AAAA queries (following
+// CNAME chains) from a zone the test edits while it runs, and able to fail (a forced response code)
 // or stay silent per name. Tests of discovery, of the balancer and of the
 // ringlb command use it as their resolver.
 package dnstest
@@ -29,9 +29,10 @@ type Server struct {
 	srv   map[string][]*dns.SRV
 	a     map[string][]net.IP
 	aaaa  map[string][]net.IP
-	rcode map[string]int  // forced response code for a name (any type)
-	drop  map[string]bool // names whose queries get no reply at all
-	extra Additional      // what SRV answers carry in their additional section
+	cname map[string]string // name → the target of its CNAME record
+	rcode map[string]int    // forced response code for a name (any type)
+	drop  map[string]bool   // names whose queries get no reply at all
+	extra Additional        // what SRV answers carry in their additional section
 
 	queries atomic.Int64
 	tcp     atomic.Int64 // queries that came over TCP
@@ -87,6 +88,7 @@ func (z *Server) Reset() {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	z.srv, z.a, z.aaaa = map[string][]*dns.SRV{}, map[string][]net.IP{}, map[string][]net.IP{}
+	z.cname = map[string]string{}
 	z.rcode, z.drop = map[string]int{}, map[string]bool{}
 	z.extra = Additional{}
 }
@@ -153,6 +155,25 @@ func (z *Server) SetAddrs(name string, addrs ...string) {
 	}
 }
 
+// SetCNAME gives name a CNAME record pointing at target ("" removes it).
+// A query for name (of any other type) is answered as an authoritative
+// server answers it: the CNAME records of the chain from name, up to
+// MaxChain of them, then the records of the name where the chain stops.
+func (z *Server) SetCNAME(name, target string) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if target == "" {
+		delete(z.cname, key(name))
+	} else {
+		z.cname[key(name)] = dns.Fqdn(target)
+	}
+}
+
+// MaxChain is how many CNAME records of a chain the server puts in one
+// answer at most: twice what package discovery follows, so that a chain
+// too long for it reaches it whole.
+const MaxChain = 16
+
 // SetRcode makes every query for name get rcode (0 clears it).
 func (z *Server) SetRcode(name string, rcode int) {
 	z.mu.Lock()
@@ -195,6 +216,15 @@ func (z *Server) serve(w dns.ResponseWriter, req *dns.Msg) {
 	if rc, ok := z.rcode[k]; ok {
 		m.Rcode = rc
 	} else {
+		for range MaxChain {
+			target, ok := z.cname[k]
+			if !ok || q.Qtype == dns.TypeCNAME {
+				break
+			}
+			m.Answer = append(m.Answer, &dns.CNAME{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: 5},
+				Target: target})
+			name, k = target, key(target)
+		}
 		hdr := func(t uint16) dns.RR_Header {
 			return dns.RR_Header{Name: name, Rrtype: t, Class: dns.ClassINET, Ttl: 5}
 		}
