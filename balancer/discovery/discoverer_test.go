@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -268,6 +269,66 @@ func TestDiscovererCNAMEChain(t *testing.T) {
 	}
 	if logs := h.logs.Take(); strings.Count(logs, "change=failed") != 1 {
 		t.Errorf("one outage (nine hops, then a loop), want one failure line:\n%s", logs)
+	}
+}
+
+// One outage, one warning: each retry of a query that keeps failing in
+// the same way (a silent or refusing resolver, SERVFAIL) uses a new
+// socket, and must not read as a new failure; a failure of another kind
+// is a new warning. The error names the server asked, the configured
+// resolver, for SRV and host sources alike.
+func TestDiscovererFailureLogging(t *testing.T) {
+	for _, src := range []Source{srvSource("_http._tcp.app.test"), hostSource("cache.test", 80)} {
+		t.Run(src.Name(), func(t *testing.T) {
+			h := newHarness(t, 3, src)
+			z := h.z
+			expect := func(what string, polls int, kind string, lines int, inError ...string) {
+				t.Helper()
+				for range polls {
+					h.d.Poll(context.Background())
+					select {
+					case <-h.updates: // a reconfiguration's: the list is rebuilt, empty
+					default:
+					}
+				}
+				if n := strings.Count(h.logs.Take(), "change="+kind); n != lines {
+					t.Errorf("%s: %d %s lines after %d polls, want %d", what, n, kind, polls, lines)
+				}
+				st := h.d.Status()[0]
+				t.Logf("%s: %s", what, st.LastError)
+				for _, s := range inError {
+					if !strings.Contains(st.LastError, s) {
+						t.Errorf("%s: last error %q does not say %q", what, st.LastError, s)
+					}
+				}
+			}
+			on := "lookup " + src.Name() + ". on " + z.Addr + ": "
+			z.SetSilent(src.Name(), true)
+			expect("silent server", 3, "failed", 1, on+"timeout")
+			z.SetSilent(src.Name(), false)
+			z.SetRcode(src.Name(), dns.RcodeServerFailure)
+			expect("then SERVFAIL", 3, "failed", 1, on)
+			z.SetRcode(src.Name(), 0) // NXDOMAIN: an answer
+			expect("then NXDOMAIN", 1, "recovered", 1)
+			if st := h.d.Status()[0]; st.LastError != "" || st.Errors != 6 {
+				t.Errorf("after recovery: %+v", st)
+			}
+
+			// A resolver whose port is closed: refused, every time.
+			pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			closed := pc.LocalAddr().String()
+			pc.Close()
+			opts := h.options(3, src)
+			opts.Resolver = closed
+			if err := h.d.Reconfigure(opts); err != nil {
+				t.Fatal(err)
+			}
+			h.logs.Take()
+			expect("refused", 3, "failed", 1, "lookup "+src.Name()+". on "+closed+": connection refused")
+		})
 	}
 }
 

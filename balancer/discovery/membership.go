@@ -51,7 +51,8 @@ type sourceState struct {
 	seen    int      // how many times in a row it came
 
 	lastSuccess time.Time
-	lastError   string
+	lastError   string // the last failure's message; "" after a success
+	lastFailure string // failureKey of the last failure; "" after a success
 	updates     uint64
 	errors      uint64
 }
@@ -74,7 +75,7 @@ func (s *sourceState) event(kind EventKind, name, addr string) Event {
 func (s *sourceState) answer(p policy, recs []record, now time.Time, events []Event) (bool, []Event) {
 	s.lastSuccess = now
 	if s.lastError != "" {
-		s.lastError = ""
+		s.lastError, s.lastFailure = "", ""
 		events = append(events, Event{Kind: Recovered, Source: s.src.Name()})
 	}
 	if s.answered && 2*len(recs) < s.present {
@@ -149,13 +150,14 @@ func (s *sourceState) answer(p policy, recs []record, now time.Time, events []Ev
 
 // fail records a failed query at time now: the membership stays as the last
 // answer left it (absent members still expire). A Failed event is appended
-// when the error differs from the last one, so a resolver that stays down
-// logs once.
+// when the failure differs from the last one by its kind or server (see
+// failureKey), so a resolver that stays down logs once.
 func (s *sourceState) fail(p policy, err error, now time.Time, events []Event) (bool, []Event) {
 	s.errors++
-	if msg := err.Error(); msg != s.lastError {
-		s.lastError = msg
-		events = append(events, Event{Kind: Failed, Source: s.src.Name(), Detail: msg + "; keeping the last answer"})
+	s.lastError = err.Error()
+	if key := failureKey(err); key != s.lastFailure {
+		s.lastFailure = key
+		events = append(events, Event{Kind: Failed, Source: s.src.Name(), Detail: s.lastError + "; keeping the last answer"})
 	}
 	return s.expire(p, now, events)
 }

@@ -35,7 +35,7 @@ func (rs *resolver) querySRV(ctx context.Context, name string) (srvReply, error)
 	defer cancel()
 	qname := fqdn(name)
 	fail := func(err error) (srvReply, error) {
-		return srvReply{}, fmt.Errorf("lookup %s on %s: %w", qname, rs.r.addr, err)
+		return srvReply{}, failure(qname, rs.r.addr, err)
 	}
 	id := uint16(rand.Uint32())
 	query, err := appendQuery(make([]byte, 0, 64+len(qname)), id, qname)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -65,6 +66,78 @@ func notFound(err error) bool {
 	return errors.As(err, &de) && de.IsNotFound
 }
 
+// queryError is a failed DNS query, told by what failed and the server
+// asked, never by the sockets used: every retry of one outage dials from
+// a new ephemeral port, and must read the same (one warning per outage).
+type queryError struct {
+	name   string // the name asked, absolute
+	server string // host:port of the server asked
+	kind   string // what failed: "timeout", "connection refused", "server answered SERVFAIL", ...
+	err    error  // the cause, with its sockets
+}
+
+func (e *queryError) Error() string { return "lookup " + e.name + " on " + e.server + ": " + e.kind }
+func (e *queryError) Unwrap() error { return e.err }
+
+// failure returns the error of a query for name that failed with err.
+// server is the server asked; "" takes the one Go's resolver reports.
+func failure(name, server string, err error) error {
+	var de *net.DNSError
+	if errors.As(err, &de) && server == "" {
+		server = de.Server
+	}
+	if server == "" {
+		server = "the system's resolver"
+	}
+	return &queryError{name: fqdn(name), server: server, kind: failureKind(err), err: err}
+}
+
+// failureKind says what failed, without addresses: "timeout", the socket
+// error ("connection refused", "network is unreachable"), Go's resolver's
+// verdict ("server misbehaving" for SERVFAIL), or our own reading of the
+// reply ("server answered REFUSED", "lame referral", ...).
+func failureKind(err error) string {
+	var (
+		de *net.DNSError
+		ne net.Error
+		op *net.OpError
+	)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
+		return "timeout"
+	case errors.As(err, &de):
+		if de.IsTimeout {
+			return "timeout"
+		}
+		return lastPart(de.Err) // "read udp 127.0.0.1:41234->…: read: connection refused"
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	case errors.As(err, &op):
+		return lastPart(op.Err.Error())
+	}
+	return err.Error()
+}
+
+// lastPart returns what follows the last ": " of a socket error's text,
+// which is what failed without the addresses before it.
+func lastPart(s string) string {
+	if i := strings.LastIndex(s, ": "); i >= 0 {
+		return s[i+2:]
+	}
+	return s
+}
+
+// failureKey is what two failures of a source compare by: one outage
+// (the same kind of failure from the same server) logs one warning,
+// whatever the name or the sockets of each retry.
+func failureKey(err error) string {
+	var qe *queryError
+	if errors.As(err, &qe) {
+		return qe.server + " " + qe.kind
+	}
+	return err.Error()
+}
+
 // fqdn returns name with a final dot, so the resolver asks exactly it,
 // never a search-list variant.
 func fqdn(name string) string {
@@ -107,7 +180,7 @@ func (rs *resolver) lookupIP(ctx context.Context, network, name string) ([]netip
 		if notFound(err) {
 			return nil, nil
 		}
-		return nil, err
+		return nil, failure(name, rs.r.addr, err)
 	}
 	return addrs, nil
 }
@@ -259,7 +332,7 @@ func (rs *resolver) lookupSRV(ctx context.Context, name string) ([]srvRR, map[st
 		if notFound(err) {
 			return nil, nil, nil
 		}
-		return nil, nil, err
+		return nil, nil, failure(name, "", err)
 	}
 	out := make([]srvRR, len(srvs))
 	for i, s := range srvs {
