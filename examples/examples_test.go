@@ -112,6 +112,70 @@ func TestKubernetesConfigListensOnAllInterfaces(t *testing.T) {
 	}
 }
 
+// TestKubernetesShutdown: on a rollout the ringlb pods keep accepting for
+// shutdown_delay (5s, while the endpoint's removal propagates), then
+// drain for up to shutdown_timeout; terminationGracePeriodSeconds must
+// cover both, or the kubelet kills ringlb mid-drain. The manifests also
+// keep upstream names internal (no upstream_header).
+func TestKubernetesShutdown(t *testing.T) {
+	for _, m := range kubernetesManifests {
+		t.Run(m, func(t *testing.T) {
+			cfg := kubernetesConfig(t, m)
+			if cfg.ShutdownDelay != 5*time.Second {
+				t.Errorf("shutdown_delay = %s, want 5s", cfg.ShutdownDelay)
+			}
+			if cfg.UpstreamHeader != "" {
+				t.Errorf("upstream_header = %q: upstream names reach every client", cfg.UpstreamHeader)
+			}
+			f, err := os.Open(filepath.Join("kubernetes", m))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			dec := yaml.NewDecoder(f)
+			found := false
+			for {
+				var doc struct {
+					Metadata struct {
+						Name string `yaml:"name"`
+					} `yaml:"metadata"`
+					Spec struct {
+						Template struct {
+							Spec struct {
+								Grace      *int `yaml:"terminationGracePeriodSeconds"`
+								Containers []struct {
+									Image string `yaml:"image"`
+								} `yaml:"containers"`
+							} `yaml:"spec"`
+						} `yaml:"template"`
+					} `yaml:"spec"`
+				}
+				if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+					break
+				} else if err != nil {
+					t.Fatal(err)
+				}
+				ps := doc.Spec.Template.Spec
+				if !slices.ContainsFunc(ps.Containers, func(c struct {
+					Image string `yaml:"image"`
+				}) bool {
+					return isRinglbImage(c.Image)
+				}) {
+					continue
+				}
+				found = true
+				need := cfg.ShutdownDelay + cfg.ShutdownTimeout
+				if ps.Grace == nil || time.Duration(*ps.Grace)*time.Second <= need {
+					t.Errorf("%s: terminationGracePeriodSeconds %v, want more than shutdown_delay + shutdown_timeout (%s)", doc.Metadata.Name, ps.Grace, need)
+				}
+			}
+			if !found {
+				t.Error("no pod template runs the ringlb image")
+			}
+		})
+	}
+}
+
 // kubernetesManifests are the files of examples/kubernetes/, each a whole
 // deployment with a ConfigMap "ringlb" holding config.yaml.
 var kubernetesManifests = []string{"ringlb.yaml", "discovery.yaml"}

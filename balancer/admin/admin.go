@@ -7,7 +7,8 @@
 //	GET  /               HTML status page (see status.go)
 //	GET  /metrics        Prometheus exposition from the given gatherer
 //	GET  /healthz        200 "ok" while the process runs
-//	GET  /readyz         200 when at least one upstream is available, else 503
+//	GET  /readyz         200 when at least one upstream is available and the
+//	                     process is not shutting down, else 503
 //	GET  /debug/ring     JSON view of the ring (see ringJSON)
 //	GET  /debug/lookup   ?key=K: JSON placement of K (see lookupJSON); or
 //	                     ?path=P&header=N:V&cookie=N=V&ip=A: the key such a
@@ -73,6 +74,10 @@ type Options struct {
 	// Certificate, if set, describes the certificate the proxy listener
 	// serves now, for the status page; ok false: no TLS.
 	Certificate func() (subject string, notAfter time.Time, ok bool)
+	// Stopping, if set, reports that the process is shutting down: then
+	// /readyz answers 503 "shutting down", whatever the upstreams, so
+	// that load balancers in front stop sending.
+	Stopping func() bool
 }
 
 // NewHandler returns the admin handler for b. gatherer is what /metrics
@@ -114,6 +119,11 @@ type handler struct {
 
 func (h *handler) readyz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if h.opts.Stopping != nil && h.opts.Stopping() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte("shutting down\n"))
+		return
+	}
 	if h.b.Ready() {
 		w.Write([]byte("ready\n"))
 		return

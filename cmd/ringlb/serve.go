@@ -88,6 +88,8 @@ func serve(ctx context.Context, path string, cfg *config.Config, logger *slog.Lo
 	go func() { errc <- adminSrv.Serve(al) }()
 
 	code := exitOK
+	stop := ctx.Done()
+	var delayed <-chan time.Time // fires when shutdown_delay is over
 loop:
 	for {
 		select {
@@ -97,11 +99,28 @@ loop:
 			logger.Error("listener failed", "err", err)
 			code = exitFail
 			break loop
-		case <-ctx.Done():
+		case <-stop:
+			stop = nil
+			srv.stopping.Store(true) // /readyz: 503 from now on
+			delay, _ := srv.shutdownTimes()
+			if delay <= 0 {
+				break loop
+			}
+			logger.Info("shutting down: not ready, still accepting for shutdown_delay", "shutdown_delay", delay)
+			// Responses now close their connections, so clients with
+			// persistent ones reconnect while this process still
+			// accepts, and by then through what no longer sends here.
+			proxySrv.SetKeepAlivesEnabled(false)
+			t := time.NewTimer(delay)
+			defer t.Stop()
+			delayed = t.C
+		case <-delayed:
 			break loop
 		}
 	}
-	drain(logger, cfg.ShutdownTimeout, srv.b, proxySrv, adminSrv)
+	srv.stopping.Store(true)
+	_, timeout := srv.shutdownTimes()
+	drain(logger, timeout, srv.b, proxySrv, adminSrv)
 	logger.Info("stopped")
 	return code
 }
@@ -139,6 +158,7 @@ func (s *server) httpServers(cfg *config.Config, proxyAddr, adminAddr net.Addr) 
 			Addr:        adminAddr.String(),
 			Name:        hostName(cfg.AdminListen),
 			Certificate: s.front.certificate,
+			Stopping:    s.stopping.Load,
 		}),
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,10 +34,25 @@ type server struct {
 	hcCtx    context.Context // the checkers' parent; cancelled by close
 	hcCancel context.CancelFunc
 
+	// stopping is set once a shutdown signal arrived: /readyz answers
+	// 503 while shutdown_delay runs and the listeners drain.
+	stopping atomic.Bool
+
 	mu        sync.Mutex           // serialises reloads and close, and guards hc and probes
 	hc        *checker             // nil without a health block
 	probes    *balancer.Transports // what health probes are sent over
 	probeOpts balancer.TransportOptions
+	// shutdownDelay and shutdownTimeout are the last applied config's
+	// shutdown_delay and shutdown_timeout.
+	shutdownDelay, shutdownTimeout time.Duration
+}
+
+// shutdownTimes returns shutdown_delay and shutdown_timeout as the last
+// applied config (the start's, or a reload's) says.
+func (s *server) shutdownTimes() (delay, timeout time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shutdownDelay, s.shutdownTimeout
 }
 
 // sameTransport reports whether a and b build the same transports (a CA
@@ -70,7 +86,8 @@ func newServer(path string, cfg *config.Config, logger *slog.Logger) (*server, e
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &server{path: path, log: logger, started: started, b: b, reg: reg, listen: cfg.Listen, adminListen: cfg.AdminListen,
-		front: fr, hcCtx: ctx, hcCancel: cancel, probeOpts: transportOptions(cfg, opts.UpstreamTLS)}
+		front: fr, hcCtx: ctx, hcCancel: cancel, probeOpts: transportOptions(cfg, opts.UpstreamTLS),
+		shutdownDelay: cfg.ShutdownDelay, shutdownTimeout: cfg.ShutdownTimeout}
 	s.probes = balancer.NewTransports(s.probeOpts)
 	s.hc = s.startChecker(cfg)
 	go s.followMembers()
@@ -170,6 +187,7 @@ func (s *server) apply() (string, []string, error) {
 		s.hc.opts = *opts
 		s.hc.hc.Update(*opts, healthTargets(s.b, s.probes))
 	}
+	s.shutdownDelay, s.shutdownTimeout = next.ShutdownDelay, next.ShutdownTimeout
 	warnLoops(s.log, next)
 	return version, nil, nil
 }

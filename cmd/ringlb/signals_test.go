@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -85,5 +86,116 @@ func TestSIGQUITShutsDownGracefully(t *testing.T) {
 	}
 	if lb.code != exitOK || strings.Contains(lb.logs.String(), "goroutine ") {
 		t.Errorf("after SIGQUIT: exit %d, want 0 without a goroutine dump:\n%s", lb.code, lb.logs)
+	}
+}
+
+// connectLoop sends GETs to proxy, each on a new connection, one at a
+// time, until stop closes, keepGoing says no, or after 5000 attempts. It
+// returns how many were made, how many were refused, and the other
+// failures.
+func connectLoop(proxy string, stop <-chan struct{}, keepGoing func() bool) (attempts, refused int, failures []string) {
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+	for attempts < 5000 {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		if !keepGoing() {
+			return
+		}
+		attempts++
+		res, err := c.Get(proxy + "/")
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			refused++
+			continue
+		}
+		if err != nil {
+			failures = append(failures, err.Error())
+			continue
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			failures = append(failures, res.Status)
+		}
+	}
+	return
+}
+
+// TestShutdownDelayKeepsAccepting runs the binary with shutdown_delay and
+// a client that keeps opening connections after SIGTERM, as a Kubernetes
+// Service's clients do while the endpoint's removal propagates: /readyz
+// answers 503 at once, yet not one connection is refused during the
+// delay, and ringlb then drains and exits 0. Without a delay (the
+// control) the same client is refused at once.
+func TestShutdownDelayKeepsAccepting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds and runs ringlb")
+	}
+	bs := startBackends(t, 2, nil)
+	const delay = 3 * time.Second
+	for _, tc := range []struct {
+		name  string
+		delay time.Duration
+	}{{"delay", delay}, {"no delay", 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := writeConfig(t, listenersYAML+fmt.Sprintf("shutdown_delay: %s\nshutdown_timeout: 5s\n", tc.delay)+backendsYAML(bs))
+			lb := startRinglbArgs(t, "serve", cfg)
+			waitHTTP(t, lb.admin+"/readyz")
+			if code, body := get(t, lb.proxy+"/"); code != http.StatusOK {
+				t.Fatalf("before SIGTERM: %d %q", code, body)
+			}
+			if err := lb.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			signalled := time.Now()
+			draining := func() bool { return strings.Contains(lb.logs.String(), "shutting down: draining") }
+			stop := make(chan struct{})
+			time.AfterFunc(delay/3, func() { close(stop) })
+			attempts, refused, failures := connectLoop(lb.proxy, stop, func() bool {
+				// Stop when the delay is over (drain began): connections
+				// may be refused from then on. Without a delay, go on
+				// until refused.
+				return tc.delay == 0 || !draining()
+			})
+			if tc.delay == 0 {
+				if refused == 0 {
+					t.Errorf("without shutdown_delay: %d connections after SIGTERM, none refused (the control shows nothing)", attempts)
+				}
+				return
+			}
+			if attempts < 5 {
+				t.Fatalf("only %d connections in the first %s after SIGTERM (drain logged: %v):\n%s", attempts, time.Since(signalled), draining(), lb.logs)
+			}
+			if refused != 0 || len(failures) != 0 {
+				t.Errorf("during shutdown_delay: %d of %d connections refused, other failures %q", refused, attempts, failures)
+			}
+			// /readyz said 503 during the delay; the admin listener
+			// stays up for it until drain.
+			if !draining() {
+				res, err := adminClient.Get(lb.admin + "/readyz")
+				if err == nil {
+					body, _ := io.ReadAll(res.Body)
+					res.Body.Close()
+					if res.StatusCode != http.StatusServiceUnavailable || string(body) != "shutting down\n" {
+						t.Errorf("/readyz during shutdown_delay: %d %q, want 503 shutting down", res.StatusCode, body)
+					}
+				} else if !draining() {
+					t.Errorf("/readyz during shutdown_delay: %v", err)
+				}
+			}
+			select {
+			case <-lb.done:
+			case <-time.After(delay + 20*time.Second):
+				t.Fatalf("ringlb did not exit after the delay:\n%s", lb.logs)
+			}
+			if lb.code != exitOK {
+				t.Errorf("exit %d after SIGTERM, want 0:\n%s", lb.code, lb.logs)
+			}
+			if d := time.Since(signalled); d < delay {
+				t.Errorf("exited %s after SIGTERM, before shutdown_delay (%s) was over", d, delay)
+			}
+		})
 	}
 }

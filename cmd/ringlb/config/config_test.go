@@ -492,6 +492,8 @@ var errorCases = []struct {
 
 	// Top-level values.
 	{"negative shutdown_timeout", "shutdown_timeout: -1s\n" + up, "c.yaml:1: shutdown_timeout: must be >= 0, got -1s"},
+	{"negative shutdown_delay", "shutdown_delay: -5s\n" + up, "c.yaml:1: shutdown_delay: must be >= 0, got -5s"},
+	{"bare integer shutdown_delay", "shutdown_delay: 5\n" + up, "c.yaml:1: shutdown_delay: must be a duration like 2s, got 5"},
 	{"bad upstream_header", "upstream_header: X Upstream\n" + up, "c.yaml:1: upstream_header: must be a valid header name (or \"\" to turn it off), got \"X Upstream\""},
 	{"bad trusted proxy", "trusted_proxies:\n  - 10.0.0.0/8\n  - 10.0.0.0/33\n  - fe80::1%eth0\n" + up,
 		"c.yaml:3: trusted_proxies[1]: must be a CIDR like 10.0.0.0/8 or an IP address, got \"10.0.0.0/33\"\n" +

@@ -358,6 +358,7 @@ func (d *decoder) decode(root *yaml.Node, c *Config) {
 		"listen":           d.toStr(&c.Listen),
 		"admin_listen":     d.toStr(&c.AdminListen),
 		"shutdown_timeout": d.toDuration(&c.ShutdownTimeout),
+		"shutdown_delay":   d.toDuration(&c.ShutdownDelay),
 		"upstream_header":  d.toStr(&c.UpstreamHeader),
 		"trusted_proxies":  func(f string, n *yaml.Node) { d.trustedProxies(f, n, c) },
 		"access_log":       d.toBool(&c.AccessLog),

@@ -23,7 +23,12 @@ type Config struct {
 	Listen          string        // listen; default 127.0.0.1:8080
 	AdminListen     string        // admin_listen; default 127.0.0.1:9901
 	ShutdownTimeout time.Duration // shutdown_timeout; default 15s
-	UpstreamHeader  string        // upstream_header; default "" (off); e.g. X-Upstream names the upstream
+	// ShutdownDelay is shutdown_delay; default 0s; >= 0. After a shutdown
+	// signal /readyz answers 503 at once and the proxy keeps accepting
+	// this long before draining, while load balancers in front (a
+	// Kubernetes Service's endpoints) stop sending.
+	ShutdownDelay  time.Duration
+	UpstreamHeader string // upstream_header; default "" (off); e.g. X-Upstream names the upstream
 	// TrustedProxies is trusted_proxies; default none. Entries are CIDRs
 	// (host bits cleared: 10.1.2.3/8 reads as 10.0.0.0/8) or bare IPs, which
 	// stand for themselves (/32 or /128).

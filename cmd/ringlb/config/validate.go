@@ -37,6 +37,9 @@ func (d *decoder) validate(c *Config) {
 	if c.ShutdownTimeout < 0 {
 		d.invalid("shutdown_timeout", "must be >= 0, got %s", c.ShutdownTimeout)
 	}
+	if c.ShutdownDelay < 0 {
+		d.invalid("shutdown_delay", "must be >= 0, got %s", c.ShutdownDelay)
+	}
 	if c.UpstreamHeader != "" && !isToken(c.UpstreamHeader) {
 		d.invalid("upstream_header", "must be a valid header name (or \"\" to turn it off), got %q", short(c.UpstreamHeader))
 	}
