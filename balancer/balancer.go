@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ringlb/ringlb/balancer/hold"
+	"github.com/ringlb/ringlb/balancer/hold/share"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -83,6 +84,13 @@ type Balancer struct {
 	holdStore atomic.Pointer[hold.Store] // the process's hold records; nil when hold is off
 	holdTimer timer                      // the hold store's expiry pass; nil when none runs
 	heldTotal atomic.Uint64              // ringlb_held_total
+	// holdShare is the shared store's client while hold.share is on
+	// (written under mu; snapshots carry it); holdWritten says when each
+	// key's record was last written to it.
+	holdShare     *share.Client
+	holdShareOpts share.Options
+	holdWritten   *hold.Written
+	shareCounts   share.Counters // ringlb_hold_share_*: outlive a client a reload replaced
 }
 
 // New builds a Balancer and registers its metrics on reg (nil: none). It

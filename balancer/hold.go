@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ringlb/ringlb/balancer/hold"
+	"github.com/ringlb/ringlb/balancer/hold/share"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -30,6 +31,10 @@ type HoldOptions struct {
 	// the affinity cookie's (Hash.Cookie).
 	CookieName string
 	Secrets    [][]byte
+	// Share, when Share.URL is set, shares the records with the other
+	// replicas through a Redis server (routing rule 14; see
+	// package share). Its Idle and Logger are the balancer's.
+	Share share.Options
 }
 
 // holdSettings is what compile derives from HoldOptions; a zero rule.Idle
@@ -39,6 +44,7 @@ type holdSettings struct {
 	maxKeys int
 	cookie  string
 	codec   *hold.Codec
+	share   share.Options // URL "": records stay in this process
 }
 
 // compileHold validates the hold block; fail is on_unavailable fail, under
@@ -60,6 +66,13 @@ func compileHold(o HoldOptions, fail bool) (holdSettings, error) {
 	} else if len(o.Secrets) > 0 {
 		return holdSettings{}, errors.New("balancer: hold secrets given without a cookie name")
 	}
+	if o.Share.URL != "" {
+		if err := share.Check(o.Share); err != nil {
+			return holdSettings{}, fmt.Errorf("balancer: hold share: %w", err)
+		}
+		hs.share = o.Share
+		hs.share.Idle = o.Idle
+	}
 	return hs, nil
 }
 
@@ -71,6 +84,14 @@ type holdState struct {
 	index    map[string]int // member name → index in the snapshot
 	secure   bool           // the cookie's attributes: the affinity cookie's
 	httpOnly bool
+
+	// With share on (rule 14): the client, when this ring version became
+	// the balancer's (or it started), and the keys already looked up in
+	// the store since then.
+	share   *share.Client
+	since   int64
+	looked  *hold.Seen
+	written *hold.Written
 }
 
 // holdExpireEvery is how often the expiry timer walks the store, so that
@@ -85,6 +106,8 @@ const holdExpireEvery = time.Second
 // The expiry timer runs while hold is on. Callers hold b.mu.
 func (b *Balancer) installHoldLocked(s *snapshot) {
 	hs := s.holdSet
+	old := b.snap.Load()
+	b.installShareLocked(hs)
 	if hs.rule.Idle <= 0 {
 		b.holdStore.Store(nil)
 		if b.holdTimer != nil {
@@ -116,6 +139,14 @@ func (b *Balancer) installHoldLocked(s *snapshot) {
 		index: make(map[string]int, len(s.members)), secure: s.cookie.Secure, httpOnly: s.cookie.HTTPOnly}
 	for i := range s.members {
 		h.index[s.members[i].u.name] = i
+	}
+	if b.holdShare != nil {
+		h.share, h.written = b.holdShare, b.holdWritten
+		if old != nil && old.hold != nil && old.hold.share == h.share && old.hold.cur == h.cur {
+			h.since, h.looked = old.hold.since, old.hold.looked
+		} else {
+			h.since, h.looked = b.nanotime(), hold.NewSeen(hs.maxKeys)
+		}
 	}
 	s.hold = h
 }
@@ -155,6 +186,10 @@ func (b *Balancer) stopHoldLocked() {
 		b.holdTimer.Stop()
 		b.holdTimer = nil
 	}
+	if b.holdShare != nil {
+		b.holdShare.Close()
+		b.holdShare = nil
+	}
 }
 
 // holdReq is rule 11 for one request: what it decided for the request's
@@ -168,6 +203,8 @@ type holdReq struct {
 	ck   hold.Cookie
 	ckOK bool
 	wall time.Time // the wall clock, read once, with a cookie name set
+	// recOK: rec is a record (of this process, the store or the cookie).
+	recOK bool
 }
 
 // holdBegin applies rule 11 to the request r with ring position h (its
@@ -180,6 +217,9 @@ func (b *Balancer) holdBegin(s *snapshot, r *http.Request, h uint64, q *holdReq)
 	q.h, q.held = h, -1
 	mono := b.nanotime()
 	rec, ok := hs.store.Lookup(h, mono)
+	if !ok && hs.share != nil {
+		rec, ok = b.shareLookup(r, hs, h, mono)
+	}
 	if hs.codec != nil {
 		q.wall = b.clk.Now()
 		if !dropped(r.Header, "Cookie") {
@@ -191,7 +231,7 @@ func (b *Balancer) holdBegin(s *snapshot, r *http.Request, h uint64, q *holdReq)
 			}
 		}
 	}
-	q.rec = rec
+	q.rec, q.recOK = rec, ok
 	var held int
 	q.d, held = b.decide(s, rec, ok, mono)
 	if q.d.Outcome == hold.Hold {
@@ -296,7 +336,14 @@ func (q *holdReq) setCookie(s *snapshot, m *member) string {
 // now (hold.After), at the time it ended.
 func (b *Balancer) holdRecord(s *snapshot, q *holdReq, m *member) {
 	u, v := hold.After(q.d, q.rec, m.u.name, s.hold.cur)
-	s.hold.store.Record(q.h, u, v, b.nanotime())
+	now := b.nanotime()
+	s.hold.store.Record(q.h, u, v, now)
+	if sh := s.hold.share; sh != nil {
+		changed := !q.recOK || q.rec.Upstream != u || q.rec.Version != v
+		if s.hold.written.Due(q.h, now, int64(s.hold.rule.Idle)/2, changed) {
+			sh.Put(q.h, share.Record{Upstream: u, Version: v, At: b.clk.Now()})
+		}
+	}
 }
 
 // heldOf returns the upstream a request with ring position h and no
@@ -321,6 +368,8 @@ type holdCollector struct{ b *Balancer }
 func (c *holdCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.b.metrics.holdKeys
 	ch <- c.b.metrics.held
+	ch <- c.b.metrics.shareErrors
+	ch <- c.b.metrics.shareLookups
 }
 
 func (c *holdCollector) Collect(ch chan<- prometheus.Metric) {
@@ -330,6 +379,11 @@ func (c *holdCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.b.metrics.holdKeys, prometheus.GaugeValue, float64(n))
 	ch <- prometheus.MustNewConstMetric(c.b.metrics.held, prometheus.CounterValue, float64(c.b.heldTotal.Load()))
+	sc, m := c.b.shareCounts.Snapshot(), c.b.metrics
+	ch <- prometheus.MustNewConstMetric(m.shareErrors, prometheus.CounterValue, float64(sc.Errors))
+	ch <- prometheus.MustNewConstMetric(m.shareLookups, prometheus.CounterValue, float64(sc.Found), "found")
+	ch <- prometheus.MustNewConstMetric(m.shareLookups, prometheus.CounterValue, float64(sc.None), "none")
+	ch <- prometheus.MustNewConstMetric(m.shareLookups, prometheus.CounterValue, float64(sc.LookupErrors), "error")
 }
 
 // HoldStatus is the hold block in force, for the status page.
@@ -338,6 +392,7 @@ type HoldStatus struct {
 	Idle    time.Duration
 	MaxKeys int
 	Cookie  string // the hold cookie's name; "" for none
+	Share   ShareStatus
 }
 
 func (s *snapshot) holdStatus() HoldStatus {

@@ -38,6 +38,7 @@ type metrics struct {
 
 	inflight, available, breaker, ringInfo *prometheus.Desc
 	holdKeys, held                         *prometheus.Desc
+	shareErrors, shareLookups              *prometheus.Desc
 
 	requests   *prometheus.CounterVec   // upstream, code
 	duration   *prometheus.HistogramVec // upstream
@@ -99,6 +100,10 @@ func newMetrics(pool string) *metrics {
 		"Keys with a hold record in this process.")
 	m.held = m.desc("ringlb_held_total",
 		"Requests sent to a held upstream instead of the ring's choice.")
+	m.shareErrors = m.desc("ringlb_hold_share_errors_total",
+		"Hold share store writes and lookups that failed or timed out, and writes dropped from a full queue.")
+	m.shareLookups = m.desc("ringlb_hold_share_lookups_total",
+		"Hold share store lookups, by result (found, none, error).", "result")
 	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ringlb_config_reloads_total",
 		Help: "Config reloads, by result (ok or error).",

@@ -66,6 +66,9 @@ func (b *Balancer) Status() RingStatus {
 		Hold:            s.holdStatus(),
 		Upstreams:       make([]UpstreamStatus, len(s.members)),
 	}
+	if st.Hold.On {
+		st.Hold.Share = b.shareStatus()
+	}
 	st.KeySources = append(st.KeySources, s.keyNames...)
 	for _, d := range b.discoveryStatus() {
 		st.Discovery = append(st.Discovery, DiscoveryStatus{Source: d.Source, Members: d.Members, LastSuccess: d.LastSuccess, LastError: d.LastError})

@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/hold/share"
 	"github.com/ringlb/ringlb/cmd/ringlb/certs"
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
 	"github.com/ringlb/ringlb/healthcheck"
@@ -32,6 +33,12 @@ func balancerOptions(cfg *config.Config) (balancer.Options, error) {
 			MaxKeys:    cfg.Hold.MaxKeys,
 			CookieName: cfg.Hold.Cookie.Name,
 			Secrets:    cfg.Hold.Cookie.Secrets,
+			Share: share.Options{
+				URL:      cfg.Hold.Share.Redis,
+				Password: cfg.Hold.Share.Password,
+				Prefix:   cfg.Hold.Share.Prefix,
+				Timeout:  cfg.Hold.Share.Timeout,
+			},
 		},
 	}
 	var err error

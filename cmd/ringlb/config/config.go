@@ -350,6 +350,8 @@ func applyPoolDefaults(c *Pool, has func(field string) bool) {
 
 	// hold.idle defaults to 0s (off), hold.cookie.name and secret_file to "".
 	def(has, "hold.max_keys", &c.Hold.MaxKeys, defaultHoldMaxKeys)
+	def(has, "hold.share.prefix", &c.Hold.Share.Prefix, "ringlb:hold:")
+	def(has, "hold.share.timeout", &c.Hold.Share.Timeout, 50*time.Millisecond)
 }
 
 // def sets *dst to v when the file has no field (a dotted path).
@@ -418,6 +420,9 @@ func (h Hold) summary() string {
 	s := fmt.Sprintf(", hold idle %s max_keys %d", h.Idle, h.MaxKeys)
 	if h.Cookie.Name != "" {
 		s += fmt.Sprintf(", cookie %s (%s)", h.Cookie.Name, plural(len(h.Cookie.Secrets), "secret"))
+	}
+	if h.Share.Redis != "" {
+		s += ", shared through " + redactURL(h.Share.Redis)
 	}
 	return s
 }

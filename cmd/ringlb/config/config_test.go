@@ -80,7 +80,7 @@ func defaults(t *testing.T) *Config {
 			},
 			Retries:  1,
 			Timeouts: Timeouts{Dial: 2 * time.Second, ResponseHeader: 30 * time.Second, Read: 60 * time.Second, IdleConn: 90 * time.Second},
-			Hold:     Hold{Idle: 0, MaxKeys: 1000000, Cookie: HoldCookie{Name: "", SecretFile: ""}},
+			Hold:     Hold{Idle: 0, MaxKeys: 1000000, Cookie: HoldCookie{Name: "", SecretFile: ""}, Share: HoldShare{Prefix: "ringlb:hold:", Timeout: 50 * time.Millisecond}},
 		},
 	}
 }
@@ -196,7 +196,7 @@ upstream_tls: {server_name: backend.example, insecure_skip_verify: true}
 				want.Retries = 0
 				want.Timeouts = Timeouts{Dial: 100 * time.Millisecond, ResponseHeader: time.Second, Read: 0, IdleConn: time.Hour}
 				want.MaxHeaderBytes = 1024
-				want.Hold = Hold{Idle: 10 * time.Minute, MaxKeys: 5}
+				want.Hold = Hold{Idle: 10 * time.Minute, MaxKeys: 5, Share: HoldShare{Prefix: "ringlb:hold:", Timeout: 50 * time.Millisecond}}
 				if !reflect.DeepEqual(c, want) {
 					t.Errorf("got  %+v\nwant %+v", c, want)
 				}
@@ -758,6 +758,20 @@ c.yaml:16: extra: unknown field`},
 		"c.yaml:4: hold.cookie.name: \"ringlb_affinity\" is also hash.cookie.name; the hold cookie needs a name of its own\n" +
 			"c.yaml:5: hold.cookie.secret_file: \"/nonexistent/s\": cannot read: no such file or directory"},
 
+	// hold.share. A password file that exists is tested in TestHoldSharePasswordFile.
+	{"hold share without hold", "hold:\n  share: {redis: redis://127.0.0.1:6379}\n" + up, "c.yaml:2: hold.share.redis: needs hold on (hold.idle > 0)"},
+	{"hold share bad scheme", "hold:\n  idle: 1m\n  share: {redis: http://127.0.0.1:6379}\n" + up,
+		"c.yaml:3: hold.share.redis: want redis://[user@]host:port[/db] or rediss://...: scheme must be redis or rediss, got \"http\""},
+	{"hold share password in url", "hold:\n  idle: 1m\n  share:\n    redis: redis://u:pw@127.0.0.1:6379\n" + up,
+		"c.yaml:4: hold.share.redis: holds a password; put it in hold.share.password_file instead"},
+	{"hold share timeout", "hold:\n  idle: 1m\n  share:\n    redis: redis://127.0.0.1:6379\n    timeout: 0s\n" + up,
+		"c.yaml:5: hold.share.timeout: must be > 0, got 0s"},
+	{"hold share password file missing", "hold:\n  idle: 1m\n  share:\n    redis: redis://127.0.0.1:6379\n    password_file: /nonexistent/pw\n" + up,
+		"c.yaml:5: hold.share.password_file: \"/nonexistent/pw\": cannot read: no such file or directory"},
+	{"hold share password file without redis", "hold:\n  idle: 1m\n  share:\n    password_file: pw\n" + up,
+		"c.yaml:4: hold.share.password_file: is set but hold.share.redis is empty (no sharing); set redis or remove password_file"},
+	{"hold share unknown field", "hold:\n  share:\n    url: redis://x\n" + up, "c.yaml:3: hold.share.url: unknown field"},
+
 	{"no cascade from a type error", "health: {interval: 5, timeout: 3s}\nring: {points_per_weight: x}\nupstreams:\n  - {name: a, url: http://h, weight: 0.0001}\n",
 		"c.yaml:1: health.interval: must be a duration like 2s, got 5\nc.yaml:2: ring.points_per_weight: must be an integer, got \"x\""},
 }
@@ -994,6 +1008,34 @@ func checkInvariants(t *testing.T, c *Config) {
 // The hold cookie's secret file: read when the config is, relative to the
 // config file's directory; one secret per line, blank lines and surrounding
 // blanks ignored; every secret at least 32 bytes; never quoted in errors.
+func TestHoldSharePasswordFile(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(filepath.Join(dir, "pw"), []byte("  s3cret \r\nignored\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("hold:\n  idle: 5m\n  share:\n    redis: rediss://ringlb@cache.example:6380/2\n    password_file: pw\n    prefix: \"fleet-a:\"\n    timeout: 20ms\n"+up), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := HoldShare{Redis: "rediss://ringlb@cache.example:6380/2", PasswordFile: "pw", Password: "s3cret", Prefix: "fleet-a:", Timeout: 20 * time.Millisecond}
+	if c.Hold.Share != want {
+		t.Errorf("Share = %+v, want %+v", c.Hold.Share, want)
+	}
+	if s := c.Summary(); !strings.Contains(s, "shared through") || strings.Contains(s, "s3cret") {
+		t.Errorf("Summary = %q", s)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pw"), []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(p); err == nil || err.Error() != p+`:5: hold.share.password_file: "pw": holds no password on its first line` {
+		t.Errorf("empty password file: %v", err)
+	}
+}
+
 func TestHoldSecretFile(t *testing.T) {
 	dir := t.TempDir()
 	s1 := strings.Repeat("a", 32)

@@ -795,5 +795,13 @@ func (d *decoder) hold(f string, n *yaml.Node, h *Hold) {
 				"secret_file": d.toStr(&h.Cookie.SecretFile),
 			})
 		},
+		"share": func(f string, n *yaml.Node) {
+			d.mapping(f, n, map[string]handler{
+				"redis":         d.toStr(&h.Share.Redis),
+				"password_file": d.toStr(&h.Share.PasswordFile),
+				"prefix":        d.toStr(&h.Share.Prefix),
+				"timeout":       d.toDuration(&h.Share.Timeout),
+			})
+		},
 	})
 }

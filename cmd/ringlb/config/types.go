@@ -205,6 +205,26 @@ type Hold struct {
 	// recently seen keys are forgotten.
 	MaxKeys int
 	Cookie  HoldCookie
+	Share   HoldShare
+}
+
+// HoldShare is hold.share: the records shared between replicas through a
+// Redis server (routing rule 14).
+type HoldShare struct {
+	// Redis is the server's URL, redis://[user@]host:port[/db] or
+	// rediss:// for TLS; default "", meaning records stay in this process.
+	// A password in the URL is an error: it belongs in PasswordFile.
+	Redis string
+	// PasswordFile is the password file's path as written; default "". A
+	// relative path is read from the config file's directory.
+	PasswordFile string
+	// Password is the password file's first line, read when the config
+	// is loaded (and on every reload); "" without a file.
+	Password string
+	// Prefix starts every key written; default "ringlb:hold:".
+	Prefix string
+	// Timeout is the longest a request waits for a lookup; default 50ms; > 0.
+	Timeout time.Duration
 }
 
 // On reports whether hold is turned on (Idle > 0).

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/hold/share"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -731,6 +732,7 @@ func (d *decoder) validateHold(c *Pool) {
 	if h.MaxKeys < 1 {
 		d.invalid("hold.max_keys", "must be >= 1, got %d", h.MaxKeys)
 	}
+	d.validateHoldShare(h)
 	ck := &h.Cookie
 	if ck.Name == "" {
 		if ck.SecretFile != "" {
@@ -766,6 +768,78 @@ func (d *decoder) validateHold(c *Pool) {
 	ck.Secrets = secrets
 }
 
+// validateHoldShare checks hold.share and reads its password file.
+func (d *decoder) validateHoldShare(h *Hold) {
+	sh := &h.Share
+	if sh.Redis == "" {
+		if sh.PasswordFile != "" {
+			d.invalid("hold.share.password_file", "is set but hold.share.redis is empty (no sharing); set redis or remove password_file")
+		}
+		return
+	}
+	if h.Idle <= 0 {
+		d.invalid("hold.share.redis", "needs hold on (hold.idle > 0)")
+	}
+	if u, err := url.Parse(sh.Redis); err == nil && u.User != nil {
+		if _, has := u.User.Password(); has {
+			d.invalid("hold.share.redis", "holds a password; put it in hold.share.password_file instead")
+			return
+		}
+	}
+	if err := share.Check(share.Options{URL: sh.Redis, Timeout: time.Second}); err != nil {
+		d.invalid("hold.share.redis", "want redis://[user@]host:port[/db] or rediss://...: %v", err)
+	}
+	if sh.Timeout <= 0 {
+		d.invalid("hold.share.timeout", "must be > 0, got %s", sh.Timeout)
+	}
+	if sh.PasswordFile != "" {
+		pw, msg := readPassword(resolvePath(d.file, sh.PasswordFile))
+		if msg != "" {
+			d.invalid("hold.share.password_file", "%q: %s", short(sh.PasswordFile), msg)
+			return
+		}
+		sh.Password = pw
+	}
+}
+
+// readPassword reads a password file: its first line, surrounding spaces,
+// tabs and a CR removed; it must not be empty. On failure it returns a
+// message that never quotes the file's content.
+func readPassword(path string) (string, string) {
+	data, msg := readSmall(path, "want the password on one line")
+	if msg != "" {
+		return "", msg
+	}
+	line, _, _ := bytes.Cut(data, []byte("\n"))
+	pw := strings.Trim(string(line), " \t\r")
+	if pw == "" {
+		return "", "holds no password on its first line"
+	}
+	return pw, ""
+}
+
+// readSmall reads a file of secrets, refusing one larger than
+// maxSecretFileSize (then the message ends in want). On failure it returns
+// a message that never quotes the content.
+func readSmall(path, want string) ([]byte, string) {
+	f, err := os.Open(path)
+	if err == nil {
+		defer f.Close()
+		var data []byte
+		if data, err = io.ReadAll(io.LimitReader(f, maxSecretFileSize+1)); err == nil {
+			if len(data) > maxSecretFileSize {
+				return nil, fmt.Sprintf("larger than %d KiB; %s", maxSecretFileSize>>10, want)
+			}
+			return data, ""
+		}
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return nil, "cannot read: " + err.Error()
+}
+
 // resolvePath returns p, read relative to the directory of the config file
 // when it is relative.
 func resolvePath(configFile, p string) string {
@@ -780,25 +854,9 @@ func resolvePath(configFile, p string) string {
 // at least MinSecretBytes long. On failure it returns a message that never
 // quotes a secret.
 func readSecrets(path string) ([][]byte, string) {
-	f, err := os.Open(path)
-	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return nil, "cannot read: " + err.Error()
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxSecretFileSize+1))
-	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return nil, "cannot read: " + err.Error()
-	}
-	if len(data) > maxSecretFileSize {
-		return nil, fmt.Sprintf("larger than %d KiB; want one secret per line", maxSecretFileSize>>10)
+	data, msg := readSmall(path, "want one secret per line")
+	if msg != "" {
+		return nil, msg
 	}
 	var secrets [][]byte
 	for i, line := range bytes.Split(data, []byte("\n")) {
