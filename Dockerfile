@@ -13,7 +13,9 @@
 # config and reveals the ring: a config that opens it (admin_listen:
 # 0.0.0.0:9901) should be published only to trusted networks
 # (-p 127.0.0.1:9901:9901, the host's loopback), never to the world.
-# Reload with `docker kill -s HUP`.
+# ringlb reloads the config when the file changes on disk (a directory
+# mount follows edits; a single-file mount keeps the file it was given when
+# an editor replaces it by rename), or on `docker kill -s HUP`.
 
 FROM golang:1.26 AS build
 WORKDIR /src

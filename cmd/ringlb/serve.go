@@ -28,12 +28,27 @@ var (
 	idleTimeout       = 120 * time.Second
 )
 
+// configWatchInterval is how often serve looks at the config file for a
+// change on disk, as at the certificate files; a variable so tests can
+// shorten it.
+var configWatchInterval = 2 * time.Second
+
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	path, cfg, code, ok := loadCommand("serve", args, stdout, stderr)
-	if !ok {
+	c, p := newCommand("serve", "serve [-config config.yaml | config.yaml] [-watch=false]", stdout, stderr)
+	watch := c.fs.Bool("watch", true, "reload the config file when it changes on disk (looked at every 2s)")
+	if code, ok := c.parse(args); !ok {
 		return code
 	}
-	return serve(ctx, path, cfg, slog.New(slog.NewTextHandler(stderr, nil)), nil)
+	cfg, err := config.Load(*p)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitFail
+	}
+	interval := configWatchInterval
+	if !*watch {
+		interval = 0
+	}
+	return serveWatching(ctx, *p, cfg, slog.New(slog.NewTextHandler(stderr, nil)), nil, interval)
 }
 
 // loadCommand parses the flags of a command that takes only -config and
@@ -53,7 +68,15 @@ func loadCommand(name string, args []string, stdout, stderr io.Writer) (path str
 
 // serve runs the proxy and admin listeners until ctx is done, then drains.
 // ready, if not nil, is called with the bound addresses once both listen.
+// It reloads the config file on SIGHUP and POST /reload only (the demo's
+// way, and the in-process tests'); see serveWatching.
 func serve(ctx context.Context, path string, cfg *config.Config, logger *slog.Logger, ready func(proxy, admin net.Addr)) int {
+	return serveWatching(ctx, path, cfg, logger, ready, 0)
+}
+
+// serveWatching is serve that also looks at the config file every watch
+// and reloads it when it changed on disk; 0 turns that off.
+func serveWatching(ctx context.Context, path string, cfg *config.Config, logger *slog.Logger, ready func(proxy, admin net.Addr), watch time.Duration) int {
 	srv, err := newServer(path, cfg, logger)
 	if err != nil {
 		logger.Error("cannot build the balancer", "err", err)
@@ -87,6 +110,12 @@ func serve(ctx context.Context, path string, cfg *config.Config, logger *slog.Lo
 	go func() { errc <- srv.front.serve(proxySrv, pl) }()
 	go func() { errc <- adminSrv.Serve(al) }()
 
+	var look <-chan time.Time // the config file's watch; nil when off
+	if watch > 0 {
+		t := time.NewTicker(watch)
+		defer t.Stop()
+		look = t.C
+	}
 	code := exitOK
 	stop := ctx.Done()
 	var delayed <-chan time.Time // fires when shutdown_delay is over
@@ -95,6 +124,8 @@ loop:
 		select {
 		case <-hup:
 			srv.reload()
+		case <-look:
+			srv.reloadIfChanged()
 		case err := <-errc:
 			logger.Error("listener failed", "err", err)
 			code = exitFail

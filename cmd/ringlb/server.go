@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/cmd/ringlb/certs"
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
 	"github.com/ringlb/ringlb/healthcheck"
 )
@@ -19,7 +20,10 @@ import (
 // balancer with its metrics registry, and the health checker that reports
 // into it. It performs reloads, for SIGHUP and POST /reload alike.
 type server struct {
-	path    string
+	path string
+	// file is the config file at path as it was when last read, for the
+	// watch that reloads it when it changes on disk.
+	file    *certs.Files
 	log     *slog.Logger
 	started time.Time
 	b       *balancer.Balancer
@@ -85,7 +89,7 @@ func newServer(path string, cfg *config.Config, logger *slog.Logger) (*server, e
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &server{path: path, log: logger, started: started, b: b, reg: reg, listen: cfg.Listen, adminListen: cfg.AdminListen,
+	s := &server{path: path, file: certs.NewFiles(path), log: logger, started: started, b: b, reg: reg, listen: cfg.Listen, adminListen: cfg.AdminListen,
 		front: fr, hcCtx: ctx, hcCancel: cancel, probeOpts: transportOptions(cfg, opts.UpstreamTLS),
 		shutdownDelay: cfg.ShutdownDelay, shutdownTimeout: cfg.ShutdownTimeout}
 	s.probes = balancer.NewTransports(s.probeOpts)
@@ -140,9 +144,23 @@ func (s *server) close() {
 func (s *server) reload() (version string, problems []string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	st := s.file.Stat() // before the read: a change made meanwhile is seen next time
 	version, problems, err = s.apply()
+	s.file.Mark(st)
 	s.b.RecordReload(err == nil, problems...)
 	return version, problems, err
+}
+
+// reloadIfChanged reloads the config file if it changed on disk since it
+// was last read (by the start, a reload or a previous look), as SIGHUP
+// does: a file that does not load keeps the old config serving, and is
+// tried again when it changes again.
+func (s *server) reloadIfChanged() {
+	if _, changed := s.file.Changed(); !changed {
+		return
+	}
+	s.log.Info("config file changed on disk: reloading", "config", s.path)
+	s.reload()
 }
 
 func (s *server) apply() (string, []string, error) {

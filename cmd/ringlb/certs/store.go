@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,8 +21,8 @@ type Store struct {
 
 	cur atomic.Pointer[served]
 
-	mu   sync.Mutex // serialises reloads
-	seen stamps     // the files as they were when last read (under mu)
+	mu    sync.Mutex // serialises reloads
+	files *Files     // the pair's files, as they were when last read (under mu)
 }
 
 // served is one loaded pair with what is shown about it.
@@ -57,7 +55,7 @@ func infoOf(c *x509.Certificate) Info {
 // returns a Store serving it, or the *FileError saying why it does not
 // load.
 func NewStore(certFile, keyFile string) (*Store, error) {
-	s := &Store{certFile: certFile, keyFile: keyFile}
+	s := &Store{certFile: certFile, keyFile: keyFile, files: NewFiles(certFile, keyFile)}
 	if err := s.Reload(); err != nil {
 		return nil, err
 	}
@@ -74,14 +72,14 @@ func (s *Store) Files() (certFile, keyFile string) { return s.certFile, s.keyFil
 func (s *Store) Reload() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.reloadLocked(s.stat())
+	return s.reloadLocked(s.files.Stat())
 }
 
 // reloadLocked loads the pair; st is the files' state taken before they
 // were read, so that a change made while reading is noticed on the next
 // look.
-func (s *Store) reloadLocked(st stamps) error {
-	s.seen = st
+func (s *Store) reloadLocked(st Stamps) error {
+	s.files.Mark(st)
 	pair, err := LoadKeyPair(s.certFile, s.keyFile)
 	if err != nil {
 		return err
@@ -111,76 +109,29 @@ type WatchOptions struct {
 	tick <-chan time.Time // if set, replaces the ticker (tests)
 }
 
-// Watch reloads the pair whenever either file changes on disk, until ctx
-// is done. A file counts as changed when the file its path resolves to
-// (through any symlinks) is another one, or has another size,
-// modification time or inode: this notices a file rewritten in place,
-// one replaced by rename, and a Kubernetes Secret volume's update, where
-// tls.crt is a symlink to ..data/tls.crt and ..data a symlink swapped to
-// a new directory. A change is acted on once: a pair that does not load
-// is tried again only when a file changes again (or on Reload).
+// Watch reloads the pair whenever either file changes on disk (as Files
+// tells changes), until ctx is done. A change is acted on once: a pair
+// that does not load is tried again only when a file changes again (or
+// on Reload).
 func (s *Store) Watch(ctx context.Context, o WatchOptions) {
 	if o.Interval <= 0 {
 		o.Interval = 2 * time.Second
 	}
-	tick := o.tick
-	if tick == nil {
-		t := time.NewTicker(o.Interval)
-		defer t.Stop()
-		tick = t.C
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick:
-		}
+	Poll(ctx, o.Interval, o.tick, func() {
 		if changed, err := s.reloadIfChanged(); changed && o.OnReload != nil {
 			o.OnReload(err, s.Info())
 		}
-	}
+	})
 }
 
 // reloadIfChanged reloads the pair if either file changed since it was
 // last read, and reports whether it did.
 func (s *Store) reloadIfChanged() (changed bool, err error) {
-	st := s.stat()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if st == s.seen {
+	st, changed := s.files.Changed()
+	if !changed {
 		return false, nil
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return true, s.reloadLocked(st)
-}
-
-// stamp is what is compared to notice a file's change.
-type stamp struct {
-	path  string // the path with every symlink resolved ("" if that failed)
-	dev   uint64
-	ino   uint64
-	size  int64
-	mtime int64 // Unix nanoseconds
-	err   string
-}
-
-type stamps [2]stamp
-
-func (s *Store) stat() stamps { return stamps{statFile(s.certFile), statFile(s.keyFile)} }
-
-func statFile(p string) stamp {
-	var st stamp
-	real, err := filepath.EvalSymlinks(p)
-	if err != nil {
-		st.err = err.Error()
-		return st
-	}
-	st.path = real
-	fi, err := os.Stat(real)
-	if err != nil {
-		st.err = err.Error()
-		return st
-	}
-	st.size, st.mtime = fi.Size(), fi.ModTime().UnixNano()
-	st.dev, st.ino = fileID(fi)
-	return st
 }

@@ -1,0 +1,115 @@
+package certs
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Files notices when files change on disk, by looking at them (os.Stat
+// only, never a read). It serves the certificate pair's Watch, and the
+// config file's, so that both follow the same changes alike.
+//
+// A file counts as changed when the file its path resolves to (through
+// any symlinks) is another one, or has another size, modification time or
+// inode, or it appeared or vanished: this notices a file rewritten in
+// place, one replaced by rename, and a Kubernetes ConfigMap or Secret
+// volume's update, where config.yaml is a symlink to ..data/config.yaml
+// and ..data a symlink swapped to a new directory in one rename.
+//
+// The caller takes Stat before it reads the files and Marks what it took
+// once it has read them (successfully or not), so that a change made
+// while reading is noticed on the next look and a change is acted on once.
+type Files struct {
+	paths []string
+
+	mu   sync.Mutex
+	seen Stamps // as last marked
+}
+
+// NewFiles returns a Files for paths, marked as they are now.
+func NewFiles(paths ...string) *Files {
+	f := &Files{paths: slices.Clone(paths)}
+	f.seen = f.Stat()
+	return f
+}
+
+// Stat returns the files' state now.
+func (f *Files) Stat() Stamps {
+	st := make(Stamps, len(f.paths))
+	for i, p := range f.paths {
+		st[i] = statFile(p)
+	}
+	return st
+}
+
+// Mark records st (from Stat) as the state the files were read in.
+func (f *Files) Mark(st Stamps) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seen = st
+}
+
+// Changed looks at the files and reports whether they changed since the
+// last Mark, with their state now (to Mark once they are read again).
+func (f *Files) Changed() (now Stamps, changed bool) {
+	now = f.Stat()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return now, !slices.Equal(now, f.seen)
+}
+
+// Stamps is the state of a Files' files, in order.
+type Stamps []stamp
+
+// stamp is what is compared to notice a file's change.
+type stamp struct {
+	path  string // the path with every symlink resolved ("" if that failed)
+	dev   uint64
+	ino   uint64
+	size  int64
+	mtime int64 // Unix nanoseconds
+	err   string
+}
+
+func statFile(p string) stamp {
+	var st stamp
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		st.err = err.Error()
+		return st
+	}
+	st.path = real
+	fi, err := os.Stat(real)
+	if err != nil {
+		st.err = err.Error()
+		return st
+	}
+	st.size, st.mtime = fi.Size(), fi.ModTime().UnixNano()
+	st.dev, st.ino = fileID(fi)
+	return st
+}
+
+// Poll calls look every interval (2s when not > 0), or on every receive
+// from tick when it is not nil (tests), until ctx is done.
+func Poll(ctx context.Context, interval time.Duration, tick <-chan time.Time, look func()) {
+	if interval <= 0 {
+		interval = 2 * time.Second
+	}
+	if tick == nil {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+		}
+		look()
+	}
+}
