@@ -416,6 +416,13 @@ func TestDiscoverySRV(t *testing.T) {
 	if got := metric(t, r.reg, "ringlb_upstream_available", "upstream="+newcomer); got != 0 {
 		t.Errorf("available gauge of the absent member: %v", got)
 	}
+	// Absent, not ejected: the absent gauge tells the two apart.
+	if got := metric(t, r.reg, "ringlb_upstream_absent", "upstream="+newcomer, "pool=default"); got != 1 {
+		t.Errorf("absent gauge of the absent member: %v, want 1", got)
+	}
+	if got := metric(t, r.reg, "ringlb_upstream_absent", "upstream="+f.bes[0].name, "pool=default"); got != 0 {
+		t.Errorf("absent gauge of a present member: %v, want 0", got)
+	}
 	if got := metric(t, r.reg, "ringlb_ejections_total", "upstream="+newcomer); got > 0 {
 		t.Errorf("absence counted as an ejection: %v", got)
 	}

@@ -36,9 +36,9 @@ const DefaultPool = "default"
 type metrics struct {
 	pool prometheus.Labels // {"pool": name}
 
-	inflight, available, breaker, ringInfo *prometheus.Desc
-	holdKeys, held                         *prometheus.Desc
-	shareErrors, shareLookups              *prometheus.Desc
+	inflight, available, absent, breaker, ringInfo *prometheus.Desc
+	holdKeys, held                                 *prometheus.Desc
+	shareErrors, shareLookups                      *prometheus.Desc
 
 	requests   *prometheus.CounterVec   // upstream, code
 	duration   *prometheus.HistogramVec // upstream
@@ -92,6 +92,8 @@ func newMetrics(pool string) *metrics {
 		"Requests in flight to the upstream.", "upstream")
 	m.available = m.desc("ringlb_upstream_available",
 		"1 when the upstream is available (health check up and breaker not open), else 0.", "upstream")
+	m.absent = m.desc("ringlb_upstream_absent",
+		"1 while a discovered upstream is missing from its source's answer (skipped, not ejected), else 0.", "upstream")
 	m.breaker = m.desc("ringlb_breaker_state",
 		"Circuit breaker state: 0 closed, 1 half-open, 2 open.", "upstream")
 	m.ringInfo = m.desc("ringlb_ring_info",
@@ -215,6 +217,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	m := c.b.metrics
 	ch <- m.inflight
 	ch <- m.available
+	ch <- m.absent
 	ch <- m.breaker
 	ch <- m.ringInfo
 }
@@ -228,12 +231,16 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.ringInfo, prometheus.GaugeValue, 1, s.ring.Version())
 	for i := range s.members {
 		u := s.members[i].u
-		avail := 0.0
+		avail, absent := 0.0, 0.0
 		if u.available() {
 			avail = 1
 		}
+		if u.absent.Load() {
+			absent = 1
+		}
 		ch <- prometheus.MustNewConstMetric(m.inflight, prometheus.GaugeValue, float64(u.inflight.Load()), u.name)
 		ch <- prometheus.MustNewConstMetric(m.available, prometheus.GaugeValue, avail, u.name)
+		ch <- prometheus.MustNewConstMetric(m.absent, prometheus.GaugeValue, absent, u.name)
 		ch <- prometheus.MustNewConstMetric(m.breaker, prometheus.GaugeValue, float64(u.breakerState()), u.name)
 	}
 }
