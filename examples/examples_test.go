@@ -48,6 +48,8 @@ var specMetrics = []string{
 	"ringlb_discovery_errors_total",
 	"ringlb_hold_keys",
 	"ringlb_held_total",
+	"ringlb_upstream_absent",
+	"ringlb_upstream_state",
 }
 
 // specHistograms are the histograms among specMetrics: Prometheus exposes
@@ -474,6 +476,7 @@ func TestAlertMetricNames(t *testing.T) {
 	}
 	for _, m := range []string{
 		"ringlb_upstream_available",
+		"ringlb_upstream_absent",
 		"ringlb_overflow_total",
 		"ringlb_requests_total",
 		"ringlb_no_upstream_total",
