@@ -56,6 +56,7 @@ type member struct {
 	memberSpec
 	u     *upstream
 	proxy *httputil.ReverseProxy
+	count *urlCount // the requests in flight to its URL, for limits.upstream_requests
 }
 
 // Balancer is the proxy handler. It is safe for concurrent use; create it
@@ -91,6 +92,9 @@ type Balancer struct {
 	holdShareOpts share.Options
 	holdWritten   *hold.Written
 	shareCounts   share.Counters // ringlb_hold_share_*: outlive a client a reload replaced
+
+	counts *UpstreamCounts      // per upstream URL, maybe shared with other Balancers
+	urls   map[string]*urlCount // the counts this Balancer's members use; guarded by mu
 }
 
 // New builds a Balancer and registers its metrics on reg (nil: none). It
@@ -107,6 +111,10 @@ func New(opts Options, reg prometheus.Registerer, logger *slog.Logger) (*Balance
 		clk:     systemClock{},
 		ups:     map[string]*upstream{},
 		metrics: newMetrics(opts.Pool),
+		counts:  opts.Counts,
+	}
+	if b.counts == nil {
+		b.counts = NewUpstreamCounts()
 	}
 	b.disc.changed = make(chan struct{}, 1)
 	set, r, err := compile(opts, nil)
@@ -226,6 +234,7 @@ func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
 		s.members[i] = member{memberSpec: spec, u: u, proxy: b.newProxy(s, u, spec)}
 	}
 	s.specs = nil // kept once, in the members
+	b.countsLocked(s)
 	b.ups = ups
 	b.installHoldLocked(s)
 	b.snap.Store(s)

@@ -58,6 +58,8 @@ func benchServeHTTP(b *testing.B, kind string) {
 	opts := baseOptions(upstreamsOf(b, bes...))
 	opts.Breaker = BreakerOptions{ConsecutiveFailures: 5, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: time.Minute}
 	opts.Timeouts.Read = time.Minute // on by default (timeouts.read)
+	// limits' defaults
+	opts.Limits = LimitOptions{UpstreamRequests: 1024, Send: time.Minute}
 	var h http.Handler
 	if kind == "floor" {
 		h = floorProxy(opts)

@@ -45,6 +45,7 @@ type metrics struct {
 	ejections  *prometheus.CounterVec   // upstream, reason
 	overflow   *prometheus.CounterVec   // upstream
 	retries    *prometheus.CounterVec   // upstream
+	limited    *prometheus.CounterVec   // upstream
 	noUpstream prometheus.Counter
 	reloads    *prometheus.CounterVec // result
 	reloadOK   prometheus.Counter
@@ -81,6 +82,11 @@ func newMetrics(pool string) *metrics {
 	m.retries = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name:        "ringlb_retries_total",
 		Help:        "Retries away from this upstream after it failed a request.",
+		ConstLabels: m.pool,
+	}, []string{"upstream"})
+	m.limited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name:        "ringlb_limited_total",
+		Help:        "Requests answered 503 at once because the upstream held limits.upstream_requests requests.",
 		ConstLabels: m.pool,
 	}, []string{"upstream"})
 	m.noUpstream = prometheus.NewCounter(prometheus.CounterOpts{
@@ -129,7 +135,7 @@ func (m *metrics) desc(name, help string, labels ...string) *prometheus.Desc {
 // register registers every collector on reg, or none.
 func (m *metrics) register(b *Balancer, reg prometheus.Registerer) error {
 	cs := []prometheus.Collector{
-		m.requests, m.duration, m.ejections, m.overflow, m.retries, m.noUpstream, m.reloads, m.reloadLast,
+		m.requests, m.duration, m.ejections, m.overflow, m.retries, m.limited, m.noUpstream, m.reloads, m.reloadLast,
 		&stateCollector{b: b}, discoveryCollector{b: b}, &holdCollector{b: b},
 	}
 	for i, c := range cs {
@@ -151,6 +157,7 @@ type upstreamMetrics struct {
 	duration prometheus.Observer
 	overflow prometheus.Counter
 	retries  prometheus.Counter
+	limited  prometheus.Counter
 	ejectH   prometheus.Counter
 	ejectB   prometheus.Counter
 	codes    [600]atomic.Pointer[prometheus.Counter]
@@ -164,6 +171,7 @@ func (m *metrics) forUpstream(name string) *upstreamMetrics {
 		duration: m.duration.WithLabelValues(name),
 		overflow: m.overflow.WithLabelValues(name),
 		retries:  m.retries.WithLabelValues(name),
+		limited:  m.limited.WithLabelValues(name),
 		ejectH:   m.ejections.WithLabelValues(name, "health"),
 		ejectB:   m.ejections.WithLabelValues(name, "breaker"),
 	}
@@ -206,6 +214,7 @@ func (m *metrics) retire(um *upstreamMetrics) {
 	m.ejections.DeleteLabelValues(um.name, "breaker")
 	m.overflow.DeleteLabelValues(um.name)
 	m.retries.DeleteLabelValues(um.name)
+	m.limited.DeleteLabelValues(um.name)
 }
 
 // stateCollector reports the gauges straight from the current snapshot's

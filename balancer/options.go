@@ -57,6 +57,14 @@ type Options struct {
 	// Hold keeps keys in use on their upstream through membership
 	// changes (see HoldOptions); its zero value turns it off.
 	Hold HoldOptions
+
+	// Limits bounds what one upstream and one slow client may hold (see
+	// LimitOptions); its zero value sets no limit.
+	Limits LimitOptions
+	// Counts is where the requests in flight per upstream URL are counted
+	// for Limits.UpstreamRequests; Balancers sharing one are limited
+	// together. Read by New only; nil: the Balancer counts on its own.
+	Counts *UpstreamCounts
 }
 
 // UpstreamOptions describes one upstream. Its fields are in the
@@ -215,7 +223,9 @@ type settings struct {
 	breaker      *BreakerOptions // validated; nil when breakers are off
 	transportCfg transportConfig
 	healthChecks bool
-	holdSet      holdSettings // zero: hold off
+	holdSet      holdSettings  // zero: hold off
+	upstreamMax  int64         // limits.upstream_requests; 0: none
+	send         time.Duration // limits.send; 0: none
 }
 
 // memberSpec is what the options say about one ring member.
@@ -264,6 +274,8 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 		readTimeout:  opts.Timeouts.Read,
 		accessLog:    opts.AccessLog,
 		healthChecks: opts.HealthChecks,
+		upstreamMax:  int64(opts.Limits.UpstreamRequests),
+		send:         opts.Limits.Send,
 		transportCfg: transportConfig{dial: opts.Timeouts.Dial, responseHeader: opts.Timeouts.ResponseHeader, idleConn: opts.Timeouts.IdleConn, tls: opts.UpstreamTLS},
 	}
 	bo, err := opts.Breaker.validate()
@@ -298,6 +310,9 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 	}
 	if opts.Retries < 0 {
 		return settings{}, nil, fmt.Errorf("balancer: retries must be >= 0, got %d", opts.Retries)
+	}
+	if opts.Limits.UpstreamRequests < 0 || opts.Limits.Send < 0 {
+		return settings{}, nil, fmt.Errorf("balancer: limits must be >= 0, got upstream_requests %d, send %s", opts.Limits.UpstreamRequests, opts.Limits.Send)
 	}
 	if opts.UpstreamHeader != "" {
 		set.header = textproto.CanonicalMIMEHeaderKey(opts.UpstreamHeader)

@@ -344,6 +344,88 @@ type responseWriter struct {
 	headAt     time.Time     // when the final head was written
 	clientWait time.Duration // time spent in writes and flushes to the client
 	clientErr  bool          // a write or flush to the client failed
+
+	// send is limits.send (0: none); watch times each write and flush
+	// against it, from the first one on; sendFired says it went off.
+	send      time.Duration
+	watch     *sendWatch
+	sendFired bool
+}
+
+// errSendTimeout ends a write to the client that made no progress for
+// limits.send.
+var errSendTimeout = &sendTimeoutError{}
+
+type sendTimeoutError struct{}
+
+func (*sendTimeoutError) Error() string {
+	return "client accepted no data for longer than limits.send"
+}
+func (*sendTimeoutError) Timeout() bool { return true }
+
+// sendWatch is the timer that cuts a write to the client blocked for
+// longer than limits.send. When it goes off it sets the client's write
+// deadline in the past: over HTTP/1.1 the blocked write on the connection
+// returns at once, over HTTP/2 the stream is reset (a stream waiting on
+// flow control blocks no socket write, so only this ends it). Watches
+// are pooled, so a request allocates none; one that went off is dropped,
+// since its timer's function may still be running.
+type sendWatch struct {
+	t  *time.Timer
+	rw atomic.Pointer[responseWriter]
+}
+
+var sendWatches sync.Pool
+
+func (sw *sendWatch) fire() {
+	if rw := sw.rw.Load(); rw != nil {
+		_ = http.NewResponseController(rw.ResponseWriter).SetWriteDeadline(time.Unix(1, 0))
+	}
+}
+
+// sendStart starts timing a write or flush to the client.
+func (w *responseWriter) sendStart() {
+	if w.send <= 0 || w.sendFired {
+		return
+	}
+	sw := w.watch
+	if sw == nil {
+		sw, _ = sendWatches.Get().(*sendWatch)
+		if sw == nil {
+			sw = &sendWatch{}
+			sw.t = time.AfterFunc(time.Hour, sw.fire)
+			sw.t.Stop()
+		}
+		sw.rw.Store(w)
+		w.watch = sw
+	}
+	sw.t.Reset(w.send)
+}
+
+// sendEnd stops timing; err is the write's, replaced by errSendTimeout
+// when the watch went off (the write, if it returned no error, ended just
+// as the deadline was set: the next one fails anyway).
+func (w *responseWriter) sendEnd(err error) error {
+	if sw := w.watch; sw != nil && !w.sendFired && !sw.t.Stop() {
+		w.sendFired = true
+	}
+	if w.sendFired {
+		return errSendTimeout
+	}
+	return err
+}
+
+// sendRelease gives the watch back once the request is over.
+func (w *responseWriter) sendRelease() {
+	sw := w.watch
+	if sw == nil {
+		return
+	}
+	w.watch = nil
+	if !w.sendFired {
+		sw.rw.Store(nil)
+		sendWatches.Put(sw)
+	}
 }
 
 func (w *responseWriter) WriteHeader(code int) {
@@ -381,7 +463,9 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 		w.head(http.StatusOK)
 	}
 	t := time.Now()
+	w.sendStart()
 	n, err := w.ResponseWriter.Write(p)
+	err = w.sendEnd(err)
 	w.clientWait += time.Since(t)
 	if err != nil {
 		w.clientErr = true
@@ -396,7 +480,8 @@ func (w *responseWriter) FlushError() error {
 		w.head(http.StatusOK)
 	}
 	t := time.Now()
-	err := http.NewResponseController(w.ResponseWriter).Flush()
+	w.sendStart()
+	err := w.sendEnd(http.NewResponseController(w.ResponseWriter).Flush())
 	w.clientWait += time.Since(t)
 	if err != nil {
 		w.clientErr = true

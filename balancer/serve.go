@@ -20,13 +20,14 @@ import (
 // up to Options.Retries times: always when the connection was refused or
 // the dial timed out, otherwise only for bodiless GET, HEAD and OPTIONS.
 // When no retry is left the client gets 504 for a timeout and 502
-// otherwise. Upstream responses, 5xx included, pass through as they are;
+// otherwise. A request whose upstream already holds
+// limits.upstream_requests requests gets 503 "upstream busy" at once. Upstream responses, 5xx included, pass through as they are;
 // a response that breaks mid-body aborts the client connection
 // (http.ErrAbortHandler) so the client sees it truncated.
 func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	s := b.snap.Load()
-	rw := &responseWriter{ResponseWriter: w, no1xx: !r.ProtoAtLeast(1, 1), tunnels: &b.tunnels}
+	rw := &responseWriter{ResponseWriter: w, no1xx: !r.ProtoAtLeast(1, 1), tunnels: &b.tunnels, send: s.send}
 	pos, src, ok := b.position(s, rw, r)
 	random := src == srcRandom
 	if !ok {
@@ -58,6 +59,7 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			b.holdRecord(s, q, last) // served: the key lives there now
 		}
 		b.account(s, rw, r, last, start)
+		rw.sendRelease()
 	}()
 	for attempts := 0; ; {
 		choice := b.choose(s, pos, tried, q)
@@ -70,10 +72,20 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		m := &s.members[choice.Member]
 		tried = append(tried, choice.Member) // whatever comes of it, m is done with this request
+		// The limit comes before the breaker, so that a busy upstream's
+		// half-open trial is not spent on a request that never goes.
+		if !m.count.take(s.upstreamMax) {
+			if last == nil {
+				b.busy(s, rw, m)
+				return
+			}
+			break // a retry meets a busy upstream: the last failure is answered
+		}
 		done, trial, ok := b.allow(m.u)
 		if !ok {
 			// The breaker refused after the walk admitted it (a race with a
 			// trip, or the half-open trial was taken): walk on.
+			m.count.put()
 			continue
 		}
 		countChoice(s, choice, last)
@@ -118,6 +130,7 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 	}
 	finished := false
 	defer func() {
+		m.count.put() // taken by ServeHTTP
 		u.inflight.Add(-1)
 		b.inflight.Add(-1)
 		s.transport.end()
@@ -242,6 +255,18 @@ func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, 
 		rw.Header().Set(s.header, m.u.name)
 	}
 	plainError(rw, code, msg)
+}
+
+// busy answers 503 for a request whose upstream holds
+// limits.upstream_requests requests: at once, not elsewhere (the key would
+// move for as long as the upstream is busy), and without a word to its
+// breaker (being busy is not failing).
+func (b *Balancer) busy(s *snapshot, rw *responseWriter, m *member) {
+	m.u.metrics.limited.Inc()
+	if s.header != "" {
+		rw.Header().Set(s.header, m.u.name)
+	}
+	plainError(rw, http.StatusServiceUnavailable, "upstream busy\n")
 }
 
 // noUpstream answers 503: nothing is available, or, under

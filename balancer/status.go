@@ -141,7 +141,8 @@ func (b *Balancer) Ready() bool {
 }
 
 // Skipped is an upstream passed over by a lookup and why: ring.Unhealthy,
-// ring.BreakerOpen, ring.Full, ring.SlowStart or ring.Absent.
+// ring.BreakerOpen, ring.Full, ring.SlowStart, ring.Absent or ring.Busy
+// (the chosen upstream holds limits.upstream_requests: a request stops there).
 type Skipped struct {
 	Name   string
 	Reason ring.Reason
@@ -186,6 +187,11 @@ func (b *Balancer) Lookup(key string) LookupResult {
 		return true
 	})
 	choice, skipped := b.pick(s, pos, nil, make([]ring.Skip, 0, len(s.members)))
+	if choice.Member >= 0 && s.members[choice.Member].count.busy(s.upstreamMax) {
+		// A request would stop here: 503 "upstream busy", not moved on.
+		skipped = append(skipped, ring.Skip{Member: choice.Member, Reason: ring.Busy})
+		choice.Member = -1
+	}
 	if choice.Member >= 0 {
 		res.Chosen = s.members[choice.Member].u.name
 	}

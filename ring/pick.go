@@ -25,6 +25,10 @@ const (
 	// Absent: the member is missing from its discovery source's answer
 	// but not yet removed from the ring.
 	Absent
+	// Busy: the member holds its limit of requests in flight. Pick never
+	// gives it: the caller reports it for a member Pick chose, where a
+	// request stops (it is refused, not moved on).
+	Busy
 )
 
 // Skip records a member passed over by Pick and why.

@@ -220,6 +220,7 @@ var reasonNames = map[ring.Reason]string{
 	ring.SlowStart:   "slow_start",
 	ring.Excluded:    "excluded",
 	ring.Absent:      "absent",
+	ring.Busy:        "busy",
 }
 
 func reasonName(r ring.Reason) string {

@@ -40,6 +40,7 @@ func balancerOptions(cfg *config.Config) (balancer.Options, error) {
 				Timeout:  cfg.Hold.Share.Timeout,
 			},
 		},
+		Limits: balancer.LimitOptions{UpstreamRequests: cfg.Limits.UpstreamRequests, Send: cfg.Limits.Send},
 	}
 	var err error
 	if o.UpstreamTLS, err = upstreamTLS(cfg); err != nil {

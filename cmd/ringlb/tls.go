@@ -16,12 +16,6 @@ import (
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
 )
 
-// maxConcurrentStreams is how many streams one HTTP/2 client connection
-// may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS). Each is one
-// request in flight, as an HTTP/1.1 connection is, so the limit only
-// bounds what one connection may ask at once; Go's default is 250.
-const maxConcurrentStreams = 1000
-
 // certWatchInterval is how often the certificate files are looked at; a
 // variable so tests can shorten it.
 var certWatchInterval = 2 * time.Second
@@ -33,6 +27,10 @@ var certWatchInterval = 2 * time.Second
 type front struct {
 	opts   certs.ListenerOptions // as at start; Store nil without TLS
 	logger *slog.Logger
+	// streams is limits.streams_per_connection and send limits.send, as
+	// at start: they configure the HTTP/2 server, which takes them once.
+	streams int
+	send    time.Duration
 
 	mu       sync.Mutex // serialises reloads and guards the watch fields
 	store    atomic.Pointer[certs.Store]
@@ -49,8 +47,10 @@ type front struct {
 // only if they changed in between.
 func newFront(cfg *config.Config, reg prometheus.Registerer, logger *slog.Logger) (*front, error) {
 	f := &front{
-		opts:   certs.ListenerOptions{HTTP2: cfg.HTTP2, H2C: cfg.H2C},
-		logger: logger,
+		opts:    certs.ListenerOptions{HTTP2: cfg.HTTP2, H2C: cfg.H2C},
+		logger:  logger,
+		streams: cfg.Limits.StreamsPerConnection,
+		send:    cfg.Limits.Send,
 	}
 	if cfg.TLS == nil {
 		return f, nil
@@ -98,10 +98,16 @@ func (f *front) certificate() (subject string, notAfter time.Time, ok bool) {
 	return in.Subject, in.NotAfter, ok
 }
 
-// configure sets srv's protocols and TLS config for the listener.
+// configure sets srv's protocols and TLS config for the listener. An
+// HTTP/2 client connection may open limits.streams_per_connection streams
+// at once (SETTINGS_MAX_CONCURRENT_STREAMS): each is a request in flight,
+// as an HTTP/1.1 connection's one is. A connection whose socket takes no
+// byte for limits.send is closed (WriteByteTimeout): a client that stops
+// reading it altogether stops every stream's writes, and a reset stream
+// (how the balancer cuts one stream's stalled write) cannot be sent on it.
 func (f *front) configure(srv *http.Server) {
 	srv.Protocols = f.opts.Protocols()
-	srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: maxConcurrentStreams}
+	srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: f.streams, WriteByteTimeout: f.send}
 	if !f.tls() {
 		return
 	}
@@ -179,6 +185,10 @@ func (f *front) reload(next *config.Config) error {
 	if (next.TLS != nil) != f.tls() || next.HTTP2 != f.opts.HTTP2 || next.H2C != f.opts.H2C {
 		f.logger.Warn("tls (added or removed), http2 and h2c changes take effect on restart",
 			"tls", f.tls(), "http2", f.opts.HTTP2, "h2c", f.opts.H2C)
+	}
+	if next.Limits.StreamsPerConnection != f.streams || next.Limits.Send != f.send {
+		f.logger.Warn("limits.streams_per_connection changes, and limits.send for whole HTTP/2 connections, take effect on restart",
+			"streams_per_connection", f.streams, "send", f.send)
 	}
 	if next.TLS == nil || !f.tls() {
 		return nil

@@ -161,7 +161,9 @@ func TestTLSAffinityOverH2AndHTTP1(t *testing.T) {
 
 // TestTLSManyStreamsOneConnection sends 300 requests at once over one
 // HTTP/2 connection, all in flight together (the upstreams answer none
-// until all 300 have arrived): each lands on its key's upstream.
+// until all 300 have arrived): each lands on its key's upstream. One
+// connection may open that many streams only when
+// limits.streams_per_connection allows it (the default is 250).
 func TestTLSManyStreamsOneConnection(t *testing.T) {
 	const n = 300
 	var arrived atomic.Int32
@@ -187,7 +189,7 @@ func TestTLSManyStreamsOneConnection(t *testing.T) {
 	dir := t.TempDir()
 	ca := certstest.NewCA(t)
 	cert, key := ca.Issue(t, certstest.Options{}).Write(t, dir, "tls")
-	r := startServeAddr(t, writeConfig(t, listenersYAML+keyedYAML+
+	r := startServeAddr(t, writeConfig(t, listenersYAML+keyedYAML+"limits:\n  streams_per_connection: 1000\n"+
 		"tls:\n  cert_file: "+cert+"\n  key_file: "+key+"\n"+ups.String()))
 	want := make([]string, n)
 	for i := range want {

@@ -250,6 +250,10 @@ const (
 	defaultLoadFloor       = 8
 	defaultMaxHeaderBytes  = 65536
 	defaultHoldMaxKeys     = 1_000_000
+
+	defaultUpstreamRequests     = 1024
+	defaultStreamsPerConnection = 250 // Go's own default
+	defaultSend                 = 60 * time.Second
 )
 
 // applyDefaults fills every field absent from the file (has(field) false)
@@ -266,6 +270,9 @@ func applyDefaults(c *Config, has func(field string) bool) {
 	// access_log and debug_pprof default to false, the zero value.
 
 	def(has, "max_header_bytes", &c.MaxHeaderBytes, defaultMaxHeaderBytes)
+	def(has, "limits.upstream_requests", &c.Limits.UpstreamRequests, defaultUpstreamRequests)
+	def(has, "limits.streams_per_connection", &c.Limits.StreamsPerConnection, defaultStreamsPerConnection)
+	def(has, "limits.send", &c.Limits.Send, defaultSend)
 
 	if c.TLS != nil {
 		def(has, "tls.min_version", &c.TLS.MinVersion, tls.VersionTLS12)

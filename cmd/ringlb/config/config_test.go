@@ -56,6 +56,7 @@ func defaults(t *testing.T) *Config {
 		DebugPprof:      false,
 		MaxHeaderBytes:  65536,
 		HTTP2:           true,
+		Limits:          Limits{UpstreamRequests: 1024, StreamsPerConnection: 250, Send: 60 * time.Second},
 		Pool: Pool{
 			Name: "default",
 			Hash: Hash{
@@ -162,6 +163,7 @@ breaker: {consecutive_failures: 0, failure_statuses: [], failure_grpc_statuses: 
 retries: 0
 timeouts: {dial: 100ms, response_header: 1s, read: 0s, idle_conn: 1h}
 max_header_bytes: 1024
+limits: {upstream_requests: 0, streams_per_connection: 1, send: 0s}
 hold: {idle: 10m, max_keys: 5, cookie: {name: "", secret_file: ""}}
 http2: false
 upstream_tls: {server_name: backend.example, insecure_skip_verify: true}
@@ -197,6 +199,7 @@ upstream_tls: {server_name: backend.example, insecure_skip_verify: true}
 				want.Timeouts = Timeouts{Dial: 100 * time.Millisecond, ResponseHeader: time.Second, Read: 0, IdleConn: time.Hour}
 				want.MaxHeaderBytes = 1024
 				want.Hold = Hold{Idle: 10 * time.Minute, MaxKeys: 5, Share: HoldShare{Prefix: "ringlb:hold:", Timeout: 50 * time.Millisecond}}
+				want.Limits = Limits{UpstreamRequests: 0, StreamsPerConnection: 1, Send: 0}
 				if !reflect.DeepEqual(c, want) {
 					t.Errorf("got  %+v\nwant %+v", c, want)
 				}
@@ -504,6 +507,11 @@ var errorCases = []struct {
 	{"negative read timeout", "timeouts: {read: -1s}\n" + up,
 		"c.yaml:1: timeouts.read: must be >= 0 (0: no limit), got -1s"},
 	{"small max_header_bytes", "max_header_bytes: 100\n" + up, "c.yaml:1: max_header_bytes: must be >= 1024, got 100"},
+	{"bad limits", "limits:\n  upstream_requests: -1\n  streams_per_connection: 0\n  send: -1s\n" + up,
+		"c.yaml:2: limits.upstream_requests: must be >= 0 (0: no limit), got -1\n" +
+			"c.yaml:3: limits.streams_per_connection: must be >= 1, got 0\n" +
+			"c.yaml:4: limits.send: must be >= 0 (0: no limit), got -1s"},
+	{"unknown limits field", "limits: {upstream: 5}\n" + up, "c.yaml:1: limits.upstream: unknown field"},
 
 	// Listeners.
 	{"listen without port", "listen: localhost\n" + up, "c.yaml:1: listen: must be host:port with a port 0-65535, got \"localhost\""},

@@ -364,6 +364,7 @@ func (d *decoder) decode(root *yaml.Node, c *Config) {
 		"access_log":       d.toBool(&c.AccessLog),
 		"debug_pprof":      d.toBool(&c.DebugPprof),
 		"max_header_bytes": d.toInt(&c.MaxHeaderBytes),
+		"limits":           func(f string, n *yaml.Node) { d.limits(f, n, &c.Limits) },
 		"tls": func(f string, n *yaml.Node) {
 			c.TLS = &TLS{}
 			d.tls(f, n, c.TLS)
@@ -757,6 +758,14 @@ func (d *decoder) timeouts(f string, n *yaml.Node, t *Timeouts) {
 		"response_header": d.toDuration(&t.ResponseHeader),
 		"read":            d.toDuration(&t.Read),
 		"idle_conn":       d.toDuration(&t.IdleConn),
+	})
+}
+
+func (d *decoder) limits(f string, n *yaml.Node, l *Limits) {
+	d.mapping(f, n, map[string]handler{
+		"upstream_requests":      d.toInt(&l.UpstreamRequests),
+		"streams_per_connection": d.toInt(&l.StreamsPerConnection),
+		"send":                   d.toDuration(&l.Send),
 	})
 }
 

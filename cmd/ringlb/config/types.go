@@ -64,6 +64,9 @@ type Config struct {
 	Expired Errors
 	// MaxHeaderBytes caps request headers; larger ones get 431. Default 65536.
 	MaxHeaderBytes int
+	// Limits is the limits block: what one upstream, one client
+	// connection and one slow client may hold. Process-wide: not a pool's.
+	Limits Limits
 }
 
 // DefaultPool is the name of the one pool of a config without pools.
@@ -91,6 +94,21 @@ type Pool struct {
 	Discovery *Discovery
 	// Hold is the hold block; its zero Idle turns hold off.
 	Hold Hold
+}
+
+// Limits is the limits block.
+type Limits struct {
+	// UpstreamRequests is limits.upstream_requests: the most requests in
+	// flight to one upstream URL, counted across pools; default 1024, 0
+	// for no limit. A request beyond it gets 503 at once.
+	UpstreamRequests int
+	// StreamsPerConnection is limits.streams_per_connection: the most
+	// concurrent HTTP/2 streams one client connection may open; default
+	// 250, >= 1. Taken at start (a change needs a restart).
+	StreamsPerConnection int
+	// Send is limits.send: the longest a write to a client may make no
+	// progress before the request is cut; default 60s, 0 for no limit.
+	Send time.Duration
 }
 
 // Route is one entry of routes: a request whose host and path match goes

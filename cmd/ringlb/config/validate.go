@@ -47,6 +47,15 @@ func (d *decoder) validate(c *Config) {
 	if c.MaxHeaderBytes < minMaxHeaderBytes {
 		d.invalid("max_header_bytes", "must be >= %d, got %d", minMaxHeaderBytes, c.MaxHeaderBytes)
 	}
+	if c.Limits.UpstreamRequests < 0 {
+		d.invalid("limits.upstream_requests", "must be >= 0 (0: no limit), got %d", c.Limits.UpstreamRequests)
+	}
+	if c.Limits.StreamsPerConnection < 1 {
+		d.invalid("limits.streams_per_connection", "must be >= 1, got %d", c.Limits.StreamsPerConnection)
+	}
+	if c.Limits.Send < 0 {
+		d.invalid("limits.send", "must be >= 0 (0: no limit), got %s", c.Limits.Send)
+	}
 	d.validateTLS(c)
 	if c.Pools == nil {
 		if d.has("routes") {
