@@ -45,9 +45,12 @@ type snapshot struct {
 	transport *transport // the one every member's proxy uses
 	hold      *holdState // nil when hold is off
 
-	// availW is the total weight of available members, as float64 bits;
-	// recomputed (under Balancer.mu) on every availability flip.
+	// availW is the total weight of the members that take new keys
+	// (available and ready), as float64 bits; drains counts the members
+	// in state drain. Both are recomputed (under Balancer.mu) on every
+	// change of availability or admin state.
 	availW atomic.Uint64
+	drains atomic.Int32
 }
 
 // member is one ring member of a snapshot: what the options say about
@@ -212,8 +215,9 @@ func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
 	ups := make(map[string]*upstream, len(set.specs))
 	for i, spec := range set.specs {
 		u := b.ups[spec.name]
+		isNew := u == nil
 		switch {
-		case u == nil:
+		case isNew:
 			u = &upstream{name: spec.name, metrics: b.metrics.forUpstream(spec.name)}
 			if old != nil && s.slowStart > 0 && !spec.initial {
 				u.warmSince.Store(now)
@@ -221,6 +225,7 @@ func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
 		case old != nil:
 			u.endWarmup(now, old.slowStart)
 		}
+		b.applyConfigStateLocked(u, spec.state, isNew)
 		u.absent.Store(spec.absent) // the caller settles it
 		switch br := u.br.Load(); {
 		case s.breaker == nil:

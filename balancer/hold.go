@@ -244,12 +244,16 @@ func (b *Balancer) holdBegin(s *snapshot, r *http.Request, h uint64, q *holdReq)
 	}
 }
 
-// decide applies rule 11 to a record (ok: there is one) at time mono,
-// judging the held upstream with standing; held is its member index, -1
-// when it is not a member (or there is no record).
+// decide applies rules 11 and 12 to a record (ok: there is one) at time
+// mono, judging the held upstream with standing; held is its member
+// index, -1 when it is not a member (or there is no record). Records of
+// the current version are looked at only while some member drains (rule
+// 12 holds their keys there too): otherwise the ring decides them.
 func (b *Balancer) decide(s *snapshot, rec hold.Rec, ok bool, mono int64) (d hold.Decision, held int) {
 	held = -1
-	d = s.hold.rule.Decide(rec, ok, s.hold.cur, mono, func(name string) hold.Standing {
+	rule := s.hold.rule
+	rule.Drains = s.drains.Load() > 0
+	d = rule.Decide(rec, ok, s.hold.cur, mono, func(name string) hold.Standing {
 		i, member := s.hold.index[name]
 		if !member {
 			return hold.NotMember
@@ -260,15 +264,19 @@ func (b *Balancer) decide(s *snapshot, rec hold.Rec, ok bool, mono int64) (d hol
 	return d, held
 }
 
-// standing judges member i at time now as the walk would (health,
-// breaker, bounded loads), without slow start (the held upstream already
-// serves the key) or an on_unavailable fail owner (it is the owner).
+// standing judges member i at time now as the walk would (admin state,
+// health, breaker, bounded loads) for a key held on it: without slow
+// start (the held upstream already serves the key) or an on_unavailable
+// fail owner (it is the owner), and taking it in state drain (rule 12).
 func (b *Balancer) standing(s *snapshot, i int, now int64) hold.Standing {
-	w := walk{b: b, s: s, owner: -1, total: b.inflight.Load(), availW: math.Float64frombits(s.availW.Load()), now: now}
-	if w.judge(i, 0) == ring.Accept {
-		return hold.Ready
+	w := walk{b: b, s: s, owner: -1, total: b.inflight.Load(), availW: math.Float64frombits(s.availW.Load()), now: now, held: true}
+	if w.judge(i, 0) != ring.Accept {
+		return hold.Unavailable
 	}
-	return hold.Unavailable
+	if s.members[i].u.adminState() == StateDrain {
+		return hold.Draining
+	}
+	return hold.Ready
 }
 
 // instead reports whether holding position h on member i sends the

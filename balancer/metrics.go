@@ -36,9 +36,9 @@ const DefaultPool = "default"
 type metrics struct {
 	pool prometheus.Labels // {"pool": name}
 
-	inflight, available, absent, breaker, ringInfo *prometheus.Desc
-	holdKeys, held                                 *prometheus.Desc
-	shareErrors, shareLookups                      *prometheus.Desc
+	inflight, available, absent, breaker, state, ringInfo *prometheus.Desc
+	holdKeys, held                                        *prometheus.Desc
+	shareErrors, shareLookups                             *prometheus.Desc
 
 	requests   *prometheus.CounterVec   // upstream, code
 	duration   *prometheus.HistogramVec // upstream
@@ -102,6 +102,8 @@ func newMetrics(pool string) *metrics {
 		"1 while a discovered upstream is missing from its source's answer (skipped, not ejected), else 0.", "upstream")
 	m.breaker = m.desc("ringlb_breaker_state",
 		"Circuit breaker state: 0 closed, 1 half-open, 2 open.", "upstream")
+	m.state = m.desc("ringlb_upstream_state",
+		"1 for the upstream's admin state (ready, drain or maint), 0 for the others.", "upstream", "state")
 	m.ringInfo = m.desc("ringlb_ring_info",
 		"Always 1; the version label is the current ring's membership version.", "version")
 	m.holdKeys = m.desc("ringlb_hold_keys",
@@ -228,6 +230,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.available
 	ch <- m.absent
 	ch <- m.breaker
+	ch <- m.state
 	ch <- m.ringInfo
 }
 
@@ -251,5 +254,13 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.available, prometheus.GaugeValue, avail, u.name)
 		ch <- prometheus.MustNewConstMetric(m.absent, prometheus.GaugeValue, absent, u.name)
 		ch <- prometheus.MustNewConstMetric(m.breaker, prometheus.GaugeValue, float64(u.breakerState()), u.name)
+		st := u.adminState()
+		for i, name := range adminStates {
+			v := 0.0
+			if AdminState(i) == st {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(m.state, prometheus.GaugeValue, v, u.name, name)
+		}
 	}
 }

@@ -84,6 +84,12 @@ type UpstreamOptions struct {
 	// Protocol is how requests reach it: HTTP/1.1 (the zero value), h2c
 	// (needs an http URL) or h2 (needs https).
 	Protocol Protocol
+	// State is the admin state the upstream starts in (StateReady, the
+	// zero value, StateDrain or StateMaint; see AdminState). Update
+	// applies it only when it differs from the previous options' State
+	// for this upstream, so a state set through SetState outlives reloads
+	// that leave this field alone.
+	State AdminState
 }
 
 // RingOptions is the ring block. Its fields are in the config's order, so
@@ -233,8 +239,9 @@ type memberSpec struct {
 	name     string
 	url      *url.URL
 	weight   float64
-	points   int      // ring.PointsFor(points_per_weight, weight): slow start's point count
-	protocol Protocol // how ringlb speaks to it; discovered members take their source's
+	points   int        // ring.PointsFor(points_per_weight, weight): slow start's point count
+	protocol Protocol   // how ringlb speaks to it; discovered members take their source's
+	state    AdminState // the configured admin state; discovered members: ready
 
 	source  string // the discovery source's name; "" for a static upstream
 	absent  bool   // discovered, missing from its source's answer: skipped
@@ -371,6 +378,8 @@ func (set *settings) membership(opts Options, found []discovery.Member, prev *ri
 			return nil, fmt.Errorf("balancer: upstreams[%d] (%s): protocol h2 needs an https url, got %v", i, uo.Name, uo.URL)
 		case uo.Protocol > ProtocolH2:
 			return nil, fmt.Errorf("balancer: upstreams[%d] (%s): unknown protocol %v", i, uo.Name, uo.Protocol)
+		case int(uo.State) >= len(adminStates):
+			return nil, fmt.Errorf("balancer: upstreams[%d] (%s): unknown state %v", i, uo.Name, uo.State)
 		}
 		byName[uo.Name] = uo
 		rm = append(rm, ring.Member{Name: uo.Name, Addr: uo.Addr, Weight: uo.Weight})
@@ -396,7 +405,7 @@ func (set *settings) membership(opts Options, found []discovery.Member, prev *ri
 			set.specs[i].points = ring.PointsFor(r.PointsPerWeight(), m.Weight)
 			continue
 		}
-		set.specs[i] = memberSpec{name: uo.Name, url: uo.URL, weight: uo.Weight, points: ring.PointsFor(r.PointsPerWeight(), uo.Weight), protocol: uo.Protocol}
+		set.specs[i] = memberSpec{name: uo.Name, url: uo.URL, weight: uo.Weight, points: ring.PointsFor(r.PointsPerWeight(), uo.Weight), protocol: uo.Protocol, state: uo.State}
 	}
 	return r, nil
 }

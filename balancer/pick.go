@@ -7,8 +7,10 @@ import (
 )
 
 // pick chooses a member for ring position pos, judging each candidate as a
-// request would: unavailable ones (health, an open breaker whose open
-// period runs, a half-open one whose trial is in flight) are skipped, tried ones
+// request would: members in maint or drain (rule 12; a key held on a
+// draining member is chosen by the hold, not here), unavailable ones
+// (health, an open breaker whose open period runs, a half-open one whose
+// trial is in flight) are skipped, tried ones
 // are excluded, slow-starting ones are skipped at inactive points, and
 // under bounded loads full ones are passed over. Under on_unavailable fail
 // only the owner is considered. If only slow start stood in the way, slow
@@ -48,6 +50,9 @@ type walk struct {
 	total  int64   // requests in flight, all upstreams
 	availW float64 // total weight of available members
 	slow   bool    // slow start applies
+	// held says the request's key is held on the member judged (rule
+	// 12): a draining member takes it.
+	held bool
 	// sawSlow records that slow start turned a member away.
 	sawSlow bool
 	now     int64 // the balancer's clock, read once when first needed; 0 before
@@ -78,6 +83,17 @@ func (w *walk) judge(i, seq int) ring.Reason {
 		return ring.Absent
 	}
 	u := m.u
+	// The admin state first: it is the operator's word, and it holds
+	// whatever the health check says.
+	switch AdminState(u.state.Load()) {
+	case StateReady:
+	case StateDrain:
+		if !w.held {
+			return ring.Draining
+		}
+	default:
+		return ring.Maint
+	}
 	if u.down.Load() {
 		return ring.Unhealthy
 	}

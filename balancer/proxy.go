@@ -340,6 +340,10 @@ type responseWriter struct {
 	// that connection, removed from tunnels when ServeHTTP returns.
 	tunnels *tunnels
 	tunnel  net.Conn
+	// up is the current attempt's upstream; upTunnel says the attempt
+	// became a tunnel, counted in up.tunnels until the attempt ends.
+	up       *upstream
+	upTunnel bool
 
 	headAt     time.Time     // when the final head was written
 	clientWait time.Duration // time spent in writes and flushes to the client
@@ -527,6 +531,10 @@ func (w *responseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	}
 	w.tunnel = c
 	w.tunnels.opened(c)
+	if w.up != nil {
+		w.up.tunnels.Add(1)
+		w.upTunnel = true
+	}
 	w.head(http.StatusSwitchingProtocols)
 	// ReverseProxy copies from the connection itself: bytes the client
 	// sent right behind its request, already in the server's buffer,

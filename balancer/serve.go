@@ -120,6 +120,7 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 	b.inflight.Add(1)
 	s.transport.begin()
 	rw.trialSettled = false
+	rw.up = u
 	if trial {
 		rw.onHead = func(code int) {
 			rw.trialSettled = true
@@ -131,6 +132,10 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 	finished := false
 	defer func() {
 		m.count.put() // taken by ServeHTTP
+		if rw.upTunnel {
+			rw.upTunnel = false
+			u.tunnels.Add(-1)
+		}
 		u.inflight.Add(-1)
 		b.inflight.Add(-1)
 		s.transport.end()
@@ -269,17 +274,35 @@ func (b *Balancer) busy(s *snapshot, rw *responseWriter, m *member) {
 	plainError(rw, http.StatusServiceUnavailable, "upstream busy\n")
 }
 
-// noUpstream answers 503: nothing is available, or, under
-// on_unavailable fail, the key's owner is not (named only when
-// upstream_header is set, as in writeError).
+// noUpstream answers 503: nothing is available (saying so when it is
+// because every upstream drains or is in maint), or, under
+// on_unavailable fail, the key's owner is not, or drains, or is in maint
+// (named only when upstream_header is set, as in writeError).
 func (b *Balancer) noUpstream(s *snapshot, rw *responseWriter, r *http.Request, owner int) {
 	b.metrics.noUpstream.Inc()
 	msg := "no upstream available\n"
 	switch {
-	case s.fail && owner >= 0 && s.header != "":
-		msg = "upstream " + s.members[owner].u.name + " for this key is unavailable\n"
 	case s.fail && owner >= 0:
-		msg = "the upstream for this key is unavailable\n"
+		u := s.members[owner].u
+		who := "the upstream"
+		if s.header != "" {
+			who = "upstream " + u.name
+		}
+		switch u.adminState() {
+		case StateDrain:
+			msg = who + " for this key is draining\n"
+		case StateMaint:
+			msg = who + " for this key is in maint\n"
+		default:
+			msg = who + " for this key is unavailable\n"
+		}
+	default:
+		switch s.everyNotReady() {
+		case StateDrain:
+			msg = "no upstream available: every upstream draining\n"
+		case StateMaint:
+			msg = "no upstream available: every upstream in maint\n"
+		}
 	}
 	plainError(rw, http.StatusServiceUnavailable, msg)
 }

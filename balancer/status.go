@@ -50,6 +50,11 @@ type UpstreamStatus struct {
 	// that source's answer.
 	Source string
 	Absent bool
+	// State is the admin state: "ready", "drain" or "maint".
+	State string
+	// Tunnels counts the upgraded connections (WebSocket) open to it,
+	// each also counted in Inflight.
+	Tunnels int64
 }
 
 // Status returns the current ring and the live state of its upstreams, in
@@ -96,6 +101,8 @@ func (b *Balancer) Status() RingStatus {
 			Ejection:       u.ejection.Load(),
 			Source:         cmp.Or(m.source, "static"),
 			Absent:         m.absent,
+			State:          u.adminState().String(),
+			Tunnels:        u.tunnels.Load(),
 		}
 	}
 	return st
@@ -141,8 +148,9 @@ func (b *Balancer) Ready() bool {
 }
 
 // Skipped is an upstream passed over by a lookup and why: ring.Unhealthy,
-// ring.BreakerOpen, ring.Full, ring.SlowStart, ring.Absent or ring.Busy
-// (the chosen upstream holds limits.upstream_requests: a request stops there).
+// ring.BreakerOpen, ring.Full, ring.SlowStart, ring.Absent, ring.Draining,
+// ring.Maint or ring.Busy (the chosen upstream holds
+// limits.upstream_requests: a request stops there).
 type Skipped struct {
 	Name   string
 	Reason ring.Reason

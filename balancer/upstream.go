@@ -39,6 +39,16 @@ type upstream struct {
 	// ejection says since when and why the upstream is unavailable; nil
 	// while it is available. Written by settle with the flip it reports.
 	ejection atomic.Pointer[Ejection]
+	// state is the admin state (an AdminState), a second axis beside
+	// availability: the walk's judge reads it, written under
+	// Balancer.mu. cfgState is the state the config said at the last
+	// install (guarded by Balancer.mu): a reload overrides a state set
+	// through the API only when it changes that word.
+	state    atomic.Uint32
+	cfgState AdminState
+	// tunnels counts the upgraded connections (WebSocket) open to the
+	// upstream; each is also one of inflight.
+	tunnels atomic.Int64
 
 	metrics *upstreamMetrics
 }
@@ -75,18 +85,28 @@ func (u *upstream) breakerState() int32 {
 	return breakerClosed
 }
 
-// recomputeLocked refreshes the current snapshot's available weight.
-// Callers hold b.mu and call it after every availability change, so the
-// last recomputation sees every change.
+// recomputeLocked refreshes the current snapshot's available weight (of
+// the members that take new keys: available and ready) and its count of
+// draining members. Callers hold b.mu and call it after every change of
+// availability or admin state, so the last recomputation sees every
+// change.
 func (b *Balancer) recomputeLocked() {
 	s := b.snap.Load()
 	w := 0.0
+	drains := int32(0)
 	for i := range s.members {
-		if s.members[i].u.available() {
-			w += s.members[i].weight
+		u := s.members[i].u
+		switch u.adminState() {
+		case StateReady:
+			if u.available() {
+				w += s.members[i].weight
+			}
+		case StateDrain:
+			drains++
 		}
 	}
 	s.availW.Store(math.Float64bits(w))
+	s.drains.Store(drains)
 }
 
 // HealthReporter is one health checker's line into a Balancer; it

@@ -29,6 +29,11 @@ const (
 	// gives it: the caller reports it for a member Pick chose, where a
 	// request stops (it is refused, not moved on).
 	Busy
+	// Draining: the member's admin state is drain: it takes no new key,
+	// only keys held on it.
+	Draining
+	// Maint: the member's admin state is maint: it takes no request.
+	Maint
 )
 
 // Skip records a member passed over by Pick and why.

@@ -166,6 +166,7 @@ type upstreamJSON struct {
 	ActiveFraction float64 `json:"active_fraction"`
 	Source         string  `json:"source"` // "static", or the discovery source
 	Absent         bool    `json:"absent"` // missing from its discovery source's answer
+	State          string  `json:"state"`  // admin state: ready, drain or maint
 }
 
 func (h *handler) ring(w http.ResponseWriter, _ *http.Request) {
@@ -189,7 +190,7 @@ func (h *handler) ring(w http.ResponseWriter, _ *http.Request) {
 		out.Upstreams = append(out.Upstreams, upstreamJSON{
 			Name: u.Name, URL: u.URL, Weight: u.Weight, Points: u.Points, Share: u.Share,
 			Available: u.Available, Health: u.Health, Breaker: u.Breaker, Inflight: u.Inflight,
-			ActiveFraction: u.ActiveFraction, Source: u.Source, Absent: u.Absent,
+			ActiveFraction: u.ActiveFraction, Source: u.Source, Absent: u.Absent, State: u.State,
 		})
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -221,6 +222,8 @@ var reasonNames = map[ring.Reason]string{
 	ring.Excluded:    "excluded",
 	ring.Absent:      "absent",
 	ring.Busy:        "busy",
+	ring.Draining:    "draining",
+	ring.Maint:       "maint",
 }
 
 func reasonName(r ring.Reason) string {

@@ -93,13 +93,13 @@ func TestDebugRingShape(t *testing.T) {
 		t.Fatalf("upstreams %v", ups)
 	}
 	u0 := ups[1].(map[string]any) // "a" sorts after "<b>"
-	want := []string{"absent", "active_fraction", "available", "breaker", "health", "inflight", "name", "points", "share", "source", "url", "weight"}
+	want := []string{"absent", "active_fraction", "available", "breaker", "health", "inflight", "name", "points", "share", "source", "state", "url", "weight"}
 	if got := keys(u0); !slices.Equal(got, want) {
 		t.Errorf("upstream keys %v, want %v", got, want)
 	}
 	if u0["name"] != "a" || u0["url"] != "http://a.internal:8080" || u0["points"] != 160.0 || u0["available"] != true ||
 		u0["health"] != "up" || u0["breaker"] != "closed" || u0["inflight"] != 0.0 || u0["active_fraction"] != 1.0 ||
-		u0["source"] != "static" || u0["absent"] != false {
+		u0["source"] != "static" || u0["absent"] != false || u0["state"] != "ready" {
 		t.Errorf("upstream %v", u0)
 	}
 	if s := u0["share"].(float64) + ups[0].(map[string]any)["share"].(float64); s < 0.999 || s > 1.001 {

@@ -16,6 +16,9 @@ const (
 	Unavailable
 	// Ready: a member that is available and, under bounded loads, not full.
 	Ready
+	// Draining: as Ready, in admin state drain (rule 12): it takes only
+	// the keys held on it, and those whatever the record's version.
+	Draining
 )
 
 // Outcome is what Rule.Decide tells the balancer to do with a request.
@@ -43,9 +46,10 @@ const (
 	Removed                      // the held upstream is no longer a member
 	NotAvailable                 // the held upstream is unavailable or full
 	Holding                      // the record applies
+	HoldingDrain                 // the record applies although made under the current ring: its upstream drains (rule 12)
 )
 
-var reasonNames = [...]string{"no_record", "expired", "current_version", "removed", "unavailable", "holding"}
+var reasonNames = [...]string{"no_record", "expired", "current_version", "removed", "unavailable", "holding", "holding_drain"}
 
 func (r Reason) String() string {
 	if int(r) < len(reasonNames) {
@@ -68,6 +72,11 @@ type Rule struct {
 	// Fail is ring.on_unavailable == fail: a held key's owner is its held
 	// upstream, so an unavailable held upstream means 503, not the ring.
 	Fail bool
+	// Drains says some member is in admin state drain (rule 12): records
+	// made under the current version are then judged too, since one
+	// naming a Draining upstream holds its key there. The balancer sets
+	// it per request; false spares those records the standing question.
+	Drains bool
 }
 
 // Decide applies rule 11 to a request whose key has record rec (found
@@ -77,11 +86,15 @@ type Rule struct {
 // applies, and is not kept.
 //
 // The record applies when it is younger than Idle and was made under a
-// ring version other than current; then a Ready upstream gets the request
-// (Hold), an Unavailable one gives HoldFail under Fail and Route otherwise,
-// and a NotMember gives Route. A record made under the current version is
-// never followed: an ejection is not a membership change, so rule 2 (when
-// an upstream returns, exactly its keys return) holds with hold on.
+// ring version other than current; then a Ready or Draining upstream gets
+// the request (Hold), an Unavailable one gives HoldFail under Fail and
+// Route otherwise, and a NotMember gives Route. A record made under the
+// current version is followed only when its upstream is Draining (rule
+// 12: a draining upstream keeps the keys in use on it, whatever their
+// version); otherwise never: an ejection is not a membership change, so
+// rule 2 (when an upstream returns, exactly its keys return) holds with
+// hold on. Under Fail an Unavailable upstream of such a record gives
+// Route: the ring's owner decides, as for any key of the current version.
 func (r Rule) Decide(rec Rec, found bool, current Version, now int64, standing func(upstream string) Standing) Decision {
 	switch {
 	case r.Idle <= 0 || !found:
@@ -89,10 +102,13 @@ func (r Rule) Decide(rec Rec, found bool, current Version, now int64, standing f
 	case now-rec.LastUse >= int64(r.Idle):
 		return Decision{Route, Expired}
 	case rec.Version == current:
+		if r.Drains && standing(rec.Upstream) == Draining {
+			return Decision{Hold, HoldingDrain}
+		}
 		return Decision{Route, CurrentVersion}
 	}
 	switch standing(rec.Upstream) {
-	case Ready:
+	case Ready, Draining:
 		return Decision{Hold, Holding}
 	case Unavailable:
 		if r.Fail {

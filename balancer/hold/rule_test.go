@@ -48,6 +48,15 @@ func TestRuleDecide(t *testing.T) {
 		// Under on_unavailable fail the held upstream is the key's owner.
 		{"held upstream unavailable, fail mode", Rule{Idle: idle, Fail: true}, rec, true, v2, standing(Unavailable), Decision{HoldFail, NotAvailable}},
 		{"held upstream ready, fail mode", Rule{Idle: idle, Fail: true}, rec, true, v2, standing(Ready), Decision{Hold, Holding}},
+		// Rule 12: a draining upstream keeps the keys held on it, whatever
+		// the record's version; with no member draining, records of the
+		// current ring are not even looked at.
+		{"draining, record from another ring", Rule{Idle: idle, Drains: true}, rec, true, v2, standing(Draining), Decision{Hold, Holding}},
+		{"draining, record from the current ring", Rule{Idle: idle, Drains: true}, rec, true, v1, standing(Draining), Decision{Hold, HoldingDrain}},
+		{"draining, current ring, fail mode", Rule{Idle: idle, Drains: true, Fail: true}, rec, true, v1, standing(Draining), Decision{Hold, HoldingDrain}},
+		{"another member drains, current ring", Rule{Idle: idle, Drains: true}, rec, true, v1, standing(Ready), Decision{Route, CurrentVersion}},
+		{"draining but unavailable, current ring", Rule{Idle: idle, Drains: true}, rec, true, v1, standing(Unavailable), Decision{Route, CurrentVersion}},
+		{"draining, current ring, expired", Rule{Idle: idle, Drains: true}, Rec{"a", v1, now - int64(idle)}, true, v1, never, Decision{Route, Expired}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

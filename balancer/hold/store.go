@@ -486,3 +486,37 @@ func (s *Store) Range(now int64, fn func(key uint64, r Rec) bool) {
 		sh.mu.Unlock()
 	}
 }
+
+// CountByUpstream returns, for each upstream with records live at now
+// (younger than idle, the upstream not dropped), how many it has. It is a
+// pass over every slot, one shard at a time under that shard's lock, like
+// Range: a few milliseconds per million keys, meant for the admin API's
+// per-upstream counts (a draining upstream is drained once it holds none).
+// Counters kept on insert and drop could not say "younger than idle"
+// without an expiry pass of their own: a record goes idle without any
+// write, and is removed only when the clock hand or a lookup meets it.
+func (s *Store) CountByUpstream(now int64) map[string]int {
+	idle := s.idle.Load()
+	byID := map[uint32]int{}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		t := sh.tab.Load()
+		for j := range t.slots {
+			sl := &t.slots[j]
+			meta := sl.meta.Load() // stable: writers hold sh.mu
+			if meta&metaLive == 0 || now-sl.used.Load() >= idle {
+				continue
+			}
+			byID[uint32(meta&metaID)]++
+		}
+		sh.mu.Unlock()
+	}
+	out := make(map[string]int, len(byID))
+	for id, n := range byID {
+		if name, ok := s.names.name(id); ok {
+			out[name] += n
+		}
+	}
+	return out
+}

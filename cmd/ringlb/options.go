@@ -48,7 +48,8 @@ func balancerOptions(cfg *config.Config) (balancer.Options, error) {
 	}
 	for _, u := range cfg.Upstreams {
 		p, _ := balancer.ParseProtocol(u.Protocol) // validated by config
-		o.Upstreams = append(o.Upstreams, balancer.UpstreamOptions{Name: u.Name, URL: u.URL, Weight: u.Weight, Addr: u.Addr, Protocol: p})
+		st, _ := balancer.ParseAdminState(u.State) // validated by config; "" (not defaulted) is ready
+		o.Upstreams = append(o.Upstreams, balancer.UpstreamOptions{Name: u.Name, URL: u.URL, Weight: u.Weight, Addr: u.Addr, Protocol: p, State: st})
 	}
 	return o, nil
 }

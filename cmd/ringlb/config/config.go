@@ -316,6 +316,7 @@ func applyPoolDefaults(c *Pool, has func(field string) bool) {
 	for i := range c.Upstreams {
 		def(has, index("upstreams", i)+".weight", &c.Upstreams[i].Weight, 1)
 		def(has, index("upstreams", i)+".protocol", &c.Upstreams[i].Protocol, ProtocolHTTP1)
+		def(has, index("upstreams", i)+".state", &c.Upstreams[i].State, StateReady)
 	}
 
 	if hb := c.Health; hb != nil { // present: fill its absent fields

@@ -70,7 +70,7 @@ func defaults(t *testing.T) *Config {
 				Cookie:    AffinityCookie{Name: "ringlb_affinity", TTL: 24 * time.Hour, Secure: false, HTTPOnly: true},
 			},
 			Ring:      Ring{PointsPerWeight: 160, LoadFactor: 0, LoadFloor: 8, Placement: "ringlb", SlowStart: 0, OnUnavailable: "remap"},
-			Upstreams: []Upstream{{Name: "a", URL: u.URL, Weight: 1, Addr: "127.0.0.1:9001", Protocol: "http1"}},
+			Upstreams: []Upstream{{Name: "a", URL: u.URL, Weight: 1, Addr: "127.0.0.1:9001", Protocol: "http1", State: "ready"}},
 			Health:    nil,
 			Breaker: Breaker{
 				ConsecutiveFailures: 5,
@@ -116,7 +116,7 @@ func TestRootConfigIsTheDefaults(t *testing.T) {
 	want.Upstreams = nil
 	for i := 1; i <= 4; i++ {
 		u := mustURL(t, fmt.Sprintf("http://127.0.0.1:900%d", i))
-		want.Upstreams = append(want.Upstreams, Upstream{Name: fmt.Sprintf("app-%d", i), URL: u.URL, Weight: 1, Addr: u.Addr, Protocol: "http1"})
+		want.Upstreams = append(want.Upstreams, Upstream{Name: fmt.Sprintf("app-%d", i), URL: u.URL, Weight: 1, Addr: u.Addr, Protocol: "http1", State: "ready"})
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
@@ -158,6 +158,7 @@ upstreams:
     url: http://[::1]:9002
     weight: 0x10
     protocol: h2c
+    state: drain
 health: {path: "/ready?deep=1", interval: 10s, timeout: 9s, rise: 1, fall: 1, expect_status: 200}
 breaker: {consecutive_failures: 0, failure_statuses: [], failure_grpc_statuses: [0, 16], open_timeout: 1s, max_open_timeout: 1s}
 retries: 0
@@ -188,8 +189,8 @@ upstream_tls: {server_name: backend.example, insecure_skip_verify: true}
 				}
 				want.Ring = Ring{PointsPerWeight: 100, LoadFactor: 2, LoadFloor: 3, Placement: "ringlb", SlowStart: 30 * time.Second, OnUnavailable: "remap"}
 				want.Upstreams = []Upstream{
-					{Name: "app-1", URL: mustURL(t, "https://backend.example:8443/").URL, Weight: 2.5, Addr: "backend.example:8443", Protocol: "h2"},
-					{Name: "app_2.x:y", URL: mustURL(t, "http://[::1]:9002").URL, Weight: 16, Addr: "[::1]:9002", Protocol: "h2c"},
+					{Name: "app-1", URL: mustURL(t, "https://backend.example:8443/").URL, Weight: 2.5, Addr: "backend.example:8443", Protocol: "h2", State: "ready"},
+					{Name: "app_2.x:y", URL: mustURL(t, "http://[::1]:9002").URL, Weight: 16, Addr: "[::1]:9002", Protocol: "h2c", State: "drain"},
 				}
 				want.Health = &Health{Path: "/ready?deep=1", Interval: 10 * time.Second, Timeout: 9 * time.Second, Rise: 1, Fall: 1, ExpectStatus: StatusRange{200, 200}}
 				want.Breaker = Breaker{ConsecutiveFailures: 0, FailureStatuses: []int{}, FailureGRPCStatuses: []int{0, 16}, OpenTimeout: time.Second, MaxOpenTimeout: time.Second}
@@ -658,6 +659,11 @@ var errorCases = []struct {
 			"c.yaml:3: upstreams[1].protocol: h2c is cleartext HTTP/2 and needs an http:// URL, got \"https://h:2\" (use h2 for https)\n" +
 			"c.yaml:4: upstreams[2].protocol: must be http1, h2c or h2, got \"HTTP2\"\n" +
 			"c.yaml:5: upstreams[3].url: must be an absolute http:// or https:// URL, got \"ftp://h:4\""},
+	{"states", "upstreams:\n  - {name: a, url: \"http://h:1\", state: maint}\n  - {name: b, url: \"http://h:2\", state: draining}\n" +
+		"  - {name: c, url: \"http://h:3\", state: Ready}\n  - {name: d, url: \"http://h:4\", state: [drain]}\n",
+		"c.yaml:3: upstreams[1].state: must be ready, drain or maint, got \"draining\"\n" +
+			"c.yaml:4: upstreams[2].state: must be ready, drain or maint, got \"Ready\"\n" +
+			"c.yaml:5: upstreams[3].state: must be a string, got a list"},
 	{"upstream_tls", "upstream_tls:\n  server_name: \"bad name\"\n  verify: true\n" + up,
 		"c.yaml:2: upstream_tls.server_name: must be a host name or IP address, got \"bad name\"\n" +
 			"c.yaml:3: upstream_tls.verify: unknown field"},

@@ -674,6 +674,7 @@ func (d *decoder) upstreams(f string, n *yaml.Node, c *Pool) {
 			},
 			"weight":   d.toFloat(&u.Weight),
 			"protocol": d.toStr(&u.Protocol),
+			"state":    d.toStr(&u.State),
 		})
 	})
 }

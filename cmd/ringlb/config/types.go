@@ -175,6 +175,11 @@ type Upstream struct {
 	Protocol string
 	// Addr is the URL's host[:port] exactly as written (nginx placement's identity).
 	Addr string
+	// State is the admin state: StateReady (the default), StateDrain or
+	// StateMaint (routing rule 12). Applied at start and by a reload that
+	// changes it; a state set through the admin API outlives reloads that
+	// leave it alone.
+	State string
 }
 
 // Health is the health block.
@@ -318,6 +323,13 @@ func (s DiscoverySource) Name() string {
 	}
 	return s.Host
 }
+
+// The values of upstreams[].state.
+const (
+	StateReady = "ready"
+	StateDrain = "drain"
+	StateMaint = "maint"
+)
 
 // The values of upstreams[].protocol.
 const (

@@ -465,6 +465,11 @@ func (d *decoder) validateUpstreams(c *Pool) {
 		default:
 			d.invalid(f+".protocol", "must be http1, h2c or h2, got %q", short(u.Protocol))
 		}
+		switch u.State {
+		case StateReady, StateDrain, StateMaint:
+		default:
+			d.invalid(f+".state", "must be ready, drain or maint, got %q", short(u.State))
+		}
 
 		w := u.Weight
 		switch {
