@@ -216,3 +216,7 @@ func (s *snapshot) everyNotReady() AdminState {
 	}
 	return StateMaint
 }
+
+// Pool returns the name of the pool b serves (Options.Pool, or
+// DefaultPool).
+func (b *Balancer) Pool() string { return b.metrics.pool["pool"] }

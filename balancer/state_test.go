@@ -78,7 +78,7 @@ func TestDrainKeepsHeldKeys(t *testing.T) {
 	if v := metric(t, reg, "ringlb_upstream_state", "upstream=b", "state=ready"); v != 1 {
 		t.Errorf(`ringlb_upstream_state{upstream="b",state="ready"} = %v, want 1`, v)
 	}
-	if !status(t, b, "a").Available || status(t, b, "a").State != "drain" {
+	if !status(t, b, "a").Available || status(t, b, "a").AdminState != "drain" {
 		t.Errorf("status of a: %+v", status(t, b, "a"))
 	}
 

@@ -50,8 +50,8 @@ type UpstreamStatus struct {
 	// that source's answer.
 	Source string
 	Absent bool
-	// State is the admin state: "ready", "drain" or "maint".
-	State string
+	// AdminState is the admin state: "ready", "drain" or "maint".
+	AdminState string
 	// Tunnels counts the upgraded connections (WebSocket) open to it,
 	// each also counted in Inflight.
 	Tunnels int64
@@ -101,7 +101,7 @@ func (b *Balancer) Status() RingStatus {
 			Ejection:       u.ejection.Load(),
 			Source:         cmp.Or(m.source, "static"),
 			Absent:         m.absent,
-			State:          u.adminState().String(),
+			AdminState:     u.adminState().String(),
 			Tunnels:        u.tunnels.Load(),
 		}
 	}

@@ -14,6 +14,10 @@
 //	                     ?path=P&header=N:V&cookie=N=V&ip=A: the key such a
 //	                     request yields and its placement (see lookupRequest)
 //	POST /reload         re-read the config: 200 {"version"} or 400 {"errors"}
+//	GET  /upstreams      admin states of every upstream (see upstreams.go)
+//	GET  /upstreams/NAME one of them
+//	POST /upstreams/NAME/{drain,maint,ready}
+//	                     set its admin state: 200 with it
 //	GET  /debug/pprof/   net/http/pprof, only with Options.Pprof (404 otherwise)
 //
 // Every route but /healthz, /readyz and /metrics is 403 unless the
@@ -107,6 +111,9 @@ func NewHandler(b *balancer.Balancer, gatherer prometheus.Gatherer, reload Reloa
 	r.Get("/debug/ring", h.ring)
 	r.Get("/debug/lookup", h.lookup)
 	r.Post("/reload", h.doReload)
+	r.Get("/upstreams", h.listUpstreams)
+	r.Get("/upstreams/{name}", h.getUpstream)
+	r.Post("/upstreams/{name}/{state}", h.setUpstreamState)
 	return r
 }
 
@@ -190,7 +197,7 @@ func (h *handler) ring(w http.ResponseWriter, _ *http.Request) {
 		out.Upstreams = append(out.Upstreams, upstreamJSON{
 			Name: u.Name, URL: u.URL, Weight: u.Weight, Points: u.Points, Share: u.Share,
 			Available: u.Available, Health: u.Health, Breaker: u.Breaker, Inflight: u.Inflight,
-			ActiveFraction: u.ActiveFraction, Source: u.Source, Absent: u.Absent, State: u.State,
+			ActiveFraction: u.ActiveFraction, Source: u.Source, Absent: u.Absent, State: u.AdminState,
 		})
 	}
 	writeJSON(w, http.StatusOK, out)
