@@ -20,6 +20,7 @@
 package balancer
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"log/slog"
@@ -138,7 +139,7 @@ func New(opts Options, reg prometheus.Registerer, logger *slog.Logger) (*Balance
 			return nil, fmt.Errorf("balancer: registering metrics: %w", err)
 		}
 	}
-	logger.Info("ring ready", "version", s.ring.Version(), "upstreams", len(s.members), "placement", string(s.ring.Placement()))
+	b.logVersion("start", nil, s)
 	startDiscovery()
 	return b, nil
 }
@@ -191,7 +192,29 @@ func (b *Balancer) Update(opts Options) (string, error) {
 	b.logConflictsLocked()
 	b.log.Info("ring reloaded", "version", s.ring.Version(), "previous", old.ring.Version(),
 		"upstreams", len(s.members), "added", added, "removed", removed)
+	b.logVersion("reload", old, s)
 	return s.ring.Version(), nil
+}
+
+// logVersion logs a change of the ring's version, one line each whatever
+// made it (cause: "start", "reload" or "discovery"): the new version, the
+// previous one, and the members on the ring (absent ones included). old
+// is the snapshot s replaced, nil at start; when it had the same version
+// nothing is logged.
+func (b *Balancer) logVersion(cause string, old, s *snapshot) {
+	attrs := make([]slog.Attr, 0, 5)
+	attrs = append(attrs, slog.String("version", s.ring.Version()))
+	if old != nil {
+		if old.ring.Version() == s.ring.Version() {
+			return
+		}
+		attrs = append(attrs, slog.String("previous", old.ring.Version()))
+	}
+	attrs = append(attrs, slog.Int("members", len(s.members)), slog.String("cause", cause))
+	if old == nil {
+		attrs = append(attrs, slog.String("placement", string(s.ring.Placement())))
+	}
+	b.log.LogAttrs(context.Background(), slog.LevelInfo, "ring version", attrs...)
 }
 
 // installLocked makes a compiled configuration current: it replaces the

@@ -154,8 +154,11 @@ func (b *Balancer) discovered(run *discoveryRun, found []discovery.Member) {
 		b.log.Error("discovery: membership not installed", "err", err)
 		return
 	}
-	// The Discoverer has logged each change: no line here.
-	b.afterMembershipLocked(old, b.installLocked(set, r))
+	// The Discoverer has logged each member's change; a new version of
+	// the ring is logged here.
+	s := b.installLocked(set, r)
+	b.afterMembershipLocked(old, s)
+	b.logVersion("discovery", old, s)
 }
 
 // afterMembershipLocked finishes a membership change from old to s:
