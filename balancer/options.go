@@ -34,8 +34,13 @@ type Options struct {
 	// bodies name upstreams only when it is set.
 	UpstreamHeader string
 	// Retries is how many other upstreams a failed request may be tried on.
-	Retries  int
-	Timeouts TimeoutOptions
+	Retries int
+	// RetryStatuses (500-599) are the response statuses that also count
+	// as a failed attempt for a bodiless GET, HEAD or OPTIONS: such a
+	// response is not passed on while a retry is left and another
+	// upstream available, and counts for the breaker as it would have.
+	RetryStatuses []int
+	Timeouts      TimeoutOptions
 	// UpstreamTLS says how https upstreams are verified.
 	UpstreamTLS UpstreamTLS
 
@@ -220,8 +225,10 @@ type settings struct {
 	loadFloor    int64 // >= 1
 	fail         bool
 	retries      int
-	slowStart    int64  // nanoseconds
-	header       string // canonical UpstreamHeader, or ""
+	retryStatus  statusSet // RetryStatuses
+	retryOn      bool      // RetryStatuses is not empty
+	slowStart    int64     // nanoseconds
+	header       string    // canonical UpstreamHeader, or ""
 	readTimeout  time.Duration
 	accessLog    bool
 	failStatus   statusSet
@@ -321,6 +328,12 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 	if opts.Limits.UpstreamRequests < 0 || opts.Limits.Send < 0 {
 		return settings{}, nil, fmt.Errorf("balancer: limits must be >= 0, got upstream_requests %d, send %s", opts.Limits.UpstreamRequests, opts.Limits.Send)
 	}
+	for _, c := range opts.RetryStatuses {
+		if c < 500 || c > 599 {
+			return settings{}, nil, fmt.Errorf("balancer: retry_statuses: %d is not a status 500-599", c)
+		}
+	}
+	set.retryStatus, set.retryOn = newStatusSet(opts.RetryStatuses), len(opts.RetryStatuses) > 0
 	if opts.UpstreamHeader != "" {
 		set.header = textproto.CanonicalMIMEHeaderKey(opts.UpstreamHeader)
 	}

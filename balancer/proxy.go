@@ -104,7 +104,15 @@ func (b *Balancer) newProxy(s *snapshot, u *upstream, spec memberSpec) *httputil
 	}
 	key, val := s.header, []string{u.name}
 	readTimeout := s.readTimeout
+	retryOn, retryStatus := s.retryOn, s.retryStatus
 	p.ModifyResponse = func(res *http.Response) error {
+		if retryOn && retryStatus.has(res.StatusCode) && res.Request != nil {
+			if rw, _ := res.Request.Context().Value(retryWriterKey{}).(*responseWriter); rw != nil && rw.retryStatus {
+				// ReverseProxy closes the body and hands the error to
+				// recordError: nothing reaches the client.
+				return &statusError{code: res.StatusCode}
+			}
+		}
 		if res.StatusCode == http.StatusSwitchingProtocols {
 			if err := checkUpgrade(res); err != nil {
 				return err // ReverseProxy closes the upstream connection
@@ -333,6 +341,9 @@ type responseWriter struct {
 	// holdCookie is the hold cookie's Set-Cookie value for the current
 	// attempt, added to the final head the same way; "" for none.
 	holdCookie string
+	// retryStatus says that the current attempt fails on a status in
+	// retry_statuses (statusError) rather than passing it on.
+	retryStatus bool
 	// no1xx drops informational responses: the client speaks HTTP/1.0,
 	// which has none (RFC 9110 section 15.2).
 	no1xx bool

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/ringlb/ringlb/ring"
@@ -45,6 +46,15 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 		body = &trackedBody{rc: r.Body}
 		r.Body = body
+	}
+	// With retry_statuses, a bodiless GET, HEAD or OPTIONS may be retried
+	// on a listed status too. The proxies' ModifyResponse judges the
+	// status before anything is written to the client, and finds rw
+	// through the request's context (the cost of which only such
+	// requests pay).
+	statusRetry := s.retryOn && !s.fail && body == nil && idempotent(r.Method)
+	if statusRetry {
+		r = r.WithContext(context.WithValue(r.Context(), retryWriterKey{}, rw))
 	}
 	// tried holds the members this request may not use: those that
 	// failed it and those whose breaker refused it.
@@ -94,6 +104,10 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if q != nil {
 			rw.holdCookie = q.setCookie(s, m)
 		}
+		// A listed status fails this attempt only if a retry can follow:
+		// one is left and another upstream would take the request.
+		// Otherwise the response is passed on as it is.
+		rw.retryStatus = statusRetry && attempts < s.retries && b.choose(s, pos, tried, q).Member >= 0
 		b.attempt(s, m, rw, r, body, done, trial)
 		attempts++
 		if !s.retry(rw, r, body, attempts) {
@@ -152,7 +166,11 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 	}()
 	m.proxy.ServeHTTP(rw, r)
 	finished = true
-	if rw.err != nil {
+	var se *statusError
+	if errors.As(rw.err, &se) {
+		// Not passed on, to be retried: it counts as the response it was.
+		b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{status: se.code})
+	} else if rw.err != nil {
 		b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{err: rw.err, gone: clientFault(r, body) || byClient(rw.err)})
 	} else {
 		// The grpc-status trailer has reached rw's header map by now.
@@ -206,17 +224,39 @@ func (s *snapshot) retry(rw *responseWriter, r *http.Request, body *trackedBody,
 
 // retryable says whether a failed attempt may be repeated elsewhere: any
 // request whose connection was never made (and whose body is untouched),
-// or a bodiless GET, HEAD or OPTIONS.
+// or a bodiless GET, HEAD or OPTIONS (a response with a status in
+// retry_statuses fails only those).
 func retryable(err error, r *http.Request, body *trackedBody) bool {
 	var de *dialError
 	if errors.As(err, &de) {
 		return body == nil || body.n.Load() == 0
 	}
-	switch r.Method {
+	return body == nil && idempotent(r.Method)
+}
+
+// idempotent reports whether a request of this method may be sent again
+// after it reached an upstream (with no body).
+func idempotent(method string) bool {
+	switch method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		return body == nil
+		return true
 	}
 	return false
+}
+
+// retryWriterKey is the request context key under which ServeHTTP puts
+// its responseWriter for a request that a status in retry_statuses may
+// fail; see statusError.
+type retryWriterKey struct{}
+
+// statusError is an upstream response whose status is in retry_statuses,
+// to a request armed for it (responseWriter.retryStatus): the proxy's
+// ModifyResponse turns it into this error, before anything is written to
+// the client, and the request goes on to the next upstream.
+type statusError struct{ code int }
+
+func (e *statusError) Error() string {
+	return "upstream answered " + strconv.Itoa(e.code) + " (in retry_statuses)"
 }
 
 func isTimeout(err error) bool {
@@ -241,6 +281,19 @@ func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, 
 	if r.Context().Err() != nil {
 		rw.status = 499
 		panic(http.ErrAbortHandler)
+	}
+	var se *statusError
+	if errors.As(rw.err, &se) {
+		// The retry found nowhere to go after all (the other upstreams
+		// became unavailable meanwhile): the status as the upstream
+		// gave it, its body having been let go.
+		msg := http.StatusText(se.code) + ": the upstream answered " + strconv.Itoa(se.code) + "\n"
+		if s.header != "" {
+			msg = http.StatusText(se.code) + ": upstream " + m.u.name + " answered " + strconv.Itoa(se.code) + "\n"
+			rw.Header().Set(s.header, m.u.name)
+		}
+		plainError(rw, se.code, msg)
+		return
 	}
 	// Upstream names stay internal unless upstream_header shows them.
 	code, msg := http.StatusBadGateway, "bad gateway: the upstream failed\n"

@@ -23,6 +23,7 @@ func balancerOptions(cfg *config.Config) (balancer.Options, error) {
 		TrustedProxies: cfg.TrustedProxies,
 		UpstreamHeader: cfg.UpstreamHeader,
 		Retries:        cfg.Retries,
+		RetryStatuses:  cfg.RetryStatuses,
 		Timeouts:       balancer.TimeoutOptions(cfg.Timeouts),
 		AccessLog:      cfg.AccessLog,
 		Breaker:        balancer.BreakerOptions(cfg.Breaker),

@@ -335,6 +335,7 @@ func applyPoolDefaults(c *Pool, has func(field string) bool) {
 	def(has, "breaker.max_open_timeout", &c.Breaker.MaxOpenTimeout, 60*time.Second)
 
 	def(has, "retries", &c.Retries, 1)
+	def(has, "retry_statuses", &c.RetryStatuses, []int{})
 	def(has, "timeouts.dial", &c.Timeouts.Dial, 2*time.Second)
 	def(has, "timeouts.response_header", &c.Timeouts.ResponseHeader, 30*time.Second)
 	def(has, "timeouts.read", &c.Timeouts.Read, 60*time.Second)

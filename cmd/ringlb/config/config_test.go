@@ -79,9 +79,10 @@ func defaults(t *testing.T) *Config {
 				OpenTimeout:         5 * time.Second,
 				MaxOpenTimeout:      60 * time.Second,
 			},
-			Retries:  1,
-			Timeouts: Timeouts{Dial: 2 * time.Second, ResponseHeader: 30 * time.Second, Read: 60 * time.Second, IdleConn: 90 * time.Second},
-			Hold:     Hold{Idle: 0, MaxKeys: 1000000, Cookie: HoldCookie{Name: "", SecretFile: ""}, Share: HoldShare{Prefix: "ringlb:hold:", Timeout: 50 * time.Millisecond}},
+			RetryStatuses: []int{},
+			Retries:       1,
+			Timeouts:      Timeouts{Dial: 2 * time.Second, ResponseHeader: 30 * time.Second, Read: 60 * time.Second, IdleConn: 90 * time.Second},
+			Hold:          Hold{Idle: 0, MaxKeys: 1000000, Cookie: HoldCookie{Name: "", SecretFile: ""}, Share: HoldShare{Prefix: "ringlb:hold:", Timeout: 50 * time.Millisecond}},
 		},
 	}
 }
@@ -279,6 +280,15 @@ upstreams:
 			check: func(t *testing.T, c *Config) {
 				if c.ShutdownTimeout != 0 || c.Retries != 0 || c.Ring.LoadFactor != 0 || c.Breaker.ConsecutiveFailures != 0 {
 					t.Errorf("zeros replaced by defaults: %+v", c)
+				}
+			},
+		},
+		{
+			name: "retry_statuses",
+			src:  "retry_statuses: [502, 503]\n" + up,
+			check: func(t *testing.T, c *Config) {
+				if !reflect.DeepEqual(c.RetryStatuses, []int{502, 503}) {
+					t.Errorf("RetryStatuses = %v, want [502 503]", c.RetryStatuses)
 				}
 			},
 		},
@@ -496,6 +506,8 @@ var errorCases = []struct {
 
 	// Top-level values.
 	{"negative shutdown_timeout", "shutdown_timeout: -1s\n" + up, "c.yaml:1: shutdown_timeout: must be >= 0, got -1s"},
+	{"retry_statuses below 500", "retry_statuses: [503, 404]\n" + up, "c.yaml:1: retry_statuses[1]: must be an HTTP status 500-599, got 404"},
+	{"retry_statuses not a list", "retry_statuses: 503\n" + up, "c.yaml:1: retry_statuses: must be a list, got 503"},
 	{"negative shutdown_delay", "shutdown_delay: -5s\n" + up, "c.yaml:1: shutdown_delay: must be >= 0, got -5s"},
 	{"bare integer shutdown_delay", "shutdown_delay: 5\n" + up, "c.yaml:1: shutdown_delay: must be a duration like 2s, got 5"},
 	{"bad upstream_header", "upstream_header: X Upstream\n" + up, "c.yaml:1: upstream_header: must be a valid header name (or \"\" to turn it off), got \"X Upstream\""},

@@ -390,8 +390,15 @@ func (d *decoder) poolFields(p *Pool) map[string]handler {
 			p.Health = &Health{}
 			d.health(f, n, p.Health)
 		},
-		"breaker":  func(f string, n *yaml.Node) { d.breaker(f, n, &p.Breaker) },
-		"retries":  d.toInt(&p.Retries),
+		"breaker": func(f string, n *yaml.Node) { d.breaker(f, n, &p.Breaker) },
+		"retries": d.toInt(&p.Retries),
+		"retry_statuses": func(f string, n *yaml.Node) {
+			p.RetryStatuses = []int{}
+			d.sequence(f, n, func(_ int, f string, n *yaml.Node) {
+				v, _ := d.integer(f, n)
+				p.RetryStatuses = append(p.RetryStatuses, v)
+			})
+		},
 		"timeouts": func(f string, n *yaml.Node) { d.timeouts(f, n, &p.Timeouts) },
 		"discovery": func(f string, n *yaml.Node) {
 			p.Discovery = &Discovery{}

@@ -86,7 +86,11 @@ type Pool struct {
 	Health    *Health // nil when the health block is absent: no active checks
 	Breaker   Breaker
 	Retries   int // retries; default 1
-	Timeouts  Timeouts
+	// RetryStatuses is retry_statuses; default none. A bodiless GET, HEAD
+	// or OPTIONS answered with one of these (500-599) is retried on the
+	// next upstream clockwise, within Retries.
+	RetryStatuses []int
+	Timeouts      Timeouts
 	// UpstreamTLS is upstream_tls: how https upstreams are verified.
 	UpstreamTLS UpstreamTLS
 	// Discovery is nil when the discovery block is absent: the ring's

@@ -79,6 +79,11 @@ func (d *decoder) validatePool(p *Pool) {
 	if p.Retries < 0 {
 		d.invalid("retries", "must be >= 0, got %d", p.Retries)
 	}
+	for i, s := range p.RetryStatuses {
+		if s < 500 || s > 599 {
+			d.invalid(index("retry_statuses", i), "must be an HTTP status 500-599, got %d", s)
+		}
+	}
 	positive("timeouts.dial", p.Timeouts.Dial, d)
 	positive("timeouts.response_header", p.Timeouts.ResponseHeader, d)
 	positive("timeouts.idle_conn", p.Timeouts.IdleConn, d)
