@@ -5,8 +5,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/balancer/hold/share"
+	"github.com/ringlb/ringlb/internal/redistest"
 )
 
 // BenchmarkServeHTTPHold is BenchmarkServeHTTP (serial) with hold off, on
@@ -14,7 +18,8 @@ import (
 // request), held (after a scale-out, every key has a record of the old
 // ring: the held upstream is judged too; a fifth of the keys go where the
 // new ring would not send them), and with the signed cookie (each request
-// carries its valid cookie: one HMAC per request).
+// carries its valid cookie: one HMAC per request), and shared through a
+// real redis-server in steady state.
 func BenchmarkServeHTTPHold(b *testing.B) {
 	bes := []*backend{newBackend(b, "a"), newBackend(b, "b"), newBackend(b, "c")}
 	for _, be := range bes {
@@ -45,6 +50,14 @@ func BenchmarkServeHTTPHold(b *testing.B) {
 		}
 		return reqs
 	}
+	// share: hold shared through a real redis-server, in steady state
+	// (idle has passed since the last ring change, so no request asks the
+	// store, and every key was written once).
+	var srv *redistest.Server
+	if _, err := exec.LookPath("redis-server"); err == nil {
+		srv = redistest.Start(b, redistest.Options{})
+	}
+	shared := on
 	for _, tc := range []struct {
 		name        string
 		opts, after Options
@@ -52,15 +65,32 @@ func BenchmarkServeHTTPHold(b *testing.B) {
 	}{
 		{"off", base, base, false},
 		{"on", on, on, false},
+		{"share", shared, shared, false},
 		{"held", on, scaled(on), false},
 		{"cookie-held", cookie, scaled(cookie), true},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
+			var clk *fakeClock
+			if tc.name == "share" {
+				if srv == nil {
+					b.Skip("redis-server not installed")
+				}
+				tc.opts.Hold.Share = share.Options{URL: srv.URL(), Prefix: "bench:", Timeout: time.Second}
+				tc.after = tc.opts
+				clk = newFakeClock()
+			}
 			bal, err := New(tc.opts, NewRegistry(), nil)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer bal.Close()
+			if clk != nil { // past idle since the start: steady state
+				clk.install(bal)
+				if _, err := bal.Update(tc.opts); err != nil {
+					b.Fatal(err)
+				}
+				clk.advance(tc.opts.Hold.Idle + time.Second)
+			}
 			reqs := newReqs()
 			w := &discardWriter{h: http.Header{}}
 			for _, r := range reqs { // every key served once
@@ -74,6 +104,17 @@ func BenchmarkServeHTTPHold(b *testing.B) {
 			}
 			if _, err := bal.Update(tc.after); err != nil {
 				b.Fatal(err)
+			}
+			if clk != nil {
+				for bal.shareCounts.Written.Load() < uint64(len(reqs)) { // the first visits' writes
+					time.Sleep(time.Millisecond)
+				}
+				asked := bal.shareCounts.Snapshot()
+				defer func() {
+					if now := bal.shareCounts.Snapshot(); now.Found+now.None+now.LookupErrors != asked.Found+asked.None+asked.LookupErrors {
+						b.Errorf("the store was asked in steady state")
+					}
+				}()
 			}
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {

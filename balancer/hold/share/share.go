@@ -138,7 +138,8 @@ type Client struct {
 	done  chan struct{}
 	once  sync.Once
 
-	n *Counters
+	n       *Counters
+	batches atomic.Uint64 // pipelines sent
 }
 
 // quiet keeps the library's own log lines (a failed dial, a pool
@@ -335,6 +336,7 @@ func (c *Client) writer() {
 			k := string(c.key(nil, w.hash))
 			pipe.Set(ctx, k, string(buf), c.idle)
 		}
+		c.batches.Add(1)
 		if _, err := pipe.Exec(ctx); err != nil {
 			c.n.Errors.Add(uint64(len(batch)))
 			c.markDown(err)
