@@ -93,7 +93,7 @@ func runScript(t *testing.T, script, portBase, ok string, norm func(string) stri
 	cmd := exec.CommandContext(ctx, "bash", script)
 	cmd.Env = append(os.Environ(),
 		"PATH="+filepath.Dir(goBin)+string(os.PathListSeparator)+os.Getenv("PATH"),
-		fmt.Sprintf("%s=%d", portBase, reservePortBase(t, 9)),
+		fmt.Sprintf("%s=%d", portBase, reservePortBase(t, 12)),
 		"TMPDIR="+t.TempDir(),
 	)
 	// On timeout the script gets SIGTERM and cleans up after itself;
