@@ -50,6 +50,8 @@ var specMetrics = []string{
 	"ringlb_held_total",
 	"ringlb_upstream_absent",
 	"ringlb_upstream_state",
+	"ringlb_hold_share_errors_total",
+	"ringlb_hold_share_lookups_total",
 }
 
 // specHistograms are the histograms among specMetrics: Prometheus exposes
@@ -483,6 +485,7 @@ func TestAlertMetricNames(t *testing.T) {
 		"ringlb_config_last_reload_success",
 		"ringlb_ring_info",
 		"ringlb_tls_cert_not_after_seconds",
+		"ringlb_hold_share_errors_total",
 	} {
 		if !used[m] {
 			t.Errorf("no alert uses %s", m)
