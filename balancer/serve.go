@@ -166,8 +166,9 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 	}()
 	m.proxy.ServeHTTP(rw, r)
 	finished = true
-	var se *statusError
-	if errors.As(rw.err, &se) {
+	// recordError stores a statusError as it is: a type assertion, as
+	// errors.As would make se escape (an allocation per request).
+	if se, ok := rw.err.(*statusError); ok {
 		// Not passed on, to be retried: it counts as the response it was.
 		b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{status: se.code})
 	} else if rw.err != nil {
@@ -282,8 +283,7 @@ func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, 
 		rw.status = 499
 		panic(http.ErrAbortHandler)
 	}
-	var se *statusError
-	if errors.As(rw.err, &se) {
+	if se, ok := rw.err.(*statusError); ok {
 		// The retry found nowhere to go after all (the other upstreams
 		// became unavailable meanwhile): the status as the upstream
 		// gave it, its body having been let go.
