@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/hold/share"
+	"github.com/ringlb/ringlb/internal/redistest"
+	"github.com/ringlb/ringlb/internal/testenv"
 )
 
 // With hold on, /debug/lookup's "held" names the upstream a key in use is
@@ -89,5 +92,62 @@ func TestHoldLookupAndStatus(t *testing.T) {
 	line := regexp.MustCompile(`<dd id="hold">(.*?)</dd>`).FindStringSubmatch(page)
 	if line == nil || regexp.MustCompile(`<[^>]*>`).ReplaceAllString(line[1], "") != "idle 1h0m0s · 100 keys held · 1.0% of requests held" {
 		t.Errorf("status page hold line %q", line)
+	}
+}
+
+// With hold.share on, the status page says where the store is, whether it
+// answers, and what went through it; a store that stops answering shows.
+func TestHoldShareStatus(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "a") }))
+	t.Cleanup(up.Close)
+	u, _ := url.Parse(up.URL)
+	opts := balancer.Options{
+		Upstreams: []balancer.UpstreamOptions{{Name: "a", URL: u, Addr: u.Host, Weight: 1}},
+		Ring:      balancer.RingOptions{PointsPerWeight: 160},
+		Hash:      balancer.HashOptions{Key: []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}}, OnMissing: balancer.OnMissingReject},
+		Timeouts:  balancer.TimeoutOptions{Dial: time.Second},
+		Hold: balancer.HoldOptions{Idle: time.Hour, MaxKeys: 1000,
+			Share: share.Options{URL: srv.URL(), Prefix: "st:", Timeout: 2 * time.Second}},
+	}
+	reg := balancer.NewRegistry()
+	b, err := balancer.New(opts, reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	front := httptest.NewServer(b)
+	t.Cleanup(front.Close)
+	admin := httptest.NewServer(NewHandler(b, reg, nil, Options{}))
+	t.Cleanup(admin.Close)
+	get := func(k string) {
+		req, _ := http.NewRequest(http.MethodGet, front.URL, nil)
+		req.Header.Set("X-User-ID", k)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+	}
+	shareLine := func() string {
+		_, _, page := fetch(t, http.MethodGet, admin.URL+"/")
+		m := regexp.MustCompile(`<dd id="hold-share">(.*?)</dd>`).FindStringSubmatch(page)
+		if m == nil {
+			t.Fatalf("no hold share line on the status page")
+		}
+		return regexp.MustCompile(`<[^>]*>`).ReplaceAllString(m[1], "")
+	}
+	get("user-1")
+	get("user-2")
+	testenv.Eventually(t, 20*time.Second, func() error {
+		if l, want := shareLine(), srv.Addr()+" · reachable · lookups 0 found, 2 none, 0 failed · 2 written, 0 queued, 0 dropped"; l != want {
+			return fmt.Errorf("hold share line %q, want %q", l, want)
+		}
+		return nil
+	})
+	srv.Stop()
+	get("user-3")
+	if l := shareLine(); !regexp.MustCompile(`^127\.0\.0\.1:\d+ · unreachable, retrying .* · lookups 0 found, 2 none, 1 failed · `).MatchString(l) {
+		t.Errorf("hold share line with the store down: %q", l)
 	}
 }
