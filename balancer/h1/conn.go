@@ -160,7 +160,7 @@ func (pc *persistConn) roundTrip(req *http.Request) (*http.Response, error) {
 		}
 		if err != nil {
 			e.finish(readDone|writeDone, false, true)
-			if pc.reused && (pc.cw.n == 0 || replayable(req)) && ctx.Err() == nil {
+			if pc.reused && (pc.cw.n == 0 || replayable(req) || isClosed(err)) && ctx.Err() == nil {
 				return nil, retryError{err}
 			}
 			return nil, err
@@ -171,11 +171,34 @@ func (pc *persistConn) roundTrip(req *http.Request) (*http.Response, error) {
 	res, err := e.readHead(trace)
 	if err != nil {
 		e.finish(readDone, false, true)
-		if ctx.Err() == nil && !hasBody && pc.reused && pc.cr.n == 0 && !isTimeout(err) && replayable(req) {
+		// On a reused connection, an end before any byte of a response
+		// means the upstream closed it while idle and the request
+		// crossed the close: the request is sent again on a fresh
+		// connection when that cannot repeat anything the upstream
+		// acted on (no body, or a body not read yet, as when waiting
+		// for 100 Continue), and is otherwise failed with an error
+		// that says so (ErrClosedIdle).
+		idle := ctx.Err() == nil && pc.reused && pc.cr.n == 0 && !isTimeout(err)
+		closed := idle && isClosed(err)
+		if idle && !hasBody && (closed || replayable(req)) {
 			return nil, retryError{err}
+		}
+		if hasBody && e.w.held.Load() {
+			// The writer was waiting for 100 Continue: it is told not to
+			// send and ends at once, leaving an unread body open.
+			<-e.w.done
+			if e.w.kept {
+				if closed {
+					return nil, retryError{err}
+				}
+				e.w.rc.Close()
+			}
 		}
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, cerr
+		}
+		if closed {
+			return nil, &closedIdleError{err}
 		}
 		if e.w != nil && errors.Is(err, net.ErrClosed) {
 			// Closed by the writer after the request body failed.
@@ -222,7 +245,7 @@ func (e *exchange) readHead(trace *httptrace.ClientTrace) (*http.Response, error
 	for {
 		res, err := http.ReadResponse(pc.br, e.req)
 		if err != nil {
-			e.w.signal(false)
+			e.w.abandon()
 			if ne, ok := err.(net.Error); ok && ne.Timeout() && pc.t.ResponseHeaderTimeout > 0 && e.req.Context().Err() == nil {
 				return nil, errHeaderTimeout
 			}
@@ -235,13 +258,13 @@ func (e *exchange) readHead(trace *httptrace.ClientTrace) (*http.Response, error
 			// server, seeing the body read, sends one of its own.
 			if trace != nil && trace.Got1xxResponse != nil {
 				if err := trace.Got1xxResponse(code, textproto.MIMEHeader(res.Header)); err != nil {
-					e.w.signal(false)
+					e.w.abandon()
 					return nil, err
 				}
 				pc.cr.limit = pc.t.maxHeaderBytes()
 				n1xx = 0
 			} else if n1xx++; n1xx > max1xx {
-				e.w.signal(false)
+				e.w.abandon()
 				return nil, errTooMany1xx
 			}
 			if code == http.StatusContinue && e.w.signal(true) && trace != nil && trace.Got100Continue != nil {
@@ -395,6 +418,26 @@ func replayable(req *http.Request) bool {
 	return ok
 }
 
+// isClosed says whether err is a connection's end: a clean or early EOF
+// (over TLS, a close_notify too), a reset, or a write to a closed socket.
+func isClosed(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// ErrClosedIdle is what the error of a request that found its pooled
+// connection closed (an end before any byte of a response, on a reused
+// connection) matches with errors.Is, when the request could not be sent
+// again: the upstream closed an idle connection as the request crossed
+// it, which says nothing of the upstream's health.
+var ErrClosedIdle = errors.New("h1: pooled connection closed by the upstream while idle")
+
+type closedIdleError struct{ err error }
+
+func (e *closedIdleError) Error() string        { return ErrClosedIdle.Error() + ": " + e.err.Error() }
+func (e *closedIdleError) Unwrap() error        { return e.err }
+func (e *closedIdleError) Is(target error) bool { return target == ErrClosedIdle }
+
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
@@ -424,6 +467,23 @@ type bodyWriter struct {
 
 	readErr error // from rc (writer side only)
 	notSent bool  // the body was withheld after a final response
+	touched bool  // rc was read from (writer side only)
+	// kept: Close left rc open, as it was never read; read by the reader
+	// only after done. held: the reader, failing while the writer waited
+	// for 100 Continue, takes rc over if kept (to retry or close it);
+	// otherwise the writer closes a kept rc itself.
+	kept bool
+	held atomic.Bool
+}
+
+// abandon tells a writer waiting for 100 Continue not to send, because
+// the exchange failed: the reader then owns an unread body (see held).
+// Safe on a nil writer.
+func (w *bodyWriter) abandon() {
+	if w != nil && w.cont != nil && !w.sent {
+		w.held.Store(true)
+	}
+	w.signal(false)
 }
 
 func newBodyWriter(e *exchange, req *http.Request) *bodyWriter {
@@ -460,6 +520,9 @@ func (w *bodyWriter) run() {
 		err = w.readErr
 	}
 	w.err = err
+	if w.kept && !w.held.Load() {
+		w.rc.Close()
+	}
 	w.e.bodyWritten()
 	// A failed body read leaves the request unfinished: the upstream will
 	// not answer, so close now. A failed connection write leaves the
@@ -506,6 +569,7 @@ func (w *bodyWriter) Read(p []byte) (int, error) {
 			return 0, errBodyNotSent
 		}
 	}
+	w.touched = true
 	n, err := w.rc.Read(p)
 	if err != nil && err != io.EOF {
 		w.readErr = err
@@ -513,4 +577,12 @@ func (w *bodyWriter) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (w *bodyWriter) Close() error { return w.rc.Close() }
+// Close closes the request body, unless it was never read: then it stays
+// whole, and open, for a retry (see held).
+func (w *bodyWriter) Close() error {
+	if !w.touched {
+		w.kept = true
+		return nil
+	}
+	return w.rc.Close()
+}

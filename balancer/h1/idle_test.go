@@ -3,6 +3,7 @@ package h1
 import (
 	"bufio"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // A pooled connection the upstream closed while idle is not used: the
@@ -271,5 +273,67 @@ func (c *splitConn) release() {
 	if c.rest != nil {
 		c.Conn.Write(c.rest)
 		c.rest = nil
+	}
+}
+
+// A request that finds its pooled connection closed (the upstream closed
+// it while idle and the request crossed the close: an end before any
+// byte of a response) is sent again on a fresh connection when that
+// repeats nothing the upstream could have acted on: a bodiless request
+// of any method, or one whose body was not read yet (waiting for 100
+// Continue). Otherwise its error says ErrClosedIdle.
+func TestClosedWhileIdleRetry(t *testing.T) {
+	for _, scheme := range schemes {
+		t.Run(scheme, func(t *testing.T) {
+			checkLeaks(t)
+			// Each connection answers its first request, echoing the
+			// body, and drops the second without a byte.
+			u := newRawUpstreamOver(t, scheme, func(c net.Conn, br *bufio.Reader) {
+				for i := 0; ; i++ {
+					req, err := readHead(br)
+					if err != nil || i == 1 {
+						return
+					}
+					if req.Header.Get("Expect") == "100-continue" {
+						io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\n")
+					}
+					b, _ := io.ReadAll(req.Body)
+					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\nok%s", len(b)+2, b)
+				}
+			})
+			tr := newTransport(t)
+			tr.TLSClientConfig = u.TLS
+			tr.ExpectContinueTimeout = 10 * time.Second
+			get(t, tr, "GET", u.URL, nil) // leaves a dying connection in the pool
+			if _, body := get(t, tr, "POST", u.URL, nil); body != "ok" {
+				t.Errorf("bodiless POST on a dying pooled connection: body %q", body)
+			}
+			if n := u.conns.Load(); n != 2 {
+				t.Errorf("%d connections, want 2 (one retry)", n)
+			}
+			req, _ := http.NewRequest("PUT", u.URL, strings.NewReader("payload"))
+			req.Header.Set("Expect", "100-continue")
+			res, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatalf("PUT with Expect: 100-continue on a dying pooled connection: %v", err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if string(b) != "okpayload" {
+				t.Errorf("PUT with Expect: 100-continue on a dying pooled connection: body %q, want the whole body echoed", b)
+			}
+			if n := u.conns.Load(); n != 3 {
+				t.Errorf("%d connections, want 3 (one more retry)", n)
+			}
+			// A body already sent cannot be sent again.
+			req, _ = http.NewRequest("POST", u.URL, strings.NewReader("body"))
+			_, err = tr.RoundTrip(req)
+			if !errors.Is(err, ErrClosedIdle) {
+				t.Errorf("POST with a body on a dying pooled connection: err %v, want ErrClosedIdle", err)
+			}
+			if n := u.conns.Load(); n != 3 {
+				t.Errorf("%d connections, want 3 (no retry of a sent body)", n)
+			}
+		})
 	}
 }
