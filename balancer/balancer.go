@@ -99,6 +99,8 @@ type Balancer struct {
 
 	counts *UpstreamCounts      // per upstream URL, maybe shared with other Balancers
 	urls   map[string]*urlCount // the counts this Balancer's members use; guarded by mu
+
+	localLog failLog // rate-limits warnings about ringlb's own limits, all upstreams together
 }
 
 // New builds a Balancer and registers its metrics on reg (nil: none). It

@@ -47,6 +47,7 @@ type metrics struct {
 	retries    *prometheus.CounterVec   // upstream
 	limited    *prometheus.CounterVec   // upstream
 	noUpstream prometheus.Counter
+	local      prometheus.Counter     // attempts failed for ringlb's own limits
 	reloads    *prometheus.CounterVec // result
 	reloadOK   prometheus.Counter
 	reloadErr  prometheus.Counter
@@ -94,6 +95,11 @@ func newMetrics(pool string) *metrics {
 		Help:        "Requests answered 503 because no upstream was available.",
 		ConstLabels: m.pool,
 	})
+	m.local = prometheus.NewCounter(prometheus.CounterOpts{
+		Name:        "ringlb_local_errors_total",
+		Help:        "Attempts that failed for want of ringlb's own resources (file descriptors, local ports, buffers), answered 502 and never counted against an upstream.",
+		ConstLabels: m.pool,
+	})
 	m.inflight = m.desc("ringlb_upstream_inflight",
 		"Requests in flight to the upstream.", "upstream")
 	m.available = m.desc("ringlb_upstream_available",
@@ -137,7 +143,7 @@ func (m *metrics) desc(name, help string, labels ...string) *prometheus.Desc {
 // register registers every collector on reg, or none.
 func (m *metrics) register(b *Balancer, reg prometheus.Registerer) error {
 	cs := []prometheus.Collector{
-		m.requests, m.duration, m.ejections, m.overflow, m.retries, m.limited, m.noUpstream, m.reloads, m.reloadLast,
+		m.requests, m.duration, m.ejections, m.overflow, m.retries, m.limited, m.noUpstream, m.local, m.reloads, m.reloadLast,
 		&stateCollector{b: b}, discoveryCollector{b: b}, &holdCollector{b: b},
 	}
 	for i, c := range cs {

@@ -157,7 +157,13 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 			// The response broke off mid-body. The upstream is charged
 			// only when ringlb was not held up by the client (see
 			// responseWriter.clientBound).
-			b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{status: rw.status, err: http.ErrAbortHandler, gone: clientFault(r, body) || rw.clientBound()})
+			gone := clientFault(r, body) || rw.clientBound()
+			b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{status: rw.status, err: http.ErrAbortHandler, gone: gone})
+			c := causeReset
+			if gone {
+				c = causeClient
+			}
+			b.logFailure(u, c, errBrokeOff, r)
 			// What was received goes out before the connection is
 			// aborted, so the client sees a truncated response (never a
 			// complete-looking one: the length or last chunk is missing).
@@ -172,7 +178,9 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 		// Not passed on, to be retried: it counts as the response it was.
 		b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{status: se.code})
 	} else if rw.err != nil {
-		b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{err: rw.err, gone: clientFault(r, body) || byClient(rw.err)})
+		c := attemptCause(rw.err, r, body)
+		b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{err: rw.err, gone: notUpstreams(c, rw.err)})
+		b.logFailure(u, c, rw.err, r)
 	} else {
 		// The grpc-status trailer has reached rw's header map by now.
 		b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{status: rw.status, grpc: s.failGRPC.failedIn(rw.Header())})
@@ -217,6 +225,8 @@ func (s *snapshot) retry(rw *responseWriter, r *http.Request, body *trackedBody,
 	switch {
 	case rw.err == nil, rw.wroteHeader, clientFault(r, body), byClient(rw.err):
 		return false
+	case isLocal(rw.err):
+		return false // ringlb's own limit: another upstream would only move the key
 	case s.fail, attempts > s.retries:
 		return false
 	}
@@ -300,7 +310,9 @@ func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, 
 	if s.header != "" {
 		msg = "bad gateway: upstream " + m.u.name + " failed\n"
 	}
-	if byClient(rw.err) {
+	if isLocal(rw.err) {
+		msg = "bad gateway: ringlb is out of its own resources (file descriptors, local ports or buffers)\n"
+	} else if byClient(rw.err) {
 		msg = "bad gateway: upgrade to one protocol at a time, not a list\n"
 	} else if !s.fail && isTimeout(rw.err) {
 		code, msg = http.StatusGatewayTimeout, "gateway timeout: the upstream timed out\n"
@@ -308,7 +320,6 @@ func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, 
 			msg = "gateway timeout: upstream " + m.u.name + " timed out\n"
 		}
 	}
-	b.log.Debug("upstream failed", "upstream", m.u.name, "method", r.Method, "uri", r.RequestURI, "error", rw.err)
 	if s.header != "" {
 		rw.Header().Set(s.header, m.u.name)
 	}
@@ -325,6 +336,30 @@ func (b *Balancer) busy(s *snapshot, rw *responseWriter, m *member) {
 		rw.Header().Set(s.header, m.u.name)
 	}
 	plainError(rw, http.StatusServiceUnavailable, "upstream busy\n")
+}
+
+// errBrokeOff stands for the error of a response that broke off mid-body
+// (ReverseProxy's own log line names the read error).
+var errBrokeOff = errors.New("the response broke off mid-body")
+
+// logFailure writes a warning for a failed attempt on u: its cause, the
+// error and the request, at most once per second for each upstream and
+// cause (with the count of failures not logged since the last), and, for
+// ringlb's own limits, once per second in all. A local failure is counted
+// in ringlb_local_errors_total.
+func (b *Balancer) logFailure(u *upstream, c cause, err error, r *http.Request) {
+	l := &u.fails[c]
+	if c == causeLocal {
+		b.metrics.local.Inc()
+		l = &b.localLog
+	}
+	ok, suppressed := l.allow(time.Now().UnixNano())
+	if !ok {
+		return
+	}
+	b.log.LogAttrs(r.Context(), slog.LevelWarn, "upstream attempt failed",
+		slog.String("upstream", u.name), slog.String("cause", c.String()), slog.String("error", err.Error()),
+		slog.String("method", r.Method), slog.String("uri", r.RequestURI), slog.Int64("suppressed", suppressed))
 }
 
 // noUpstream answers 503: nothing is available (saying so when it is

@@ -51,6 +51,9 @@ type upstream struct {
 	tunnels atomic.Int64
 
 	metrics *upstreamMetrics
+
+	// fails rate-limits the warnings for failed attempts, per cause.
+	fails [numCauses]failLog
 }
 
 // Ejection is why and since when an upstream is unavailable.
