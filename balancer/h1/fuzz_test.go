@@ -144,7 +144,9 @@ func writeApart(c net.Conn, data []byte) {
 // the second request is sent cannot be told from its response, by any
 // client), a second that must get its own answer.
 func fuzzExchange(t *testing.T, url string, cfg *tls.Config, data []byte, written <-chan string, n int64) {
-	tr := &Transport{MaxIdleConnsPerHost: 1, ResponseHeaderTimeout: 200 * time.Millisecond, TLSClientConfig: cfg}
+	// The second request's answer comes at once, but a loaded machine may
+	// take a while to deliver it: the watchdog bounds it.
+	tr := &Transport{MaxIdleConnsPerHost: 1, ResponseHeaderTimeout: 5 * time.Second, TLSClientConfig: cfg}
 	defer tr.CloseIdleConnections()
 
 	// The first request may fail or hang on an incomplete answer:
