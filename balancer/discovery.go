@@ -34,6 +34,11 @@ type DiscoveryOptions struct {
 	RemoveAfter time.Duration
 	Confirm     int
 	Sources     []discovery.Source
+	// Kubeconfig and ClusterDomain are for the Kubernetes sources: the
+	// API server's kubeconfig file ("": in-cluster) and the cluster's DNS
+	// domain ("": cluster.local).
+	Kubeconfig    string
+	ClusterDomain string
 }
 
 // DiscoveryStatus is one discovery source's state, for the admin pages.
@@ -76,6 +81,7 @@ func (o *DiscoveryOptions) Options() discovery.Options {
 	return discovery.Options{
 		Resolver: o.Resolver, Interval: o.Interval, Timeout: o.Timeout,
 		RemoveAfter: o.RemoveAfter, Confirm: o.Confirm, Sources: o.Sources,
+		Kubeconfig: o.Kubeconfig, ClusterDomain: o.ClusterDomain,
 	}
 }
 

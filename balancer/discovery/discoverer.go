@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"slices"
@@ -11,8 +12,9 @@ import (
 // Discoverer resolves its sources every interval and keeps their
 // membership. Its methods are safe for concurrent use.
 type Discoverer struct {
-	kick   chan struct{} // Resolve's request for an immediate poll
-	pollMu sync.Mutex    // one poll at a time
+	kick     chan struct{} // Resolve's request for an immediate poll
+	kubeKick chan struct{} // a Kubernetes watch saw something: apply the Kubernetes sources
+	pollMu   sync.Mutex    // one poll at a time
 
 	mu      sync.Mutex // guards what follows
 	opts    Options
@@ -20,15 +22,21 @@ type Discoverer struct {
 	states  []*sourceState // in Options.Sources order
 	members []Member       // the last merged list
 	dirty   bool           // settings changed: the next poll rebuilds the list
+
+	kc      *kubeClient                // made when a Kubernetes source first needs it
+	runCtx  context.Context            // Run's; nil before Run: Kubernetes sources are listed, not watched
+	watches map[KubeService]*kubeWatch // while running: one per Kubernetes source
+	recheck *time.Timer                // a guarded Kubernetes answer's deadline
 }
 
 // New checks the options and returns a Discoverer that has resolved
 // nothing yet: Members is empty until Run (or Poll) gets answers.
 func New(opts Options) (*Discoverer, error) {
+	opts.Sources = withNamespaces(opts.Sources, opts.Kubeconfig)
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
-	d := &Discoverer{kick: make(chan struct{}, 1)}
+	d := &Discoverer{kick: make(chan struct{}, 1), kubeKick: make(chan struct{}, 1)}
 	d.install(opts, nil)
 	return d, nil
 }
@@ -51,7 +59,7 @@ func (d *Discoverer) install(opts Options, old []*sourceState) {
 	states := make([]*sourceState, len(opts.Sources))
 	for i, src := range opts.Sources {
 		for _, st := range old {
-			if st.src.SRV == src.SRV && st.src.Host == src.Host && (src.SRV != "" || st.src.Port == src.Port) {
+			if st.src.same(src) {
 				states[i] = st
 				st.src = src // scheme, protocol and weight apply from now on
 				break
@@ -70,12 +78,14 @@ func (d *Discoverer) install(opts Options, old []*sourceState) {
 // counters, taking the new scheme, protocol and weight; the members of
 // dropped sources leave the list at the next poll, which calls OnChange.
 func (d *Discoverer) Reconfigure(opts Options) error {
+	opts.Sources = withNamespaces(opts.Sources, opts.Kubeconfig)
 	if err := opts.check(); err != nil {
 		return err
 	}
 	d.mu.Lock()
 	d.install(opts, d.states)
 	d.dirty = true
+	d.syncWatchesLocked()
 	d.mu.Unlock()
 	d.Resolve()
 	return nil
@@ -92,7 +102,17 @@ func (d *Discoverer) Resolve() {
 
 // Run polls at once, then every Interval (counted from the end of the last
 // poll) and whenever Resolve asks, until ctx is done; it returns ctx.Err().
+//
+// Kubernetes sources are watched while Run runs: a change they see is
+// applied at once (their sources only); every interval their cache is
+// read again with the DNS sources.
 func (d *Discoverer) Run(ctx context.Context) error {
+	d.mu.Lock()
+	d.runCtx = ctx
+	d.syncWatchesLocked()
+	d.mu.Unlock()
+	defer d.stopWatches()
+
 	d.Poll(ctx)
 	t := time.NewTimer(d.interval())
 	defer t.Stop()
@@ -100,11 +120,80 @@ func (d *Discoverer) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-d.kubeKick:
+			d.poll(ctx, false)
+			continue
 		case <-t.C:
 		case <-d.kick:
 		}
 		d.Poll(ctx)
 		t.Reset(d.interval())
+	}
+}
+
+// kickKube asks Run to apply the Kubernetes sources now; it never blocks.
+func (d *Discoverer) kickKube() {
+	select {
+	case d.kubeKick <- struct{}{}:
+	default:
+	}
+}
+
+// syncWatchesLocked starts a watch for every Kubernetes source that has
+// none and stops those of sources gone, while Run runs; a new kubeconfig
+// restarts them all. d.mu is held.
+func (d *Discoverer) syncWatchesLocked() {
+	if d.runCtx == nil {
+		return
+	}
+	if d.kc != nil && d.kc.kubeconfig != d.opts.Kubeconfig {
+		for k, w := range d.watches {
+			w.cancel()
+			delete(d.watches, k)
+		}
+		d.kc = nil
+	}
+	want := map[KubeService]bool{}
+	for _, st := range d.states {
+		k := st.src.Kubernetes
+		if k.Service == "" {
+			continue
+		}
+		want[k] = true
+		if d.watches[k] == nil {
+			if d.watches == nil {
+				d.watches = map[KubeService]*kubeWatch{}
+			}
+			d.watches[k] = d.kubeClientLocked().startWatch(d.runCtx, k, d.kickKube)
+		}
+	}
+	for k, w := range d.watches {
+		if !want[k] {
+			w.cancel()
+			delete(d.watches, k)
+		}
+	}
+}
+
+// kubeClientLocked returns the Kubernetes client, making it first. d.mu is held.
+func (d *Discoverer) kubeClientLocked() *kubeClient {
+	if d.kc == nil || d.kc.kubeconfig != d.opts.Kubeconfig {
+		d.kc = newKubeClient(d.opts.Kubeconfig, d.opts.Timeout)
+	}
+	return d.kc
+}
+
+// stopWatches stops every watch (Run returns).
+func (d *Discoverer) stopWatches() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k, w := range d.watches {
+		w.cancel()
+		delete(d.watches, k)
+	}
+	d.runCtx = nil
+	if d.recheck != nil {
+		d.recheck.Stop()
 	}
 }
 
@@ -119,28 +208,58 @@ func (d *Discoverer) interval() time.Duration {
 // and, if the member list changed, calls OnChange. It reports whether the
 // list changed. Run calls it; a caller may call it directly, e.g. to wait
 // for a first membership before serving.
-func (d *Discoverer) Poll(ctx context.Context) bool {
+//
+// A Kubernetes source is read from its watch's cache while Run runs
+// (before the watch's first list there is no answer yet), else listed
+// once, each list bounded by Timeout.
+func (d *Discoverer) Poll(ctx context.Context) bool { return d.poll(ctx, true) }
+
+// poll is Poll, of every source (all) or of the Kubernetes sources only.
+func (d *Discoverer) poll(ctx context.Context, all bool) bool {
 	d.pollMu.Lock()
 	defer d.pollMu.Unlock()
 
 	d.mu.Lock()
 	states, rs := d.states, d.rs
 	srcs := make([]Source, len(states))
+	watches := make([]*kubeWatch, len(states))
+	var kc *kubeClient
 	for i, st := range states {
 		srcs[i] = st.src // Reconfigure may change st.src, under d.mu
+		if k := st.src.Kubernetes; k.Service != "" {
+			if watches[i] = d.watches[k]; watches[i] == nil && all {
+				kc = d.kubeClientLocked()
+			}
+		}
 	}
+	domain, timeout := cmp.Or(d.opts.ClusterDomain, DefaultClusterDomain), d.opts.Timeout
 	d.mu.Unlock()
 
-	type result struct {
-		recs []record
-		err  error
-	}
-	results := make([]result, len(states))
+	results := make([]kubeResult, len(states))
 	var wg sync.WaitGroup
 	for i, src := range srcs {
-		wg.Go(func() {
-			results[i].recs, results[i].err = rs.resolve(ctx, src)
-		})
+		switch {
+		case watches[i] != nil:
+			results[i] = watches[i].read(domain)
+		case src.Kubernetes.Service != "" && all:
+			wg.Go(func() {
+				sl, err := kc.list(ctx, src.Kubernetes, timeout)
+				if err != nil {
+					results[i] = kubeResult{errs: 1, err: err}
+				} else {
+					results[i] = kubeResult{recs: sliceRecords(sl, src.Kubernetes, domain), ok: true}
+				}
+			})
+		case src.Kubernetes.Service == "" && all:
+			wg.Go(func() {
+				recs, err := rs.resolve(ctx, src)
+				if err != nil {
+					results[i] = kubeResult{errs: 1, err: err}
+				} else {
+					results[i] = kubeResult{recs: recs, ok: true}
+				}
+			})
+		}
 	}
 	wg.Wait()
 	if ctx.Err() != nil {
@@ -148,18 +267,39 @@ func (d *Discoverer) Poll(ctx context.Context) bool {
 	}
 
 	d.mu.Lock()
-	now, pol := d.opts.Now(), policy{removeAfter: d.opts.RemoveAfter, confirm: d.opts.Confirm}
+	now := d.opts.Now()
+	pol := policy{removeAfter: d.opts.RemoveAfter, confirm: d.opts.Confirm,
+		confirmFor: time.Duration(d.opts.Confirm) * d.opts.Interval}
 	var events []Event
 	changed := d.dirty
 	d.dirty = false
+	var recheck time.Time
 	for i, st := range states {
 		var c bool
-		if err := results[i].err; err != nil {
-			c, events = st.fail(pol, err, now, events)
-		} else {
-			c, events = st.answer(pol, results[i].recs, now, events)
+		r := results[i]
+		for range r.errs {
+			c, events = st.fail(pol, r.err, now, events)
+			changed = changed || c
+		}
+		switch {
+		case r.ok:
+			c, events = st.answer(pol, r.recs, now, events)
+		case all || st.src.Kubernetes.Service != "":
+			c, events = st.expire(pol, now, events)
 		}
 		changed = changed || c
+		if !st.shortSince.IsZero() {
+			if t := st.shortSince.Add(pol.confirmFor); recheck.IsZero() || t.Before(recheck) {
+				recheck = t
+			}
+		}
+	}
+	if !recheck.IsZero() && d.runCtx != nil {
+		// Apply a guarded answer when its wait is over, not at the next interval.
+		if d.recheck != nil {
+			d.recheck.Stop()
+		}
+		d.recheck = time.AfterFunc(max(recheck.Sub(now), 0)+time.Millisecond, d.kickKube)
 	}
 	var members []Member
 	if changed {

@@ -73,11 +73,15 @@ import (
 	"time"
 )
 
-// Source is one place members come from: exactly one of SRV and Host is set.
+// Source is one place members come from: exactly one of SRV, Host and
+// Kubernetes.Service is set.
 type Source struct {
 	SRV  string // a DNS name whose SRV records give one member per target (and port)
 	Host string // a DNS name (or an IP address) whose A and AAAA records give one member per address
-	Port int    // with Host: the members' port, 1-65535; ignored with SRV
+	Port int    // with Host: the members' port, 1-65535; ignored otherwise
+	// Kubernetes names a Service port whose EndpointSlices give one member
+	// per serving endpoint; they are watched, not polled (see KubeService).
+	Kubernetes KubeService
 	// Scheme is "http" or "https": member URLs are SCHEME://ADDRESS:PORT.
 	Scheme string
 	// Protocol is copied to every member ("http1", "h2c" or "h2"); this
@@ -86,21 +90,42 @@ type Source struct {
 	Weight   float64 // ring weight of every member; > 0
 }
 
-// Name returns the source as configured, its SRV or Host value. It labels
-// the source in Member.Source, Status, events and logs, and is unique
-// among a Discoverer's sources.
+// Name returns the source as configured: its SRV or Host value, or
+// "kubernetes:NAMESPACE/SERVICE:PORT". It labels the source in
+// Member.Source, Status, events and logs, and is unique among a
+// Discoverer's sources. (A Kubernetes source whose namespace is "" is
+// named by the namespace the Discoverer gives it: see KubeService.)
 func (s Source) Name() string {
-	if s.SRV != "" {
+	switch {
+	case s.SRV != "":
 		return s.SRV
+	case s.Kubernetes.Service != "":
+		return s.Kubernetes.String()
 	}
 	return s.Host
 }
 
+// same reports whether s and o ask the same question, so that a reload
+// keeps the source's members: the same SRV name, host and port, or
+// Service port.
+func (s Source) same(o Source) bool {
+	return s.SRV == o.SRV && s.Host == o.Host && s.Kubernetes == o.Kubernetes && (s.Host == "" || s.Port == o.Port)
+}
+
 // check returns what is wrong with a source, or nil.
 func (s Source) check() error {
+	n := 0
+	for _, set := range []bool{s.SRV != "", s.Host != "", s.Kubernetes.Service != ""} {
+		if set {
+			n++
+		}
+	}
 	switch {
-	case (s.SRV == "") == (s.Host == ""):
-		return fmt.Errorf("discovery: a source needs exactly one of SRV and Host, got %q and %q", s.SRV, s.Host)
+	case n != 1:
+		return fmt.Errorf("discovery: a source needs exactly one of SRV, Host and Kubernetes, got %q, %q and %q",
+			s.SRV, s.Host, s.Kubernetes.Service)
+	case s.Kubernetes.Service != "" && s.Kubernetes.Port == "":
+		return fmt.Errorf("discovery: source %s: the EndpointSlice port (a name or number) is required", s.Name())
 	case s.Host != "" && (s.Port < 1 || s.Port > 65535):
 		return fmt.Errorf("discovery: source %s: port must be 1-65535, got %d", s.Host, s.Port)
 	case s.Scheme != "http" && s.Scheme != "https":
@@ -123,6 +148,10 @@ type Member struct {
 	Weight   float64 // the source's weight
 	Protocol string  // the source's protocol
 	Source   string  // the source's Name()
+	// Terminating is true for a Kubernetes endpoint that is serving and
+	// terminating (its pod is being deleted): the caller drains it, so
+	// that keys in use stay on it and new keys go elsewhere.
+	Terminating bool
 	// Absent is true while the member is missing from its source's answer
 	// and not yet removed: the caller keeps it on the ring (no version
 	// change) and skips it like an ejected upstream (skip reason "absent").
@@ -156,6 +185,8 @@ const (
 	Returned                         // an absent member is back in the answer
 	Removed                          // an absent member was removed after RemoveAfter
 	Readdressed                      // a member's URL changed (its name did not)
+	Terminating                      // a Kubernetes endpoint began terminating (serving still): drained
+	Resumed                          // a terminating member is an ordinary one again
 	Guarded                          // a short answer waits for confirmation (Detail says how far)
 	Failed                           // a query failed; the last answer is kept (Detail: the error)
 	Recovered                        // a query succeeded after failures
@@ -164,6 +195,7 @@ const (
 
 var kindNames = [...]string{
 	Added: "added", Absent: "absent", Returned: "returned", Removed: "removed", Readdressed: "readdressed",
+	Terminating: "terminating", Resumed: "resumed",
 	Guarded: "guarded", Failed: "failed", Recovered: "recovered", Conflict: "conflict",
 }
 
@@ -250,6 +282,12 @@ type Options struct {
 	RemoveAfter time.Duration // >= 0: an absent member is removed after this
 	Confirm     int           // >= 1: identical answers in a row that apply a mass removal
 	Sources     []Source      // at least one; names unique
+	// Kubeconfig is the kubeconfig file of the Kubernetes sources' API
+	// server; "" uses the pod's service account (in-cluster).
+	Kubeconfig string
+	// ClusterDomain is the cluster's DNS domain, in the names of
+	// endpoints with a hostname; "" means "cluster.local".
+	ClusterDomain string
 	// OnChange is called with the new member list after every poll that
 	// changed it; never twice at once, never under a lock of the
 	// Discoverer (it may call Status). Nil: nothing is called.

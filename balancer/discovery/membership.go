@@ -26,11 +26,18 @@ import (
 // (2 × len(answer) < present) waits for Confirm identical answers in a row;
 // failures in between neither count nor reset, a different answer restarts
 // the count, an answer that is not short clears it.
+//
+// A Kubernetes source is watched: its answers come with every change, not
+// every interval, so counting them would mean nothing. There a short
+// answer waits until the source has been short for confirm × interval
+// (policy.confirmFor), whatever answers came meanwhile; an answer that is
+// not short clears the wait.
 
 // policy holds the settings the state machine needs.
 type policy struct {
 	removeAfter time.Duration
 	confirm     int
+	confirmFor  time.Duration // Kubernetes sources: confirm × interval
 }
 
 // entry is one member of a source.
@@ -38,6 +45,7 @@ type entry struct {
 	addr        string    // address:port
 	absentSince time.Time // zero while present
 	initial     bool      // from the source's first answer
+	terminating bool      // Kubernetes: serving and terminating
 }
 
 // sourceState is one source's membership.
@@ -47,8 +55,9 @@ type sourceState struct {
 	members  map[string]*entry
 	present  int
 
-	pending []record // a short answer waiting for confirmation
-	seen    int      // how many times in a row it came
+	pending    []record  // a short answer waiting for confirmation
+	seen       int       // how many times in a row it came
+	shortSince time.Time // Kubernetes: when the source's answers became short; zero while not
 
 	lastSuccess time.Time
 	lastError   string // the last failure's message; "" after a success
@@ -78,7 +87,17 @@ func (s *sourceState) answer(p policy, recs []record, now time.Time, events []Ev
 		s.lastError, s.lastFailure = "", ""
 		events = append(events, Event{Kind: Recovered, Source: s.src.Name()})
 	}
-	if s.answered && 2*len(recs) < s.present {
+	if s.answered && 2*len(recs) < s.present && s.src.Kubernetes.Service != "" {
+		if s.shortSince.IsZero() {
+			s.shortSince = now
+			events = append(events, Event{Kind: Guarded, Source: s.src.Name(), Detail: fmt.Sprintf(
+				"the EndpointSlices would leave %d of %d present members; applied once that has held for %s",
+				len(recs), s.present, p.confirmFor)})
+		}
+		if now.Sub(s.shortSince) < p.confirmFor {
+			return s.expire(p, now, events)
+		}
+	} else if s.answered && 2*len(recs) < s.present {
 		if slices.Equal(s.pending, recs) {
 			s.seen++
 		} else {
@@ -91,7 +110,7 @@ func (s *sourceState) answer(p policy, recs []record, now time.Time, events []Ev
 			return s.expire(p, now, events)
 		}
 	}
-	s.pending, s.seen = nil, 0
+	s.pending, s.seen, s.shortSince = nil, 0, time.Time{}
 
 	changed := false
 	first := len(events)
@@ -101,9 +120,14 @@ func (s *sourceState) answer(p policy, recs []record, now time.Time, events []Ev
 		e := s.members[r.name]
 		switch {
 		case e == nil:
-			s.members[r.name] = &entry{addr: r.addr, initial: initial}
+			s.members[r.name] = &entry{addr: r.addr, initial: initial, terminating: r.terminating}
 			s.present++
 			events = append(events, s.event(Added, r.name, r.addr))
+			if r.terminating {
+				events = append(events, s.event(Terminating, r.name, r.addr))
+			}
+			changed = true
+			continue
 		case !e.absentSince.IsZero():
 			e.absentSince = time.Time{}
 			s.present++
@@ -115,15 +139,23 @@ func (s *sourceState) answer(p policy, recs []record, now time.Time, events []Ev
 				events = append(events, ev)
 			}
 			events = append(events, s.event(Returned, r.name, r.addr))
+			changed = true
 		case e.addr != r.addr:
 			ev := s.event(Readdressed, r.name, r.addr)
 			ev.OldURL = s.url(e.addr)
 			e.addr = r.addr
 			events = append(events, ev)
-		default:
-			continue
+			changed = true
 		}
-		changed = true
+		if e.terminating != r.terminating {
+			e.terminating = r.terminating
+			kind := Resumed
+			if r.terminating {
+				kind = Terminating
+			}
+			events = append(events, s.event(kind, r.name, r.addr))
+			changed = true
+		}
 	}
 	if len(recs) < s.present || changed {
 		// Some present member may be missing from the answer.
@@ -184,7 +216,7 @@ func (s *sourceState) appendMembers(out []Member) []Member {
 	for n, e := range s.members {
 		out = append(out, Member{
 			Name: n, URL: s.url(e.addr), Weight: s.src.Weight, Protocol: s.src.Protocol, Source: name,
-			Absent: !e.absentSince.IsZero(), Initial: e.initial,
+			Absent: !e.absentSince.IsZero(), Initial: e.initial, Terminating: e.terminating,
 		})
 	}
 	return out

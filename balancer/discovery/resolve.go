@@ -18,6 +18,8 @@ import (
 type record struct {
 	name string // identity: target:port or address:port
 	addr string // address:port ([v6]:port), the URL's host
+	// terminating: a Kubernetes endpoint that is serving and terminating
+	terminating bool
 }
 
 // compareRecords orders records by name, then address.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"github.com/ringlb/ringlb/balancer"
-	"github.com/ringlb/ringlb/balancer/discovery"
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
 )
 
@@ -13,9 +12,10 @@ func discoveryOptions(d *config.Discovery) *balancer.DiscoveryOptions {
 	}
 	o := &balancer.DiscoveryOptions{
 		Resolver: d.Resolver, Interval: d.Interval, Timeout: d.Timeout, RemoveAfter: d.RemoveAfter, Confirm: d.Confirm,
+		Kubeconfig: d.Kubeconfig, ClusterDomain: d.ClusterDomain,
 	}
 	for _, s := range d.Sources {
-		o.Sources = append(o.Sources, discovery.Source(s))
+		o.Sources = append(o.Sources, s.Source(d.Kubeconfig))
 	}
 	return o
 }

@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/discovery"
 	"github.com/ringlb/ringlb/healthcheck"
 	"github.com/ringlb/ringlb/ring"
 	"gopkg.in/yaml.v3"
@@ -348,6 +349,7 @@ func applyPoolDefaults(c *Pool, has func(field string) bool) {
 		def(has, "discovery.timeout", &disc.Timeout, 2*time.Second)
 		def(has, "discovery.remove_after", &disc.RemoveAfter, 5*time.Minute)
 		def(has, "discovery.confirm", &disc.Confirm, 3)
+		def(has, "discovery.cluster_domain", &disc.ClusterDomain, discovery.DefaultClusterDomain)
 		def(has, "discovery.sources", &disc.Sources, []DiscoverySource{})
 		for i := range disc.Sources {
 			s, f := &disc.Sources[i], index("discovery.sources", i)
@@ -449,6 +451,8 @@ func (disc *Discovery) summary() string {
 		}
 		if s.SRV != "" {
 			b.WriteString("srv " + s.SRV)
+		} else if s.Kubernetes != nil {
+			b.WriteString(s.kube(disc.Kubeconfig).String())
 		} else {
 			b.WriteString("host " + net.JoinHostPort(s.Host, strconv.Itoa(s.Port)))
 		}

@@ -779,11 +779,13 @@ func (d *decoder) limits(f string, n *yaml.Node, l *Limits) {
 
 func (d *decoder) discovery(f string, n *yaml.Node, disc *Discovery) {
 	d.mapping(f, n, map[string]handler{
-		"resolver":     d.toStr(&disc.Resolver),
-		"interval":     d.toDuration(&disc.Interval),
-		"timeout":      d.toDuration(&disc.Timeout),
-		"remove_after": d.toDuration(&disc.RemoveAfter),
-		"confirm":      d.toInt(&disc.Confirm),
+		"resolver":       d.toStr(&disc.Resolver),
+		"interval":       d.toDuration(&disc.Interval),
+		"timeout":        d.toDuration(&disc.Timeout),
+		"remove_after":   d.toDuration(&disc.RemoveAfter),
+		"confirm":        d.toInt(&disc.Confirm),
+		"kubeconfig":     into(d.path, &disc.Kubeconfig),
+		"cluster_domain": d.toStr(&disc.ClusterDomain),
 		"sources": func(f string, n *yaml.Node) {
 			disc.Sources = []DiscoverySource{}
 			d.sequence(f, n, func(i int, f string, n *yaml.Node) {
@@ -796,6 +798,14 @@ func (d *decoder) discovery(f string, n *yaml.Node, disc *Discovery) {
 					"scheme":   d.toStr(&s.Scheme),
 					"protocol": d.toStr(&s.Protocol),
 					"weight":   d.toFloat(&s.Weight),
+					"kubernetes": func(f string, n *yaml.Node) {
+						s.Kubernetes = &KubernetesSource{}
+						d.mapping(f, n, map[string]handler{
+							"service":   d.toStr(&s.Kubernetes.Service),
+							"namespace": d.toStr(&s.Kubernetes.Namespace),
+							"port":      d.toStr(&s.Kubernetes.Port),
+						})
+					},
 				})
 			})
 		},

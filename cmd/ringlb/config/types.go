@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/discovery"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -300,16 +301,26 @@ type Discovery struct {
 	// that would leave a source with fewer than half of its present
 	// members. Default 3; >= 1 (1: apply at once).
 	Confirm int
+	// Kubeconfig is the kubeconfig file of the kubernetes sources' API
+	// server, relative to the config file's directory and held resolved;
+	// "" (the default) uses the pod's service account (in-cluster).
+	Kubeconfig string
+	// ClusterDomain is the cluster's DNS domain, part of the names of
+	// endpoints with a hostname; default "cluster.local".
+	ClusterDomain string
 	// Sources lists at least one source; no two share a Name().
 	Sources []DiscoverySource
 }
 
-// DiscoverySource is one entry of discovery.sources: exactly one of SRV
-// and Host is set.
+// DiscoverySource is one entry of discovery.sources: exactly one of SRV,
+// Host and Kubernetes is set.
 type DiscoverySource struct {
 	SRV  string // srv: a DNS name whose SRV records give one member per target
 	Host string // host: a DNS name whose A and AAAA records give one member per address
 	Port int    // port: 1-65535, with Host only (SRV records carry their ports)
+	// Kubernetes is the kubernetes block: a Service port whose
+	// EndpointSlices give the members; nil when absent.
+	Kubernetes *KubernetesSource
 	// Scheme is http (default) or https: the members' URLs are
 	// SCHEME://ADDRESS:PORT.
 	Scheme string
@@ -319,11 +330,26 @@ type DiscoverySource struct {
 	Weight   float64 // default 1; > 0: the ring weight of each member
 }
 
-// Name returns the source as configured: its srv or host value. It labels
-// the source in metrics, logs and the admin pages.
+// KubernetesSource is a source's kubernetes block.
+type KubernetesSource struct {
+	Service string // service: the Service's name; required
+	// Namespace is the Service's namespace; "" is the namespace ringlb's
+	// pod runs in (in-cluster, read from its service account), else
+	// "default". Use Resolved for the one that applies.
+	Namespace string
+	Port      string // port: the EndpointSlice port's name or number; required
+}
+
+// Name returns the source as configured: its srv or host value, or for a
+// kubernetes source "kubernetes:NAMESPACE/SERVICE:PORT" (an unset
+// namespace as discovery.DefaultNamespace gives it). It labels the source
+// in metrics, logs and the admin pages.
 func (s DiscoverySource) Name() string {
-	if s.SRV != "" {
+	switch {
+	case s.SRV != "":
 		return s.SRV
+	case s.Kubernetes != nil:
+		return s.kube("").String()
 	}
 	return s.Host
 }
@@ -334,6 +360,29 @@ const (
 	StateDrain = "drain"
 	StateMaint = "maint"
 )
+
+// kube returns the kubernetes block as package discovery takes it, an
+// unset namespace filled in for kubeconfig; zero without the block.
+func (s DiscoverySource) kube(kubeconfig string) discovery.KubeService {
+	k := s.Kubernetes
+	if k == nil {
+		return discovery.KubeService{}
+	}
+	ns := k.Namespace
+	if ns == "" {
+		ns = discovery.DefaultNamespace(kubeconfig)
+	}
+	return discovery.KubeService{Service: k.Service, Namespace: ns, Port: k.Port}
+}
+
+// Source returns the source as package discovery takes it, for a
+// discovery block whose kubeconfig is kubeconfig.
+func (s DiscoverySource) Source(kubeconfig string) discovery.Source {
+	return discovery.Source{
+		SRV: s.SRV, Host: s.Host, Port: s.Port, Kubernetes: s.kube(kubeconfig),
+		Scheme: s.Scheme, Protocol: s.Protocol, Weight: s.Weight,
+	}
+}
 
 // The values of upstreams[].protocol.
 const (

@@ -21,6 +21,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/hold/share"
+	"github.com/ringlb/ringlb/balancer/discovery"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -610,6 +611,15 @@ func (d *decoder) validateDiscovery(c *Pool) {
 			d.invalid("discovery.resolver", "must be host:port of a DNS server with a port 1-65535 (or \"\" for the system's), got %q", short(disc.Resolver))
 		}
 	}
+	if disc.Kubeconfig != "" {
+		// Read and parsed as serve would, but the API server is not asked.
+		if _, err := discovery.KubeRESTConfig(disc.Kubeconfig); err != nil {
+			d.invalid("discovery.kubeconfig", "%s", strings.TrimPrefix(err.Error(), "kubernetes: "))
+		}
+	}
+	if !validDNSName(disc.ClusterDomain) {
+		d.invalid("discovery.cluster_domain", "must be a DNS name like cluster.local, got %q", short(disc.ClusterDomain))
+	}
 	positive("discovery.interval", disc.Interval, d)
 	positive("discovery.timeout", disc.Timeout, d)
 	if disc.Interval > 0 && disc.Timeout > 0 && disc.Timeout >= disc.Interval && !d.isBad("discovery.interval") {
@@ -629,26 +639,41 @@ func (d *decoder) validateDiscovery(c *Pool) {
 	names := map[string]int{}
 	for i := range disc.Sources {
 		s, f := &disc.Sources[i], index("discovery.sources", i)
-		hasSRV, hasHost := d.has(f+".srv"), d.has(f+".host")
+		hasSRV, hasHost, hasKube := d.has(f+".srv"), d.has(f+".host"), d.has(f+".kubernetes")
+		kinds := 0
+		for _, k := range []bool{hasSRV, hasHost, hasKube} {
+			if k {
+				kinds++
+			}
+		}
 		switch {
-		case d.isBad(f + ".srv"), d.isBad(f + ".host"):
+		case d.isBad(f + ".srv"), d.isBad(f + ".host"), d.isBad(f + ".kubernetes"):
+		case kinds > 1 && hasKube:
+			d.invalid(f+".kubernetes", "a source has one of srv, host and kubernetes, not several")
 		case hasSRV && hasHost:
 			d.invalid(f+".host", "a source has either srv or host, not both")
-		case !hasSRV && !hasHost:
-			d.invalid(f, "needs srv (a name with SRV records) or host (a name with A/AAAA records)")
+		case kinds == 0:
+			d.invalid(f, "needs srv (a name with SRV records), host (a name with A/AAAA records) or kubernetes (a Service's EndpointSlices)")
+		case hasKube && !d.validKube(f+".kubernetes", s.Kubernetes):
 		case hasSRV && !validDNSName(s.SRV):
 			d.invalid(f+".srv", "must be a DNS name like _http._tcp.app.example, got %q", short(s.SRV))
 		case hasHost && !validDNSName(s.Host) && !isIP(s.Host):
 			d.invalid(f+".host", "must be a DNS name or an IP address, got %q", short(s.Host))
 		default:
-			if j, dup := names[s.Name()]; dup {
-				d.invalid(f, "%q is already discovery.sources[%d]; sources are named by their srv or host value, which must be unique", s.Name(), j)
+			name := s.Name()
+			if hasKube {
+				name = s.kube(disc.Kubeconfig).String()
+			}
+			if j, dup := names[name]; dup {
+				d.invalid(f, "%q is already discovery.sources[%d]; sources are named by their srv or host value (kubernetes:NAMESPACE/SERVICE:PORT), which must be unique", name, j)
 			} else {
-				names[s.Name()] = i
+				names[name] = i
 			}
 		}
 		switch {
-		case hasHost == hasSRV:
+		case hasKube && d.has(f+".port"):
+			d.invalid(f+".port", "only with host: a kubernetes source names its port in kubernetes.port")
+		case kinds != 1 || hasKube:
 		case hasHost && !d.has(f+".port"):
 			d.invalid(f+".port", "required with host: the port the members listen on")
 		case hasHost && (s.Port < 1 || s.Port > 65535):
@@ -684,6 +709,68 @@ func (d *decoder) validateDiscovery(c *Pool) {
 			d.invalid(f+".weight", "too large: gives round(%d × %s) > %d ring points", c.Ring.PointsPerWeight, fmtFloat(w), maxPointsPerMember)
 		}
 	}
+}
+
+// validKube checks a source's kubernetes block (f is its field), asking
+// no API server: the names as Kubernetes validates them, and a port that
+// is a number 1-65535 or a port name. It reports whether all is well.
+func (d *decoder) validKube(f string, k *KubernetesSource) bool {
+	ok := true
+	switch {
+	case d.isBad(f + ".service"):
+		ok = false
+	case !d.has(f + ".service"):
+		d.invalid(f+".service", "required: the name of the Service whose EndpointSlices list the members")
+		ok = false
+	case !dnsLabel(k.Service, true):
+		d.invalid(f+".service", "must be a Service name (lowercase letters, digits and '-', starting with a letter, at most 63), got %q", short(k.Service))
+		ok = false
+	}
+	if k.Namespace != "" && !dnsLabel(k.Namespace, false) {
+		d.invalid(f+".namespace", "must be a namespace name (lowercase letters, digits and '-', at most 63), got %q", short(k.Namespace))
+		ok = false
+	}
+	switch {
+	case d.isBad(f + ".port"):
+		ok = false
+	case !d.has(f + ".port"):
+		d.invalid(f+".port", "required: the EndpointSlice port, by name (http) or number (8080)")
+		ok = false
+	case !validKubePort(k.Port):
+		d.invalid(f+".port", "must be a port number 1-65535 or a port name (lowercase letters, digits and '-', at most 15, with a letter), got %q", short(k.Port))
+		ok = false
+	}
+	return ok
+}
+
+// dnsLabel reports whether s is an RFC 1123 label as Kubernetes names are
+// (lowercase letters, digits and '-', alphanumeric at both ends, 1-63
+// characters); letterFirst asks for RFC 1035's leading letter (Service
+// names).
+func dnsLabel(s string, letterFirst bool) bool {
+	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' || letterFirst && !(s[0] >= 'a' && s[0] <= 'z') {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// validKubePort reports whether s is a port number 1-65535 or an
+// IANA_SVC_NAME as Kubernetes port names are: at most 15 lowercase
+// letters, digits and '-', at least one letter, no '-' at either end nor
+// two in a row.
+func validKubePort(s string) bool {
+	if n, err := strconv.Atoi(s); err == nil {
+		return n >= 1 && n <= 65535 && strconv.Itoa(n) == s
+	}
+	if s == "" || len(s) > 15 || !dnsLabel(s, false) || strings.Contains(s, "--") {
+		return false
+	}
+	return strings.ContainsAny(s, "abcdefghijklmnopqrstuvwxyz")
 }
 
 // splitHostPort reads host:port ([v6]:port for IPv6) with a numeric port
