@@ -353,6 +353,7 @@ upstreams:
 			check: func(t *testing.T, c *Config) {
 				want := &Discovery{
 					Resolver: "", Interval: 5 * time.Second, Timeout: 2 * time.Second, RemoveAfter: 5 * time.Minute, Confirm: 3,
+					ClusterDomain: "cluster.local",
 					Sources: []DiscoverySource{
 						{SRV: "_http._tcp.app.example", Scheme: "http", Protocol: "http1", Weight: 1},
 						{Host: "cache.example", Port: 8080, Scheme: "http", Protocol: "http1", Weight: 1},
@@ -388,6 +389,7 @@ upstreams: []
 			check: func(t *testing.T, c *Config) {
 				want := &Discovery{
 					Resolver: "[::1]:5353", Interval: 10 * time.Second, Timeout: 9 * time.Second, RemoveAfter: 0, Confirm: 1,
+					ClusterDomain: "cluster.local",
 					Sources: []DiscoverySource{
 						{SRV: "_grpc._tcp.App.Example.", Scheme: "https", Protocol: "h2", Weight: 2.5},
 						{Host: "10.0.0.1", Port: 9000, Scheme: "http", Protocol: "h2c", Weight: 1},
@@ -395,6 +397,31 @@ upstreams: []
 				}
 				if !reflect.DeepEqual(c.Discovery, want) {
 					t.Errorf("Discovery = %+v, want %+v", c.Discovery, want)
+				}
+			},
+		},
+		{
+			name: "discovery kubernetes",
+			src: `discovery:
+  cluster_domain: corp.internal
+  sources:
+    - kubernetes: {service: app, namespace: prod, port: http}
+      weight: 2
+    - kubernetes: {service: cache, port: 6379}
+`,
+			check: func(t *testing.T, c *Config) {
+				want := []DiscoverySource{
+					{Kubernetes: &KubernetesSource{Service: "app", Namespace: "prod", Port: "http"}, Scheme: "http", Protocol: "http1", Weight: 2},
+					{Kubernetes: &KubernetesSource{Service: "cache", Port: "6379"}, Scheme: "http", Protocol: "http1", Weight: 1},
+				}
+				if !reflect.DeepEqual(c.Discovery.Sources, want) || c.Discovery.ClusterDomain != "corp.internal" || c.Discovery.Kubeconfig != "" {
+					t.Errorf("Discovery = %+v, want sources %+v", c.Discovery, want)
+				}
+				if got := c.Discovery.Sources[0].Name(); got != "kubernetes:prod/app:http" {
+					t.Errorf("Name() = %q", got)
+				}
+				if got, want := c.Summary(), "c.yaml: ok: 0 upstreams, 0 points, placement ringlb, discovery every 5s from kubernetes:prod/app:http, kubernetes:default/cache:6379"; got != want {
+					t.Errorf("Summary() = %q, want %q", got, want)
 				}
 			},
 		},
@@ -711,13 +738,42 @@ var errorCases = []struct {
     - 5
 `,
 		"c.yaml:3: discovery.sources[0].host: a source has either srv or host, not both\n" +
-			"c.yaml:4: discovery.sources[1]: needs srv (a name with SRV records) or host (a name with A/AAAA records)\n" +
+			"c.yaml:4: discovery.sources[1]: needs srv (a name with SRV records) or host (a name with A/AAAA records), or kubernetes (a Service's EndpointSlices)\n" +
 			"c.yaml:5: discovery.sources[2].port: required with host: the port the members listen on\n" +
 			"c.yaml:6: discovery.sources[3].port: must be 1-65535, got 70000\n" +
 			"c.yaml:7: discovery.sources[4].port: only with host: SRV records carry their own ports\n" +
 			"c.yaml:8: discovery.sources[5].srv: must be a DNS name like _http._tcp.app.example, got \"bad name\"\n" +
 			"c.yaml:9: discovery.sources[6].host: must be a DNS name or an IP address, got \"a..b\"\n" +
 			"c.yaml:10: discovery.sources[7]: must be a mapping, got 5"},
+	{"discovery kubernetes shapes", `discovery:
+  kubeconfig: /nonexistent/kubeconfig
+  cluster_domain: "bad domain"
+  sources:
+    - kubernetes: {service: app, port: http}
+      srv: _http._tcp.a
+    - kubernetes: {port: http}
+    - kubernetes: {service: App_1, namespace: "-x", port: 8080}
+    - kubernetes: {service: app, port: 70000}
+    - kubernetes: {service: app, port: very-long-port-name}
+    - kubernetes: {service: app}
+    - kubernetes: {service: app, port: http, extra: 1}
+    - kubernetes: {service: web, port: "1"}
+      port: 80
+    - kubernetes: {service: db, namespace: default, port: pg}
+    - kubernetes: {service: db, port: pg}
+`,
+		"c.yaml:2: discovery.kubeconfig: \"/nonexistent/kubeconfig\": cannot load: stat /nonexistent/kubeconfig: no such file or directory\n" +
+			"c.yaml:3: discovery.cluster_domain: must be a DNS name like cluster.local, got \"bad domain\"\n" +
+			"c.yaml:5: discovery.sources[0].kubernetes: a source has one of srv, host and kubernetes, not several\n" +
+			"c.yaml:7: discovery.sources[1].kubernetes.service: required: the name of the Service whose EndpointSlices list the members\n" +
+			"c.yaml:8: discovery.sources[2].kubernetes.service: must be a Service name (lowercase letters, digits and '-', starting with a letter, at most 63), got \"App_1\"\n" +
+			"c.yaml:8: discovery.sources[2].kubernetes.namespace: must be a namespace name (lowercase letters, digits and '-', at most 63), got \"-x\"\n" +
+			"c.yaml:9: discovery.sources[3].kubernetes.port: must be a port number 1-65535 or a port name (lowercase letters, digits and '-', at most 15, with a letter), got \"70000\"\n" +
+			"c.yaml:10: discovery.sources[4].kubernetes.port: must be a port number 1-65535 or a port name (lowercase letters, digits and '-', at most 15, with a letter), got \"very-long-port-name\"\n" +
+			"c.yaml:11: discovery.sources[5].kubernetes.port: required: the EndpointSlice port, by name (http) or number (8080)\n" +
+			"c.yaml:12: discovery.sources[6].kubernetes.extra: unknown field\n" +
+			"c.yaml:14: discovery.sources[7].port: only with host: a kubernetes source names its port in kubernetes.port\n" +
+			"c.yaml:16: discovery.sources[9]: \"kubernetes:default/db:pg\" is already discovery.sources[8]; sources are named by their srv or host value, which must be unique"},
 	{"discovery duplicate source", "discovery:\n  sources:\n    - {host: a.example, port: 1}\n    - {host: a.example, port: 2}\n",
 		"c.yaml:4: discovery.sources[1]: \"a.example\" is already discovery.sources[0]; sources are named by their srv or host value, which must be unique"},
 	{"discovery scheme, protocol and weight", `discovery:
@@ -1059,6 +1115,42 @@ func TestHoldSharePasswordFile(t *testing.T) {
 	}
 	if _, err := Load(p); err == nil || err.Error() != p+`:5: hold.share.password_file: "pw": holds no password on its first line` {
 		t.Errorf("empty password file: %v", err)
+	}
+}
+
+// The kubeconfig is read and parsed as serve reads it, relative to the
+// config file, and no API server is asked (the one named is not there).
+func TestKubeconfig(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("c.yaml", "discovery:\n  kubeconfig: kube.yaml\n  sources:\n    - kubernetes: {service: app, port: http}\n")
+	write("kube.yaml", `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://192.0.2.1:6443"}}]
+users: [{name: u, user: {token: secret}}]
+contexts: [{name: x, context: {cluster: c, user: u, namespace: ignored}}]
+current-context: x
+`)
+	c, err := Load(filepath.Join(dir, "c.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "kube.yaml"); c.Discovery.Kubeconfig != want {
+		t.Errorf("Kubeconfig = %q, want %q", c.Discovery.Kubeconfig, want)
+	}
+	// With a kubeconfig the default namespace is "default", whatever the
+	// kubeconfig's context says.
+	if got := c.Discovery.Sources[0].Source(c.Discovery.Kubeconfig).Name(); got != "kubernetes:default/app:http" {
+		t.Errorf("source %q", got)
+	}
+	write("kube.yaml", "current-context: nowhere\n")
+	_, err = Load(filepath.Join(dir, "c.yaml"))
+	if err == nil || !strings.Contains(err.Error(), "c.yaml:2: discovery.kubeconfig: ") || !strings.Contains(err.Error(), "cannot load: ") {
+		t.Errorf("bad kubeconfig: got %v", err)
 	}
 }
 

@@ -614,7 +614,10 @@ func (d *decoder) validateDiscovery(c *Pool) {
 	if disc.Kubeconfig != "" {
 		// Read and parsed as serve would, but the API server is not asked.
 		if _, err := discovery.KubeRESTConfig(disc.Kubeconfig); err != nil {
-			d.invalid("discovery.kubeconfig", "%s", strings.TrimPrefix(err.Error(), "kubernetes: "))
+			if inner := errors.Unwrap(err); inner != nil {
+				err = inner
+			}
+			d.invalid("discovery.kubeconfig", "%q: cannot load: %v", disc.Kubeconfig, err)
 		}
 	}
 	if !validDNSName(disc.ClusterDomain) {
@@ -653,7 +656,7 @@ func (d *decoder) validateDiscovery(c *Pool) {
 		case hasSRV && hasHost:
 			d.invalid(f+".host", "a source has either srv or host, not both")
 		case kinds == 0:
-			d.invalid(f, "needs srv (a name with SRV records), host (a name with A/AAAA records) or kubernetes (a Service's EndpointSlices)")
+			d.invalid(f, "needs srv (a name with SRV records) or host (a name with A/AAAA records), or kubernetes (a Service's EndpointSlices)")
 		case hasKube && !d.validKube(f+".kubernetes", s.Kubernetes):
 		case hasSRV && !validDNSName(s.SRV):
 			d.invalid(f+".srv", "must be a DNS name like _http._tcp.app.example, got %q", short(s.SRV))
@@ -665,7 +668,7 @@ func (d *decoder) validateDiscovery(c *Pool) {
 				name = s.kube(disc.Kubeconfig).String()
 			}
 			if j, dup := names[name]; dup {
-				d.invalid(f, "%q is already discovery.sources[%d]; sources are named by their srv or host value (kubernetes:NAMESPACE/SERVICE:PORT), which must be unique", name, j)
+				d.invalid(f, "%q is already discovery.sources[%d]; sources are named by their srv or host value, which must be unique", name, j)
 			} else {
 				names[name] = i
 			}
