@@ -182,7 +182,7 @@ func TestKubernetesShutdown(t *testing.T) {
 
 // kubernetesManifests are the files of examples/kubernetes/, each a whole
 // deployment with a ConfigMap "ringlb" holding config.yaml.
-var kubernetesManifests = []string{"ringlb.yaml", "discovery.yaml"}
+var kubernetesManifests = []string{"ringlb.yaml", "discovery.yaml", "endpointslices.yaml"}
 
 // TestKubernetesManifestsListed: a new manifest gets the checks above.
 func TestKubernetesManifestsListed(t *testing.T) {
