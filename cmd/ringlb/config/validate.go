@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer"
-	"github.com/ringlb/ringlb/balancer/hold/share"
 	"github.com/ringlb/ringlb/balancer/discovery"
+	"github.com/ringlb/ringlb/balancer/hold/share"
 	"github.com/ringlb/ringlb/ring"
 )
 
