@@ -227,7 +227,15 @@ func discoveredSpecs(found []discovery.Member, static map[string]UpstreamOptions
 			return nil, nil, fmt.Errorf("balancer: discovered member %s: %w", m.Name, err)
 		}
 		rm = append(rm, ring.Member{Name: m.Name, Addr: u.Host, Weight: m.Weight})
-		specs[m.Name] = memberSpec{name: m.Name, url: u, weight: m.Weight, protocol: proto,
+		// A terminating Kubernetes endpoint (serving still) drains: its
+		// held keys stay, new keys go elsewhere (rule 12). As a configured
+		// state, it applies when it changes, so a state set through the
+		// admin API meanwhile stands until the endpoint's changes.
+		st := StateReady
+		if m.Terminating {
+			st = StateDrain
+		}
+		specs[m.Name] = memberSpec{name: m.Name, url: u, weight: m.Weight, protocol: proto, state: st,
 			source: m.Source, absent: m.Absent, initial: m.Initial}
 	}
 	return rm, specs, nil

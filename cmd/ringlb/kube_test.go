@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -111,6 +112,24 @@ func TestServeKubernetes(t *testing.T) {
 			t.Errorf("upstream %d: %+v, want %s at %s", i, u, f.bes[i].name, f.bes[i].srv.URL)
 		}
 	}
+
+	// Terminating, still serving: drained (state drain on /upstreams), not absent.
+	f.set(2, kubetest.Endpoint{Terminating: true})
+	testenv.Eventually(t, 5*time.Second, func() error {
+		res, err := adminClient.Get(lb.admin + "/upstreams/" + f.bes[2].name)
+		if err != nil {
+			return err
+		}
+		var u struct{ State string }
+		err = json.NewDecoder(res.Body).Decode(&u)
+		res.Body.Close()
+		if err != nil || u.State != "drain" {
+			return fmt.Errorf("%s: state %q, %v", f.bes[2].name, u.State, err)
+		}
+		return nil
+	})
+	waitKubeMember(t, lb.admin, f.bes[2].name, func(absent bool) bool { return !absent })
+	f.set(2, kubetest.Endpoint{})
 
 	// Not serving: absent at once (the interval is 10s: only the watch can tell).
 	f.set(1, kubetest.Endpoint{NotServing: true})
