@@ -134,6 +134,10 @@ type statusRow struct {
 	// shows hatched).
 	ClipR               float64
 	Requests, Overflows float64
+	// AdminText says the admin state for people ("drain (drained)");
+	// HeldKeys counts this process's live hold records on it.
+	AdminText string
+	HeldKeys  int
 }
 
 const refreshInterval = 1500 // milliseconds
@@ -190,8 +194,15 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 		page.ReloadAt = page.Reload.At.Format(time.RFC3339)
 		page.ReloadAgo = ago(now.Sub(page.Reload.At))
 	}
+	held := map[string]int{}
+	drained := map[string]bool{}
+	for _, u := range h.b.UpstreamStates() {
+		held[u.Name], drained[u.Name] = u.HeldKeys, u.Drained
+	}
 	for i, u := range st.Upstreams {
 		row := statusRow{
+			HeldKeys:       held[u.Name],
+			AdminText:      adminText(u.AdminState, drained[u.Name]),
 			UpstreamStatus: u,
 			Index:          i,
 			Color:          upstreamColor(i),
@@ -227,6 +238,15 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 		// Headers are gone; all that is left is to say so in the page.
 		fmt.Fprintf(w, "\n<!-- status page: %s -->\n", template.HTMLEscapeString(err.Error()))
 	}
+}
+
+// adminText says an admin state for people; status.js's adminText()
+// must agree.
+func adminText(state string, drained bool) string {
+	if state == "drain" && drained {
+		return "drain (drained)"
+	}
+	return state
 }
 
 // upstreamState classifies an upstream for the page; status.js's state()

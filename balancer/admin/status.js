@@ -44,6 +44,21 @@
     return ["available", "available"];
   }
 
+  // adminText says an admin state as status.go's adminText does.
+  function adminText(state, drained) { return state === "drain" && drained ? "drain (drained)" : state; }
+
+  // renderAdmin shows an upstream's admin state (u from upstreams, with
+  // drained and held_keys, or from debug/ring, without) and enables the
+  // buttons for the other two states.
+  function renderAdmin(e, u) {
+    if (u.held_keys !== undefined) e.drained = u.drained;
+    setText(e.row, "admin", adminText(u.state, u.state === "drain" && e.drained));
+    e.row.className = e.row.className.replace(/ admin-\S+/g, "") + (u.state !== "ready" ? " admin-" + u.state : "");
+    e.row.querySelectorAll("form.set-state button").forEach(function (b) { b.disabled = b.value === u.state; });
+    var held = e.row.querySelector('[data-f="held"]');
+    if (u.held_keys !== undefined && held.textContent !== "–") setText(e.row, "held", String(u.held_keys));
+  }
+
   function pct(f) { return (f * 100).toFixed(1) + "%"; }
   function num(f) { return String(Math.round(f * 1000) / 1000); }
 
@@ -108,7 +123,7 @@
     share.textContent = total ? (100 * counts.held / total).toFixed(1) + "%" : "–";
   }
 
-  function render(ring, counts) {
+  function render(ring, counts, states) {
     renderHold(counts);
     var avail = 0;
     ring.upstreams.forEach(function (u) {
@@ -117,6 +132,7 @@
       var s = state(u);
       if (u.available) avail++;
       e.row.className = "up " + s[0];
+      if (u.state) renderAdmin(e, (states && states[u.name]) || u);
       e.arc.setAttribute("class", "arc " + s[0]);
       e.arc.setAttribute("fill", u.available ? e.color : GREY);
       e.arc.setAttribute("stroke", u.available ? e.color : GREY);
@@ -166,7 +182,12 @@
     var metrics = fetch("metrics", { cache: "no-store" })
       .then(function (r) { return r.ok ? r.text() : ""; })
       .then(function (t) { return t ? parseMetrics(t) : null; }, function () { return null; });
-    Promise.all([getJSON("debug/ring"), metrics]).then(function (res) {
+    var states = getJSON("upstreams").then(function (v) {
+      var by = {};
+      Object.keys(v.pools).forEach(function (p) { v.pools[p].forEach(function (u) { by[u.name] = u; }); });
+      return by;
+    }, function () { return null; });
+    Promise.all([getJSON("debug/ring"), metrics, states]).then(function (res) {
       var ring = res[0];
       if (ring.version !== version) {
         // New membership: the arcs come from samples of the old ring.
@@ -185,7 +206,7 @@
       }
       var up = document.getElementById("uptime");
       if (up) up.textContent = ago(Date.now() - parseInt(up.getAttribute("data-started"), 10));
-      render(ring, res[1]);
+      render(ring, res[1], res[2]);
       setLive(true, "live · " + new Date().toLocaleTimeString());
       body.setAttribute("data-refreshed", String(Date.now()));
       return lookup();
@@ -193,6 +214,32 @@
       setLive(false, "stale: " + err.message);
     }).then(function () { busy = false; });
   }
+
+  // The Drain / Maint / Ready buttons: each asks first, then POSTs
+  // upstreams/NAME/STATE with the page's own Origin (the admin listener
+  // refuses another) and shows the answer. Without JavaScript the forms
+  // POST by themselves, without asking.
+  var questions = {
+    drain: "Drain %s? It takes no new keys; keys in use stay on it until they go idle, and requests in flight finish.",
+    maint: "Put %s in maint? Every request goes elsewhere at once, keys in use included.",
+    ready: "Make %s ready? It takes its keys back."
+  };
+  document.querySelectorAll("form.set-state").forEach(function (f) {
+    f.addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      var b = f.querySelector("button"), name = b.getAttribute("data-upstream"), st = b.value;
+      if (!window.confirm(questions[st].replace("%s", name))) return;
+      fetch(f.getAttribute("action"), { method: "POST", cache: "no-store" }).then(function (r) {
+        return r.json().then(function (v) {
+          if (!r.ok) throw new Error(r.status + (v && v.error ? " " + v.error : ""));
+          if (ups[v.name]) renderAdmin(ups[v.name], v);
+          setLive(true, v.name + ": " + v.state);
+        });
+      }).catch(function (err) {
+        setLive(false, name + " " + st + " failed: " + err.message);
+      });
+    });
+  });
 
   // The lookup box.
   var form = document.getElementById("lookup-form");
