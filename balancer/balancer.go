@@ -67,9 +67,8 @@ type member struct {
 // with New.
 type Balancer struct {
 	snap     atomic.Pointer[snapshot]
-	inflight atomic.Int64 // all upstreams, including draining removed ones
-
-	lastReload atomic.Pointer[Reload]
+	installs atomic.Uint64 // snapshots installed: see Snapshots
+	inflight atomic.Int64  // all upstreams, including draining removed ones
 
 	log     *slog.Logger
 	errLog  *log.Logger
@@ -107,6 +106,13 @@ type Balancer struct {
 // fails on options that cannot work (no upstreams, an unknown key source,
 // a bad weight) and if reg already holds ringlb's metrics.
 func New(opts Options, reg prometheus.Registerer, logger *slog.Logger) (*Balancer, error) {
+	return newBalancer(opts, reg, logger, nil)
+}
+
+// newBalancer is New for a pool of a Router when proc is the Router's
+// process families: then it registers only the pool's own on reg (and
+// the Router reports its discovery sources).
+func newBalancer(opts Options, reg prometheus.Registerer, logger *slog.Logger, proc *procMetrics) (*Balancer, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -122,6 +128,10 @@ func New(opts Options, reg prometheus.Registerer, logger *slog.Logger) (*Balance
 	if b.counts == nil {
 		b.counts = NewUpstreamCounts()
 	}
+	b.metrics.proc = proc
+	if proc == nil {
+		b.metrics.proc = newProcMetrics()
+	}
 	b.disc.changed = make(chan struct{}, 1)
 	set, r, err := compile(opts, nil)
 	if err != nil {
@@ -136,7 +146,13 @@ func New(opts Options, reg prometheus.Registerer, logger *slog.Logger) (*Balance
 	s := b.installLocked(set, r)
 	b.disc.static = opts
 	if reg != nil {
-		if err := b.metrics.register(b, reg); err != nil {
+		cs := b.metrics.collectors(b)
+		if proc == nil { // the process's one pool
+			err = b.metrics.proc.register(reg, append(cs, discoveryCollector{pools: func() []*Balancer { return []*Balancer{b} }})...)
+		} else {
+			err = registerAll(reg, cs)
+		}
+		if err != nil {
 			b.transport.CloseIdleConnections()
 			return nil, fmt.Errorf("balancer: registering metrics: %w", err)
 		}
@@ -268,6 +284,7 @@ func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
 	b.ups = ups
 	b.installHoldLocked(s)
 	b.snap.Store(s)
+	b.installs.Add(1)
 	b.dropHeldLocked(old, s)
 	b.recomputeLocked()
 	return s
@@ -294,6 +311,11 @@ type systemClock struct{}
 func (systemClock) Now() time.Time                            { return time.Now() }
 func (systemClock) AfterFunc(d time.Duration, f func()) timer { return time.AfterFunc(d, f) }
 
+// Snapshots returns how many snapshots the Balancer has installed: 1
+// after New, one more for each Update and each membership change
+// discovery makes. A reload that leaves a pool alone leaves it as it was.
+func (b *Balancer) Snapshots() uint64 { return b.installs.Load() }
+
 // Version returns the current ring's membership version.
 func (b *Balancer) Version() string { return b.snap.Load().ring.Version() }
 
@@ -303,14 +325,18 @@ func (b *Balancer) Version() string { return b.snap.Load().ring.Version() }
 // problems of a rejected one, for LastReload. The function that performs
 // a reload calls it once per attempt, whatever asked for the reload.
 func (b *Balancer) RecordReload(ok bool, problems ...string) {
+	b.metrics.proc.record(ok, b.clk.Now(), problems)
+}
+
+func (m *procMetrics) record(ok bool, now time.Time, problems []string) {
 	if ok {
-		b.metrics.reloadOK.Inc()
-		b.metrics.reloadLast.Set(1)
+		m.reloadOK.Inc()
+		m.reloadLast.Set(1)
 	} else {
-		b.metrics.reloadErr.Inc()
-		b.metrics.reloadLast.Set(0)
+		m.reloadErr.Inc()
+		m.reloadLast.Set(0)
 	}
-	b.lastReload.Store(&Reload{At: b.clk.Now(), OK: ok, Problems: problems})
+	m.lastReload.Store(&Reload{At: now, OK: ok, Problems: problems})
 }
 
 // Reload is one reload attempt as RecordReload recorded it.
@@ -321,7 +347,11 @@ type Reload struct {
 }
 
 // LastReload returns the last reload attempt, or nil before the first.
-func (b *Balancer) LastReload() *Reload { return b.lastReload.Load() }
+// The pools of a Router share it.
+func (b *Balancer) LastReload() *Reload { return b.metrics.proc.lastReload.Load() }
+
+// Pool returns the balancer's pool name (Options.Pool, or DefaultPool).
+func (b *Balancer) Pool() string { return b.metrics.pool["pool"] }
 
 // Close stops discovery, releases the transport's idle connections and
 // stops the timers that end the breakers' open periods. Requests in flight

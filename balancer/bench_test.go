@@ -48,6 +48,10 @@ func BenchmarkServeHTTPStdTransport(b *testing.B) { benchServeHTTP(b, "std") }
 // per request (bench/floor is the same idea as a process, for bench/run.sh).
 func BenchmarkServeHTTPFloor(b *testing.B) { benchServeHTTP(b, "floor") }
 
+// BenchmarkServeHTTPRouter is BenchmarkServeHTTP through a Router with
+// one pool, as serve runs: the cost of the route table.
+func BenchmarkServeHTTPRouter(b *testing.B) { benchServeHTTP(b, "router") }
+
 func benchServeHTTP(b *testing.B, kind string) {
 	defer func(was bool) { stdHTTP1 = was }(stdHTTP1)
 	stdHTTP1 = kind == "std"
@@ -61,9 +65,24 @@ func benchServeHTTP(b *testing.B, kind string) {
 	// limits' defaults
 	opts.Limits = LimitOptions{UpstreamRequests: 1024, Send: time.Minute}
 	var h http.Handler
-	if kind == "floor" {
+	switch kind {
+	case "floor":
 		h = floorProxy(opts)
-	} else {
+	case "router":
+		rt, err := NewRouter(NewRegistry())
+		if err != nil {
+			b.Fatal(err)
+		}
+		bal, err := rt.NewPool(opts, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer rt.Close()
+		if err := rt.Install(nil, []*Balancer{bal}); err != nil {
+			b.Fatal(err)
+		}
+		h = rt
+	default:
 		bal, err := New(opts, NewRegistry(), nil)
 		if err != nil {
 			b.Fatal(err)

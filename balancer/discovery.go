@@ -284,10 +284,11 @@ var (
 		"Failed queries of the discovery source (its membership was kept).", []string{"source"}, nil)
 )
 
-// discoveryCollector reports the discovery series from the Discoverer's
+// discoveryCollector reports the discovery series from the Discoverers'
 // status at scrape time, so a source removed by a reload (or the whole
-// block) loses its series at once.
-type discoveryCollector struct{ b *Balancer }
+// block) loses its series at once. The families are the process's: a
+// source several pools use is reported once, as the first of them sees it.
+type discoveryCollector struct{ pools func() []*Balancer }
 
 func (c discoveryCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descDiscMembers
@@ -296,10 +297,20 @@ func (c discoveryCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c discoveryCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, st := range c.b.discoveryStatus() {
-		ch <- prometheus.MustNewConstMetric(descDiscMembers, prometheus.GaugeValue, float64(st.Members), st.Source)
-		ch <- prometheus.MustNewConstMetric(descDiscUpdates, prometheus.CounterValue, float64(st.Updates), st.Source)
-		ch <- prometheus.MustNewConstMetric(descDiscErrors, prometheus.CounterValue, float64(st.Errors), st.Source)
+	var seen map[string]bool
+	for _, b := range c.pools() {
+		for _, st := range b.discoveryStatus() {
+			if seen[st.Source] {
+				continue
+			}
+			if seen == nil {
+				seen = map[string]bool{}
+			}
+			seen[st.Source] = true
+			ch <- prometheus.MustNewConstMetric(descDiscMembers, prometheus.GaugeValue, float64(st.Members), st.Source)
+			ch <- prometheus.MustNewConstMetric(descDiscUpdates, prometheus.CounterValue, float64(st.Updates), st.Source)
+			ch <- prometheus.MustNewConstMetric(descDiscErrors, prometheus.CounterValue, float64(st.Errors), st.Source)
+		}
 	}
 }
 

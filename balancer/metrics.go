@@ -48,10 +48,21 @@ type metrics struct {
 	limited    *prometheus.CounterVec   // upstream
 	noUpstream prometheus.Counter
 	local      prometheus.Counter     // attempts failed for ringlb's own limits
+
+	// proc is the process's families, which a Balancer registers only
+	// when it is the process's one pool (New); a Router's pools share the
+	// Router's.
+	proc *procMetrics
+}
+
+// procMetrics are the families of the whole process rather than of a
+// pool: reloads, which every pool's RecordReload counts alike.
+type procMetrics struct {
 	reloads    *prometheus.CounterVec // result
 	reloadOK   prometheus.Counter
 	reloadErr  prometheus.Counter
 	reloadLast prometheus.Gauge // 1: the last reload (or the start) applied
+	lastReload atomic.Pointer[Reload]
 }
 
 func newMetrics(pool string) *metrics {
@@ -120,13 +131,15 @@ func newMetrics(pool string) *metrics {
 		"Hold share store writes and lookups that failed or timed out, and writes dropped from a full queue.")
 	m.shareLookups = m.desc("ringlb_hold_share_lookups_total",
 		"Hold share store lookups, by result (found, none, error).", "result")
+	return m
+}
+
+func newProcMetrics() *procMetrics {
 	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ringlb_config_reloads_total",
 		Help: "Config reloads, by result (ok or error).",
 	}, []string{"result"})
-	m.reloads = reloads
-	m.reloadOK = reloads.WithLabelValues("ok")
-	m.reloadErr = reloads.WithLabelValues("error")
+	m := &procMetrics{reloads: reloads, reloadOK: reloads.WithLabelValues("ok"), reloadErr: reloads.WithLabelValues("error")}
 	m.reloadLast = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "ringlb_config_last_reload_success",
 		Help: "1 if the last config reload (or, before any, the start) applied, 0 if it was rejected.",
@@ -135,17 +148,13 @@ func newMetrics(pool string) *metrics {
 	return m
 }
 
-// desc is a scrape-time family of the pool, with the given variable labels.
-func (m *metrics) desc(name, help string, labels ...string) *prometheus.Desc {
-	return prometheus.NewDesc(name, help, labels, m.pool)
+// register registers the process's families on reg, or none.
+func (m *procMetrics) register(reg prometheus.Registerer, more ...prometheus.Collector) error {
+	return registerAll(reg, append([]prometheus.Collector{m.reloads, m.reloadLast}, more...))
 }
 
-// register registers every collector on reg, or none.
-func (m *metrics) register(b *Balancer, reg prometheus.Registerer) error {
-	cs := []prometheus.Collector{
-		m.requests, m.duration, m.ejections, m.overflow, m.retries, m.limited, m.noUpstream, m.local, m.reloads, m.reloadLast,
-		&stateCollector{b: b}, discoveryCollector{b: b}, &holdCollector{b: b},
-	}
+// registerAll registers every collector on reg, or none.
+func registerAll(reg prometheus.Registerer, cs []prometheus.Collector) error {
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {
 			for _, done := range cs[:i] {
@@ -155,6 +164,19 @@ func (m *metrics) register(b *Balancer, reg prometheus.Registerer) error {
 		}
 	}
 	return nil
+}
+
+// desc is a scrape-time family of the pool, with the given variable labels.
+func (m *metrics) desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help, labels, m.pool)
+}
+
+// collectors are the pool's families.
+func (m *metrics) collectors(b *Balancer) []prometheus.Collector {
+	return []prometheus.Collector{
+		m.requests, m.duration, m.ejections, m.overflow, m.retries, m.limited, m.noUpstream, m.local,
+		&stateCollector{b: b}, &holdCollector{b: b},
+	}
 }
 
 // upstreamMetrics are one upstream's pre-resolved metric children, so the

@@ -136,6 +136,9 @@ func (b *Balancer) KeyOf(r *http.Request) (key, source string, ok bool) {
 	return "", "", false
 }
 
+// MemberCount returns the number of ring members (absent ones included).
+func (b *Balancer) MemberCount() int { return len(b.snap.Load().members) }
+
 // Ready reports whether at least one upstream is available.
 func (b *Balancer) Ready() bool {
 	s := b.snap.Load()

@@ -52,6 +52,7 @@ var specMetrics = []string{
 	"ringlb_upstream_state",
 	"ringlb_hold_share_errors_total",
 	"ringlb_hold_share_lookups_total",
+	"ringlb_no_route_total",
 }
 
 // specHistograms are the histograms among specMetrics: Prometheus exposes

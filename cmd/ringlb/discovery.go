@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
 )
@@ -20,19 +22,19 @@ func discoveryOptions(d *config.Discovery) *balancer.DiscoveryOptions {
 	return o
 }
 
-// followMembers keeps the health checker's targets equal to the ring's
-// members while discovery changes them (a reload updates them itself),
-// until close.
-func (s *server) followMembers() {
+// followMembers keeps a pool's health checker's targets equal to its
+// ring's members while discovery changes them (a reload updates them
+// itself), until ctx is done (close, or the pool's removal).
+func (s *server) followMembers(ctx context.Context, pr *poolRun) {
 	for {
 		select {
-		case <-s.hcCtx.Done():
+		case <-ctx.Done():
 			return
-		case <-s.b.MembersChanged():
+		case <-pr.b.MembersChanged():
 		}
 		s.mu.Lock()
-		if s.hc != nil {
-			s.hc.hc.Update(s.hc.opts, healthTargets(s.b, s.probes))
+		if pr.hc != nil {
+			pr.hc.hc.Update(pr.hc.opts, healthTargets(pr.b, pr.probes))
 		}
 		s.mu.Unlock()
 	}

@@ -8,24 +8,26 @@ import (
 	"github.com/ringlb/ringlb/healthcheck"
 )
 
-// balancerOptions converts a config to the balancer's options. The
-// blocks that share their shape convert as they are. It reads
-// upstream_tls.ca_file, which config.Load has checked: it fails, with a
-// *certs.FileError, only if the file changed since.
-func balancerOptions(cfg *config.Config) (balancer.Options, error) {
+// balancerOptions converts one pool of a config (&cfg.Pool without pools)
+// to the balancer's options: the pool's blocks and the process's settings
+// the request path reads. The blocks that share their shape convert as
+// they are. It reads upstream_tls.ca_file, which config.Load has checked:
+// it fails, with a *certs.FileError, only if the file changed since.
+func balancerOptions(proc *config.Config, cfg *config.Pool) (balancer.Options, error) {
 	o := balancer.Options{
+		Pool: cfg.Name,
 		Ring: balancer.RingOptions(cfg.Ring),
 		Hash: balancer.HashOptions{
 			Key:       cfg.Hash.Key,
 			OnMissing: cfg.Hash.OnMissing,
 			Cookie:    balancer.CookieOptions(cfg.Hash.Cookie),
 		},
-		TrustedProxies: cfg.TrustedProxies,
-		UpstreamHeader: cfg.UpstreamHeader,
+		TrustedProxies: proc.TrustedProxies,
+		UpstreamHeader: proc.UpstreamHeader,
 		Retries:        cfg.Retries,
 		RetryStatuses:  cfg.RetryStatuses,
 		Timeouts:       balancer.TimeoutOptions(cfg.Timeouts),
-		AccessLog:      cfg.AccessLog,
+		AccessLog:      proc.AccessLog,
 		Breaker:        balancer.BreakerOptions(cfg.Breaker),
 		HealthChecks:   cfg.Health != nil,
 		Discovery:      discoveryOptions(cfg.Discovery),
@@ -55,8 +57,8 @@ func balancerOptions(cfg *config.Config) (balancer.Options, error) {
 	return o, nil
 }
 
-// upstreamTLS converts upstream_tls, reading its CA file.
-func upstreamTLS(cfg *config.Config) (balancer.UpstreamTLS, error) {
+// upstreamTLS converts a pool's upstream_tls, reading its CA file.
+func upstreamTLS(cfg *config.Pool) (balancer.UpstreamTLS, error) {
 	t := balancer.UpstreamTLS{ServerName: cfg.UpstreamTLS.ServerName, InsecureSkipVerify: cfg.UpstreamTLS.InsecureSkipVerify}
 	if f := cfg.UpstreamTLS.CAFile; f != "" {
 		pool, err := certs.LoadCAFile(f)
@@ -70,7 +72,7 @@ func upstreamTLS(cfg *config.Config) (balancer.UpstreamTLS, error) {
 
 // transportOptions are the settings of the transports health probes use:
 // the request path's timeouts and upstream TLS, in a pool of their own.
-func transportOptions(cfg *config.Config, tls balancer.UpstreamTLS) balancer.TransportOptions {
+func transportOptions(cfg *config.Pool, tls balancer.UpstreamTLS) balancer.TransportOptions {
 	return balancer.TransportOptions{
 		DialTimeout:           cfg.Timeouts.Dial,
 		ResponseHeaderTimeout: cfg.Timeouts.ResponseHeader,

@@ -28,7 +28,7 @@ func TestBalancerOptionsHold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := balancerOptions(cfg)
+	o, err := balancerOptions(cfg, &cfg.Pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestBalancerOptionsHold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o, err = balancerOptions(cfg); err != nil {
+	if o, err = balancerOptions(cfg, &cfg.Pool); err != nil {
 		t.Fatal(err)
 	}
 	if h := o.Hold; h.Idle != 0 || h.CookieName != "" {

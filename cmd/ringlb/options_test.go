@@ -19,7 +19,7 @@ func TestBalancerOptionsRing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		o, err := balancerOptions(cfg)
+		o, err := balancerOptions(cfg, &cfg.Pool)
 		if err != nil {
 			t.Fatal(err)
 		}

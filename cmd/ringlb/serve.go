@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -95,12 +96,17 @@ func serveWatching(ctx context.Context, path string, cfg *config.Config, logger 
 		return exitFail
 	}
 	proxySrv, adminSrv := srv.httpServers(cfg, pl.Addr(), al.Addr())
-	names := make([]string, len(cfg.Upstreams))
-	for i, u := range cfg.Upstreams {
-		names[i] = u.Name + "=" + u.URL.String()
+	if cfg.Pools == nil {
+		logger.Info("ringlb serving", "listen", pl.Addr().String(), "admin_listen", al.Addr().String(),
+			"upstreams", upstreamNames(&cfg.Pool), "version", srv.b.Version(), "ringlb", buildVersion())
+	} else {
+		logger.Info("ringlb serving", "listen", pl.Addr().String(), "admin_listen", al.Addr().String(),
+			"pools", len(cfg.Pools), "routes", len(cfg.Routes), "ringlb", buildVersion())
+		for _, pr := range srv.pools {
+			p := cfg.Pools[slices.IndexFunc(cfg.Pools, func(p config.Pool) bool { return p.Name == pr.name })]
+			logger.Info("pool serving", "pool", pr.name, "upstreams", upstreamNames(&p), "version", pr.b.Version())
+		}
 	}
-	logger.Info("ringlb serving", "listen", pl.Addr().String(), "admin_listen", al.Addr().String(),
-		"upstreams", names, "version", srv.b.Version(), "ringlb", buildVersion())
 	srv.front.watch(ctx)
 	if ready != nil {
 		ready(pl.Addr(), al.Addr())
@@ -151,9 +157,18 @@ loop:
 	}
 	srv.stopping.Store(true)
 	_, timeout := srv.shutdownTimes()
-	drain(logger, timeout, srv.b, proxySrv, adminSrv)
+	drain(logger, timeout, srv.rt, proxySrv, adminSrv)
 	logger.Info("stopped")
 	return code
+}
+
+// upstreamNames lists a pool's static upstreams as NAME=URL, for the log.
+func upstreamNames(p *config.Pool) []string {
+	names := make([]string, len(p.Upstreams))
+	for i, u := range p.Upstreams {
+		names[i] = u.Name + "=" + u.URL.String()
+	}
+	return names
 }
 
 // listen binds the proxy and the admin addresses. On failure it binds
@@ -176,7 +191,7 @@ func listen(cfg *config.Config) (proxy, adm net.Listener, problem string) {
 func (s *server) httpServers(cfg *config.Config, proxyAddr, adminAddr net.Addr) (proxySrv, adminSrv *http.Server) {
 	errLog := log.New(&slogWriter{s.log}, "", 0)
 	proxySrv = &http.Server{
-		Handler:           limitHeaders(s.b, cfg.MaxHeaderBytes),
+		Handler:           limitHeaders(s.rt, cfg.MaxHeaderBytes),
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    serverHeaderLimit(cfg.MaxHeaderBytes),
@@ -201,7 +216,7 @@ func (s *server) httpServers(cfg *config.Config, proxyAddr, adminAddr net.Addr) 
 // drain shuts the proxy and admin servers down, letting requests in
 // flight (and upgraded connections on the proxy) finish within timeout,
 // then closes what is left.
-func drain(logger *slog.Logger, timeout time.Duration, b *balancer.Balancer, proxySrv, adminSrv *http.Server) {
+func drain(logger *slog.Logger, timeout time.Duration, b *balancer.Router, proxySrv, adminSrv *http.Server) {
 	logger.Info("shutting down: draining in-flight requests", "timeout", timeout)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

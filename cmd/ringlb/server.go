@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,8 +19,9 @@ import (
 )
 
 // server is what a running ringlb keeps besides its listeners: the
-// balancer with its metrics registry, and the health checker that reports
-// into it. It performs reloads, for SIGHUP and POST /reload alike.
+// router with its metrics registry and, per pool, the balancer and the
+// health checker that reports into it. It performs reloads, for SIGHUP
+// and POST /reload alike.
 type server struct {
 	path string
 	// file is the config file at path as it was when last read, for the
@@ -26,7 +29,7 @@ type server struct {
 	file    *certs.Files
 	log     *slog.Logger
 	started time.Time
-	b       *balancer.Balancer
+	rt      *balancer.Router
 	reg     *prometheus.Registry
 	// listen and adminListen are the addresses bound at the start; a
 	// reload cannot move them.
@@ -42,10 +45,10 @@ type server struct {
 	// 503 while shutdown_delay runs and the listeners drain.
 	stopping atomic.Bool
 
-	mu        sync.Mutex           // serialises reloads and close, and guards hc and probes
-	hc        *checker             // nil without a health block
-	probes    *balancer.Transports // what health probes are sent over
-	probeOpts balancer.TransportOptions
+	mu    sync.Mutex // serialises reloads and close, and guards pools
+	pools []*poolRun // in config order
+	// b is the first pool's balancer, what the admin listener shows.
+	b *balancer.Balancer
 	// shutdownDelay and shutdownTimeout are the last applied config's
 	// shutdown_delay and shutdown_timeout.
 	shutdownDelay, shutdownTimeout time.Duration
@@ -59,6 +62,17 @@ func (s *server) shutdownTimes() (delay, timeout time.Duration) {
 	return s.shutdownDelay, s.shutdownTimeout
 }
 
+// poolRun is one pool's running parts.
+type poolRun struct {
+	name      string
+	b         *balancer.Balancer
+	opts      balancer.Options     // the ones b last took
+	hc        *checker             // nil without a health block
+	probes    *balancer.Transports // what health probes are sent over
+	probeOpts balancer.TransportOptions
+	stop      context.CancelFunc // ends followMembers
+}
+
 // sameTransport reports whether a and b build the same transports (a CA
 // file read again unchanged gives an equal pool).
 func sameTransport(a, b balancer.TransportOptions) bool {
@@ -70,13 +84,33 @@ func sameTransport(a, b balancer.TransportOptions) bool {
 	return a == b
 }
 
-// newServer builds the balancer for cfg, read from path, and starts its
-// health checks: every upstream counts as up until it fails `fall`
-// probes.
+// sameOptions reports whether a pool's balancer options are unchanged (a
+// CA file read again unchanged gives an equal pool).
+func sameOptions(a, b balancer.Options) bool {
+	ap, bp := a.UpstreamTLS.RootCAs, b.UpstreamTLS.RootCAs
+	if (ap == nil) != (bp == nil) || (ap != nil && !ap.Equal(bp)) {
+		return false
+	}
+	a.UpstreamTLS.RootCAs, b.UpstreamTLS.RootCAs = nil, nil
+	return reflect.DeepEqual(a, b)
+}
+
+// routes converts the config's routes.
+func routes(cfg *config.Config) []balancer.Route {
+	out := make([]balancer.Route, len(cfg.Routes))
+	for i, r := range cfg.Routes {
+		out[i] = balancer.Route(r)
+	}
+	return out
+}
+
+// newServer builds the router and each pool's balancer for cfg, read from
+// path, and starts their health checks: every upstream counts as up until
+// it fails `fall` probes.
 func newServer(path string, cfg *config.Config, logger *slog.Logger) (*server, error) {
 	started := time.Now()
 	reg := balancer.NewRegistry()
-	opts, err := balancerOptions(cfg)
+	rt, err := balancer.NewRouter(reg)
 	if err != nil {
 		return nil, err
 	}
@@ -84,19 +118,53 @@ func newServer(path string, cfg *config.Config, logger *slog.Logger) (*server, e
 	if err != nil {
 		return nil, err
 	}
-	b, err := balancer.New(opts, reg, logger)
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &server{path: path, file: certs.NewFiles(path), log: logger, started: started, rt: rt, reg: reg, listen: cfg.Listen, adminListen: cfg.AdminListen,
+		front: fr, hcCtx: ctx, hcCancel: cancel, shutdownDelay: cfg.ShutdownDelay, shutdownTimeout: cfg.ShutdownTimeout}
+	var bs []*balancer.Balancer
+	for _, p := range cfg.Serving() {
+		pr, err := s.startPool(cfg, p)
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		s.pools = append(s.pools, pr)
+		bs = append(bs, pr.b)
+	}
+	if err := rt.Install(routes(cfg), bs); err != nil {
+		s.close()
+		return nil, err
+	}
+	s.b = bs[0]
+	warnLoops(logger, cfg)
+	return s, nil
+}
+
+// startPool builds a pool's balancer and starts its health checks.
+func (s *server) startPool(cfg *config.Config, p *config.Pool) (*poolRun, error) {
+	opts, err := balancerOptions(cfg, p)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &server{path: path, file: certs.NewFiles(path), log: logger, started: started, b: b, reg: reg, listen: cfg.Listen, adminListen: cfg.AdminListen,
-		front: fr, hcCtx: ctx, hcCancel: cancel, probeOpts: transportOptions(cfg, opts.UpstreamTLS),
-		shutdownDelay: cfg.ShutdownDelay, shutdownTimeout: cfg.ShutdownTimeout}
-	s.probes = balancer.NewTransports(s.probeOpts)
-	s.hc = s.startChecker(cfg)
-	go s.followMembers()
-	warnLoops(logger, cfg)
-	return s, nil
+	b, err := s.rt.NewPool(opts, s.log.With("pool", p.Name))
+	if err != nil {
+		return nil, err
+	}
+	ctx, stop := context.WithCancel(s.hcCtx)
+	pr := &poolRun{name: p.Name, b: b, opts: opts, probeOpts: transportOptions(p, opts.UpstreamTLS), stop: stop}
+	pr.probes = balancer.NewTransports(pr.probeOpts)
+	pr.hc = s.startChecker(pr, p)
+	go s.followMembers(ctx, pr)
+	return pr, nil
+}
+
+// stopPool stops a pool's checks and closes its balancer.
+func (s *server) stopPool(pr *poolRun) {
+	pr.stop()
+	pr.hc.stop()
+	pr.hc = nil
+	pr.probes.CloseIdleConnections()
+	s.rt.Remove(pr.b)
 }
 
 // loopWarnings says which static upstreams are ringlb's own proxy
@@ -105,10 +173,16 @@ func newServer(path string, cfg *config.Config, logger *slog.Logger) (*server, e
 // accept such a config too), but never what was meant.
 func loopWarnings(cfg *config.Config) []string {
 	var out []string
-	for i, u := range cfg.Upstreams {
-		if u.URL != nil && config.LoopsBack(cfg.Listen, u.URL) {
-			out = append(out, fmt.Sprintf("upstreams[%d] (%s): %s is ringlb's own listen address (%s): requests sent there come back into ringlb",
-				i, u.Name, u.URL, cfg.Listen))
+	for _, p := range cfg.Serving() {
+		field := "upstreams"
+		if cfg.Pools != nil {
+			field = "pools." + p.Name + ".upstreams"
+		}
+		for i, u := range p.Upstreams {
+			if u.URL != nil && config.LoopsBack(cfg.Listen, u.URL) {
+				out = append(out, fmt.Sprintf("%s[%d] (%s): %s is ringlb's own listen address (%s): requests sent there come back into ringlb",
+					field, i, u.Name, u.URL, cfg.Listen))
+			}
 		}
 	}
 	return out
@@ -120,34 +194,42 @@ func warnLoops(logger *slog.Logger, cfg *config.Config) {
 	}
 }
 
-// close stops the health checker and releases the balancer's idle
+// close stops the health checkers and releases the balancers' idle
 // connections and timers.
 func (s *server) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.hc.stop()
-	s.hc = nil
+	for _, pr := range s.pools {
+		pr.stop()
+		pr.hc.stop()
+		pr.hc = nil
+		pr.probes.CloseIdleConnections()
+		pr.b.Close()
+	}
 	s.hcCancel()
-	s.probes.CloseIdleConnections()
 	s.front.close()
-	s.b.Close()
 }
 
-// reload re-reads the config file and swaps the new ring in; a bad config
-// leaves the old one serving. Then the health checker follows the new
+// reload re-reads the config file and swaps the new pools and routes in; a
+// bad config leaves the old one serving. A pool of the new config that the
+// old one had takes its new settings (Balancer.Update) unless, with
+// pools, they are unchanged: then it is left exactly as it is, snapshot,
+// ring and version. A new pool starts, a pool no longer configured stops
+// once the new routes are in. Then each pool's health checker follows its
 // config: its targets and timing are updated (state and counts carry
 // over by name), or it starts, or it stops. A checker reports through a
 // reporter that an Update turning checks off revokes, so one being
 // stopped can say nothing more. reload counts the attempt
-// (Balancer.RecordReload) and returns what POST /reload answers: the new
-// ring version, or the problems that rejected the config.
+// (Router.RecordReload) and returns what POST /reload answers: the new
+// ring version (with pools, "POOL=VERSION" for each, space-separated), or
+// the problems that rejected the config.
 func (s *server) reload() (version string, problems []string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.file.Stat() // before the read: a change made meanwhile is seen next time
 	version, problems, err = s.apply()
 	s.file.Mark(st)
-	s.b.RecordReload(err == nil, problems...)
+	s.rt.RecordReload(err == nil, problems...)
 	return version, problems, err
 }
 
@@ -169,18 +251,23 @@ func (s *server) apply() (string, []string, error) {
 		s.log.Warn("listen and admin_listen changes take effect on restart",
 			"listen", s.listen, "admin_listen", s.adminListen)
 	}
-	var opts balancer.Options
+	var opts []balancer.Options
 	if err == nil {
-		opts, err = balancerOptions(next)
+		pools := next.Serving()
+		opts = make([]balancer.Options, len(pools))
+		for i, p := range pools {
+			if opts[i], err = balancerOptions(next, p); err != nil {
+				break
+			}
+		}
 	}
 	// The certificate pair first: one that does not load rejects the
 	// reload before anything changed.
 	if err == nil {
 		err = s.front.reload(next)
 	}
-	var version string
 	if err == nil {
-		version, err = s.b.Update(opts)
+		err = s.applyPools(next, opts)
 	}
 	if err != nil {
 		problems := problemsOf(err)
@@ -189,25 +276,100 @@ func (s *server) apply() (string, []string, error) {
 		}
 		return "", problems, err
 	}
-	if to := transportOptions(next, opts.UpstreamTLS); !sameTransport(to, s.probeOpts) {
-		s.probes.CloseIdleConnections()
-		s.probes, s.probeOpts = balancer.NewTransports(to), to
-	}
-	switch opts := healthOptions(next.Health); {
-	case opts == nil && s.hc != nil:
-		s.hc.stop()
-		s.hc = nil
-		s.log.Info("health checks off: every upstream counts as up")
-	case opts != nil && s.hc == nil:
-		s.hc = s.startChecker(next)
-		s.log.Info("health checks on", "path", opts.Path, "interval", opts.Interval)
-	case opts != nil:
-		s.hc.opts = *opts
-		s.hc.hc.Update(*opts, healthTargets(s.b, s.probes))
-	}
 	s.shutdownDelay, s.shutdownTimeout = next.ShutdownDelay, next.ShutdownTimeout
 	warnLoops(s.log, next)
-	return version, nil, nil
+	return s.versions(), nil, nil
+}
+
+// versions is what a reload answers: the ring version, or with several
+// pools each pool's as POOL=VERSION.
+func (s *server) versions() string {
+	if len(s.pools) == 1 {
+		return s.pools[0].b.Version()
+	}
+	vs := make([]string, len(s.pools))
+	for i, pr := range s.pools {
+		vs[i] = pr.name + "=" + pr.b.Version()
+	}
+	return strings.Join(vs, " ")
+}
+
+// applyPools installs next's pools (opts are theirs, in order) and routes.
+// New pools are built first, so a failure leaves everything as it was.
+func (s *server) applyPools(next *config.Config, opts []balancer.Options) error {
+	old := map[string]*poolRun{}
+	for _, pr := range s.pools {
+		old[pr.name] = pr
+	}
+	pools := next.Serving()
+	runs := make([]*poolRun, len(pools))
+	for i, p := range pools {
+		if old[p.Name] != nil {
+			continue
+		}
+		pr, err := s.startPool(next, p)
+		if err != nil {
+			for _, pr := range runs[:i] {
+				if pr != nil {
+					s.stopPool(pr)
+				}
+			}
+			return err
+		}
+		runs[i] = pr
+	}
+	for i, p := range pools {
+		pr := old[p.Name]
+		if pr == nil {
+			continue
+		}
+		runs[i] = pr
+		delete(old, p.Name)
+		if next.Pools != nil && sameOptions(pr.opts, opts[i]) {
+			continue // untouched: same snapshot, ring and version
+		}
+		if _, err := pr.b.Update(opts[i]); err != nil {
+			// Validated options that the balancer refuses: not expected.
+			// The pools updated before it keep their new settings.
+			return err
+		}
+		pr.opts = opts[i]
+		s.followConfig(pr, p, opts[i])
+	}
+	bs := make([]*balancer.Balancer, len(runs))
+	for i, pr := range runs {
+		bs[i] = pr.b
+	}
+	if err := s.rt.Install(routes(next), bs); err != nil {
+		return err
+	}
+	for _, pr := range old { // no longer configured
+		s.log.Info("pool removed", "pool", pr.name)
+		s.stopPool(pr)
+	}
+	s.pools, s.b = runs, runs[0].b
+	return nil
+}
+
+// followConfig brings a pool's probes and health checker to its new
+// config after an Update.
+func (s *server) followConfig(pr *poolRun, p *config.Pool, opts balancer.Options) {
+	if to := transportOptions(p, opts.UpstreamTLS); !sameTransport(to, pr.probeOpts) {
+		pr.probes.CloseIdleConnections()
+		pr.probes, pr.probeOpts = balancer.NewTransports(to), to
+	}
+	switch hopts := healthOptions(p.Health); {
+	case hopts == nil && pr.hc != nil:
+		pr.hc.stop()
+		pr.hc = nil
+		s.log.Info("health checks off: every upstream counts as up", "pool", pr.name)
+	case hopts != nil && pr.hc == nil:
+		pr.hc = s.startChecker(pr, p)
+		s.log.Info("health checks on", "pool", pr.name, "path", hopts.Path, "interval", hopts.Interval)
+	case hopts != nil:
+		pr.hc.opts = *hopts
+		pr.hc.hc.Update(*hopts, healthTargets(pr.b, pr.probes))
+	}
 }
 
 // checker is a running health checker: it reports into the balancer
@@ -219,17 +381,17 @@ type checker struct {
 	done   chan struct{}
 }
 
-// startChecker starts active checks of the ring's members (cfg's
+// startChecker starts active checks of a pool's ring members (its
 // upstreams and those discovery found), reporting through a reporter of
 // their own (nil without a health block).
-func (s *server) startChecker(cfg *config.Config) *checker {
-	opts := healthOptions(cfg.Health)
+func (s *server) startChecker(pr *poolRun, p *config.Pool) *checker {
+	opts := healthOptions(p.Health)
 	if opts == nil {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(s.hcCtx)
-	ck := &checker{hc: healthcheck.New(*opts, s.b.HealthReporter(), s.log), opts: *opts, cancel: cancel, done: make(chan struct{})}
-	ck.hc.Update(*opts, healthTargets(s.b, s.probes))
+	ck := &checker{hc: healthcheck.New(*opts, pr.b.HealthReporter(), s.log.With("pool", pr.name)), opts: *opts, cancel: cancel, done: make(chan struct{})}
+	ck.hc.Update(*opts, healthTargets(pr.b, pr.probes))
 	go func() {
 		defer close(ck.done)
 		ck.hc.Run(ctx)

@@ -1,0 +1,273 @@
+package balancer
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Route sends the requests it matches to a pool. Host is "" (any host),
+// an exact host name, or "*.SUFFIX" (any name ending in ".SUFFIX"),
+// compared case-insensitively with the request's host without its port.
+// PathPrefix is "" (any path) or a path matched on whole segments: /api
+// matches /api, /api/ and /api/x but not /apix; /api/ matches /api/ and
+// /api/x but not /api.
+type Route struct {
+	Host       string
+	PathPrefix string
+	Pool       string
+}
+
+// Router is the proxy handler of a process with pools: it sends each
+// request to the Balancer of the pool the first matching route names, and
+// answers 404 when none matches. Each pool is a Balancer of its own (its
+// ring, members, checks and hold records); the Router holds an immutable
+// table of routes and pools behind an atomic pointer, so a request loads
+// it once and the pool's Balancer then loads its own snapshot. Install
+// swaps a new table in.
+//
+// The pools share the Router's process families (reloads, discovery):
+// create them with NewPool.
+type Router struct {
+	table   atomic.Pointer[routeTable]
+	reg     prometheus.Registerer
+	proc    *procMetrics
+	noRoute prometheus.Counter
+
+	mu sync.Mutex // serialises Install and Remove
+}
+
+// routeTable is what a request reads: the compiled routes and the pools
+// by name. With one pool and no routes, every request goes to only.
+type routeTable struct {
+	routes []compiledRoute
+	pools  []*Balancer // in config order
+	only   *Balancer
+}
+
+// compiledRoute is a Route in the form matching reads: lowercase host
+// (without "*." for a wildcard), and the pool's Balancer.
+type compiledRoute struct {
+	host     string // "" any; exact name; or ".suffix" when wild
+	wild     bool
+	prefix   string
+	dirMatch bool // prefix ends in '/': it matches what starts with it
+	b        *Balancer
+}
+
+// NewRouter returns a Router with no pools that registers the process's
+// families on reg (nil: none): ringlb_config_reloads_total,
+// ringlb_config_last_reload_success, the discovery families and
+// ringlb_no_route_total. Its pools register theirs on reg too.
+func NewRouter(reg prometheus.Registerer) (*Router, error) {
+	rt := &Router{reg: reg, proc: newProcMetrics()}
+	rt.noRoute = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ringlb_no_route_total",
+		Help: "Requests answered 404 because no route matched their host and path.",
+	})
+	rt.table.Store(&routeTable{})
+	if reg != nil {
+		if err := rt.proc.register(reg, rt.noRoute, discoveryCollector{pools: rt.Pools}); err != nil {
+			return nil, fmt.Errorf("balancer: registering metrics: %w", err)
+		}
+	}
+	return rt, nil
+}
+
+// NewPool builds the Balancer of one pool (opts.Pool names it) and
+// registers its families on the Router's registry. It does not route to
+// it until an Install names it.
+func (rt *Router) NewPool(opts Options, logger *slog.Logger) (*Balancer, error) {
+	if opts.Pool == "" {
+		opts.Pool = DefaultPool
+	}
+	return newBalancer(opts, rt.reg, logger, rt.proc)
+}
+
+// Install makes routes and pools current: requests from now on are routed
+// by routes (first match wins) to pools, which must hold every pool a
+// route names. With no routes, pools must be one pool, which gets every
+// request. Pools left out of pools are not closed: see Remove.
+func (rt *Router) Install(routes []Route, pools []*Balancer) error {
+	t := &routeTable{pools: pools}
+	byName := make(map[string]*Balancer, len(pools))
+	for _, b := range pools {
+		if byName[b.Pool()] != nil {
+			return fmt.Errorf("balancer: two pools named %q", b.Pool())
+		}
+		byName[b.Pool()] = b
+	}
+	if len(routes) == 0 {
+		if len(pools) != 1 {
+			return fmt.Errorf("balancer: %d pools and no routes", len(pools))
+		}
+		t.only = pools[0]
+	}
+	for _, r := range routes {
+		b := byName[r.Pool]
+		if b == nil {
+			return fmt.Errorf("balancer: route to unknown pool %q", r.Pool)
+		}
+		c := compiledRoute{host: strings.ToLower(r.Host), prefix: r.PathPrefix, b: b}
+		if s, ok := strings.CutPrefix(c.host, "*."); ok {
+			c.host, c.wild = "."+s, true
+		}
+		c.dirMatch = strings.HasSuffix(c.prefix, "/")
+		t.routes = append(t.routes, c)
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.table.Store(t)
+	return nil
+}
+
+// Remove closes a pool a reload dropped (after Install stopped routing
+// to it) and unregisters its families. Requests already on it finish.
+func (rt *Router) Remove(b *Balancer) {
+	b.Close()
+	if rt.reg != nil {
+		for _, c := range b.metrics.collectors(b) {
+			rt.reg.Unregister(c)
+		}
+	}
+}
+
+// Pools returns the pools routed to, in config order.
+func (rt *Router) Pools() []*Balancer { return rt.table.Load().pools }
+
+// Pool returns the pool named name, or nil.
+func (rt *Router) Pool(name string) *Balancer {
+	for _, b := range rt.table.Load().pools {
+		if b.Pool() == name {
+			return b
+		}
+	}
+	return nil
+}
+
+// Routes returns the routes in force, in order.
+func (rt *Router) Routes() []Route {
+	t := rt.table.Load()
+	out := make([]Route, len(t.routes))
+	for i, c := range t.routes {
+		h := c.host
+		if c.wild {
+			h = "*" + h
+		}
+		out[i] = Route{Host: h, PathPrefix: c.prefix, Pool: c.b.Pool()}
+	}
+	return out
+}
+
+// Match returns the pool a request for host (a Host header: any port is
+// ignored) and path goes to, or nil when no route matches.
+func (rt *Router) Match(host, path string) *Balancer {
+	return rt.table.Load().match(host, path)
+}
+
+func (t *routeTable) match(host, path string) *Balancer {
+	if t.only != nil {
+		return t.only
+	}
+	host = routeHost(host)
+	for i := range t.routes {
+		c := &t.routes[i]
+		if c.host != "" {
+			if c.wild {
+				if len(host) <= len(c.host) || !strings.EqualFold(host[len(host)-len(c.host):], c.host) {
+					continue
+				}
+			} else if !strings.EqualFold(host, c.host) {
+				continue
+			}
+		}
+		if c.prefix != "" {
+			if !strings.HasPrefix(path, c.prefix) {
+				continue
+			}
+			if !c.dirMatch && len(path) > len(c.prefix) && path[len(c.prefix)] != '/' {
+				continue
+			}
+		}
+		return c.b
+	}
+	return nil
+}
+
+// routeHost strips the port (and a final dot) from a Host header:
+// "App.example:8080" → "App.example", "[::1]:80" → "::1".
+func routeHost(h string) string {
+	if strings.HasPrefix(h, "[") {
+		if i := strings.IndexByte(h, ']'); i > 0 {
+			return h[1:i]
+		}
+		return h
+	}
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && strings.IndexByte(h[:i], ':') < 0 {
+		h = h[:i]
+	}
+	return strings.TrimSuffix(h, ".")
+}
+
+// ServeHTTP sends the request to its pool's Balancer, or answers 404
+// with a one-line reason (counted in ringlb_no_route_total).
+func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b := rt.table.Load().match(r.Host, r.URL.Path)
+	if b == nil {
+		rt.noRoute.Inc()
+		plainError(w, http.StatusNotFound, "no route for this host and path\n")
+		return
+	}
+	b.ServeHTTP(w, r)
+}
+
+// Ready reports whether every pool that has members has an available
+// one, and some pool has: a pool still waiting for its first discovery
+// answer does not hold the others back (with one pool, that is the
+// Balancer's Ready).
+func (rt *Router) Ready() bool {
+	some := false
+	for _, b := range rt.table.Load().pools {
+		if b.MemberCount() == 0 {
+			continue
+		}
+		if !b.Ready() {
+			return false
+		}
+		some = true
+	}
+	return some
+}
+
+// RecordReload counts a reload attempt, as Balancer.RecordReload does.
+func (rt *Router) RecordReload(ok bool, problems ...string) {
+	rt.proc.record(ok, systemClock{}.Now(), problems)
+}
+
+// LastReload returns the last reload attempt, or nil before the first.
+func (rt *Router) LastReload() *Reload { return rt.proc.lastReload.Load() }
+
+// WaitTunnels waits for every pool's upgraded connections, as
+// Balancer.WaitTunnels does, and returns the first error.
+func (rt *Router) WaitTunnels(ctx context.Context) error {
+	var first error
+	for _, b := range rt.Pools() {
+		if err := b.WaitTunnels(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Close closes every pool (Balancer.Close).
+func (rt *Router) Close() {
+	for _, b := range rt.Pools() {
+		b.Close()
+	}
+}

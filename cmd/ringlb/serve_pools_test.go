@@ -1,0 +1,177 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/ringlb/ringlb/cmd/ringlb/config"
+)
+
+// poolsConfig is a config with a sessions pool (backends s) and an assets
+// pool (backends a), routed by host and path.
+func poolsConfig(s, a []namedBackend) string {
+	var b strings.Builder
+	b.WriteString(listenersYAML + "upstream_header: X-Upstream\npools:\n  sessions:\n    hash: {key: [{header: X-User}]}\n    upstreams:\n")
+	for _, u := range s {
+		fmt.Fprintf(&b, "      - {name: %s, url: %s}\n", u.name, u.URL)
+	}
+	b.WriteString("  assets:\n    hash: {key: [uri]}\n    upstreams:\n")
+	for _, u := range a {
+		fmt.Fprintf(&b, "      - {name: %s, url: %s}\n", u.name, u.URL)
+	}
+	b.WriteString(`routes:
+  - {host: app.example, path_prefix: /api, pool: sessions}
+  - {host: "*.cdn.example", pool: assets}
+  - {path_prefix: /static/, pool: assets}
+`)
+	return b.String()
+}
+
+// named starts n backends answering "PREFIX-i".
+func named(t *testing.T, prefix string, n int) []namedBackend {
+	bs := startBackends(t, n, nil)
+	for i := range bs {
+		name := fmt.Sprintf("%s-%d", prefix, i+1)
+		bs[i].name = name
+		bs[i].Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, name) })
+	}
+	return bs
+}
+
+func hostGet(t *testing.T, url, host string, hdr ...string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Host = host
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s (Host %s): %v", url, host, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// Requests go to the pool of the first route matching their host and path;
+// one no route matches gets 404 and counts in ringlb_no_route_total; every
+// per-upstream series names its pool.
+func TestServePoolsRoute(t *testing.T) {
+	s, a := named(t, "s", 3), named(t, "a", 2)
+	r := startServe(t, writeConfig(t, poolsConfig(s, a)))
+	for _, c := range []struct {
+		host, path, pool string
+	}{
+		{"app.example", "/api", "s"},
+		{"APP.example:8080", "/api/users", "s"},
+		{"app.example", "/apix", ""},
+		{"img.cdn.example", "/logo.png", "a"},
+		{"cdn.example", "/logo.png", ""},
+		{"other.example", "/static/x.css", "a"},
+		{"other.example", "/static", ""},
+		{"app.example", "/static/x.css", "a"},
+	} {
+		code, body := hostGet(t, r.proxy+c.path, c.host, "X-User", "u1")
+		switch {
+		case c.pool == "" && (code != http.StatusNotFound || body != "no route for this host and path\n"):
+			t.Errorf("%s%s: %d %q, want 404 no route", c.host, c.path, code, body)
+		case c.pool != "" && (code != 200 || !strings.HasPrefix(body, c.pool+"-")):
+			t.Errorf("%s%s: %d %q, want pool %s", c.host, c.path, code, body, c.pool)
+		}
+	}
+	// Affinity within the pool: one key, one upstream.
+	_, first := hostGet(t, r.proxy+"/api", "app.example", "X-User", "u7")
+	for range 5 {
+		if _, got := hostGet(t, r.proxy+"/api/x", "app.example", "X-User", "u7"); got != first {
+			t.Fatalf("key u7 went to %s, then %s", first, got)
+		}
+	}
+	_, metrics := get(t, r.admin+"/metrics")
+	for _, want := range []string{
+		"ringlb_no_route_total 3\n",
+		`ringlb_upstream_available{pool="sessions",upstream="s-1"} 1`,
+		`ringlb_upstream_available{pool="assets",upstream="a-2"} 1`,
+		`ringlb_ring_info{pool="assets",version="`,
+		`ringlb_ring_info{pool="sessions",version="`,
+		`ringlb_no_upstream_total{pool="assets"} 0`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+// A reload that changes only the assets pool leaves the sessions pool as
+// it was: the same balancer, no snapshot installed, the same version. A
+// pool the new config drops stops; a new one starts.
+func TestReloadOnePool(t *testing.T) {
+	s, a := named(t, "s", 3), named(t, "a", 3)
+	path := writeConfig(t, poolsConfig(s, a[:2]))
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := newServer(path, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.close()
+	sess, assets := srv.rt.Pool("sessions"), srv.rt.Pool("assets")
+	sv, ss, av := sess.Version(), sess.Snapshots(), assets.Version()
+
+	if err := os.WriteFile(path, []byte(poolsConfig(s, a)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, problems, err := srv.reload(); err != nil {
+		t.Fatal(problems)
+	}
+	if srv.rt.Pool("sessions") != sess || sess.Snapshots() != ss || sess.Version() != sv {
+		t.Errorf("sessions after a reload of assets only: snapshots %d → %d, version %s → %s",
+			ss, sess.Snapshots(), sv, sess.Version())
+	}
+	if srv.rt.Pool("assets") != assets || assets.Version() == av {
+		t.Errorf("assets: version %s unchanged after adding an upstream", av)
+	}
+
+	// Drop assets for a new pool: its families go with it.
+	next := strings.Replace(poolsConfig(s, a), "  assets:", "  media:", 1)
+	next = strings.ReplaceAll(next, "pool: assets", "pool: media")
+	if err := os.WriteFile(path, []byte(next), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, problems, err := srv.reload(); err != nil {
+		t.Fatal(problems)
+	}
+	if srv.rt.Pool("assets") != nil || srv.rt.Pool("media") == nil || srv.rt.Pool("sessions") != sess || sess.Snapshots() != ss {
+		t.Errorf("pools after renaming assets: %v", srv.rt.Pools())
+	}
+	mfs, err := srv.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "pool" && l.GetValue() == "assets" {
+					t.Errorf("%s still has a series of the removed pool", mf.GetName())
+				}
+			}
+		}
+	}
+	// A bad reload keeps everything.
+	if err := os.WriteFile(path, []byte(next+"  - {pool: nowhere}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, problems, err := srv.reload(); err == nil || len(problems) != 1 || !strings.Contains(problems[0], `routes[3].pool: "nowhere" is not a pool`) {
+		t.Errorf("reload to an unknown pool: %v %v", problems, err)
+	}
+	if srv.rt.Pool("media") == nil || sess.Snapshots() != ss {
+		t.Error("a rejected reload changed the pools")
+	}
+}
