@@ -43,7 +43,7 @@ func balancerOptions(proc *config.Config, cfg *config.Pool) (balancer.Options, e
 				Timeout:  cfg.Hold.Share.Timeout,
 			},
 		},
-		Limits: balancer.LimitOptions{UpstreamRequests: cfg.Limits.UpstreamRequests, Send: cfg.Limits.Send},
+		Limits: balancer.LimitOptions{UpstreamRequests: proc.Limits.UpstreamRequests, Send: proc.Limits.Send},
 	}
 	var err error
 	if o.UpstreamTLS, err = upstreamTLS(cfg); err != nil {
