@@ -350,9 +350,6 @@ type Reload struct {
 // The pools of a Router share it.
 func (b *Balancer) LastReload() *Reload { return b.metrics.proc.lastReload.Load() }
 
-// Pool returns the balancer's pool name (Options.Pool, or DefaultPool).
-func (b *Balancer) Pool() string { return b.metrics.pool["pool"] }
-
 // Close stops discovery, releases the transport's idle connections and
 // stops the timers that end the breakers' open periods. Requests in flight
 // are not interrupted; the Balancer stays usable (an open period then ends

@@ -40,7 +40,7 @@ func TestBalancerOptionsRetryStatuses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		o, err := balancerOptions(cfg)
+		o, err := balancerOptions(cfg, &cfg.Pool)
 		if err != nil {
 			t.Fatal(err)
 		}
