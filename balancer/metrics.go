@@ -47,7 +47,7 @@ type metrics struct {
 	retries    *prometheus.CounterVec   // upstream
 	limited    *prometheus.CounterVec   // upstream
 	noUpstream prometheus.Counter
-	local      prometheus.Counter     // attempts failed for ringlb's own limits
+	local      prometheus.Counter // attempts failed for ringlb's own limits
 
 	// proc is the process's families, which a Balancer registers only
 	// when it is the process's one pool (New); a Router's pools share the

@@ -1,9 +1,6 @@
 package h1
 
-import (
-	"net"
-	"time"
-)
+import "net"
 
 // recordConn is the socket under a TLS connection. It follows the TLS
 // record framing of the bytes the TLS layer reads from it, so that the
@@ -11,14 +8,18 @@ import (
 // not decrypted yet (it reads ahead of the record it needs).
 type recordConn struct {
 	net.Conn
-	hdr  [recordHeaderLen]byte
-	hn   int // bytes of the current record's header read so far
-	left int // bytes of the current record's payload still to come
+	hdr   [recordHeaderLen]byte
+	hn    int  // bytes of the current record's header read so far
+	left  int  // bytes of the current record's payload still to come
+	probe bool // reads fail with errProbe without touching the socket
 }
 
 const recordHeaderLen = 5 // type, version, length (RFC 8446 section 5.1)
 
 func (c *recordConn) Read(p []byte) (int, error) {
+	if c.probe {
+		return 0, errProbe
+	}
 	n, err := c.Conn.Read(p)
 	c.follow(p[:n])
 	return n, err
@@ -46,27 +47,25 @@ func (c *recordConn) follow(b []byte) {
 // partial says whether the stream read so far ends inside a record.
 func (c *recordConn) partial() bool { return c.hn > 0 || c.left > 0 }
 
-// past is a read deadline that has passed: a read with it returns what
-// is buffered above the socket, or a timeout, and never reads the socket.
-var past = time.Unix(1, 0)
+// errProbe is what the socket under a TLS connection returns while the
+// idle check looks at the TLS layer: a temporary error, which the TLS
+// layer passes up without marking the connection broken.
+var errProbe net.Error = &timeoutError{"h1: idle check"}
 
 // tlsIdle says whether the TLS layer of a pooled connection holds
 // nothing the upstream sent: no decrypted bytes waiting to be read, no
-// whole record waiting to be decrypted, no part of one. A read under a
-// deadline that has passed makes the TLS layer process what it holds
+// whole record waiting to be decrypted, no part of one. A read while the
+// socket below answers errProbe makes the TLS layer process what it holds
 // without touching the socket: it returns bytes (stray application data),
 // an end (a close_notify alert) or, when nothing is left but less than a
-// record, a timeout; the record framing then says whether that "less" is
+// record, errProbe; the record framing then says whether that "less" is
 // nothing. Post-handshake messages (session tickets) are processed on the
 // way and do not count. Any byte read here is stray, so consuming it is
-// harmless: the connection is closed.
+// harmless: the connection is closed. Nothing here allocates or makes a
+// system call; the socket itself is peeked next (alive).
 func (pc *persistConn) tlsIdle() bool {
-	if pc.tc.SetReadDeadline(past) != nil {
-		return false
-	}
+	pc.rec.probe = true
 	n, err := pc.tc.Read(pc.peekBuf[:])
-	if n > 0 || !isTimeout(err) || pc.rec.partial() {
-		return false
-	}
-	return pc.tc.SetReadDeadline(time.Time{}) == nil
+	pc.rec.probe = false
+	return n == 0 && err == errProbe && !pc.rec.partial()
 }

@@ -337,3 +337,22 @@ func TestClosedWhileIdleRetry(t *testing.T) {
 		})
 	}
 }
+
+// A TLS connection that is idle passes the idle check: it is reused, not
+// redialled (the check must not mistake the TLS layer's state for bytes).
+func TestReusesTLSConnection(t *testing.T) {
+	checkLeaks(t)
+	u, cfg := newTLSUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	tr := newTransport(t)
+	tr.TLSClientConfig = cfg
+	for i := range 5 {
+		if _, body := get(t, tr, "GET", u.URL, nil); body != "ok" {
+			t.Fatalf("request %d: body %q", i, body)
+		}
+	}
+	if n := u.opened.Load(); n != 1 {
+		t.Errorf("%d connections for 5 sequential requests, want 1", n)
+	}
+}
