@@ -590,6 +590,9 @@ var errorCases = []struct {
 			"c.yaml:10: hash.key[7].header: must be a valid header name, got \"X Y\"\n" +
 			"c.yaml:11: hash.key[8].query: must be a string, got null\n" +
 			"c.yaml:12: hash.key[9]: unknown key source 7; want uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME` or `combine: [SOURCE, ...]`"},
+	{"key source misspelt", "hash:\n  key:\n    - cokie: session\n    - pth\n" + up,
+		"c.yaml:3: hash.key[0]: unknown key source \"cokie\" (did you mean cookie?); want uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME` or `combine: [SOURCE, ...]`\n" +
+			"c.yaml:4: hash.key[1]: unknown key source \"pth\" (did you mean path?); want uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME` or `combine: [SOURCE, ...]`"},
 	{"bad on_missing", "hash: {on_missing: sometimes}\n" + up, "c.yaml:1: hash.on_missing: must be random, reject or cookie, got \"sometimes\""},
 	{"bad affinity cookie", "hash:\n  on_missing: cookie\n  cookie:\n    name: \"a;b\"\n    ttl: 0s\n" + up,
 		"c.yaml:4: hash.cookie.name: must be a valid cookie name, got \"a;b\"\nc.yaml:5: hash.cookie.ttl: must be > 0, got 0s"},

@@ -562,6 +562,12 @@ func (d *decoder) hash(f string, n *yaml.Node, h *Hash) {
 	})
 }
 
+// keySourceKinds are the kinds of key source, for "did you mean".
+var keySourceKinds = map[balancer.KeyKind]bool{
+	balancer.KeyURI: true, balancer.KeyPath: true, balancer.KeyIP: true, balancer.KeyHost: true,
+	balancer.KeyCookie: true, balancer.KeyHeader: true, balancer.KeyQuery: true, balancer.KeyCombine: true,
+}
+
 const keySourceForm = "uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME` or `combine: [SOURCE, ...]`"
 
 // keySource decodes one hash.key entry: a bare uri, path, ip or host, a
@@ -588,7 +594,7 @@ func (d *decoder) keySourceIn(f string, n *yaml.Node, combine bool) balancer.Key
 			d.badValue(f, n, "combine needs a list of sources, like `combine: [host, uri]`")
 			return balancer.KeySource{}
 		}
-		d.badValue(f, n, "unknown key source %s; want %s", describe(n), keySourceForm)
+		d.badValue(f, n, "unknown key source %s%s; want %s", describe(n), didYouMean(n.Value, keySourceKinds), keySourceForm)
 		return balancer.KeySource{}
 	case n.Kind == yaml.MappingNode:
 		if len(n.Content) != 2 {
@@ -638,7 +644,7 @@ func (d *decoder) keySourceIn(f string, n *yaml.Node, combine bool) balancer.Key
 			d.bad[f] = true
 			return balancer.KeySource{}
 		}
-		d.badValue(f, k, "unknown key source %s; want %s", describe(k), keySourceForm)
+		d.badValue(f, k, "unknown key source %s%s; want %s", describe(k), didYouMean(k.Value, keySourceKinds), keySourceForm)
 		return balancer.KeySource{}
 	}
 	d.typeErr(f, n, keySourceForm)

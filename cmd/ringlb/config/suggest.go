@@ -13,10 +13,10 @@ const maxSuggestDistance = 2
 // the name's letters (so that `base` suggests nothing rather than `hash`).
 // Of equally close fields the first in alphabetical order is taken, so the
 // message is the same on every run.
-func suggest[V any](name string, known map[string]V) string {
+func suggest[K ~string, V any](name string, known map[K]V) string {
 	keys := make([]string, 0, len(known))
 	for k := range known {
-		keys = append(keys, k)
+		keys = append(keys, string(k))
 	}
 	sort.Strings(keys)
 	best, bestD := "", maxSuggestDistance+1
@@ -54,4 +54,13 @@ func editDistance(a, b string) int {
 		pp, prev, cur = prev, cur, pp
 	}
 	return prev[len(b)]
+}
+
+// didYouMean is " (did you mean X?)" for the known name closest to name
+// (see suggest), or "" when none is close.
+func didYouMean[K ~string, V any](name string, known map[K]V) string {
+	if s := suggest(name, known); s != "" {
+		return " (did you mean " + s + "?)"
+	}
+	return ""
 }
