@@ -80,6 +80,15 @@ func NewRouter(reg prometheus.Registerer) (*Router, error) {
 	return rt, nil
 }
 
+// RouterFor returns a Router whose one pool is b, a Balancer made by New:
+// it shares b's process families and registers nothing. The admin handler
+// of a single Balancer uses it.
+func RouterFor(b *Balancer) *Router {
+	rt := &Router{proc: b.metrics.proc, noRoute: prometheus.NewCounter(prometheus.CounterOpts{Name: "detached"})}
+	rt.table.Store(&routeTable{pools: []*Balancer{b}, only: b})
+	return rt
+}
+
 // NewPool builds the Balancer of one pool (opts.Pool names it) and
 // registers its families on the Router's registry. It does not route to
 // it until an Install names it.

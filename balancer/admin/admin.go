@@ -84,11 +84,20 @@ type Options struct {
 	Stopping func() bool
 }
 
-// NewHandler returns the admin handler for b. gatherer is what /metrics
-// exposes (normally the registry b registered on); reload performs POST
-// /reload (nil: 501).
+// NewHandler returns the admin handler for b, a process's one pool.
+// gatherer is what /metrics exposes (normally the registry b registered
+// on); reload performs POST /reload (nil: 501).
 func NewHandler(b *balancer.Balancer, gatherer prometheus.Gatherer, reload ReloadFunc, opts Options) http.Handler {
-	h := &handler{b: b, gatherer: gatherer, reload: reload, opts: opts}
+	return NewRouterHandler(balancer.RouterFor(b), gatherer, reload, opts)
+}
+
+// NewRouterHandler returns the admin handler for the pools of rt. With
+// several pools, /debug/ring takes ?pool=NAME and /debug/lookup ?pool=NAME
+// or ?host=H&path=P (the pool the routes give such a request); /readyz
+// is 200 when every pool with members has an available upstream; and
+// /pools/POOL/upstreams/NAME[/STATE] names an upstream in one pool.
+func NewRouterHandler(rt *balancer.Router, gatherer prometheus.Gatherer, reload ReloadFunc, opts Options) http.Handler {
+	h := &handler{rt: rt, gatherer: gatherer, reload: reload, opts: opts}
 	g := newHostGuard(opts.Addr, opts.Name)
 	r := chi.NewRouter()
 	r.Use(middleware.GetHead) // HEAD /healthz and friends, as probes send them
@@ -114,11 +123,13 @@ func NewHandler(b *balancer.Balancer, gatherer prometheus.Gatherer, reload Reloa
 	r.Get("/upstreams", h.listUpstreams)
 	r.Get("/upstreams/{name}", h.getUpstream)
 	r.Post("/upstreams/{name}/{state}", h.setUpstreamState)
+	r.Get("/pools/{pool}/upstreams/{name}", h.getPoolUpstream)
+	r.Post("/pools/{pool}/upstreams/{name}/{state}", h.setPoolUpstreamState)
 	return r
 }
 
 type handler struct {
-	b        *balancer.Balancer
+	rt       *balancer.Router
 	gatherer prometheus.Gatherer
 	reload   func() (string, []string, error)
 	opts     Options
@@ -131,12 +142,67 @@ func (h *handler) readyz(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("shutting down\n"))
 		return
 	}
-	if h.b.Ready() {
+	if h.rt.Ready() {
 		w.Write([]byte("ready\n"))
 		return
 	}
 	w.WriteHeader(http.StatusServiceUnavailable)
+	pools := h.rt.Pools()
+	if len(pools) > 1 {
+		for _, b := range pools {
+			if b.MemberCount() > 0 && !b.Ready() {
+				w.Write([]byte("no upstream available in pool " + b.Pool() + "\n"))
+				return
+			}
+		}
+	}
 	w.Write([]byte("no upstream available\n"))
+}
+
+// poolFor returns the pool a /debug request names: ?pool=NAME, else (for
+// /debug/lookup, byRoute) the pool the routes give ?host= and ?path=,
+// else the only pool. On failure it has answered: 404 for an unknown pool
+// or a request no route matches, 400 when several pools leave it open.
+func (h *handler) poolFor(w http.ResponseWriter, q url.Values, byRoute bool) (*balancer.Balancer, bool) {
+	pools := h.rt.Pools()
+	if q.Has("pool") {
+		if b := h.rt.Pool(q.Get("pool")); b != nil {
+			return b, true
+		}
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no pool " + quote(q.Get("pool")) + "; pools: " + poolNames(pools)})
+		return nil, false
+	}
+	if len(pools) == 1 {
+		return pools[0], true
+	}
+	if byRoute && (q.Has("host") || q.Has("path")) {
+		path := q.Get("path")
+		if path == "" {
+			path = "/"
+		}
+		if u, err := url.ParseRequestURI(path); err == nil {
+			path = u.Path
+		}
+		if b := h.rt.Match(q.Get("host"), path); b != nil {
+			return b, true
+		}
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no route matches host " + quote(q.Get("host")) + " and path " + quote(path)})
+		return nil, false
+	}
+	msg := "pool=NAME is required with several pools: " + poolNames(pools)
+	if byRoute {
+		msg += " (or host= and path= to pick one by routes)"
+	}
+	writeJSON(w, http.StatusBadRequest, map[string]string{"error": msg})
+	return nil, false
+}
+
+func poolNames(pools []*balancer.Balancer) string {
+	names := make([]string, len(pools))
+	for i, b := range pools {
+		names[i] = b.Pool()
+	}
+	return strings.Join(names, ", ")
 }
 
 // ringJSON is /debug/ring's shape, fixed by SPEC.
@@ -176,8 +242,12 @@ type upstreamJSON struct {
 	State          string  `json:"state"`  // admin state: ready, drain or maint
 }
 
-func (h *handler) ring(w http.ResponseWriter, _ *http.Request) {
-	st := h.b.Status()
+func (h *handler) ring(w http.ResponseWriter, r *http.Request) {
+	b, ok := h.poolFor(w, r.URL.Query(), false)
+	if !ok {
+		return
+	}
+	st := b.Status()
 	out := ringJSON{
 		Version:         st.Version,
 		Placement:       st.Placement,
@@ -242,8 +312,12 @@ func reasonName(r ring.Reason) string {
 
 func (h *handler) lookup(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	if !q.Has("key") && (q.Has("path") || q.Has("header") || q.Has("cookie") || q.Has("ip")) {
-		h.lookupRequest(w, q)
+	b, ok := h.poolFor(w, q, true)
+	if !ok {
+		return
+	}
+	if !q.Has("key") && (q.Has("path") || q.Has("header") || q.Has("cookie") || q.Has("ip") || q.Has("host")) {
+		h.lookupRequest(w, b, q)
 		return
 	}
 	if !q.Has("key") {
@@ -255,7 +329,7 @@ func (h *handler) lookup(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "key must not be empty: no request has an empty key"})
 		return
 	}
-	writeJSON(w, http.StatusOK, toLookupJSON(h.b.Lookup(q.Get("key"))))
+	writeJSON(w, http.StatusOK, toLookupJSON(b.Lookup(q.Get("key"))))
 }
 
 func toLookupJSON(res balancer.LookupResult) lookupJSON {

@@ -2,6 +2,8 @@ package admin
 
 import (
 	"net/http"
+
+	"github.com/ringlb/ringlb/balancer"
 	"net/url"
 	"strings"
 )
@@ -22,7 +24,7 @@ type requestLookupJSON struct {
 // (header and cookie repeatable; path may carry a query): it builds the
 // request a client would send, takes its key exactly as the proxy would,
 // and places that key.
-func (h *handler) lookupRequest(w http.ResponseWriter, q url.Values) {
+func (h *handler) lookupRequest(w http.ResponseWriter, b *balancer.Balancer, q url.Values) {
 	path := q.Get("path")
 	if path == "" {
 		path = "/"
@@ -37,6 +39,9 @@ func (h *handler) lookupRequest(w http.ResponseWriter, q url.Values) {
 		return
 	}
 	r := &http.Request{Method: http.MethodGet, URL: u, RequestURI: path, Header: http.Header{}, Host: "proxy"}
+	if host := q.Get("host"); host != "" {
+		r.Host = host
+	}
 	for _, hv := range q["header"] {
 		name, value, ok := strings.Cut(hv, ":")
 		if !ok || strings.TrimSpace(name) == "" {
@@ -58,9 +63,9 @@ func (h *handler) lookupRequest(w http.ResponseWriter, q url.Values) {
 			r.RemoteAddr = "[" + ip + "]:1234"
 		}
 	}
-	key, source, ok := h.b.KeyOf(r)
+	key, source, ok := b.KeyOf(r)
 	if !ok {
-		st := h.b.Status()
+		st := b.Status()
 		out := requestLookupJSON{Missing: st.OnMissing}
 		switch st.OnMissing {
 		case "reject":
@@ -73,7 +78,7 @@ func (h *handler) lookupRequest(w http.ResponseWriter, q url.Values) {
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
-	res := h.b.Lookup(key)
+	res := b.Lookup(key)
 	lj := toLookupJSON(res)
 	writeJSON(w, http.StatusOK, requestLookupJSON{Key: &key, Source: &source, lookupJSON: &lj})
 }

@@ -108,6 +108,23 @@ type statusPage struct {
 	// its expiry (RFC 3339) and how far off that is.
 	CertSubject, CertNotAfter, CertLeft string
 	CertExpired                         bool
+
+	// Pool is the pool the page shows (?pool=, else the first). With
+	// several (Multi), the page starts with the routes and every pool,
+	// each linking to its own view, and the state buttons post to
+	// StatePrefix + upstreams/NAME/STATE.
+	Pool        string
+	Multi       bool
+	Routes      []balancer.Route
+	Pools       []poolSummary
+	StatePrefix string
+}
+
+// poolSummary is one pool in the pools table of a page with several.
+type poolSummary struct {
+	Name, Version    string
+	Available, Total int
+	Current          bool // the pool the page shows
 }
 
 // statusRow is one upstream: its table row, legend entry and arc.
@@ -143,9 +160,21 @@ type statusRow struct {
 const refreshInterval = 1500 // milliseconds
 
 func (h *handler) index(w http.ResponseWriter, r *http.Request) {
-	st := h.b.Status()
-	owners := h.b.Owners(ringSamples)
-	c, ok := perUpstreamCounts(h.gatherer)
+	pools := h.rt.Pools()
+	if len(pools) == 0 {
+		http.Error(w, "no pools", http.StatusServiceUnavailable)
+		return
+	}
+	b := pools[0]
+	if name := r.URL.Query().Get("pool"); name != "" {
+		if b = h.rt.Pool(name); b == nil {
+			http.Error(w, "no pool "+quote(name)+"; pools: "+poolNames(pools), http.StatusNotFound)
+			return
+		}
+	}
+	st := b.Status()
+	owners := b.Owners(ringSamples)
+	c, ok := perUpstreamCounts(h.gatherer, b.Pool())
 	requests, overflows := c.requests, c.overflows
 	now := time.Now()
 	page := statusPage{
@@ -170,7 +199,10 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 		RinglbVersion:   h.opts.Version,
 		Listen:          h.opts.Listen,
 		KeySources:      strings.Join(st.KeySources, ", "),
-		Reload:          h.b.LastReload(),
+		Reload:          h.rt.LastReload(),
+		Pool:            b.Pool(),
+		Multi:           len(pools) > 1,
+		Routes:          h.rt.Routes(),
 		ReloadsRendered: int64(c.reloads),
 		HoldKeys:        c.holdKeys,
 		HeldShare:       heldShare(c),
@@ -196,7 +228,20 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 	}
 	held := map[string]int{}
 	drained := map[string]bool{}
-	for _, u := range h.b.UpstreamStates() {
+	if page.Multi {
+		page.StatePrefix = "pools/" + b.Pool() + "/"
+		for _, p := range pools {
+			ps := poolSummary{Name: p.Pool(), Version: p.Version(), Current: p == b}
+			for _, u := range p.Status().Upstreams {
+				ps.Total++
+				if u.Available {
+					ps.Available++
+				}
+			}
+			page.Pools = append(page.Pools, ps)
+		}
+	}
+	for _, u := range b.UpstreamStates() {
 		held[u.Name], drained[u.Name] = u.HeldKeys, u.Drained
 	}
 	for i, u := range st.Upstreams {
@@ -356,9 +401,9 @@ type counts struct {
 	holdKeys, held                                float64 // ringlb_hold_keys, ringlb_held_total
 }
 
-// perUpstreamCounts gathers counts from g; ok is false if g could not be
-// gathered.
-func perUpstreamCounts(g prometheus.Gatherer) (c counts, ok bool) {
+// perUpstreamCounts gathers the counts of pool's series from g; ok is
+// false if g could not be gathered.
+func perUpstreamCounts(g prometheus.Gatherer, pool string) (c counts, ok bool) {
 	c = counts{requests: map[string]float64{}, errors: map[string]float64{}, overflows: map[string]float64{},
 		durSum: map[string]float64{}, durCount: map[string]float64{}}
 	if g == nil {
@@ -371,13 +416,19 @@ func perUpstreamCounts(g prometheus.Gatherer) (c counts, ok bool) {
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
 			var up, code string
+			other := false
 			for _, l := range m.GetLabel() {
 				switch l.GetName() {
 				case "upstream":
 					up = l.GetValue()
 				case "code":
 					code = l.GetValue()
+				case "pool":
+					other = l.GetValue() != pool
 				}
+			}
+			if other {
+				continue
 			}
 			switch mf.GetName() {
 			case "ringlb_requests_total":

@@ -7,6 +7,10 @@
   var GREY = document.body.getAttribute("data-grey");
   var body = document.body;
   var version = body.getAttribute("data-version");
+  // With several pools the page shows one: every ring and lookup query
+  // names it, and only its series and states count.
+  var pool = body.getAttribute("data-pool") || "";
+  var poolQ = pool ? "pool=" + encodeURIComponent(pool) + "&" : "";
   var every = parseInt(body.getAttribute("data-refresh"), 10) || 1500;
   var svg = document.getElementById("ring");
   var C = svg.viewBox.baseVal.width / 2;
@@ -84,6 +88,7 @@
       if (!m) return;
       var v = parseFloat(m[3]);
       if (m[1] === "ringlb_config_reloads_total") { out.reloads += v; return; }
+      if (pool && m[2] && m[2].indexOf('pool="' + pool + '"') < 0 && /(?:^|,)pool="/.test(m[2])) return;
       if (m[1] === "ringlb_hold_keys") { out.holdKeys = v; return; }
       if (m[1] === "ringlb_held_total") { out.held = v; return; }
       if (!into[m[1]]) return;
@@ -184,10 +189,13 @@
       .then(function (t) { return t ? parseMetrics(t) : null; }, function () { return null; });
     var states = getJSON("upstreams").then(function (v) {
       var by = {};
-      Object.keys(v.pools).forEach(function (p) { v.pools[p].forEach(function (u) { by[u.name] = u; }); });
+      Object.keys(v.pools).forEach(function (p) {
+        if (pool && p !== pool) return;
+        v.pools[p].forEach(function (u) { by[u.name] = u; });
+      });
       return by;
     }, function () { return null; });
-    Promise.all([getJSON("debug/ring"), metrics, states]).then(function (res) {
+    Promise.all([getJSON("debug/ring" + (pool ? "?" + poolQ.slice(0, -1) : "")), metrics, states]).then(function (res) {
       var ring = res[0];
       if (ring.version !== version) {
         // New membership: the arcs come from samples of the old ring.
@@ -321,7 +329,7 @@
       return Promise.resolve();
     }
     var asked = key;
-    return getJSON("debug/lookup?key=" + encodeURIComponent(asked)).then(function (res) {
+    return getJSON("debug/lookup?" + poolQ + "key=" + encodeURIComponent(asked)).then(function (res) {
       if (asked === key) showLookup(res);
     }, function (err) {
       out.textContent = "";
@@ -344,6 +352,9 @@
   rform.addEventListener("submit", function (ev) {
     ev.preventDefault();
     var q = new URLSearchParams();
+    var host = document.getElementById("req-host");
+    if (host && host.value.trim() !== "") q.set("host", host.value.trim());
+    else if (pool) q.set("pool", pool);
     q.set("path", document.getElementById("req-path").value || "/");
     document.getElementById("req-headers").value.split("\n").forEach(function (h) {
       if (h.trim() !== "") q.append("header", h.trim());

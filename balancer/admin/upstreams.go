@@ -53,7 +53,12 @@ type pool struct {
 // pools returns every pool, in name order. A config without pools has
 // one, named balancer.DefaultPool.
 func (h *handler) pools() []pool {
-	return []pool{{name: h.b.Pool(), b: h.b}}
+	var out []pool
+	for _, b := range h.rt.Pools() {
+		out = append(out, pool{name: b.Pool(), b: b})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
 }
 
 // findUpstream finds the upstream called name in the pool called inPool,
@@ -126,6 +131,20 @@ func (h *handler) setUpstreamState(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.upstream(w, "", nameParam(r), &st)
+}
+
+func (h *handler) getPoolUpstream(w http.ResponseWriter, r *http.Request) {
+	h.upstream(w, chi.URLParam(r, "pool"), nameParam(r), nil)
+}
+
+func (h *handler) setPoolUpstreamState(w http.ResponseWriter, r *http.Request) {
+	word := chi.URLParam(r, "state")
+	st, err := balancer.ParseAdminState(word)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "state " + quote(word) + " is not drain, maint or ready"})
+		return
+	}
+	h.upstream(w, chi.URLParam(r, "pool"), nameParam(r), &st)
 }
 
 // upstream answers for the upstream called name in pool inPool ("": any

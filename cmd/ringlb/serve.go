@@ -199,7 +199,7 @@ func (s *server) httpServers(cfg *config.Config, proxyAddr, adminAddr net.Addr) 
 	}
 	s.front.configure(proxySrv)
 	adminSrv = &http.Server{
-		Handler: admin.NewHandler(s.b, s.reg, s.reload, admin.Options{
+		Handler: admin.NewRouterHandler(s.rt, s.reg, s.reload, admin.Options{
 			Pprof: cfg.DebugPprof, Version: buildVersion(), Listen: proxyAddr.String(), Started: s.started,
 			Addr:        adminAddr.String(),
 			Name:        hostName(cfg.AdminListen),
