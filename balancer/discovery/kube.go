@@ -3,9 +3,11 @@ package discovery
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -228,6 +230,7 @@ func (kc *kubeClient) startWatch(ctx context.Context, k KubeService, kick func()
 	// counted (the informer retries it with backoff; a refused watch it
 	// retries without telling anyone), a successful one ends the failure.
 	note := func(err error) {
+		err = requestError(err)
 		w.mu.Lock()
 		if err != nil {
 			w.errs++
@@ -273,6 +276,21 @@ func (kc *kubeClient) startWatch(ctx context.Context, k KubeService, kick func()
 		}
 	}()
 	return w
+}
+
+// requestError drops the query from a failed request's URL: the
+// informer's requests differ in it (a random timeoutSeconds, the resource
+// version), and an outage should read, and be logged, as one error.
+func requestError(err error) error {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err
+	}
+	u := ue.URL
+	if i := strings.IndexByte(u, '?'); i >= 0 {
+		u = u[:i]
+	}
+	return fmt.Errorf("%s %s: %w", ue.Op, u, ue.Err)
 }
 
 // kubeResult is what a Kubernetes source says at one poll.
