@@ -33,30 +33,73 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			s.Close()
 		}
 	}()
-	who := demoUser(cfg)
-	for i, u := range cfg.Upstreams {
-		addr, err := demoAddr(u)
-		if err != nil {
-			fmt.Fprintf(stderr, "%s: upstreams[%d].url: %v\n", path, i, err)
-			return exitFail
+	bound := map[string]bool{} // a URL two pools share is served once
+	for _, p := range cfg.Serving() {
+		pc, field := poolConfig(cfg, p), "upstreams"
+		if cfg.Pools != nil {
+			field = "pools." + p.Name + ".upstreams"
 		}
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			fmt.Fprintf(stderr, "ringlb demo: %s\n", bindError("demo upstream "+u.Name, addr, err))
-			return exitFail
+		who := demoUser(pc)
+		for i, u := range p.Upstreams {
+			addr, err := demoAddr(u)
+			if err != nil {
+				fmt.Fprintf(stderr, "%s: %s[%d].url: %v\n", path, field, i, err)
+				return exitFail
+			}
+			if bound[addr] {
+				continue
+			}
+			bound[addr] = true
+			l, err := net.Listen("tcp", addr)
+			if err != nil {
+				fmt.Fprintf(stderr, "ringlb demo: %s\n", bindError("demo upstream "+u.Name, addr, err))
+				return exitFail
+			}
+			s := &http.Server{Handler: demo.NewKeyed(u.Name, who), ReadHeaderTimeout: 10 * time.Second}
+			// HTTP/1.1 and cleartext HTTP/2, so that an upstream declared
+			// protocol: h2c is answered too.
+			s.Protocols = new(http.Protocols)
+			s.Protocols.SetHTTP1(true)
+			s.Protocols.SetUnencryptedHTTP2(true)
+			servers = append(servers, s)
+			go s.Serve(l)
 		}
-		s := &http.Server{Handler: demo.NewKeyed(u.Name, who), ReadHeaderTimeout: 10 * time.Second}
-		// HTTP/1.1 and cleartext HTTP/2, so that an upstream declared
-		// protocol: h2c is answered too.
-		s.Protocols = new(http.Protocols)
-		s.Protocols.SetHTTP1(true)
-		s.Protocols.SetUnencryptedHTTP2(true)
-		servers = append(servers, s)
-		go s.Serve(l)
+	}
+	intro := cfg
+	if cfg.Pools != nil {
+		intro = poolConfig(cfg, &cfg.Pools[0])
 	}
 	return serve(ctx, path, cfg, logger, func(proxy, admin net.Addr) {
-		fmt.Fprint(stdout, demoIntro(cfg, proxy.String(), admin.String()))
+		text := demoIntro(intro, proxy.String(), admin.String())
+		if cfg.Pools != nil {
+			// The lookups name the pool the introduction is about.
+			text = demoPools(cfg) + strings.ReplaceAll(text, "/debug/lookup?key=", "/debug/lookup?pool="+cfg.Pools[0].Name+"&key=")
+		}
+		fmt.Fprint(stdout, text)
 	})
+}
+
+// demoPools says, for a config with pools, which pools run and how
+// requests reach them; the rest of the introduction is the first pool's.
+func demoPools(cfg *config.Config) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Pools:")
+	for _, p := range cfg.Pools {
+		fmt.Fprintf(&b, " %s (%d upstreams)", p.Name, len(p.Upstreams))
+	}
+	b.WriteString("\nRoutes, first match wins:\n")
+	for _, r := range cfg.Routes {
+		host, prefix := r.Host, r.PathPrefix
+		if host == "" {
+			host = "any host"
+		}
+		if prefix == "" {
+			prefix = "any path"
+		}
+		fmt.Fprintf(&b, "  %s, %s → %s\n", host, prefix, r.Pool)
+	}
+	fmt.Fprintf(&b, "What follows is about pool %s; the status page shows each pool.\n\n", cfg.Pools[0].Name)
+	return b.String()
 }
 
 // demoAddr returns the loopback address a demo upstream listens on, or an

@@ -25,11 +25,12 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 func cmdSimulate(args []string, stdout, stderr io.Writer) int {
 	c, path := newCommand("simulate",
-		"simulate [-config config.yaml | config.yaml] [-keys 1000000] [-add NAME[=WEIGHT]]... [-remove NAME]...", stdout, stderr)
+		"simulate [-config config.yaml | config.yaml] [-keys 1000000] [-add NAME[=WEIGHT]]... [-remove NAME]... [-pool NAME]", stdout, stderr)
 	keys := c.fs.Int("keys", 1000000, "number of synthetic keys")
 	var adds, removes listFlag
 	c.fs.Var(&adds, "add", "add an upstream `NAME[=WEIGHT]` (repeatable; under placement nginx NAME is its host:port)")
 	c.fs.Var(&removes, "remove", "remove the upstream `NAME` (repeatable)")
+	poolName := c.fs.String("pool", "", "the pool `NAME` to simulate (required when the config has several)")
 	if code, ok := c.parse(args); !ok {
 		return code
 	}
@@ -41,6 +42,10 @@ func cmdSimulate(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitFail
+	}
+	if cfg, err = simulatedPool(cfg, *poolName); err != nil {
+		fmt.Fprintf(stderr, "ringlb simulate: %v\n", err)
+		return exitUsage
 	}
 	members := ringMembers(cfg.Upstreams)
 	if cfg.Discovery != nil {
@@ -74,6 +79,23 @@ func cmdSimulate(args []string, stdout, stderr io.Writer) int {
 	sim.run()
 	sim.print(stdout, adds, removes)
 	return exitOK
+}
+
+// simulatedPool returns the config of the pool -pool names (see
+// poolConfig): required with several pools, optional with one.
+func simulatedPool(cfg *config.Config, name string) (*config.Config, error) {
+	pools := cfg.Serving()
+	var names []string
+	for _, p := range pools {
+		if p.Name == name || (name == "" && len(pools) == 1) {
+			return poolConfig(cfg, p), nil
+		}
+		names = append(names, p.Name)
+	}
+	if name == "" {
+		return nil, fmt.Errorf("-pool: required with several pools: %s", strings.Join(names, ", "))
+	}
+	return nil, fmt.Errorf("-pool: no pool %q; pools: %s", name, strings.Join(names, ", "))
 }
 
 // discoverOnce resolves every discovery source of cfg once, as serve does

@@ -21,6 +21,33 @@ func ringOptions(cfg *config.Config) ring.Options {
 	return ring.Options{Placement: cfg.Ring.Placement, PointsPerWeight: cfg.Ring.PointsPerWeight}
 }
 
+// poolConfig returns cfg as if p were its only pool: the process's
+// settings with p's blocks at the top level, for the code that reads one
+// pool's config (a copy: cfg is unchanged).
+func poolConfig(cfg *config.Config, p *config.Pool) *config.Config {
+	c := *cfg
+	c.Pool, c.Pools, c.Routes = *p, nil, nil
+	return &c
+}
+
+// poolSummary describes one pool for validate: its Summary and ring
+// version, or that the version waits for discovery's answers.
+func poolSummary(cfg *config.Config) (string, error) {
+	if cfg.Discovery != nil {
+		if len(cfg.Upstreams) > 0 {
+			if _, err := ring.New(ringMembers(cfg.Upstreams), ringOptions(cfg)); err != nil {
+				return "", err
+			}
+		}
+		return cfg.Pool.Summary() + " (not resolved: the ring version depends on the answers)", nil
+	}
+	r, err := ring.New(ringMembers(cfg.Upstreams), ringOptions(cfg))
+	if err != nil {
+		return "", err
+	}
+	return cfg.Pool.Summary() + ", version " + r.Version(), nil
+}
+
 // loadRing loads a config file and builds its ring.
 func loadRing(path string) (*config.Config, *ring.Ring, error) {
 	cfg, err := config.Load(path)
@@ -51,6 +78,19 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, w := range loopWarnings(cfg) {
 		fmt.Fprintf(stderr, "%s: warning: %s\n", *path, w)
+	}
+	if cfg.Pools != nil {
+		// One line for the file, one per pool.
+		fmt.Fprintln(stdout, cfg.Summary())
+		for _, p := range cfg.Serving() {
+			line, err := poolSummary(poolConfig(cfg, p))
+			if err != nil {
+				fmt.Fprintf(stderr, "%s: pools.%s: %v\n", *path, p.Name, err)
+				return exitFail
+			}
+			fmt.Fprintf(stdout, "  pool %s: %s\n", p.Name, line)
+		}
+		return exitOK
 	}
 	if cfg.Discovery != nil {
 		// Nothing is resolved: the ring, and so its version, depend on
