@@ -378,6 +378,7 @@ func (c *holdCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.b.metrics.held
 	ch <- c.b.metrics.shareErrors
 	ch <- c.b.metrics.shareLookups
+	ch <- c.b.metrics.hotShare
 }
 
 func (c *holdCollector) Collect(ch chan<- prometheus.Metric) {
@@ -392,6 +393,7 @@ func (c *holdCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.shareLookups, prometheus.CounterValue, float64(sc.Found), "found")
 	ch <- prometheus.MustNewConstMetric(m.shareLookups, prometheus.CounterValue, float64(sc.None), "none")
 	ch <- prometheus.MustNewConstMetric(m.shareLookups, prometheus.CounterValue, float64(sc.LookupErrors), "error")
+	ch <- prometheus.MustNewConstMetric(m.hotShare, prometheus.GaugeValue, c.b.hottestShare())
 }
 
 // HoldStatus is the hold block in force, for the status page.

@@ -38,7 +38,7 @@ type metrics struct {
 
 	inflight, available, absent, breaker, state, ringInfo *prometheus.Desc
 	holdKeys, held                                        *prometheus.Desc
-	shareErrors, shareLookups                             *prometheus.Desc
+	shareErrors, shareLookups, hotShare                   *prometheus.Desc
 
 	requests   *prometheus.CounterVec   // upstream, code
 	duration   *prometheus.HistogramVec // upstream
@@ -127,6 +127,8 @@ func newMetrics(pool string) *metrics {
 		"Keys with a hold record in this process.")
 	m.held = m.desc("ringlb_held_total",
 		"Requests sent to a held upstream instead of the ring's choice.")
+	m.hotShare = m.desc("ringlb_hot_key_share",
+		"The hottest key's share of the pool's requests in the current hot-key window (see /debug/hotkeys).")
 	m.shareErrors = m.desc("ringlb_hold_share_errors_total",
 		"Hold share store writes and lookups that failed or timed out, and writes dropped from a full queue.")
 	m.shareLookups = m.desc("ringlb_hold_share_lookups_total",

@@ -70,6 +70,13 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		b.account(s, rw, r, last, start)
 		rw.sendRelease()
+		if !random {
+			sent := ""
+			if last != nil {
+				sent = last.u.name
+			}
+			b.hot.add(pos, sent, b.nanotime())
+		}
 	}()
 	for attempts := 0; ; {
 		choice := b.choose(s, pos, tried, q)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"net/http"
+	"strconv"
 
 	"github.com/ringlb/ringlb/ring"
 )
@@ -182,7 +183,41 @@ type LookupResult struct {
 // a request makes.
 func (b *Balancer) Lookup(key string) LookupResult {
 	s := b.snap.Load()
-	pos := s.ring.Hash(key)
+	return b.lookupAt(s, key, s.ring.Hash(key))
+}
+
+// LookupHash is Lookup for a key known only by its hash, as
+// /debug/hotkeys lists it: the hex the lookup's Hash shows (16 digits; 8
+// under placement nginx). ok is false when hash is not such a number.
+func (b *Balancer) LookupHash(hash string) (res LookupResult, ok bool) {
+	s := b.snap.Load()
+	pos, ok := parseHash(s.ring, hash)
+	if !ok {
+		return LookupResult{}, false
+	}
+	return b.lookupAt(s, "", pos), true
+}
+
+// parseHash reads a ring position as FormatHash writes it.
+func parseHash(r *ring.Ring, hash string) (uint64, bool) {
+	digits := 16
+	if r.Placement() == ring.PlacementNginx {
+		digits = 8
+	}
+	if len(hash) != digits {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(hash, 16, 64)
+	if err != nil {
+		return 0, false
+	}
+	if digits == 8 {
+		v <<= 32
+	}
+	return v, true
+}
+
+func (b *Balancer) lookupAt(s *snapshot, key string, pos uint64) LookupResult {
 	res := LookupResult{
 		Key:        key,
 		Hash:       s.ring.FormatHash(pos),
