@@ -199,6 +199,8 @@ func (w *hotWindowCounts) down(i int) {
 // HotKey is one of the hottest keys of a window.
 type HotKey struct {
 	Hash     uint64
+	Hex      string // Hash as /debug/lookup shows it
+	Owner    string // the key's owner on the current ring ("" for an empty ring)
 	Requests uint64 // Space-Saving's estimate: at most the true count + Error
 	Error    uint64
 	Share    float64 // Requests over the window's requests
@@ -233,9 +235,20 @@ func (b *Balancer) HotKeys(previous bool) HotKeysWindow {
 	if end == 0 {
 		end = now
 	}
+	s := b.snap.Load()
 	out := HotKeysWindow{Seconds: min(time.Duration(end-w.start), hotWindow).Seconds(), Requests: w.requests}
 	for _, c := range w.slots[:w.n] {
-		out.Keys = append(out.Keys, HotKey{Hash: c.hash, Requests: c.count, Error: c.err, Share: float64(c.count) / float64(max(w.requests, 1)), Sent: c.sent})
+		owner := ""
+		if s != nil {
+			if o := s.ring.Owner(c.hash); o >= 0 {
+				owner = s.members[o].u.name
+			}
+		}
+		hex := ""
+		if s != nil {
+			hex = s.ring.FormatHash(c.hash)
+		}
+		out.Keys = append(out.Keys, HotKey{Hash: c.hash, Hex: hex, Owner: owner, Requests: c.count, Error: c.err, Share: float64(c.count) / float64(max(w.requests, 1)), Sent: c.sent})
 	}
 	slices.SortFunc(out.Keys, func(a, b HotKey) int {
 		switch {

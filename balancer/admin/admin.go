@@ -119,6 +119,7 @@ func NewRouterHandler(rt *balancer.Router, gatherer prometheus.Gatherer, reload 
 	r.Get("/readyz", h.readyz)
 	r.Get("/debug/ring", h.ring)
 	r.Get("/debug/lookup", h.lookup)
+	r.Get("/debug/hotkeys", h.hotkeys)
 	r.Post("/reload", h.doReload)
 	r.Get("/upstreams", h.listUpstreams)
 	r.Get("/upstreams/{name}", h.getUpstream)
@@ -314,6 +315,10 @@ func (h *handler) lookup(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	b, ok := h.poolFor(w, q, true)
 	if !ok {
+		return
+	}
+	if !q.Has("key") && q.Has("hash") {
+		h.lookupHash(w, b, q.Get("hash"))
 		return
 	}
 	if !q.Has("key") && (q.Has("path") || q.Has("header") || q.Has("cookie") || q.Has("ip") || q.Has("host")) {

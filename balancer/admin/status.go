@@ -101,7 +101,11 @@ type statusPage struct {
 	// With hold on: keys held in this process (ringlb_hold_keys) and the
 	// held share of the requests answered (ringlb_held_total over
 	// ringlb_requests_total), as a percentage ("–" before any request).
-	HoldKeys       float64
+	HoldKeys float64
+	// HotKeys are the current window's ten hottest keys.
+	HotKeys        []balancer.HotKey
+	HotWindow      float64 // seconds the window covers so far
+	HotRequests    uint64
 	HeldShare      string
 	AvailableNames string // names of available upstreams, for the script
 	// The certificate the proxy listener serves (with TLS): its subject,
@@ -177,7 +181,14 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 	c, ok := perUpstreamCounts(h.gatherer, b.Pool())
 	requests, overflows := c.requests, c.overflows
 	now := time.Now()
+	hot := b.HotKeys(false)
+	if len(hot.Keys) > 10 {
+		hot.Keys = hot.Keys[:10]
+	}
 	page := statusPage{
+		HotKeys:         hot.Keys,
+		HotWindow:       hot.Seconds,
+		HotRequests:     hot.Requests,
 		RingStatus:      st,
 		Rows:            make([]statusRow, len(st.Upstreams)),
 		Samples:         ringSamples,

@@ -1,0 +1,131 @@
+package admin
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ringlb/ringlb/balancer"
+)
+
+// /debug/hotkeys lists the hottest keys by hash, with their owner and
+// where they went, and /debug/lookup?hash= places one of them.
+func TestHotKeysEndpoint(t *testing.T) {
+	var ups []balancer.UpstreamOptions
+	for _, n := range []string{"a", "b", "c"} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, n) }))
+		t.Cleanup(srv.Close)
+		u, _ := url.Parse(srv.URL)
+		ups = append(ups, balancer.UpstreamOptions{Name: n, URL: u, Addr: u.Host, Weight: 1})
+	}
+	opts := balancer.Options{
+		Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160},
+		Hash:     balancer.HashOptions{Key: []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}}, OnMissing: balancer.OnMissingRandom},
+		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
+	}
+	reg := balancer.NewRegistry()
+	b, err := balancer.New(opts, reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	front := httptest.NewServer(b)
+	t.Cleanup(front.Close)
+	admin := httptest.NewServer(NewHandler(b, reg, nil, Options{}))
+	t.Cleanup(admin.Close)
+
+	send := func(k string) {
+		req, _ := http.NewRequest(http.MethodGet, front.URL, nil)
+		if k != "" {
+			req.Header.Set("X-User-ID", k)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+	}
+	for i := range 40 {
+		send("hot")
+		if i%2 == 0 {
+			send(fmt.Sprint("warm-", i%4))
+		}
+		send("") // no key: random, not counted
+	}
+	code, _, body := fetch(t, http.MethodGet, admin.URL+"/debug/hotkeys")
+	if code != http.StatusOK {
+		t.Fatalf("%d %s", code, body)
+	}
+	m := decode(t, body)
+	keys, _ := m["keys"].([]any)
+	if m["window_seconds"] == nil || m["requests"] != 60.0 || len(keys) != 3 {
+		t.Fatalf("hotkeys %s", body)
+	}
+	top := keys[0].(map[string]any)
+	lk := b.Lookup("hot")
+	if top["hash"] != lk.Hash || top["requests"] != 40.0 || top["share"] != 40.0/60 || top["owner"] != lk.Owner || top["chosen"] != lk.Chosen {
+		t.Errorf("hottest %v; lookup of hot: %+v", top, lk)
+	}
+	for _, f := range []string{"hash", "requests", "share", "owner", "chosen"} {
+		if _, ok := top[f]; !ok {
+			t.Errorf("hot key lacks %q: %v", f, top)
+		}
+	}
+	_, _, body = fetch(t, http.MethodGet, admin.URL+"/debug/lookup?hash="+lk.Hash)
+	if l := decode(t, body); l["key"] != nil || l["hash"] != lk.Hash || l["owner"] != lk.Owner || l["chosen"] != lk.Chosen {
+		t.Errorf("lookup by hash: %s", body)
+	}
+	for _, bad := range []string{"/debug/lookup?hash=zz", "/debug/hotkeys?window=last"} {
+		if code, _, body := fetch(t, http.MethodGet, admin.URL+bad); code != http.StatusBadRequest {
+			t.Errorf("%s: %d %s", bad, code, body)
+		}
+	}
+	if code, _, body := fetch(t, http.MethodGet, admin.URL+"/debug/hotkeys?window=previous"); code != http.StatusOK || decode(t, body)["requests"] != 0.0 {
+		t.Errorf("previous window: %d %s", code, body)
+	}
+}
+
+// The status page lists the hottest keys with their owner and where they went.
+func TestHotKeysOnStatusPage(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "a") }))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	opts := balancer.Options{
+		Upstreams: []balancer.UpstreamOptions{{Name: "a", URL: u, Addr: u.Host, Weight: 1}},
+		Ring:      balancer.RingOptions{PointsPerWeight: 160},
+		Hash:      balancer.HashOptions{Key: []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}}, OnMissing: balancer.OnMissingRandom},
+		Timeouts:  balancer.TimeoutOptions{Dial: time.Second},
+	}
+	reg := balancer.NewRegistry()
+	b, err := balancer.New(opts, reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	admin := httptest.NewServer(NewHandler(b, reg, nil, Options{}))
+	t.Cleanup(admin.Close)
+	_, _, page := fetch(t, http.MethodGet, admin.URL+"/")
+	if !strings.Contains(page, "no keyed request in this window yet") {
+		t.Error("empty hot keys table not said")
+	}
+	front := httptest.NewServer(b)
+	t.Cleanup(front.Close)
+	req, _ := http.NewRequest(http.MethodGet, front.URL, nil)
+	req.Header.Set("X-User-ID", "k")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	_, _, page = fetch(t, http.MethodGet, admin.URL+"/")
+	row := regexp.MustCompile(`<tr><td><a [^>]*data-hash="([0-9a-f]{16})"><code>[0-9a-f]+</code></a></td><td class="n">1</td><td class="n">100.0%</td><td>a</td><td>a</td></tr>`).FindStringSubmatch(page)
+	if row == nil || row[1] != b.Lookup("k").Hash {
+		t.Errorf("no hot key row for k in the status page")
+	}
+}
