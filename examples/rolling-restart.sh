@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# rolling-restart.sh: restart every upstream of a stateful fleet, one after
+# the other, under load, without failing a request or losing a session.
+# It needs bash, curl and Go, and runs from any directory:
+#
+#   bash examples/rolling-restart.sh
+#
+# It builds ringlb and the demo upstream (examples/upstream, which answers
+# "user U: visit N on NAME" and keeps the counts in memory: a restarted
+# upstream has forgotten every session), starts four upstreams and ringlb
+# with `hold: {idle: 2s}`, and lets twelve users visit in the background.
+# Each user runs one session after another, each session five visits under
+# a key of its own, so its count must go 1, 2, 3, 4, 5: a count that starts
+# over means the session was lost. Then, for each upstream in turn:
+#
+#   1. POST /upstreams/NAME/drain: new sessions go elsewhere, those in use
+#      stay on it;
+#   2. wait until GET /upstreams/NAME says "drained": its sessions ended,
+#      their holds went idle, nothing is in flight (or fail after 30 s);
+#   3. stop it and start it again on its port (it has forgotten everything:
+#      nobody is on it any more), and wait for ringlb to see it up;
+#   4. POST /upstreams/NAME/ready. That brings back exactly its keys,
+#      including those of sessions that began on a neighbour while it was
+#      out; so first the users wait a moment at the door while the sessions
+#      in progress end.
+#
+# It exits 1 if any request failed or any session's count started over, and
+# cleans up every process it started. Ports: ROLL_PORT_BASE (default
+# 19400); upstreams listen on BASE+1..BASE+4, the proxy on BASE+8, the admin
+# listener on BASE+9.
+set -euo pipefail
+
+base=${ROLL_PORT_BASE:-19400}
+proxy_port=$((base + 8))
+admin_port=$((base + 9))
+proxy=http://127.0.0.1:$proxy_port
+admin=http://127.0.0.1:$admin_port
+idle=2        # seconds: hold.idle
+per_session=5 # visits per session
+users=(alice bob carol dave erin frank grace heidi ivan judy mallory oscar)
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/ringlb-roll.XXXXXX")
+declare -A pid=() # process name -> pid
+
+port_base=ROLL_PORT_BASE
+# shellcheck source=examples/lib.sh
+. "$repo/examples/lib.sh"
+
+now_ms() { local t=${EPOCHREALTIME/[.,]/}; echo $((t / 1000)); }
+secs() { printf '%d.%ds' $(($1 / 1000)) $((($1 % 1000) / 100)); }
+
+# field JSON NAME: the value of NAME in a flat JSON object.
+field() { grep -o "\"$2\": *[^,}]*" <<<"$1" | head -n 1 | sed 's/^[^:]*: *//; s/"//g'; }
+
+state_of() { curl -fsS -m 5 "$admin/upstreams/$1"; }
+
+# post_state NAME STATE: POST /upstreams/NAME/STATE, failing unless 200.
+post_state() {
+  local reply
+  reply=$(curl -sS -m 5 -w '\n%{http_code}' -X POST "$admin/upstreams/$1/$2") || fail "POST /upstreams/$1/$2: no answer"
+  [ "${reply##*$'\n'}" = 200 ] || fail "POST /upstreams/$1/$2: ${reply//$'\n'/ }"
+  printf '%s' "${reply%$'\n'*}"
+}
+
+write_config() {
+  local i
+  {
+    cat <<EOF
+# Written by examples/rolling-restart.sh.
+listen: 127.0.0.1:$proxy_port
+admin_listen: 127.0.0.1:$admin_port
+upstream_header: X-Upstream
+hash:
+  key:
+    - query: user
+  on_missing: reject
+hold:
+  idle: ${idle}s
+upstreams:
+EOF
+    for i in 1 2 3 4; do
+      printf '  - name: app-%d\n    url: http://127.0.0.1:%d\n' "$i" $((base + i))
+    done
+    cat <<EOF
+health:
+  path: /healthz
+  interval: 200ms
+  timeout: 150ms
+retries: 1
+EOF
+  } >"$work/ringlb.yaml"
+}
+
+# user NAME: sessions one after another, until TERM; then it writes
+# "sessions visits failed lost" to $work/user-NAME. While $work/pause
+# exists it starts no session and says so with $work/idle-NAME.
+user() {
+  local name=$1 s=0 v out n sessions=0 visits=0 failed=0 lost=0
+  trap 'echo "$sessions $visits $failed $lost" >"$work/user-$name"; exit 0' TERM
+  while :; do
+    if [ -e "$work/pause" ]; then
+      touch "$work/idle-$name"
+      while [ -e "$work/pause" ]; do sleep 0.05; done
+      rm -f "$work/idle-$name"
+    fi
+    s=$((s + 1))
+    for ((v = 1; v <= per_session; v++)); do
+      if ! out=$(curl -fsS -m 5 "$proxy/?user=$name.$s" 2>>"$work/failures"); then
+        failed=$((failed + 1))
+        echo "$name.$s visit $v: request failed" >>"$work/failures"
+        continue
+      fi
+      n=${out#*visit }
+      n=${n%% on *}
+      if [ "$n" != "$v" ]; then
+        lost=$((lost + 1))
+        echo "$name.$s: visit $v was counted as $n ($out)" >>"$work/lost"
+        break
+      fi
+      visits=$((visits + 1))
+      sleep 0.1
+    done
+    sessions=$((sessions + 1))
+  done
+}
+
+# all_idle: every user waits at the door.
+all_idle() {
+  local u
+  for u in "${users[@]}"; do
+    [ -e "$work/idle-$u" ] || return 1
+  done
+}
+
+# drained NAME: /upstreams/NAME says drained.
+drained() { [ "$(field "$(state_of "$1")" drained)" = true ]; }
+available() { [ "$(field "$(state_of "$1")" available)" = true ]; }
+
+# new_key_of NAME: a key NAME owns that no session uses.
+new_key_of() {
+  local i
+  for i in $(seq 1000); do
+    if [ "$(curl -fsS -m 5 "$admin/debug/lookup?key=probe-$i" | grep -o '"owner": *"[^"]*"' | sed 's/.*: *"//; s/"$//')" = "$1" ]; then
+      echo "probe-$i"
+      return
+    fi
+  done
+  fail "no key of $1 among 1000"
+}
+
+build
+
+say "Four demo upstreams and ringlb with hold idle ${idle}s; twelve users visit in the background"
+for i in 1 2 3 4; do
+  start_upstream "app-$i" $((base + i))
+done
+write_config
+start_ringlb
+echo "   each session: $per_session visits under a key of its own; its count must go 1 to $per_session"
+for u in "${users[@]}"; do
+  user "$u" &
+  pid[user-$u]=$!
+done
+sleep 1
+
+declare -A held_at=() took=()
+for i in 1 2 3 4; do
+  name=app-$i
+  say "$name: drain, wait until drained, restart, ready"
+  start=$(now_ms)
+  reply=$(post_state "$name" drain)
+  held_at[$name]=$(field "$reply" held_keys)
+  echo "   POST /upstreams/$name/drain: state $(field "$reply" state); sessions in use on it stay"
+  key=$(new_key_of "$name")
+  lookup=$(curl -fsS -m 5 "$admin/debug/lookup?key=$key")
+  chosen=$(field "$lookup" chosen)
+  [ "$chosen" != "$name" ] && [ "$chosen" != null ] || fail "a new key of draining $name goes to $chosen"
+  grep -q "\"name\": *\"$name\", *\"reason\": *\"draining\"" <<<"$(tr -d '\n' <<<"$lookup")" ||
+    fail "/debug/lookup does not say $name was skipped as draining: $lookup"
+  echo "   a new key of $name goes to another upstream ($name skipped: draining)"
+  wait_until 30 "$name drained" drained "$name"
+  took[$name]=$(($(now_ms) - start))
+  echo "   drained: no session held on it, nothing in flight"
+  kill "${pid[$name]}"
+  wait "${pid[$name]}" 2>/dev/null || true
+  start_upstream "$name" $((base + i))
+  wait_until 20 "ringlb sees $name up" available "$name"
+  echo "   restarted, and ringlb sees it up"
+  touch "$work/pause"
+  sleep 0.2
+  wait_until 30 "the sessions in progress end" all_idle
+  reply=$(post_state "$name" ready)
+  rm -f "$work/pause"
+  echo "   the sessions in progress ended; POST /upstreams/$name/ready: state $(field "$reply" state)"
+done
+
+say "Every upstream was restarted once"
+sleep 1
+for u in "${users[@]}"; do
+  kill -TERM "${pid[user-$u]}"
+done
+for u in "${users[@]}"; do
+  wait "${pid[user-$u]}" 2>/dev/null || true
+  unset "pid[user-$u]"
+done
+sessions=0 visits=0 failed=0 lost=0
+for u in "${users[@]}"; do
+  read -r s v f l <"$work/user-$u"
+  sessions=$((sessions + s)) visits=$((visits + v)) failed=$((failed + f)) lost=$((lost + l))
+done
+printf '   %-8s %13s %14s\n' upstream "held at drain" "drained after"
+for i in 1 2 3 4; do
+  printf '   %-8s %13s %14s\n' "app-$i" "${held_at[app-$i]}" "$(secs "${took[app-$i]}")"
+done
+echo "   background: $sessions sessions, $visits visits, $failed failed requests, $lost sessions whose count started over"
+if [ "$failed" -gt 0 ]; then
+  head -n 5 "$work/failures" >&2
+  fail "$failed requests failed"
+fi
+if [ "$lost" -gt 0 ]; then
+  head -n 5 "$work/lost" >&2
+  fail "$lost sessions lost their count"
+fi
+[ "$sessions" -ge 24 ] || fail "only $sessions sessions ran: the background load did not get going"
+echo
+echo "OK: rolling restart of 4 upstreams: no request failed, no session lost"
