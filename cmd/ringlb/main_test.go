@@ -549,3 +549,81 @@ func TestUpstreamLoopWarning(t *testing.T) {
 		t.Errorf("after a reload: %d loop warnings, want 2:\n%s", n, logs.String())
 	}
 }
+
+// simulate -drain: the version stays, exactly the drained upstream's keys
+// move for new traffic, none to it, and the hold message says which keys
+// stay. Draining every upstream leaves new keys nowhere to go.
+func TestSimulateDrain(t *testing.T) {
+	cfg := writeConfig(t, upstreamsYAML(4))
+	_, plain, _ := runCmd(t, "simulate", "-config", cfg, "-keys", "100000")
+	code, out, errOut := runCmd(t, "simulate", "-config", cfg, "-keys", "100000", "-drain", "app-2")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	m := regexp.MustCompile(`(?m)^app-2\s+1\s+160\s+(\d+)\s`).FindStringSubmatch(plain)
+	if m == nil {
+		t.Fatalf("no share line for app-2:\n%s", plain)
+	}
+	if !strings.Contains(out, "keys moved for new traffic:  "+pct(atoi(t, m[1]), 100000)+"  ("+m[1]+" keys)") {
+		t.Errorf("want app-2's %s keys moved for new traffic:\n%s", m[1], out)
+	}
+	version := regexp.MustCompile(`version ([0-9a-f]{12})\)`).FindStringSubmatch(plain)
+	if version == nil || !strings.Contains(out, "the ring and its version ("+version[1]+") stay") {
+		t.Errorf("the version should stay %v:\n%s", version, out)
+	}
+	if regexp.MustCompile(`(?m)^\s*app-[134]\s+app-`).MatchString(out) || regexp.MustCompile(`(?m)^\s*app-\d\s+app-2\s`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^\s*app-2\s+app-[134]\s`).MatchString(out) {
+		t.Errorf("only app-2's keys should move, to the others:\n%s", out)
+	}
+	if !strings.Contains(out, "without hold no key is held") {
+		t.Errorf("no word on hold:\n%s", out)
+	}
+
+	held := writeConfig(t, upstreamsYAML(4)+"hold: {idle: 30m}\n")
+	if _, out, _ = runCmd(t, "simulate", "-config", held, "-keys", "1000", "-drain", "app-2"); !strings.Contains(out, "keys held on a draining upstream stay there") {
+		t.Errorf("with hold:\n%s", out)
+	}
+	args := []string{"simulate", "-config", cfg, "-keys", "1000"}
+	for i := 1; i <= 4; i++ {
+		args = append(args, "-drain", fmt.Sprint("app-", i))
+	}
+	if _, out, _ = runCmd(t, args...); !strings.Contains(out, "keys with nowhere to go:     100.00%  (1000 keys: every upstream draining, new keys get 503)") {
+		t.Errorf("every upstream draining:\n%s", out)
+	}
+	if code, _, _ = runCmd(t, "simulate", "-config", cfg, "-drain", "nope"); code != exitUsage {
+		t.Errorf("-drain of an unknown upstream: exit %d, want %d", code, exitUsage)
+	}
+	if code, _, _ = runCmd(t, "simulate", "-config", cfg, "-drain", "app-1", "-add", "app-9"); code != exitUsage {
+		t.Errorf("-drain with -add: exit %d, want %d", code, exitUsage)
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// The README quotes `ringlb simulate -drain app-2` on config.yaml.
+func TestREADMEQuotesSimulateDrain(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd(t, "simulate", "-config", "../../config.yaml", "-drain", "app-2")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	m := regexp.MustCompile("(?s)`ringlb simulate -drain NAME`.*?\n```\n(.*?)```").FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README quotes no simulate -drain output")
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(m[1])), "\n") {
+		if !strings.Contains(out, line+"\n") {
+			t.Errorf("README quotes %q; simulate printed:\n%s", line, out)
+		}
+	}
+}

@@ -25,14 +25,19 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 func cmdSimulate(args []string, stdout, stderr io.Writer) int {
 	c, path := newCommand("simulate",
-		"simulate [-config config.yaml | config.yaml] [-keys 1000000] [-add NAME[=WEIGHT]]... [-remove NAME]... [-pool NAME]", stdout, stderr)
+		"simulate [-config config.yaml | config.yaml] [-keys 1000000] [-add NAME[=WEIGHT]]... [-remove NAME]... [-drain NAME]... [-pool NAME]", stdout, stderr)
 	keys := c.fs.Int("keys", 1000000, "number of synthetic keys")
-	var adds, removes listFlag
+	var adds, removes, drains listFlag
 	c.fs.Var(&adds, "add", "add an upstream `NAME[=WEIGHT]` (repeatable; under placement nginx NAME is its host:port)")
 	c.fs.Var(&removes, "remove", "remove the upstream `NAME` (repeatable)")
 	poolName := c.fs.String("pool", "", "the pool `NAME` to simulate (required when the config has several)")
+	c.fs.Var(&drains, "drain", "put the upstream `NAME` in state drain (repeatable): which keys new traffic moves")
 	if code, ok := c.parse(args); !ok {
 		return code
+	}
+	if len(drains) > 0 && len(adds)+len(removes) > 0 {
+		fmt.Fprintln(stderr, "ringlb simulate: -drain is simulated on its own, not with -add or -remove")
+		return exitUsage
 	}
 	if *keys < 1 {
 		fmt.Fprintf(stderr, "ringlb simulate: -keys: must be >= 1, got %d\n", *keys)
@@ -61,6 +66,18 @@ func cmdSimulate(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "%s: %v\n", *path, err)
 		}
 		return exitFail
+	}
+	if len(drains) > 0 {
+		d, err := newDrainSim(before, drains)
+		if err != nil {
+			fmt.Fprintf(stderr, "ringlb simulate: %v\n", err)
+			return exitUsage
+		}
+		sim := simulation{keys: *keys, before: before, hold: cfg.Hold, drain: d}
+		sim.run()
+		sim.print(stdout, nil, nil)
+		sim.printDrain(stdout)
+		return exitOK
 	}
 	after, err := changeMembers(cfg, members, adds, removes)
 	if err != nil {
@@ -216,6 +233,102 @@ type simulation struct {
 
 	hold      config.Hold
 	movedGone int // moved keys whose upstream left the ring: they move even with hold
+
+	drain *drainSim // with -drain: what the drained members' new keys do
+}
+
+// drainSim is -drain: members in state drain on an unchanged ring. New
+// keys of a draining member go clockwise to the next member not draining
+// (the walk's skip, reason draining); keys held on it stay.
+type drainSim struct {
+	names    []string
+	draining []bool // by member index
+	moved    int
+	nowhere  int               // keys with every member draining: 503
+	flows    map[[2]string]int // from, to → keys
+}
+
+func newDrainSim(r *ring.Ring, names []string) (*drainSim, error) {
+	d := &drainSim{names: names, draining: make([]bool, r.Len()), flows: map[[2]string]int{}}
+	for _, n := range names {
+		i := r.Index(n)
+		if i < 0 {
+			return nil, fmt.Errorf("-drain %s: no such upstream", n)
+		}
+		d.draining[i] = true
+	}
+	return d, nil
+}
+
+// place counts where the key at position h goes for new traffic.
+func (d *drainSim) place(r *ring.Ring, h uint64, owner int) {
+	if !d.draining[owner] {
+		return
+	}
+	to := -1
+	r.Walk(h, func(m int) bool {
+		if !d.draining[m] {
+			to = m
+			return false
+		}
+		return true
+	})
+	if to < 0 {
+		d.nowhere++
+		return
+	}
+	d.moved++
+	ms := r.Members()
+	d.flows[[2]string{ms[owner].Name, ms[to].Name}]++
+}
+
+// printDrain prints what -drain changes: no version, the keys that move
+// for new traffic and where they go, and what stays.
+func (s *simulation) printDrain(w io.Writer) {
+	d := s.drain
+	fmt.Fprintf(w, "\ndrain %s: the ring and its version (%s) stay; new keys of a draining upstream go clockwise\n"+
+		"to the next upstream that is not draining\n\n", strings.Join(d.names, ", "), s.before.Version())
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "keys moved for new traffic:\t%s\t(%d keys)\n", pct(d.moved, s.keys), d.moved)
+	if d.nowhere > 0 {
+		fmt.Fprintf(tw, "keys with nowhere to go:\t%s\t(%d keys: every upstream draining, new keys get 503)\n", pct(d.nowhere, s.keys), d.nowhere)
+	}
+	tw.Flush()
+	if len(d.flows) > 0 {
+		type flow struct {
+			from, to string
+			n        int
+		}
+		var fl []flow
+		for k, n := range d.flows {
+			fl = append(fl, flow{k[0], k[1], n})
+		}
+		slices.SortFunc(fl, func(a, b flow) int {
+			if a.n != b.n {
+				return b.n - a.n
+			}
+			if a.from != b.from {
+				return strings.Compare(a.from, b.from)
+			}
+			return strings.Compare(a.to, b.to)
+		})
+		fmt.Fprintf(w, "\nwhere new keys of draining upstreams go:\n")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "from\tto\tkeys\tof moved\t\n")
+		for _, f := range fl {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t\n", f.from, f.to, f.n, pct(f.n, d.moved))
+		}
+		tw.Flush()
+	}
+	fmt.Fprintln(w)
+	if s.hold.On() {
+		fmt.Fprintf(w, "with hold (idle %s): keys held on a draining upstream stay there (a record of this process\n"+
+			"younger than %s, or a valid hold cookie); it is drained once none is left and nothing is in flight\n", s.hold.Idle, s.hold.Idle)
+	} else {
+		fmt.Fprintf(w, "without hold no key is held: every key of a draining upstream moves at once, and only the\n"+
+			"requests in flight (and open tunnels) finish there\n")
+	}
+	fmt.Fprintf(w, "made ready again, exactly its keys come back\n")
 }
 
 func (s *simulation) run() {
@@ -237,6 +350,9 @@ func (s *simulation) run() {
 		h := s.before.Hash(key)
 		ob := s.before.Owner(h)
 		s.countBefore[ob]++
+		if s.drain != nil {
+			s.drain.place(s.before, h, ob)
+		}
 		if s.after == nil {
 			continue
 		}
