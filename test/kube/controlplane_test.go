@@ -38,7 +38,11 @@ func startControlPlane(t *testing.T) *controlPlane {
 	storage := storagebackend.NewDefaultConfig(path.Join("ringlb", "registry"), nil)
 	storage.Transport.ServerList = []string{etcd.ListenClientUrls[0].String()}
 
-	srv := kubeapiservertesting.StartTestServerOrDie(t, nil, []string{
+	// The request timeout is also how long a shutdown waits for open
+	// connections (ringlb's watch is one): 60s by default.
+	inst := kubeapiservertesting.NewDefaultTestServerOptions()
+	inst.RequestTimeout = 5 * time.Second
+	srv := kubeapiservertesting.StartTestServerOrDie(t, inst, []string{
 		"--endpoint-reconciler-type=none",            // the kubernetes Service's 127.0.0.1 would fail validation
 		"--disable-admission-plugins=ServiceAccount", // no service account controller runs
 	}, storage)

@@ -328,7 +328,10 @@ discovery:
 	}
 
 	// 4. The API server dies: the membership stays, no request fails.
+	t.Logf("steps 1-3 took %s", time.Since(start).Round(time.Millisecond))
+	stopAt := time.Now()
 	cp.stop()
+	t.Logf("the API server stopped in %s", time.Since(stopAt).Round(time.Millisecond))
 	eventually(t, 30*time.Second, func() error {
 		if v := lb.ring(t); v.Discovery[0].LastError == "" {
 			return fmt.Errorf("no discovery error shown yet: %+v", v.Discovery)
