@@ -1,0 +1,103 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/cmd/ringlb/config"
+)
+
+// manyPools is a config of n pools of m upstreams each (made-up loopback
+// ports), every pool routed by its own path; pool 0's first upstream has
+// weight w.
+func manyPools(n, m int, w float64) string {
+	var b strings.Builder
+	b.WriteString(listenersYAML + "pools:\n")
+	for p := range n {
+		fmt.Fprintf(&b, "  p%d:\n    upstreams:\n", p)
+		for u := range m {
+			weight := 1.0
+			if p == 0 && u == 0 {
+				weight = w
+			}
+			fmt.Fprintf(&b, "      - {name: u%d, url: http://127.0.0.1:%d, weight: %g}\n", u, 20000+p*m+u, weight)
+		}
+	}
+	b.WriteString("routes:\n")
+	for p := range n {
+		fmt.Fprintf(&b, "  - {path_prefix: /p%d, pool: p%d}\n", p, p)
+	}
+	return b.String()
+}
+
+// BenchmarkReloadOnePool reloads a config of 50 pools of 20 upstreams in
+// which one pool's weight changes each time. "reload" is the whole of a
+// SIGHUP (reading, parsing and validating the file included); "apply" is
+// what follows the parse: options for every pool, comparing them, and
+// updating the one pool that changed.
+func BenchmarkReloadOnePool(b *testing.B) {
+	dir := b.TempDir()
+	path := filepath.Join(dir, "ringlb.yaml")
+	files := [2]string{manyPools(50, 20, 1), manyPools(50, 20, 2)}
+	if err := os.WriteFile(path, []byte(files[0]), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := newServer(path, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.close()
+	other := srv.rt.Pool("p1")
+	before := other.Snapshots()
+	b.Run("reload", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			b.StopTimer()
+			if err := os.WriteFile(path, []byte(files[(i+1)%2]), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			if _, problems, err := srv.reload(); err != nil {
+				b.Fatal(problems)
+			}
+		}
+	})
+	var cfgs [2]*config.Config
+	for i, f := range files {
+		p := filepath.Join(dir, fmt.Sprint(i, ".yaml"))
+		if err := os.WriteFile(p, []byte(f), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		if cfgs[i], err = config.Load(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("apply", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			next := cfgs[(i+1)%2]
+			opts := make([]balancer.Options, len(next.Pools))
+			for j := range next.Pools {
+				if opts[j], err = balancerOptions(next, &next.Pools[j]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			srv.mu.Lock()
+			err := srv.applyPools(next, opts)
+			srv.mu.Unlock()
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	if other.Snapshots() != before {
+		b.Errorf("pool p1 installed %d snapshots while only p0 changed", other.Snapshots()-before)
+	}
+}
