@@ -45,10 +45,18 @@ type Router struct {
 
 // routeTable is what a request reads: the compiled routes and the pools
 // by name. With one pool and no routes, every request goes to only.
+//
+// Routes are indexed by host: byHost maps an exact host, or a wildcard's
+// ".suffix", to the indexes of its routes in order; anyHost lists the
+// routes without a host. A request looks up its host and each suffix of
+// it that starts at a dot, and takes the lowest index whose path matches:
+// the first matching route, without walking the others.
 type routeTable struct {
-	routes []compiledRoute
-	pools  []*Balancer // in config order
-	only   *Balancer
+	routes  []compiledRoute
+	byHost  map[string][]int32
+	anyHost []int32
+	pools   []*Balancer // in config order
+	only    *Balancer
 }
 
 // compiledRoute is a Route in the form matching reads: lowercase host
@@ -104,7 +112,7 @@ func (rt *Router) NewPool(opts Options, logger *slog.Logger) (*Balancer, error) 
 // route names. With no routes, pools must be one pool, which gets every
 // request. Pools left out of pools are not closed: see Remove.
 func (rt *Router) Install(routes []Route, pools []*Balancer) error {
-	t := &routeTable{pools: pools}
+	t := &routeTable{pools: pools, byHost: map[string][]int32{}}
 	byName := make(map[string]*Balancer, len(pools))
 	for _, b := range pools {
 		if byName[b.Pool()] != nil {
@@ -128,6 +136,12 @@ func (rt *Router) Install(routes []Route, pools []*Balancer) error {
 			c.host, c.wild = "."+s, true
 		}
 		c.dirMatch = strings.HasSuffix(c.prefix, "/")
+		i := int32(len(t.routes))
+		if c.host == "" {
+			t.anyHost = append(t.anyHost, i)
+		} else {
+			t.byHost[c.host] = append(t.byHost[c.host], i)
+		}
 		t.routes = append(t.routes, c)
 	}
 	rt.mu.Lock()
@@ -184,29 +198,60 @@ func (t *routeTable) match(host, path string) *Balancer {
 	if t.only != nil {
 		return t.only
 	}
-	host = routeHost(host)
-	for i := range t.routes {
-		c := &t.routes[i]
-		if c.host != "" {
-			if c.wild {
-				if len(host) <= len(c.host) || !strings.EqualFold(host[len(host)-len(c.host):], c.host) {
-					continue
-				}
-			} else if !strings.EqualFold(host, c.host) {
-				continue
+	var buf [256]byte
+	h := lowerASCII(buf[:0], routeHost(host))
+	best := int32(-1)
+	if len(h) > 0 {
+		best = t.first(t.byHost[string(h)], path, best)
+		for i := 1; i < len(h); i++ {
+			if h[i] == '.' {
+				best = t.first(t.byHost[string(h[i:])], path, best)
 			}
 		}
-		if c.prefix != "" {
-			if !strings.HasPrefix(path, c.prefix) {
-				continue
-			}
-			if !c.dirMatch && len(path) > len(c.prefix) && path[len(c.prefix)] != '/' {
-				continue
-			}
-		}
-		return c.b
 	}
-	return nil
+	best = t.first(t.anyHost, path, best)
+	if best < 0 {
+		return nil
+	}
+	return t.routes[best].b
+}
+
+// first returns the first route of list (indexes in order) below best
+// (-1: any) whose path prefix matches path, else best.
+func (t *routeTable) first(list []int32, path string, best int32) int32 {
+	for _, i := range list {
+		if best >= 0 && i >= best {
+			break
+		}
+		if t.routes[i].pathMatch(path) {
+			return i
+		}
+	}
+	return best
+}
+
+// pathMatch reports whether path is under the route's prefix, on whole
+// segments.
+func (c *compiledRoute) pathMatch(path string) bool {
+	if c.prefix == "" {
+		return true
+	}
+	if !strings.HasPrefix(path, c.prefix) {
+		return false
+	}
+	return c.dirMatch || len(path) == len(c.prefix) || path[len(c.prefix)] == '/'
+}
+
+// lowerASCII appends s lower-cased (ASCII letters only) to dst.
+func lowerASCII(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst = append(dst, c)
+	}
+	return dst
 }
 
 // routeHost strips the port (and a final dot) from a Host header:
