@@ -334,3 +334,28 @@ func TestKubeNamesMatchSRV(t *testing.T) {
 		t.Errorf("SRV members %v\nkubernetes members %v: want the same 4", bySRV, byKube)
 	}
 }
+
+// BenchmarkKubeAnswer1000 is this package's share of applying one change
+// to a 1000-endpoint Service: reading 10 slices of 100 into an answer and
+// applying it to the membership (one endpoint readdressed each time).
+func BenchmarkKubeAnswer1000(b *testing.B) {
+	sl := make([]*discoveryv1.EndpointSlice, 10)
+	for s := range sl {
+		var eps []kubetest.Endpoint
+		for i := range 100 {
+			n := s*100 + i
+			eps = append(eps, kubetest.Endpoint{Addr: fmt.Sprintf("10.3.%d.%d", n/250, n%250+1), Hostname: fmt.Sprintf("big-%d", n)})
+		}
+		sl[s] = kubetest.Slice("prod", "app", fmt.Sprintf("big-%d", s), "http", 8080, eps...)
+	}
+	st := newSourceState(Source{Kubernetes: appPort, Scheme: "http", Weight: 1})
+	p := policy{removeAfter: time.Hour, confirm: 3, confirmFor: 15 * time.Second}
+	st.answer(p, sliceRecords(sl, appPort, "cluster.local"), t0, nil)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		sl[0].Endpoints[0].Addresses[0] = fmt.Sprintf("10.4.0.%d", i%2+1)
+		if changed, _ := st.answer(p, sliceRecords(sl, appPort, "cluster.local"), t0, nil); !changed {
+			b.Fatal("no change")
+		}
+	}
+}
