@@ -39,6 +39,7 @@ type Router struct {
 	reg     prometheus.Registerer
 	proc    *procMetrics
 	noRoute prometheus.Counter
+	counts  *UpstreamCounts // every pool's: limits.upstream_requests counts a URL across pools
 
 	mu sync.Mutex // serialises Install and Remove
 }
@@ -74,7 +75,7 @@ type compiledRoute struct {
 // ringlb_config_last_reload_success, the discovery families and
 // ringlb_no_route_total. Its pools register theirs on reg too.
 func NewRouter(reg prometheus.Registerer) (*Router, error) {
-	rt := &Router{reg: reg, proc: newProcMetrics()}
+	rt := &Router{reg: reg, proc: newProcMetrics(), counts: NewUpstreamCounts()}
 	rt.noRoute = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "ringlb_no_route_total",
 		Help: "Requests answered 404 because no route matched their host and path.",
@@ -99,10 +100,16 @@ func RouterFor(b *Balancer) *Router {
 
 // NewPool builds the Balancer of one pool (opts.Pool names it) and
 // registers its families on the Router's registry. It does not route to
-// it until an Install names it.
+// it until an Install names it. Unless opts.Counts says otherwise, the
+// pools count their requests per upstream URL together, so
+// Limits.UpstreamRequests bounds an upstream that serves several pools
+// across all of them.
 func (rt *Router) NewPool(opts Options, logger *slog.Logger) (*Balancer, error) {
 	if opts.Pool == "" {
 		opts.Pool = DefaultPool
+	}
+	if opts.Counts == nil {
+		opts.Counts = rt.counts
 	}
 	return newBalancer(opts, rt.reg, logger, rt.proc)
 }

@@ -133,6 +133,9 @@ func TestRouterServeHTTP(t *testing.T) {
 	if !rt.Ready() {
 		t.Error("not ready with every upstream up")
 	}
+	if ba.counts != bb.counts || ba.counts != rt.counts {
+		t.Error("the pools do not count upstream requests together (limits.upstream_requests)")
+	}
 	// Remove drops a pool's series.
 	if err := rt.Install([]Route{{Pool: "a"}}, []*Balancer{ba}); err != nil {
 		t.Fatal(err)
