@@ -169,6 +169,12 @@ func newKeyFunc(src KeySource, trusted []netip.Prefix, bodyLimit int) (keyFunc, 
 		return func(r *http.Request) (string, bool) { return clientIP(r, trusted) }, nil
 	case KeyHost:
 		return hostKey, nil
+	case KeyJSON:
+		path, err := parseJSONPath(src.Name)
+		if err != nil {
+			return nil, fmt.Errorf("key source json: %w", err)
+		}
+		return func(r *http.Request) (string, bool) { return jsonKey(r, path, bodyLimit) }, nil
 	}
 	return nil, fmt.Errorf("unknown key source %q", src.Kind)
 }

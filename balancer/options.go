@@ -170,6 +170,9 @@ const (
 	KeyIP     KeyKind = "ip"
 	// KeyHost is the request's host, lowercased, without port.
 	KeyHost KeyKind = "host"
+	// KeyJSON is a string or number field of a JSON request body, Name
+	// being its dotted path.
+	KeyJSON KeyKind = "json"
 	// KeyCombine is several sources at once, all present.
 	KeyCombine KeyKind = "combine"
 )

@@ -347,6 +347,9 @@ type responseWriter struct {
 	// no1xx drops informational responses: the client speaks HTTP/1.0,
 	// which has none (RFC 9110 section 15.2).
 	no1xx bool
+	// continued drops a 100 Continue: the server sent one already, when
+	// the body was read for the key.
+	continued bool
 	// tunnels tracks the connection once Hijack hands it over; tunnel is
 	// that connection, removed from tunnels when ServeHTTP returns.
 	tunnels *tunnels
@@ -446,7 +449,7 @@ func (w *responseWriter) sendRelease() {
 func (w *responseWriter) WriteHeader(code int) {
 	if !w.wroteHeader {
 		if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
-			if !w.no1xx {
+			if !w.no1xx && !(code == http.StatusContinue && w.continued) {
 				w.ResponseWriter.WriteHeader(code) // informational: more to come
 			}
 			return

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/textproto"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ringlb/ringlb/ring"
@@ -31,6 +33,11 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rw := &responseWriter{ResponseWriter: w, no1xx: !r.ProtoAtLeast(1, 1), tunnels: &b.tunnels, send: s.send}
 	pos, src, ok := b.position(s, rw, r)
 	random := src == srcRandom
+	if p, isPrefix := r.Body.(*bodyPrefix); isPrefix && p.started && expectsContinue(r) {
+		// Reading the body for the key made the server send 100
+		// Continue: the client must not get the upstream's as well.
+		rw.continued = true
+	}
 	if !ok {
 		b.accessLog(s, r, nil, http.StatusBadRequest, start, nil)
 		return
@@ -442,6 +449,16 @@ func (b *Balancer) accessLog(s *snapshot, r *http.Request, m *member, code int, 
 		attrs = append(attrs, slog.String("error", err.Error()))
 	}
 	b.log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+}
+
+// expectsContinue reports whether the client sent Expect: 100-continue.
+func expectsContinue(r *http.Request) bool {
+	for _, v := range r.Header["Expect"] {
+		if strings.EqualFold(textproto.TrimString(v), "100-continue") {
+			return true
+		}
+	}
+	return false
 }
 
 // clientFault reports whether the current attempt failed because of the

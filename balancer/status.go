@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/ringlb/ringlb/ring"
 )
@@ -131,7 +132,7 @@ func (b *Balancer) KeyOf(r *http.Request) (key, source string, ok bool) {
 	}
 	for i := range s.keys {
 		if v, ok := s.keys[i].value(r); ok {
-			return v, s.keyNames[i], true
+			return strings.Clone(v), s.keyNames[i], true // a json key points into the body's buffer
 		}
 	}
 	return "", "", false

@@ -180,13 +180,52 @@ type demoKey struct {
 }
 
 func firstDemoKey(cfg *config.Config) demoKey {
-	k := cfg.Hash.Key[0]
-	d := demoKey{desc: string(k.Kind)}
-	if k.Name != "" {
-		d.desc += " " + k.Name
-	}
+	return demoKeyOf(cfg.Hash.Key[0])
+}
+
+func demoKeyOf(k balancer.KeySource) demoKey {
+	d := demoKey{desc: k.String()}
 	d.key = func(u string) string { return u }
 	switch k.Kind {
+	case balancer.KeyHost:
+		d.curl = func(u string) (string, string) {
+			return fmt.Sprintf("-H %s ", shellQuote("Host: user-"+u+".example")), "/"
+		}
+		d.key = func(u string) string { return "user-" + u + ".example" }
+	case balancer.KeyJSON:
+		body := `"$U"`
+		fields := strings.Split(k.Name, ".")
+		for i := len(fields) - 1; i >= 0; i-- {
+			body = `{"` + fields[i] + `":` + body + `}`
+		}
+		d.curl = func(u string) (string, string) {
+			b := strings.ReplaceAll(strings.ReplaceAll(body, `"`, `\"`), "$U", u)
+			return `-H 'Content-Type: application/json' -d "` + b + `" `, "/"
+		}
+	case balancer.KeyCombine:
+		parts := make([]demoKey, len(k.Sources))
+		for i, p := range k.Sources {
+			parts[i] = demoKeyOf(p)
+			d.shared = d.shared || parts[i].shared
+		}
+		d.curl = func(u string) (string, string) {
+			flags, path := "", "/"
+			for _, p := range parts {
+				f, pp := p.curl(u)
+				flags += f
+				if pp != "/" {
+					path = pp
+				}
+			}
+			return flags, path
+		}
+		d.key = func(u string) string {
+			var ks []string
+			for _, p := range parts {
+				ks = append(ks, p.key(u))
+			}
+			return strings.Join(ks, "\x00")
+		}
 	case balancer.KeyCookie:
 		d.curl = func(u string) (string, string) { return fmt.Sprintf("-b %s ", shellQuote(k.Name+"="+u)), "/" }
 	case balancer.KeyHeader:

@@ -21,6 +21,7 @@ func balancerOptions(proc *config.Config, cfg *config.Pool) (balancer.Options, e
 			Key:       cfg.Hash.Key,
 			OnMissing: cfg.Hash.OnMissing,
 			Cookie:    balancer.CookieOptions(cfg.Hash.Cookie),
+			BodyLimit: cfg.Hash.BodyLimit,
 		},
 		TrustedProxies: proc.TrustedProxies,
 		UpstreamHeader: proc.UpstreamHeader,

@@ -301,6 +301,7 @@ func applyPoolDefaults(c *Pool, has func(field string) bool) {
 		{Kind: balancer.KeyURI},
 	})
 	def(has, "hash.on_missing", &c.Hash.OnMissing, balancer.OnMissingRandom)
+	def(has, "hash.body_limit", &c.Hash.BodyLimit, balancer.DefaultBodyLimit)
 	def(has, "hash.cookie.name", &c.Hash.Cookie.Name, "ringlb_affinity")
 	def(has, "hash.cookie.ttl", &c.Hash.Cookie.TTL, 24*time.Hour)
 	def(has, "hash.cookie.http_only", &c.Hash.Cookie.HTTPOnly, true)

@@ -68,6 +68,7 @@ func defaults(t *testing.T) *Config {
 				},
 				OnMissing: "random",
 				Cookie:    AffinityCookie{Name: "ringlb_affinity", TTL: 24 * time.Hour, Secure: false, HTTPOnly: true},
+				BodyLimit: 65536,
 			},
 			Ring:      Ring{PointsPerWeight: 160, LoadFactor: 0, LoadFloor: 8, Placement: "ringlb", SlowStart: 0, OnUnavailable: "remap"},
 			Upstreams: []Upstream{{Name: "a", URL: u.URL, Weight: 1, Addr: "127.0.0.1:9001", Protocol: "http1", State: "ready"}},
@@ -149,6 +150,7 @@ hash:
     - path
   on_missing: cookie
   cookie: {name: aff, ttl: 1h, secure: true, http_only: false}
+  body_limit: 1048576
 ring: {points_per_weight: 100, load_factor: 2, load_floor: 3, slow_start: 30s}
 upstreams:
   - name: app-1
@@ -187,6 +189,7 @@ upstream_tls: {server_name: backend.example, insecure_skip_verify: true}
 					Key:       []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-Id"}, {Kind: balancer.KeyIP}, {Kind: balancer.KeyPath}},
 					OnMissing: "cookie",
 					Cookie:    AffinityCookie{Name: "aff", TTL: time.Hour, Secure: true, HTTPOnly: false},
+					BodyLimit: 1 << 20,
 				}
 				want.Ring = Ring{PointsPerWeight: 100, LoadFactor: 2, LoadFloor: 3, Placement: "ringlb", SlowStart: 30 * time.Second, OnUnavailable: "remap"}
 				want.Upstreams = []Upstream{
@@ -211,7 +214,7 @@ upstream_tls: {server_name: backend.example, insecure_skip_verify: true}
 			},
 		},
 		{
-			name: "host and combine keys",
+			name: "host, combine and json keys",
 			src: `hash:
   key:
     - combine: [host, uri]
@@ -219,12 +222,20 @@ upstream_tls: {server_name: backend.example, insecure_skip_verify: true}
         - cookie: session
         - header: x-tenant
     - host
+    - json: metadata.session
+    - combine: [{json: user}, host]
+  body_limit: 4096
 ` + up,
 			check: func(t *testing.T, c *Config) {
 				want := []balancer.KeySource{
 					{Kind: balancer.KeyCombine, Sources: []balancer.KeySource{{Kind: balancer.KeyHost}, {Kind: balancer.KeyURI}}},
 					{Kind: balancer.KeyCombine, Sources: []balancer.KeySource{{Kind: balancer.KeyCookie, Name: "session"}, {Kind: balancer.KeyHeader, Name: "X-Tenant"}}},
 					{Kind: balancer.KeyHost},
+					{Kind: balancer.KeyJSON, Name: "metadata.session"},
+					{Kind: balancer.KeyCombine, Sources: []balancer.KeySource{{Kind: balancer.KeyJSON, Name: "user"}, {Kind: balancer.KeyHost}}},
+				}
+				if c.Hash.BodyLimit != 4096 {
+					t.Errorf("BodyLimit = %d, want 4096", c.Hash.BodyLimit)
 				}
 				if !reflect.DeepEqual(c.Hash.Key, want) {
 					t.Errorf("Key = %+v, want %+v", c.Hash.Key, want)
@@ -580,19 +591,27 @@ var errorCases = []struct {
 			"c.yaml:6: hash.key[3].combine[1].combine: a combine cannot hold another combine; list its sources in the outer one\n" +
 			"c.yaml:7: hash.key[4].combine[2].host: takes no name; write `- host`\n" +
 			"c.yaml:8: hash.key[5].host: takes no name; write `- host`"},
+	{"json sources", "hash:\n  body_limit: 0\n  key:\n    - json\n    - json: \"\"\n    - json: a..b\n    - json: .a\n    - combine: [{json: x.}]\n    - json: [a]\n" + up,
+		"c.yaml:2: hash.body_limit: must be >= 1, got 0\n" +
+			"c.yaml:4: hash.key[0]: json needs a field path, like `json: user` or `json: metadata.session`\n" +
+			"c.yaml:5: hash.key[1].json: must not be empty\n" +
+			"c.yaml:6: hash.key[2].json: must be field names joined by dots, like metadata.session, got \"a..b\"\n" +
+			"c.yaml:7: hash.key[3].json: must be field names joined by dots, like metadata.session, got \".a\"\n" +
+			"c.yaml:8: hash.key[4].combine[0].json: must be field names joined by dots, like metadata.session, got \"x.\"\n" +
+			"c.yaml:9: hash.key[5].json: must be a string, got a list"},
 	{"key sources", "hash:\n  key:\n    - uri\n    - cookie\n    - {uri: x}\n    - foo: 1\n    - [1]\n    - {cookie: a, header: b}\n    - header: \"\"\n    - header: X Y\n    - query:\n    - 7\n" + up,
 		"c.yaml:4: hash.key[1]: cookie needs a name, like `cookie: NAME`\n" +
 			"c.yaml:5: hash.key[2].uri: takes no name; write `- uri`\n" +
-			"c.yaml:6: hash.key[3]: unknown key source \"foo\"; want uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME` or `combine: [SOURCE, ...]`\n" +
-			"c.yaml:7: hash.key[4]: must be uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME` or `combine: [SOURCE, ...]`, got a list\n" +
-			"c.yaml:8: hash.key[5]: must be one source per list item (uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME` or `combine: [SOURCE, ...]`), got a mapping with 2 entries\n" +
+			"c.yaml:6: hash.key[3]: unknown key source \"foo\"; want uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME`, `json: PATH` or `combine: [SOURCE, ...]`\n" +
+			"c.yaml:7: hash.key[4]: must be uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME`, `json: PATH` or `combine: [SOURCE, ...]`, got a list\n" +
+			"c.yaml:8: hash.key[5]: must be one source per list item (uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME`, `json: PATH` or `combine: [SOURCE, ...]`), got a mapping with 2 entries\n" +
 			"c.yaml:9: hash.key[6].header: must not be empty\n" +
 			"c.yaml:10: hash.key[7].header: must be a valid header name, got \"X Y\"\n" +
 			"c.yaml:11: hash.key[8].query: must be a string, got null\n" +
-			"c.yaml:12: hash.key[9]: unknown key source 7; want uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME` or `combine: [SOURCE, ...]`"},
+			"c.yaml:12: hash.key[9]: unknown key source 7; want uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME`, `json: PATH` or `combine: [SOURCE, ...]`"},
 	{"key source misspelt", "hash:\n  key:\n    - cokie: session\n    - pth\n" + up,
-		"c.yaml:3: hash.key[0]: unknown key source \"cokie\" (did you mean cookie?); want uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME` or `combine: [SOURCE, ...]`\n" +
-			"c.yaml:4: hash.key[1]: unknown key source \"pth\" (did you mean path?); want uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME` or `combine: [SOURCE, ...]`"},
+		"c.yaml:3: hash.key[0]: unknown key source \"cokie\" (did you mean cookie?); want uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME`, `json: PATH` or `combine: [SOURCE, ...]`\n" +
+			"c.yaml:4: hash.key[1]: unknown key source \"pth\" (did you mean path?); want uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME`, `json: PATH` or `combine: [SOURCE, ...]`"},
 	{"bad on_missing", "hash: {on_missing: sometimes}\n" + up, "c.yaml:1: hash.on_missing: must be random, reject or cookie, got \"sometimes\""},
 	{"bad affinity cookie", "hash:\n  on_missing: cookie\n  cookie:\n    name: \"a;b\"\n    ttl: 0s\n" + up,
 		"c.yaml:4: hash.cookie.name: must be a valid cookie name, got \"a;b\"\nc.yaml:5: hash.cookie.ttl: must be > 0, got 0s"},

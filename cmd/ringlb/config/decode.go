@@ -551,6 +551,7 @@ func (d *decoder) hash(f string, n *yaml.Node, h *Hash) {
 			})
 		},
 		"on_missing": toWord(d, &h.OnMissing),
+		"body_limit": d.toInt(&h.BodyLimit),
 		"cookie": func(f string, n *yaml.Node) {
 			d.mapping(f, n, map[string]handler{
 				"name":      d.toStr(&h.Cookie.Name),
@@ -565,14 +566,15 @@ func (d *decoder) hash(f string, n *yaml.Node, h *Hash) {
 // keySourceKinds are the kinds of key source, for "did you mean".
 var keySourceKinds = map[balancer.KeyKind]bool{
 	balancer.KeyURI: true, balancer.KeyPath: true, balancer.KeyIP: true, balancer.KeyHost: true,
-	balancer.KeyCookie: true, balancer.KeyHeader: true, balancer.KeyQuery: true, balancer.KeyCombine: true,
+	balancer.KeyCookie: true, balancer.KeyHeader: true, balancer.KeyQuery: true, balancer.KeyJSON: true,
+	balancer.KeyCombine: true,
 }
 
-const keySourceForm = "uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME` or `combine: [SOURCE, ...]`"
+const keySourceForm = "uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME`, `json: PATH` or `combine: [SOURCE, ...]`"
 
 // keySource decodes one hash.key entry: a bare uri, path, ip or host, a
-// one-entry mapping cookie|header|query: NAME, or combine: a list of
-// those. On failure it returns the zero balancer.KeySource (and f is
+// one-entry mapping cookie|header|query: NAME or json: PATH, or combine:
+// a list of those. On failure it returns the zero balancer.KeySource (and f is
 // marked bad, so validation skips it).
 func (d *decoder) keySource(f string, n *yaml.Node) balancer.KeySource {
 	return d.keySourceIn(f, n, true)
@@ -589,6 +591,9 @@ func (d *decoder) keySourceIn(f string, n *yaml.Node, combine bool) balancer.Key
 			return balancer.KeySource{Kind: k}
 		case balancer.KeyCookie, balancer.KeyHeader, balancer.KeyQuery:
 			d.badValue(f, n, "%s needs a name, like `%s: NAME`", k, k)
+			return balancer.KeySource{}
+		case balancer.KeyJSON:
+			d.badValue(f, n, "json needs a field path, like `json: user` or `json: metadata.session`")
 			return balancer.KeySource{}
 		case balancer.KeyCombine:
 			d.badValue(f, n, "combine needs a list of sources, like `combine: [host, uri]`")
@@ -608,7 +613,7 @@ func (d *decoder) keySourceIn(f string, n *yaml.Node, combine bool) balancer.Key
 		}
 		kf := join(f, quoteKey(k.Value))
 		switch kind := balancer.KeyKind(k.Value); kind {
-		case balancer.KeyCookie, balancer.KeyHeader, balancer.KeyQuery:
+		case balancer.KeyCookie, balancer.KeyHeader, balancer.KeyQuery, balancer.KeyJSON:
 			d.lines[kf] = nodePos(k)
 			name, ok := d.str(kf, v)
 			if !ok {

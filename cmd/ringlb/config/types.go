@@ -136,6 +136,9 @@ type Hash struct {
 	// OnMissing is random (default), reject or cookie.
 	OnMissing balancer.OnMissing
 	Cookie    AffinityCookie
+	// BodyLimit is hash.body_limit: how many bytes of a request body json
+	// key sources read at most; default 65536; >= 1.
+	BodyLimit int
 }
 
 // AffinityCookie is hash.cookie, used when on_missing is cookie.

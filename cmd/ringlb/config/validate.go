@@ -308,6 +308,9 @@ func (d *decoder) validateHash(h *Hash) {
 		d.invalid("hash.cookie.name", "must be a valid cookie name, got %q", short(h.Cookie.Name))
 	}
 	positive("hash.cookie.ttl", h.Cookie.TTL, d)
+	if h.BodyLimit < 1 {
+		d.invalid("hash.body_limit", "must be >= 1, got %d", h.BodyLimit)
+	}
 }
 
 // validateKeySource checks one hash.key entry, f being its field.
@@ -323,6 +326,12 @@ func (d *decoder) validateKeySource(f string, k balancer.KeySource) {
 		}
 		for j, p := range k.Sources {
 			d.validateKeySource(index(nf, j), p)
+		}
+	case k.Kind == balancer.KeyJSON:
+		if k.Name == "" {
+			d.invalid(nf, "must not be empty")
+		} else if strings.HasPrefix(k.Name, ".") || strings.HasSuffix(k.Name, ".") || strings.Contains(k.Name, "..") {
+			d.invalid(nf, "must be field names joined by dots, like metadata.session, got %q", short(k.Name))
 		}
 	case k.Kind != balancer.KeyCookie && k.Kind != balancer.KeyHeader && k.Kind != balancer.KeyQuery:
 	case k.Name == "":

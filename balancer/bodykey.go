@@ -1,0 +1,661 @@
+package balancer
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"unicode/utf16"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// The json key source reads a field of a JSON request body. It reads the
+// body only as far as it must: a streaming scan stops at the field (or at
+// the point where the field can no longer come), pulling more of the body
+// only when the bytes it holds run out, and never more than the body
+// limit. What it read is kept in a bodyPrefix, which the request then
+// carries as its body: the upstream reads those bytes first, then the
+// rest straight from the client, so it receives the body byte for byte.
+
+// parseJSONPath splits a json source's dotted path ("metadata.session")
+// into its field names.
+func parseJSONPath(s string) ([]string, error) {
+	if s == "" {
+		return nil, errors.New("needs a field path, like `json: user` or `json: metadata.session`")
+	}
+	path := strings.Split(s, ".")
+	for _, p := range path {
+		if p == "" {
+			return nil, fmt.Errorf("path %q has an empty field name", s)
+		}
+	}
+	return path, nil
+}
+
+// jsonKey is the json source on r: the value of the field at path in
+// r's body, read from at most limit bytes of it. The source is absent
+// unless the body is declared JSON (Content-Type application/json or
+// */*+json) and not compressed (no Content-Encoding), is a JSON object
+// up to the field, and the field is a non-empty string (its value,
+// unescaped) or a number (its text as written). The first field of that
+// name wins.
+func jsonKey(r *http.Request, path []string, limit int) (string, bool) {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || !isJSONBody(r.Header) {
+		return "", false
+	}
+	p, ok := r.Body.(*bodyPrefix)
+	if !ok {
+		p = newBodyPrefix(r.Body, r.ContentLength, limit)
+		r.Body = p
+	}
+	s := jsonScan{p: p, path: path}
+	return s.find()
+}
+
+// isJSONBody reports whether h declares an uncompressed JSON body: a
+// Content-Type of application/json or any */*+json (parameters and case
+// ignored), and no Content-Encoding.
+func isJSONBody(h http.Header) bool {
+	if v := h["Content-Encoding"]; len(v) > 0 && v[0] != "" {
+		return false
+	}
+	v := h["Content-Type"]
+	if len(v) == 0 {
+		return false
+	}
+	mt, _, _ := strings.Cut(v[0], ";")
+	mt = strings.TrimSpace(mt)
+	typ, sub, ok := strings.Cut(mt, "/")
+	if !ok || typ == "" || sub == "" {
+		return false
+	}
+	if strings.EqualFold(mt, "application/json") {
+		return true
+	}
+	return len(sub) > 5 && strings.EqualFold(sub[len(sub)-5:], "+json")
+}
+
+// bodyPrefix is a request body of which the first bytes were read for
+// the key: Read returns those bytes again, then the rest of the body as
+// the client sends it, and the error that ended the client's body where
+// it ended. The bytes read are not written again while the request
+// proxies (the buffer grows by copying), so keys may point into them
+// until the request is routed; once Read has returned them all, the
+// buffer goes back to prefixBufs.
+type bodyPrefix struct {
+	rc    io.ReadCloser
+	buf   []byte // read from rc so far; at most limit bytes
+	limit int
+	err   error // what ended reading rc (io.EOF at its end); nil while more may come
+	off   int   // bytes of buf Read has returned
+	// pooled is buf's array when it came from prefixBufs, class its
+	// size class.
+	pooled *[]byte
+	class  int
+	// started says rc was read from: with Expect: 100-continue, the
+	// server sent 100 Continue then.
+	started bool
+	// replaying says Read was called: the prefix no longer grows.
+	replaying bool
+}
+
+// Prefix buffers are pooled by size class: class c holds buffers of
+// minPrefixBuf<<c bytes, up to 1 MiB; larger ones are not pooled.
+const (
+	minPrefixBuf  = 4 << 10
+	prefixClasses = 9
+)
+
+var prefixBufs [prefixClasses]sync.Pool
+
+func prefixClass(n int) int {
+	c := 0
+	for minPrefixBuf<<c < n {
+		c++
+	}
+	return c
+}
+
+// setBuf gives p an empty buffer of capacity n, pooled when it can.
+func (p *bodyPrefix) setBuf(n int) {
+	p.pooled = nil
+	c := prefixClass(n)
+	if c >= prefixClasses {
+		p.buf = make([]byte, 0, n)
+		return
+	}
+	b, _ := prefixBufs[c].Get().(*[]byte)
+	if b == nil {
+		nb := make([]byte, minPrefixBuf<<c)
+		b = &nb
+	}
+	p.pooled, p.class = b, c
+	p.buf = (*b)[:0:n]
+}
+
+func newBodyPrefix(rc io.ReadCloser, contentLength int64, limit int) *bodyPrefix {
+	// One byte beyond a known length, so the read that finds the end
+	// has room; bodies of unknown length start small and double.
+	n := min(minPrefixBuf, limit)
+	if contentLength > 0 && contentLength < int64(limit) {
+		n = int(contentLength) + 1
+	} else if contentLength > 0 {
+		n = limit
+	}
+	p := &bodyPrefix{rc: rc, limit: limit}
+	p.setBuf(n)
+	return p
+}
+
+// maxEmptyReads bounds the reads in a row that return nothing, from a
+// body that misbehaves.
+const maxEmptyReads = 100
+
+// more reads more of the body into buf; false when nothing more can
+// come: the body ended or failed, or the limit is reached.
+func (p *bodyPrefix) more() bool {
+	if p.err != nil || p.replaying || len(p.buf) >= p.limit {
+		return false
+	}
+	if len(p.buf) == cap(p.buf) {
+		// The old buffer is left to the collector, not pooled: a key
+		// an earlier source took may still point into it.
+		old := p.buf
+		p.setBuf(min(max(2*cap(old), minPrefixBuf), p.limit))
+		p.buf = append(p.buf, old...)
+	}
+	p.started = true
+	for range maxEmptyReads {
+		n, err := p.rc.Read(p.buf[len(p.buf):cap(p.buf)])
+		p.buf = p.buf[:len(p.buf)+n]
+		if err != nil {
+			p.err = err
+		}
+		if n > 0 {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+	}
+	p.err = io.ErrNoProgress
+	return false
+}
+
+func (p *bodyPrefix) Read(b []byte) (int, error) {
+	p.replaying = true
+	if p.off < len(p.buf) {
+		n := copy(b, p.buf[p.off:])
+		p.off += n
+		if p.off == len(p.buf) {
+			p.release()
+		}
+		return n, nil
+	}
+	if p.err != nil {
+		return 0, p.err
+	}
+	return p.rc.Read(b)
+}
+
+func (p *bodyPrefix) Close() error { return p.rc.Close() }
+
+// release gives a replayed prefix's buffer back to prefixBufs.
+func (p *bodyPrefix) release() {
+	if p.pooled != nil {
+		prefixBufs[p.class].Put(p.pooled)
+	}
+	p.pooled, p.buf, p.off = nil, nil, 0
+}
+
+// jsonScan looks for one field of a JSON document in a bodyPrefix,
+// reading more of the body as it goes. It checks the JSON grammar of
+// what it passes (RFC 8259: structure, strings' escapes, numbers,
+// literals; control bytes only in the names it compares and in the
+// value it takes); bytes after the field are not read.
+type jsonScan struct {
+	p    *bodyPrefix
+	path []string
+	pos  int // next byte of p.buf to scan
+	open int // containers open
+	// arrays has bit d set when the container at depth d+1 is an array
+	// (clear: an object).
+	arrays [maxDepth / 64]uint64
+	// level is the path's fields matched so far: the object at depth
+	// level+1 is the one searched for path[level].
+	level int
+}
+
+// maxDepth is the deepest nesting the scan follows; a body nested deeper
+// has no json key.
+const maxDepth = 512
+
+// push opens a container ('{' or '['); false beyond maxDepth.
+func (s *jsonScan) push(c byte) bool {
+	if s.open == maxDepth {
+		return false
+	}
+	w, bit := s.open/64, uint64(1)<<(s.open%64)
+	if c == '[' {
+		s.arrays[w] |= bit
+	} else {
+		s.arrays[w] &^= bit
+	}
+	s.open++
+	return true
+}
+
+// top is the innermost open container, '{' or '['.
+func (s *jsonScan) top() byte {
+	d := s.open - 1
+	if s.arrays[d/64]&(1<<(d%64)) != 0 {
+		return '['
+	}
+	return '{'
+}
+
+// ensure makes p.buf at least n bytes long; false if the body cannot.
+func (s *jsonScan) ensure(n int) bool {
+	for len(s.p.buf) < n {
+		if !s.p.more() {
+			return false
+		}
+	}
+	return true
+}
+
+// next skips whitespace and returns the next byte without consuming it.
+func (s *jsonScan) next() (byte, bool) {
+	for {
+		buf := s.p.buf
+		for s.pos < len(buf) {
+			switch c := buf[s.pos]; c {
+			case ' ', '\t', '\n', '\r':
+				s.pos++
+			default:
+				return c, true
+			}
+		}
+		if !s.p.more() {
+			return 0, false
+		}
+	}
+}
+
+// The scanner's states between tokens.
+const (
+	scanValue      = iota // a value
+	scanKeyOrEnd          // after '{': a member's name or '}'
+	scanKey               // after ',' in an object: a member's name
+	scanElemOrEnd         // after '[': a value or ']'
+	scanCommaOrEnd        // after a value inside a container
+)
+
+// find returns the field's value, or false when the source is absent.
+func (s *jsonScan) find() (string, bool) {
+	if c, ok := s.next(); !ok || c != '{' {
+		return "", false
+	}
+	s.pos++
+	s.push('{')
+	state := scanKeyOrEnd
+	for {
+		c, ok := s.next()
+		if !ok {
+			return "", false
+		}
+		switch state {
+		case scanKeyOrEnd, scanKey:
+			if c == '}' && state == scanKeyOrEnd {
+				s.pos++
+				if !s.pop() {
+					return "", false
+				}
+				state = scanCommaOrEnd
+				continue
+			}
+			if c != '"' {
+				return "", false
+			}
+			start, end, esc, ok := s.str()
+			if !ok {
+				return "", false
+			}
+			if c, ok := s.next(); !ok || c != ':' {
+				return "", false
+			}
+			s.pos++
+			if s.open != s.level+1 || !s.nameIs(start, end, esc, s.path[s.level]) {
+				state = scanValue
+				continue
+			}
+			// The field of this level: its value decides.
+			c, ok := s.next()
+			if !ok {
+				return "", false
+			}
+			if s.level == len(s.path)-1 {
+				return s.scalar(c)
+			}
+			if c != '{' {
+				return "", false // not an object: the path cannot go on
+			}
+			s.pos++
+			if !s.push('{') {
+				return "", false
+			}
+			s.level++
+			state = scanKeyOrEnd
+		case scanValue:
+			switch {
+			case c == '{' || c == '[':
+				s.pos++
+				if !s.push(c) {
+					return "", false
+				}
+				state = scanKeyOrEnd
+				if c == '[' {
+					state = scanElemOrEnd
+				}
+				continue
+			case c == '"':
+				if _, _, _, ok := s.str(); !ok {
+					return "", false
+				}
+			case c == 't':
+				ok = s.literal("true")
+			case c == 'f':
+				ok = s.literal("false")
+			case c == 'n':
+				ok = s.literal("null")
+			default:
+				_, ok = s.number()
+			}
+			if !ok {
+				return "", false
+			}
+			state = scanCommaOrEnd
+		case scanElemOrEnd:
+			if c == ']' {
+				s.pos++
+				s.open--
+				state = scanCommaOrEnd
+			} else {
+				state = scanValue
+			}
+		case scanCommaOrEnd:
+			top := s.top()
+			switch {
+			case c == ',' && top == '{':
+				s.pos++
+				state = scanKey
+			case c == ',':
+				s.pos++
+				state = scanValue
+			case c == '}' && top == '{':
+				s.pos++
+				if !s.pop() {
+					return "", false
+				}
+			case c == ']' && top == '[':
+				s.pos++
+				s.open--
+			default:
+				return "", false
+			}
+		}
+	}
+}
+
+// pop closes an object; false when it is the one searched at this level:
+// the field is not in it, and cannot come later.
+func (s *jsonScan) pop() bool {
+	if s.open == s.level+1 {
+		return false
+	}
+	s.open--
+	return true
+}
+
+// str scans the string whose opening quote is at pos, leaving pos after
+// its closing quote: start and end delimit its content in p.buf, esc says
+// it holds escapes. False when its escapes are not JSON's, or it does not
+// end within the body or the limit. Control bytes inside it (which JSON
+// does not allow) are not looked for here: the field's name and value
+// are checked for them (checkControl), strings passed over are not.
+func (s *jsonScan) str() (start, end int, esc, ok bool) {
+	start = s.pos + 1
+	i := start // bytes before i are passed: no quote ends the string there
+	q := -1    // the first quote at or after i, once one is found
+	for {
+		buf := s.p.buf
+		if q < i {
+			if j := bytes.IndexByte(buf[i:], '"'); j >= 0 {
+				q = i + j
+			}
+		}
+		lim := q
+		if q < i {
+			lim = len(buf)
+		}
+		b := bytes.IndexByte(buf[i:lim], '\\')
+		if b < 0 {
+			if q >= i {
+				s.pos = q + 1
+				return start, q, esc, true
+			}
+			i = len(buf)
+			if !s.p.more() {
+				return 0, 0, false, false
+			}
+			continue
+		}
+		i += b
+		esc = true
+		if !s.ensure(i + 2) {
+			return 0, 0, false, false
+		}
+		switch s.p.buf[i+1] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			i += 2
+		case 'u':
+			if !s.ensure(i+6) || !isHex4(s.p.buf[i+2:i+6]) {
+				return 0, 0, false, false
+			}
+			i += 6
+		default:
+			return 0, 0, false, false
+		}
+	}
+}
+
+// hasControl reports whether b holds a control byte (< 0x20), which a
+// JSON string may not.
+func hasControl(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 {
+			return true
+		}
+	}
+	return false
+}
+
+// nameIs reports whether the string p.buf[start:end] (escaped when esc)
+// is name.
+func (s *jsonScan) nameIs(start, end int, esc bool, name string) bool {
+	raw := s.p.buf[start:end]
+	if hasControl(raw) {
+		return false
+	}
+	if !esc {
+		return string(raw) == name
+	}
+	return string(unescape(raw)) == name
+}
+
+// scalar reads the field's value, whose first byte is c: a non-empty
+// string or a number; anything else makes the source absent.
+func (s *jsonScan) scalar(c byte) (string, bool) {
+	switch {
+	case c == '"':
+		start, end, esc, ok := s.str()
+		if !ok || end == start || hasControl(s.p.buf[start:end]) {
+			return "", false
+		}
+		if esc {
+			v := unescape(s.p.buf[start:end])
+			return unsafe.String(unsafe.SliceData(v), len(v)), len(v) > 0
+		}
+		return unsafe.String(&s.p.buf[start], end-start), true
+	case c == '-' || '0' <= c && c <= '9':
+		start := s.pos
+		end, ok := s.number()
+		if !ok {
+			return "", false
+		}
+		return unsafe.String(&s.p.buf[start], end-start), true
+	}
+	return "", false
+}
+
+// literal scans true, false or null at pos.
+func (s *jsonScan) literal(w string) bool {
+	if !s.ensure(s.pos+len(w)) || string(s.p.buf[s.pos:s.pos+len(w)]) != w {
+		return false
+	}
+	s.pos += len(w)
+	return true
+}
+
+// number scans a JSON number at pos and returns where it ends. The byte
+// after it must be in the body (and the limit), and be one that can
+// follow a value: a number cut by the limit is not taken for a shorter
+// one.
+func (s *jsonScan) number() (int, bool) {
+	i := s.pos
+	at := func(i int) byte {
+		if !s.ensure(i + 1) {
+			return 0
+		}
+		return s.p.buf[i]
+	}
+	digits := func(i int) int {
+		for c := at(i); '0' <= c && c <= '9'; c = at(i) {
+			i++
+		}
+		return i
+	}
+	if at(i) == '-' {
+		i++
+	}
+	switch c := at(i); {
+	case c == '0':
+		i++
+	case '1' <= c && c <= '9':
+		i = digits(i + 1)
+	default:
+		return 0, false
+	}
+	if at(i) == '.' {
+		j := digits(i + 1)
+		if j == i+1 {
+			return 0, false
+		}
+		i = j
+	}
+	if c := at(i); c == 'e' || c == 'E' {
+		i++
+		if c := at(i); c == '+' || c == '-' {
+			i++
+		}
+		j := digits(i)
+		if j == i {
+			return 0, false
+		}
+		i = j
+	}
+	switch at(i) {
+	case ' ', '\t', '\n', '\r', ',', '}', ']':
+	default:
+		return 0, false
+	}
+	s.pos = i
+	return i, true
+}
+
+func isHex4(b []byte) bool {
+	for _, c := range b[:4] {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+// unescape decodes the content of a JSON string already checked by str,
+// as encoding/json does: a lone or mismatched surrogate becomes U+FFFD.
+// Bytes that are not UTF-8 are kept as they are.
+func unescape(raw []byte) []byte {
+	out := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		if c != '\\' {
+			out = append(out, c)
+			i++
+			continue
+		}
+		switch e := raw[i+1]; e {
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r := hex4(raw[i+2:])
+			i += 6
+			if utf16.IsSurrogate(r) {
+				r2 := rune(-1)
+				if i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
+					r2 = hex4(raw[i+2:])
+				}
+				if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+					r = d
+					i += 6
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			out = utf8.AppendRune(out, r)
+			continue
+		default: // '"', '\\', '/'
+			out = append(out, e)
+		}
+		i += 2
+	}
+	return out
+}
+
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		default:
+			c -= 'A' - 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
+}
