@@ -11,8 +11,11 @@
 //	                     process is not shutting down, else 503
 //	GET  /debug/ring     JSON view of the ring (see ringJSON)
 //	GET  /debug/lookup   ?key=K: JSON placement of K (see lookupJSON); or
-//	                     ?path=P&header=N:V&cookie=N=V&ip=A: the key such a
-//	                     request yields and its placement (see lookupRequest)
+//	                     ?path=P&header=N:V&cookie=N=V&ip=A&host=H: the key
+//	                     such a request yields and its placement (see
+//	                     lookupRequest)
+//	POST /debug/lookup   the same for a request with the POST's body (and
+//	                     its Content-Type and Content-Encoding)
 //	POST /reload         re-read the config: 200 {"version"} or 400 {"errors"}
 //	GET  /upstreams      admin states of every upstream (see upstreams.go)
 //	GET  /upstreams/NAME one of them
@@ -119,6 +122,7 @@ func NewRouterHandler(rt *balancer.Router, gatherer prometheus.Gatherer, reload 
 	r.Get("/readyz", h.readyz)
 	r.Get("/debug/ring", h.ring)
 	r.Get("/debug/lookup", h.lookup)
+	r.Post("/debug/lookup", h.lookup) // a request lookup with the request's body
 	r.Get("/debug/hotkeys", h.hotkeys)
 	r.Post("/reload", h.doReload)
 	r.Get("/upstreams", h.listUpstreams)
@@ -317,12 +321,12 @@ func (h *handler) lookup(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if !q.Has("key") && q.Has("hash") {
-		h.lookupHash(w, b, q.Get("hash"))
+	if r.Method == http.MethodPost || !q.Has("key") && !q.Has("hash") && (q.Has("path") || q.Has("header") || q.Has("cookie") || q.Has("ip") || q.Has("host")) {
+		h.lookupRequest(w, b, r, q)
 		return
 	}
-	if !q.Has("key") && (q.Has("path") || q.Has("header") || q.Has("cookie") || q.Has("ip") || q.Has("host")) {
-		h.lookupRequest(w, b, q)
+	if !q.Has("key") && q.Has("hash") {
+		h.lookupHash(w, b, q.Get("hash"))
 		return
 	}
 	if !q.Has("key") {

@@ -20,11 +20,13 @@ type requestLookupJSON struct {
 	*lookupJSON
 }
 
-// lookupRequest answers /debug/lookup?path=P&header=NAME:VALUE&cookie=NAME=VALUE&ip=ADDR
+// lookupRequest answers /debug/lookup?path=P&header=NAME:VALUE&cookie=NAME=VALUE&ip=ADDR&host=HOST
 // (header and cookie repeatable; path may carry a query): it builds the
 // request a client would send, takes its key exactly as the proxy would,
-// and places that key.
-func (h *handler) lookupRequest(w http.ResponseWriter, b *balancer.Balancer, q url.Values) {
+// and places that key. A POST (in) describes a POST with its own body:
+// its Content-Type and Content-Encoding go with it, unless header sets
+// them, so a json key source reads the body as it would a client's.
+func (h *handler) lookupRequest(w http.ResponseWriter, b *balancer.Balancer, in *http.Request, q url.Values) {
 	path := q.Get("path")
 	if path == "" {
 		path = "/"
@@ -54,6 +56,14 @@ func (h *handler) lookupRequest(w http.ResponseWriter, b *balancer.Balancer, q u
 		c = strings.TrimSpace(c)
 		if c != "" {
 			r.Header.Add("Cookie", c)
+		}
+	}
+	if in.Method == http.MethodPost {
+		r.Method, r.Body, r.ContentLength = http.MethodPost, in.Body, in.ContentLength
+		for _, name := range []string{"Content-Type", "Content-Encoding"} {
+			if v, ok := in.Header[name]; ok && r.Header[name] == nil {
+				r.Header[name] = v
+			}
 		}
 	}
 	r.RemoteAddr = "192.0.2.1:1234"

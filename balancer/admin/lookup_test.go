@@ -2,9 +2,14 @@ package admin
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
+
+	"github.com/ringlb/ringlb/balancer"
 )
 
 // /debug/lookup with a described request takes its key as the proxy
@@ -33,5 +38,69 @@ func TestLookupRequest(t *testing.T) {
 		if code, m := get(bad); code != 400 || m["error"] == nil {
 			t.Errorf("%v: %d %v, want 400", bad, code, m)
 		}
+	}
+}
+
+// POST /debug/lookup takes the request's body (with its Content-Type) as
+// the described request's, so json key sources read it as the proxy
+// would; it follows the listener's Host and Origin rules.
+func TestLookupRequestBody(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse("http://a.internal:8080")
+	reg := balancer.NewRegistry()
+	b, err := balancer.New(balancer.Options{
+		Upstreams: []balancer.UpstreamOptions{{Name: "a", URL: u, Addr: u.Host, Weight: 1}, {Name: "b", URL: u, Addr: u.Host, Weight: 1}},
+		Ring:      balancer.RingOptions{PointsPerWeight: 160},
+		Hash: balancer.HashOptions{Key: []balancer.KeySource{
+			{Kind: balancer.KeyJSON, Name: "prompt_cache_key"}, {Kind: balancer.KeyJSON, Name: "user"}, {Kind: balancer.KeyHost},
+		}},
+	}, reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	srv := httptest.NewUnstartedServer(NewHandler(b, reg, nil, Options{Addr: ln.Addr().String()}))
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	post := func(q, ctype, body string, hdr ...string) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/debug/lookup?"+q, strings.NewReader(body))
+		if ctype != "" {
+			req.Header.Set("Content-Type", ctype)
+		}
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var m map[string]any
+		if err := json.NewDecoder(res.Body).Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		return res.StatusCode, m
+	}
+	for _, tc := range []struct {
+		q, ctype, body, key, source string
+	}{
+		{"path=/v1/chat/completions", "application/json", `{"user":"u-1","prompt_cache_key":"conv-9"}`, "conv-9", "json prompt_cache_key"},
+		{"", "application/json; charset=utf-8", `{"model":"m","user":"u-1"}`, "u-1", "json user"},
+		{"host=Chat.Example:443", "application/json", `{"model":"m"}`, "chat.example", "host"},
+		{"host=chat.example", "text/plain", `{"user":"u-1"}`, "chat.example", "host"},
+		{"host=chat.example&header=Content-Type:application/json", "text/plain", `{"user":"u-2"}`, "u-2", "json user"},
+	} {
+		code, m := post(tc.q, tc.ctype, tc.body)
+		if want := b.Lookup(tc.key); code != 200 || m["key"] != tc.key || m["source"] != tc.source || m["owner"] != want.Owner {
+			t.Errorf("POST ?%s (%s) %s: %d %v; want key %q from %s, owner %s", tc.q, tc.ctype, tc.body, code, m, tc.key, tc.source, want.Owner)
+		}
+	}
+	if code, m := post("", "application/json", `{"user":"u-1"}`, "Origin", "http://evil.example"); code != http.StatusForbidden {
+		t.Errorf("POST from a foreign Origin: %d %v, want 403", code, m)
 	}
 }

@@ -70,6 +70,7 @@ func TestFaults(t *testing.T) {
 	t.Run("reload-storm", func(t *testing.T) { e.add(stressReloads(t, 50)) })
 	t.Run("sigterm", func(t *testing.T) { e.add(stressSigterm(t)) })
 	t.Run("bulk-1GiB", func(t *testing.T) { e.add(bulkTransfer(t, 1<<30)) })
+	t.Run("json-key-1GiB", func(t *testing.T) { e.add(jsonKeyUpload(t, 1<<30)) })
 
 	var b strings.Builder
 	b.WriteString("| scenario | injected | what clients saw | eject | readmit | keys | resources after |\n")
