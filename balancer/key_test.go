@@ -410,3 +410,35 @@ func TestCombineJoinIsInjective(t *testing.T) {
 		t.Errorf("plain values joined as %q, want x\\x00y", v)
 	}
 }
+
+// TestKeyLabel: position says which source gave the key, and keyLabel
+// names it in one word, for log lines.
+func TestKeyLabel(t *testing.T) {
+	u := mustURL(t, "http://a.internal")
+	opts := baseOptions([]UpstreamOptions{{Name: "a", URL: u, Weight: 1}})
+	opts.Hash.Key = []KeySource{
+		{Kind: KeyJSON, Name: "prompt_cache_key"},
+		{Kind: KeyCombine, Sources: []KeySource{{Kind: KeyHost}, {Kind: KeyHeader, Name: "X-Tenant"}}},
+		{Kind: KeyCookie, Name: "session"},
+	}
+	b, err := New(opts, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	s := b.snap.Load()
+	for _, tc := range []struct {
+		r    *http.Request
+		want string
+	}{
+		{jsonRequest(`{"prompt_cache_key":"c"}`), "json:prompt_cache_key"},
+		{&http.Request{Host: "h", URL: u, Header: http.Header{"X-Tenant": {"t"}}}, "combine:[host,header:X-Tenant]"},
+		{&http.Request{URL: u, Header: http.Header{"Cookie": {"session=s"}}}, "cookie:session"},
+		{&http.Request{URL: u, Header: http.Header{}}, ""},
+	} {
+		_, src, _ := b.position(s, &responseWriter{}, tc.r)
+		if got := s.keyLabel(src); got != tc.want {
+			t.Errorf("source %d labelled %q, want %q", src, got, tc.want)
+		}
+	}
+}
