@@ -102,3 +102,22 @@ func TestAdminPools(t *testing.T) {
 		t.Errorf("status page of an unknown pool: %d", code)
 	}
 }
+
+// /readyz is 503 as soon as one pool with members has no available
+// upstream, though the other pool still has all of its.
+func TestAdminPoolsReadyz(t *testing.T) {
+	rt, srv := setupPools(t)
+	hr := rt.Pool("assets").HealthReporter()
+	hr.SetHealthy("a", false, "test")
+	if code, _, body := fetch(t, http.MethodGet, srv.URL+"/readyz"); code != 200 {
+		t.Errorf("one assets upstream down: %d %s", code, body)
+	}
+	hr.SetHealthy("c", false, "test")
+	if code, _, body := fetch(t, http.MethodGet, srv.URL+"/readyz"); code != 503 || body != "no upstream available in pool assets\n" {
+		t.Errorf("every assets upstream down, sessions up: %d %q", code, body)
+	}
+	hr.SetHealthy("c", true, "")
+	if code, _, body := fetch(t, http.MethodGet, srv.URL+"/readyz"); code != 200 {
+		t.Errorf("assets back: %d %s", code, body)
+	}
+}

@@ -8,8 +8,10 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
+	"github.com/ringlb/ringlb/internal/testenv"
 )
 
 // poolsConfig is a config with a sessions pool (backends s) and an assets
@@ -201,5 +203,37 @@ func TestPoolsCommands(t *testing.T) {
 	code, out, _ = runCmd(t, "simulate", "-keys", "1000", "-pool", "b", "-add", "w", good)
 	if code != exitOK || !strings.Contains(out, "1000 keys over 1 upstreams (10 points") {
 		t.Errorf("simulate -pool b: exit %d\n%s", code, out)
+	}
+}
+
+// limits.upstream_requests counts an upstream URL's requests across pools:
+// with 1 allowed, a request through pool b to the URL pool a is busy on
+// gets 503 at once.
+func TestLimitsAcrossPools(t *testing.T) {
+	hold := make(chan struct{})
+	be := startBackends(t, 1, hold)[0]
+	cfg := listenersYAML + "limits: {upstream_requests: 1}\npools:\n" +
+		"  a:\n    upstreams: [{name: x, url: " + be.URL + "}]\n" +
+		"  b:\n    upstreams: [{name: y, url: " + be.URL + "}]\n" +
+		"routes: [{host: a.example, pool: a}, {host: b.example, pool: b}]\n"
+	r := startServe(t, writeConfig(t, cfg))
+	done := make(chan int, 1)
+	go func() {
+		code, _ := hostGet(t, r.proxy+"/slow", "a.example")
+		done <- code
+	}()
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if _, m := get(t, r.admin+"/metrics"); !strings.Contains(m, `ringlb_upstream_inflight{pool="a",upstream="x"} 1`) {
+			return fmt.Errorf("the slow request is not in flight yet")
+		}
+		return nil
+	})
+	code, body := hostGet(t, r.proxy+"/", "b.example")
+	close(hold)
+	if code != http.StatusServiceUnavailable {
+		t.Errorf("pool b while pool a holds the URL's one request: %d %q, want 503", code, body)
+	}
+	if c := <-done; c != 200 {
+		t.Errorf("the held request: %d", c)
 	}
 }
