@@ -260,7 +260,7 @@ func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
 		isNew := u == nil
 		switch {
 		case isNew:
-			u = &upstream{name: spec.name, metrics: b.metrics.forUpstream(spec.name)}
+			u = &upstream{name: spec.name, metrics: b.metrics.forUpstream(spec.name), all: &b.tunnels}
 			if old != nil && s.slowStart > 0 && !spec.initial {
 				u.warmSince.Store(now)
 			}

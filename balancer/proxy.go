@@ -350,14 +350,16 @@ type responseWriter struct {
 	// continued drops a 100 Continue: the server sent one already, when
 	// the body was read for the key.
 	continued bool
-	// tunnels tracks the connection once Hijack hands it over; tunnel is
-	// that connection, removed from tunnels when ServeHTTP returns.
-	tunnels *tunnels
-	tunnel  net.Conn
-	// up is the current attempt's upstream; upTunnel says the attempt
-	// became a tunnel, counted in up.tunnels until the attempt ends.
-	up       *upstream
+	// upTunnel says the current attempt became a tunnel, counted in
+	// up.tunnels until the attempt ends.
 	upTunnel bool
+	// up is the current attempt's upstream. Its all field (the
+	// Balancer's tunnels) tracks the connection once Hijack hands it
+	// over; tunnel is that connection, removed from there when ServeHTTP
+	// returns. (Reached through up, so that responseWriter, allocated
+	// per request, does not grow by a pointer.)
+	up     *upstream
+	tunnel net.Conn
 
 	headAt     time.Time     // when the final head was written
 	clientWait time.Duration // time spent in writes and flushes to the client
@@ -537,18 +539,20 @@ func (w *responseWriter) Flush() { _ = w.FlushError() }
 func (w *responseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	// Counted before the server lets go of the connection, so a
 	// Shutdown that sees no active connection also sees this tunnel.
-	w.tunnels.opening()
+	if w.up == nil { // only an attempt's proxy hijacks
+		return nil, nil, http.ErrNotSupported
+	}
+	all := w.up.all
+	all.opening()
 	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
 	if err != nil {
-		w.tunnels.remove(nil)
+		all.remove(nil)
 		return c, brw, err
 	}
 	w.tunnel = c
-	w.tunnels.opened(c)
-	if w.up != nil {
-		w.up.tunnels.Add(1)
-		w.upTunnel = true
-	}
+	all.opened(c)
+	w.up.tunnels.Add(1)
+	w.upTunnel = true
 	w.head(http.StatusSwitchingProtocols)
 	// ReverseProxy copies from the connection itself: bytes the client
 	// sent right behind its request, already in the server's buffer,

@@ -47,8 +47,10 @@ type upstream struct {
 	state    atomic.Uint32
 	cfgState AdminState
 	// tunnels counts the upgraded connections (WebSocket) open to the
-	// upstream; each is also one of inflight.
+	// upstream; each is also one of inflight. all is the Balancer's
+	// record of every tunnel, for shutdown.
 	tunnels atomic.Int64
+	all     *tunnels
 
 	metrics *upstreamMetrics
 
