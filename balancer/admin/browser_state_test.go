@@ -19,9 +19,8 @@ import (
 // pressPage is served beside the status page, on the admin listener's own
 // origin: it loads the page in a frame, answers its confirmation with
 // confirm (true or false), presses the button for state on upstream, then
-// waits for the row's admin cell to change (or for a second: a declined
-// press changes nothing) and writes what
-// it saw into #out as JSON.
+// waits for the page's POST (if it makes one) to be answered and shown in
+// the row, and writes what it saw into #out as JSON.
 const pressPage = `<!doctype html><html><body>
 <iframe id="f" src="/" width="1200" height="800"></iframe><pre id="out"></pre>
 <script>
@@ -33,23 +32,32 @@ f.addEventListener("load", function () {
 function run() {
   var w = f.contentWindow, d = f.contentDocument, asked = [];
   w.confirm = function (text) { asked.push(text); return q.get("confirm") === "yes"; };
+  // The page's POST, when it makes one: the row changes once it is answered.
+  var fetch0 = w.fetch, posted = null;
+  w.fetch = function (url, opts) {
+    var p = fetch0.call(w, url, opts);
+    if (opts && opts.method === "POST") posted = p;
+    return p;
+  };
   var sel = 'tr[data-upstream="' + q.get("upstream") + '"]';
   var before = d.querySelector(sel + ' [data-f="admin"]').textContent;
   d.querySelector(sel + ' button[value="' + q.get("state") + '"]').click();
   var tries = 0;
-  (function poll() {
+  function finish() {
     var cell = d.querySelector(sel + ' [data-f="admin"]').textContent;
-    if (cell !== before || ++tries >= 10) {
-      var disabled = [];
-      d.querySelectorAll(sel + " button").forEach(function (b) { if (b.disabled) disabled.push(b.value); });
-      document.getElementById("out").textContent = JSON.stringify({
-        asked: asked, before: before, after: cell, disabled: disabled,
-        rowClass: d.querySelector(sel).className, live: d.getElementById("live").textContent
-      });
+    if (posted && cell === before && ++tries < 50) {
+      setTimeout(finish, 20);
       return;
     }
-    setTimeout(poll, 100);
-  })();
+    var disabled = [];
+    d.querySelectorAll(sel + " button").forEach(function (b) { if (b.disabled) disabled.push(b.value); });
+    document.getElementById("out").textContent = JSON.stringify({
+      asked: asked, before: before, after: cell, disabled: disabled,
+      rowClass: d.querySelector(sel).className, live: d.getElementById("live").textContent
+    });
+  }
+  if (posted) posted.then(function () { setTimeout(finish, 0); }, finish);
+  else setTimeout(finish, 200);
 }
 </script></body></html>`
 
