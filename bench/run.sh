@@ -39,7 +39,19 @@
 #                     started after them)
 #   H2_CLIENTS=16 H2_STREAMS=4  h2load connections, and concurrent streams on each
 #                     (16 x 4 = wrk's 64 requests in flight)
-#   H2_BASE_PORT=BASE_PORT+84   ringlb (admin +1), nginx +2, haproxy +3, with TLS
+#   H2_BASE_PORT=BASE_PORT+84   ringlb (admin +1), nginx +2, haproxy +3, floor +4, with TLS
+#   RATE=0            1: after the HTTP/1.1 runs, latency at a constant rate:
+#                     bench/rate (wrk2-style, no coordinated omission) against
+#                     the same targets at RATE_LEVELS percent of RATE_PEAK
+#   RATE_LEVELS="25 50 75"  RATE_PEAK=  (default: nginx's median req/s of this run)
+#   RATE_DURATION=10s RATE_ROUNDS=1 RATE_CONNS=CONNS
+#   FEATURES=0        1: after the HTTP/1.1 runs, one ringlb process per feature
+#                     in FEATURE_LIST, interleaved with plain ringlb: each
+#                     feature's CPU/request and p99 against plain ringlb
+#   FEATURE_LIST="hold share pools alog nohot nolimits post json"
+#   FEATURE_ROUNDS=ROUNDS FEATURE_WARMUP=15s (hold and share: long enough to see every path)
+#   POST_BODY=4096 POST_KEYS=1000  the post and json rows' bodies (bench/post.lua)
+#   REDIS_PORT=BASE_PORT+89        the share row's redis-server; features on BASE+90.., admin BASE+110..
 set -euo pipefail
 
 export PATH="$PATH:/usr/local/go/bin:/usr/sbin:/sbin"
@@ -68,10 +80,27 @@ H2=${H2:-0}
 H2_CLIENTS=${H2_CLIENTS:-16}
 H2_STREAMS=${H2_STREAMS:-4}
 H2_BASE_PORT=${H2_BASE_PORT:-$((BASE_PORT + 84))}
-export BENCH_PATHS
+RATE=${RATE:-0}
+RATE_LEVELS=${RATE_LEVELS:-25 50 75}
+RATE_PEAK=${RATE_PEAK:-}
+RATE_DURATION=${RATE_DURATION:-10s}
+RATE_ROUNDS=${RATE_ROUNDS:-1}
+RATE_CONNS=${RATE_CONNS:-$CONNS}
+FEATURES=${FEATURES:-0}
+FEATURE_LIST=${FEATURE_LIST:-hold share pools alog nohot nolimits post json}
+FEATURE_ROUNDS=${FEATURE_ROUNDS:-$ROUNDS}
+FEATURE_WARMUP=${FEATURE_WARMUP:-15s}
+POST_BODY=${POST_BODY:-4096}
+POST_KEYS=${POST_KEYS:-1000}
+REDIS_PORT=${REDIS_PORT:-$((BASE_PORT + 89))}
+export BENCH_PATHS POST_BODY POST_KEYS
 
 INVOCATION="DURATION=$DURATION ROUNDS=$ROUNDS WARMUP=$WARMUP PREWARM=$PREWARM CONNS=$CONNS BENCH_PATHS=$BENCH_PATHS TARGETS=\"$TARGETS\" bash bench/run.sh"
 [[ $H2 == 0 ]] || INVOCATION="H2=$H2 H2_CLIENTS=$H2_CLIENTS H2_STREAMS=$H2_STREAMS $INVOCATION"
+[[ $RATE == 0 ]] || INVOCATION="RATE=$RATE RATE_LEVELS=\"$RATE_LEVELS\" RATE_DURATION=$RATE_DURATION RATE_ROUNDS=$RATE_ROUNDS RATE_CONNS=$RATE_CONNS${RATE_PEAK:+ RATE_PEAK=$RATE_PEAK} $INVOCATION"
+[[ $FEATURES == 0 ]] || INVOCATION="FEATURES=$FEATURES FEATURE_LIST=\"$FEATURE_LIST\" FEATURE_ROUNDS=$FEATURE_ROUNDS FEATURE_WARMUP=$FEATURE_WARMUP POST_BODY=$POST_BODY POST_KEYS=$POST_KEYS $INVOCATION"
+[[ $RATE == 0 || $RATE == 1 ]] || { echo "bad RATE=$RATE (0 or 1)" >&2; exit 1; }
+[[ $FEATURES == 0 || $FEATURES == 1 ]] || { echo "bad FEATURES=$FEATURES (0 or 1)" >&2; exit 1; }
 case $H2 in 0 | 1 | only) ;; *) echo "bad H2=$H2 (0, 1 or only)" >&2; exit 1 ;; esac
 H1=1
 [[ $H2 != only ]] || H1=0
@@ -96,6 +125,12 @@ PREWARM_S=$(to_seconds "$PREWARM")
 [[ $DUR_S =~ ^[0-9]+$ && $DUR_S -ge 1 ]] || die "bad DURATION=$DURATION"
 [[ $WARM_S =~ ^[0-9]+$ ]] || die "bad WARMUP=$WARMUP"
 [[ $PREWARM_S =~ ^[0-9]+$ ]] || die "bad PREWARM=$PREWARM"
+RATE_DUR_S=$(to_seconds "$RATE_DURATION")
+FEAT_WARM_S=$(to_seconds "$FEATURE_WARMUP")
+[[ $RATE_DUR_S =~ ^[0-9]+$ && $RATE_DUR_S -ge 1 ]] || die "bad RATE_DURATION=$RATE_DURATION"
+[[ $FEAT_WARM_S =~ ^[0-9]+$ ]] || die "bad FEATURE_WARMUP=$FEATURE_WARMUP"
+[[ $RATE_ROUNDS =~ ^[0-9]+$ && $RATE_ROUNDS -ge 1 ]] || die "bad RATE_ROUNDS=$RATE_ROUNDS"
+[[ $FEATURE_ROUNDS =~ ^[0-9]+$ && $FEATURE_ROUNDS -ge 1 ]] || die "bad FEATURE_ROUNDS=$FEATURE_ROUNDS"
 [[ $ROUNDS =~ ^[0-9]+$ && $ROUNDS -ge 1 ]] || die "bad ROUNDS=$ROUNDS"
 
 CLK_TCK=$(getconf CLK_TCK)
@@ -314,8 +349,9 @@ H2_RINGLB_PORT=$H2_BASE_PORT
 H2_ADMIN_PORT=$((H2_BASE_PORT + 1))
 H2_NGINX_PORT=$((H2_BASE_PORT + 2))
 H2_HAPROXY_PORT=$((H2_BASE_PORT + 3))
+H2_FLOOR_PORT=$((H2_BASE_PORT + 4))
 if [[ $H2 != 0 ]]; then
-	for p in "$H2_RINGLB_PORT" "$H2_ADMIN_PORT" "$H2_NGINX_PORT" "$H2_HAPROXY_PORT"; do
+	for p in "$H2_RINGLB_PORT" "$H2_ADMIN_PORT" "$H2_NGINX_PORT" "$H2_HAPROXY_PORT" "$H2_FLOOR_PORT"; do
 		port_free "$p" || die "port $p is in use (set H2_BASE_PORT)"
 	done
 fi
@@ -420,7 +456,9 @@ for i in 1 2 3 4; do
 	wait_http "http://127.0.0.1:${UPORTS[i - 1]}/" "${UPIDS[i - 1]}" "upstream u$i" || die "upstream u$i did not start: $(cat "$WORK/u$i.log")"
 done
 
-declare -A URL=() PIDS_OF=() SKIP=() RSS=() SPREAD=() MED=()
+declare -A URL=() PIDS_OF=() SKIP=() RSS=() SPREAD=() MED=() SCRIPT=()
+EXTRA_PIDS=() # processes of ours besides upstreams and proxies (redis-server): not foreign
+REDIS_PID=
 URL[direct]="http://127.0.0.1:${UPORTS[0]}"
 PIDS_OF[direct]=${UPIDS[0]}
 
@@ -529,7 +567,7 @@ RUNS=$WORK/runs.tsv
 : >"$RUNS"
 
 wrk_cmd() { # target seconds -> the wrk command line
-	echo "(cd bench && BENCH_PATHS=$BENCH_PATHS ${LOAD[*]} wrk -t1 -c$CONNS -d${2}s --latency -s paths.lua ${URL[$1]}/)"
+	echo "(cd bench && BENCH_PATHS=$BENCH_PATHS${SCRIPT[$1]:+ POST_BODY=$POST_BODY POST_KEYS=$POST_KEYS} ${LOAD[*]} wrk -t1 -c$CONNS -d${2}s --latency -s ${SCRIPT[$1]:-paths.lua} ${URL[$1]}/)"
 }
 
 # run_wrk SECONDS TARGET [wrk flags]: wrk in the background and `wait` for it,
@@ -537,7 +575,7 @@ wrk_cmd() { # target seconds -> the wrk command line
 run_wrk() {
 	local secs=$1 t=$2
 	shift 2
-	(cd "$ROOT/bench" && exec "${LOAD[@]}" wrk -t1 -c"$CONNS" -d"${secs}s" "$@" -s paths.lua "${URL[$t]}/") &
+	(cd "$ROOT/bench" && exec "${LOAD[@]}" wrk -t1 -c"$CONNS" -d"${secs}s" "$@" -s "${SCRIPT[$t]:-paths.lua}" "${URL[$t]}/") &
 	WRK_PID=$!
 	wait "$WRK_PID" || true
 	WRK_PID=
@@ -565,7 +603,7 @@ measure() {
 	read -r -a c1 <<<"$(cpu_busy)"
 	snapshot_all >"$after"
 	local fticks
-	fticks=$(foreign_ticks "$before" "$after" $$ "${UPIDS[@]}" "${tp[@]}")
+	fticks=$(foreign_ticks "$before" "$after" $$ "${UPIDS[@]}" "${tp[@]}" "${EXTRA_PIDS[@]}")
 	local rps reqs p50 p99 bad serr
 	read -r rps reqs p50 p99 bad serr <<<"$(parse_wrk "$out")"
 	w=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
@@ -596,23 +634,31 @@ if ((WARM_S > 0)); then
 	done
 fi
 
+# measure_kept TARGET ROUND: measure, and if the foreign load was too high,
+# drop that run and repeat it once, keeping the repeat either way.
+measure_kept() {
+	local t=$1 r=$2
+	measure "$t" "$r" 1
+	((NOISY)) || return 0
+	awk -F'\t' -v OFS='\t' -v t="$t" -v r="$r" '$1 == t && $2 == r && $3 == 1 { $14 = 0; $15 = ($15 == "" ? "" : $15 "; ") "dropped: foreign load" } { print }' "$RUNS" >"$RUNS.tmp" && mv "$RUNS.tmp" "$RUNS"
+	sleep 1
+	measure "$t" "$r" 2
+	((NOISY)) || return 0
+	awk -F'\t' -v OFS='\t' -v t="$t" -v r="$r" '$1 == t && $2 == r && $3 == 2 { $15 = ($15 == "" ? "" : $15 "; ") "noisy: foreign load again, kept" } { print }' "$RUNS" >"$RUNS.tmp" && mv "$RUNS.tmp" "$RUNS"
+}
+
 for r in $(seq 1 "$ROUNDS"); do
 	for t in "${ACTIVE[@]}"; do
 		sleep 1
-		measure "$t" "$r" 1
-		if ((NOISY)); then
-			# too much foreign load: drop this run, repeat it once, keep the repeat either way
-			awk -F'\t' -v OFS='\t' -v t="$t" -v r="$r" '$1 == t && $2 == r && $3 == 1 { $14 = 0; $15 = ($15 == "" ? "" : $15 "; ") "dropped: foreign load" } { print }' "$RUNS" >"$RUNS.tmp" && mv "$RUNS.tmp" "$RUNS"
-			sleep 1
-			measure "$t" "$r" 2
-			if ((NOISY)); then
-				awk -F'\t' -v OFS='\t' -v t="$t" -v r="$r" '$1 == t && $2 == r && $3 == 2 { $15 = ($15 == "" ? "" : $15 "; ") "noisy: foreign load again, kept" } { print }' "$RUNS" >"$RUNS.tmp" && mv "$RUNS.tmp" "$RUNS"
-			fi
-		fi
+		measure_kept "$t" "$r"
 	done
 done
 
 # ---------------------------------------------------------------- peak RSS
+
+col() { # target column -> "median min max" over used runs
+	awk -F'\t' -v t="$1" -v c="$2" '$1 == t && $14 == 1 && $c != "-" && $5 > 0 { print $c }' "$RUNS" | stats
+}
 
 for t in "${ACTIVE[@]}"; do
 	read -r -a tp <<<"${PIDS_OF[$t]}"
@@ -647,6 +693,362 @@ for t in "${ACTIVE[@]}"; do
 	SPREAD[$t]=$(spread "$t")
 	log "spread $t (${SPREAD_N} paths x 2): ${SPREAD[$t]}"
 done
+
+# ---------------------------------------------------------------- constant rate (RATE=1)
+
+# The same processes as the HTTP/1.1 runs, now driven at a fixed rate by
+# bench/rate (wrk2-style: latency counted from when each request was due, so
+# a stall is charged for every request it held back) at RATE_LEVELS percent
+# of RATE_PEAK (default: nginx's median req/s above, its measured peak).
+# Interleaved: at each level, every target once per round. p50/p99/p99.9
+# are then compared with direct's at the same rate: what the proxy adds.
+
+declare -A RMED=()
+RRUNS=$WORK/rateruns.tsv
+: >"$RRUNS"
+# rateruns.tsv: target level rate round achieved p50 p90 p99 p999 max lag_p99 errors cpu_us fcores lpct ppct sent
+
+rate_cmd() { # target rate seconds -> the bench/rate command line
+	echo "GOMAXPROCS=1 ${LOAD[*]}${LOAD[*]:+ }rate -url ${URL[$1]} -rate $2 -duration ${3}s -conns $RATE_CONNS -paths $BENCH_PATHS"
+}
+
+run_rate() { # rate seconds target
+	GOMAXPROCS=1 "${LOAD[@]}" "$WORK/rate" -url "${URL[$3]}" -rate "$1" -duration "${2}s" -conns "$RATE_CONNS" -paths "$BENCH_PATHS" &
+	WRK_PID=$!
+	wait "$WRK_PID" || true
+	WRK_PID=
+}
+
+# rate_measure TARGET LEVEL RATE ROUND: one window at RATE; appends to RRUNS.
+rate_measure() {
+	local t=$1 lv=$2 rt=$3 r=$4 out="$WORK/rate-$1-$2-$4.txt"
+	local -a tp c0 c1
+	read -r -a tp <<<"${PIDS_OF[$t]}"
+	local before="$WORK/snap.before" after="$WORK/snap.after" s0 s1 t0 t1 w fticks
+	((PREWARM_S == 0)) || run_rate "$rt" "$PREWARM_S" "$t" >"$WORK/rate-$t-$lv-$r-prewarm.txt" 2>&1
+	snapshot_all >"$before"
+	read -r -a c0 <<<"$(cpu_busy)"
+	s0=$(ticks "${tp[@]}")
+	t0=$(date +%s.%N)
+	run_rate "$rt" "$RATE_DUR_S" "$t" >"$out" 2>&1
+	t1=$(date +%s.%N)
+	s1=$(ticks "${tp[@]}")
+	read -r -a c1 <<<"$(cpu_busy)"
+	snapshot_all >"$after"
+	fticks=$(foreign_ticks "$before" "$after" $$ "${UPIDS[@]}" "${tp[@]}" "${EXTRA_PIDS[@]}")
+	local -A v=()
+	local kv
+	for kv in $(grep '^rate=' "$out" | tail -1); do v[${kv%%=*}]=${kv#*=}; done
+	w=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+	local done=${v[done]:-0} cpu_us fcores lpct ppct ms
+	cpu_us=$(awk -v d=$((s1 - s0)) -v hz="$CLK_TCK" -v n="$done" 'BEGIN { if (n > 0) printf "%.2f", d / hz * 1e6 / n; else print "-" }')
+	fcores=$(awk -v f="$fticks" -v hz="$CLK_TCK" -v w="$w" 'BEGIN { printf "%.2f", f / hz / w }')
+	lpct=$(awk -v b0="${c0[0]:-0}" -v t0="${c0[1]:-0}" -v b1="${c1[0]:-0}" -v t1="${c1[1]:-0}" 'BEGIN { if (t1 > t0) printf "%.0f", 100 * (b1 - b0) / (t1 - t0); else print "-" }')
+	ppct=$(awk -v b0="${c0[2]:-0}" -v t0="${c0[3]:-0}" -v b1="${c1[2]:-0}" -v t1="${c1[3]:-0}" 'BEGIN { if (t1 > t0) printf "%.0f", 100 * (b1 - b0) / (t1 - t0); else print "-" }')
+	ms() { awk -v u="${1:--1}" 'BEGIN { if (u < 0) print "-"; else printf "%.3f", u / 1000 }'; }
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$lv" "$rt" "$r" "${v[achieved]:-0}" \
+		"$(ms "${v[p50_us]:-}")" "$(ms "${v[p90_us]:-}")" "$(ms "${v[p99_us]:-}")" "$(ms "${v[p999_us]:-}")" "$(ms "${v[max_us]:-}")" "$(ms "${v[lag_p99_us]:-}")" \
+		"${v[errors]:-1}" "$cpu_us" "$fcores" "$lpct" "$ppct" "${v[sent]:-0}" >>"$RRUNS"
+	log "$(printf '%-8s %s%% %6s/s r%s  p50 %7sms  p99 %7sms  p99.9 %8sms  max %8sms  gen lag p99 %6sms  cpu %6s us/req  foreign %5s cores  cpu%s/cpu%s %3s%%/%3s%%  errors %s' \
+		"$t" "$lv" "$rt" "$r" "$(ms "${v[p50_us]:-}")" "$(ms "${v[p99_us]:-}")" "$(ms "${v[p999_us]:-}")" "$(ms "${v[max_us]:-}")" "$(ms "${v[lag_p99_us]:-}")" \
+		"$cpu_us" "$fcores" "$LOAD_CPU" "$PROXY_CPU" "$lpct" "$ppct" "${v[errors]:-?}")"
+}
+
+rcol() { # target level column -> "median min max"
+	awk -F'\t' -v t="$1" -v l="$2" -v c="$3" '$1 == t && $2 == l && $c != "-" && $5 > 0 { print $c }' "$RRUNS" | stats
+}
+
+rate_table() {
+	printf '%-6s %-9s %7s %8s %8s %9s %9s %8s %8s %9s %8s %8s %6s %s\n' load target "req/s" "p50 ms" "p99 ms" "p99.9 ms" "max ms" "+p50" "+p99" "+p99.9" "CPU/req" "gen lag" foreign errors
+	local lv t a p50 p99 p999 mx lag cpu fc errs d50 d99 d999
+	for lv in $RATE_LEVELS; do
+		for t in "${ACTIVE[@]}"; do
+			read -r a _ _ <<<"$(rcol "$t" "$lv" 5)"
+			read -r p50 _ _ <<<"$(rcol "$t" "$lv" 6)"
+			read -r p99 _ _ <<<"$(rcol "$t" "$lv" 8)"
+			read -r p999 _ _ <<<"$(rcol "$t" "$lv" 9)"
+			read -r mx _ _ <<<"$(rcol "$t" "$lv" 10)"
+			read -r lag _ _ <<<"$(rcol "$t" "$lv" 11)"
+			read -r cpu _ _ <<<"$(rcol "$t" "$lv" 13)"
+			read -r fc _ _ <<<"$(rcol "$t" "$lv" 14)"
+			errs=$(awk -F'\t' -v t="$t" -v l="$lv" '$1 == t && $2 == l { e += $12 } END { print e + 0 }' "$RRUNS")
+			RMED[$t.$lv.p50]=$p50 RMED[$t.$lv.p99]=$p99 RMED[$t.$lv.p999]=$p999
+			d50=- d99=- d999=-
+			if [[ $t != direct && -n ${RMED[direct.$lv.p50]:-} ]]; then
+				d50=$(awk -v a="$p50" -v b="${RMED[direct.$lv.p50]}" 'BEGIN { if (a == "-" || b == "-") print "-"; else printf "%+.3f", a - b }')
+				d99=$(awk -v a="$p99" -v b="${RMED[direct.$lv.p99]}" 'BEGIN { if (a == "-" || b == "-") print "-"; else printf "%+.3f", a - b }')
+				d999=$(awk -v a="$p999" -v b="${RMED[direct.$lv.p999]}" 'BEGIN { if (a == "-" || b == "-") print "-"; else printf "%+.3f", a - b }')
+				RMED[$t.$lv.d99]=$d99 RMED[$t.$lv.d999]=$d999
+			fi
+			printf '%-6s %-9s %7s %8s %8s %9s %9s %8s %8s %9s %8s %8s %6s %s\n' "$lv%" "$t" "$a" "$p50" "$p99" "$p999" "$mx" "$d50" "$d99" "$d999" "$cpu" "$lag" "$fc" "$errs"
+		done
+	done
+	echo "100% = $RATE_PEAK req/s ($RATE_PEAK_FROM); bench/rate -conns $RATE_CONNS, ${RATE_ROUNDS} round(s) x ${RATE_DUR_S}s per target and level; medians over rounds."
+	echo "+p50/+p99/+p99.9: the target's percentile minus direct's at the same rate (ms): what the proxy adds. gen lag: p99 of how late the generator sent (its own timers and core, not charged to the server)."
+	local o p
+	for lv in $RATE_LEVELS; do
+		for p in ringlb floor; do
+			for o in nginx haproxy floor; do
+				[[ $p != "$o" && -n ${RMED[$p.$lv.p99]:-} && -n ${RMED[$o.$lv.p99]:-} ]] || continue
+				printf '%s%%: %s/%-8s p99 %s  p99.9 %s   added over direct: p99 %s  p99.9 %s\n' "$lv" "$p" "$o" \
+					"$(ratio "${RMED[$p.$lv.p99]}" "${RMED[$o.$lv.p99]}")" "$(ratio "${RMED[$p.$lv.p999]}" "${RMED[$o.$lv.p999]}")" \
+					"$(ratio "${RMED[$p.$lv.d99]:--}" "${RMED[$o.$lv.d99]:--}")" "$(ratio "${RMED[$p.$lv.d999]:--}" "${RMED[$o.$lv.d999]:--}")"
+			done
+		done
+	done
+}
+
+RATE_TABLE=""
+if ((RATE && H1)); then
+	if [[ -z $RATE_PEAK ]]; then
+		read -r RATE_PEAK _ _ <<<"$(col nginx 4)"
+		RATE_PEAK_FROM="nginx's median req/s in the runs above"
+	else
+		RATE_PEAK_FROM="RATE_PEAK"
+	fi
+	if [[ ! $RATE_PEAK =~ ^[0-9]+$ ]] || ((RATE_PEAK == 0)); then
+		log "RATE: no peak to scale from (nginx not run and RATE_PEAK unset): constant-rate runs skipped"
+		RATE=0
+	fi
+fi
+if ((RATE && H1)); then
+	(cd "$ROOT" && go build -o "$WORK/rate" ./bench/rate) || die "cannot build bench/rate"
+	log "constant rate: ${RATE_LEVELS// /% }% of $RATE_PEAK req/s; ${ACTIVE[*]}; ${RATE_ROUNDS} round(s) x ${RATE_DUR_S}s"
+	for lv in $RATE_LEVELS; do
+		rt=$((RATE_PEAK * lv / 100))
+		for r in $(seq 1 "$RATE_ROUNDS"); do
+			for t in "${ACTIVE[@]}"; do
+				sleep 1
+				rate_measure "$t" "$lv" "$rt" "$r"
+			done
+		done
+	done
+	RATE_TABLE=$(rate_table)
+fi
+
+# ---------------------------------------------------------------- every feature's cost (FEATURES=1)
+
+# One ringlb process per feature, each its plain config (the ringlb target's)
+# plus that one feature, all pinned to the proxy core like the ringlb target
+# and driven with the same wrk load, interleaved with the plain ringlb
+# process itself in every round. A feature whose config this build refuses
+# (ringlb validate) is skipped with the reason. Ratios are medians of the
+# per-round ratios against plain ringlb in the same round.
+
+declare -A FDESC=() FBASE=() FRSS=() FMED=() FNOTE=()
+FACTIVE=()
+FRUNS=$WORK/featruns.tsv
+: >"$FRUNS"
+
+# feature_config NAME -> the config of the ringlb process for NAME on stdout
+feature_config() {
+	local f=$1 port=$2 admin=$3 i j
+	sed -e "s|^listen: .*|listen: 127.0.0.1:$port|" -e "s|^admin_listen: .*|admin_listen: 127.0.0.1:$admin|" "$WORK/ringlb.yaml" |
+		case $f in
+		pools) awk '/^hash:/ { exit } { print }' ;; # pools carry hash, ring and upstreams
+		json) sed -e 's|^  key: \[uri\]|  key: [json: user]|' ;;
+		alog) sed -e 's|^access_log: false|access_log: {format: json, path: '"$WORK"'/access.log}|' ;;
+		*) cat ;;
+		esac
+	case $f in
+	hold) echo "hold: {idle: 30m}" ;;
+	share) echo "hold: {idle: 30m, share: {redis: \"redis://127.0.0.1:$REDIS_PORT\"}}" ;;
+	nolimits) echo "limits: {upstream_requests: 0, send: 0s}" ;;
+	pools)
+		echo "pools:"
+		for i in $(seq 0 9); do
+			echo "  p$i:"
+			echo "    hash: {key: [uri]}"
+			echo "    ring: {load_factor: 1.25}"
+			echo "    upstreams:"
+			for j in 1 2 3 4; do echo "      - {name: u$j, url: \"http://127.0.0.1:${UPORTS[j - 1]}\"}"; done
+		done
+		echo "routes:"
+		for i in $(seq 0 89); do echo "  - {host: svc$i.example.com, pool: p$((i % 10))}"; done
+		for i in $(seq 0 8); do echo "  - {path_prefix: /p$i, pool: p$i}"; done
+		echo "  - {path_prefix: /k, pool: p9}"
+		;;
+	esac
+}
+
+# start_feature NAME INDEX: starts ringlb for feature NAME (not in a subshell:
+# it sets URL, PIDS_OF and the others); on failure returns 1 with FWHY set.
+start_feature() {
+	local f=$1 i=$2 port=$((BASE_PORT + 90 + $2)) admin=$((BASE_PORT + 110 + $2)) bin=ringlb pid
+	case $f in
+	post) # the plain ringlb process, driven with POSTs: json's baseline
+		URL[post]=${URL[ringlb]} PIDS_OF[post]=${PIDS_OF[ringlb]} SCRIPT[post]=post.lua FBASE[post]=ringlb
+		FDESC[post]="plain ringlb (the ringlb process), POSTs with ${POST_BODY}-byte JSON bodies, uri key"
+		return 0
+		;;
+	nohot)
+		((HAVE_NOHOT)) || {
+			FWHY="$NOHOT_SKIP"
+			return 1
+		}
+		bin=ringlb-nohot
+		;;
+	share)
+		command -v redis-server >/dev/null || {
+			FWHY="redis-server not installed"
+			return 1
+		}
+		if [[ -z $REDIS_PID ]]; then
+			port_free "$REDIS_PORT" || {
+				FWHY="port $REDIS_PORT (redis) is in use"
+				return 1
+			}
+			"${LOAD[@]}" redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save '' --appendonly no >"$WORK/redis.log" 2>&1 &
+			REDIS_PID=$!
+			PIDS+=("$REDIS_PID")
+			EXTRA_PIDS+=("$REDIS_PID")
+			for _ in $(seq 1 50); do
+				[[ $( (exec 3<>"/dev/tcp/127.0.0.1/$REDIS_PORT" && printf 'PING\r\n' >&3 && head -c 5 <&3) 2>/dev/null) == "+PONG" ]] && break
+				sleep 0.1
+			done
+		fi
+		;;
+	esac
+	port_free "$port" && port_free "$admin" || {
+		FWHY="port $port or $admin is in use"
+		return 1
+	}
+	feature_config "$f" "$port" "$admin" >"$WORK/ringlb-$f.yaml"
+	if ! "$WORK/ringlb" validate -config "$WORK/ringlb-$f.yaml" >"$WORK/ringlb-$f-validate.log" 2>&1; then
+		FWHY="this build refuses the config: $(grep -v '^$' "$WORK/ringlb-$f-validate.log" | head -2 | tr '\n' ' ')"
+		return 1
+	fi
+	GOMAXPROCS=1 "${PROXY[@]}" "$WORK/$bin" serve -config "$WORK/ringlb-$f.yaml" >"$WORK/ringlb-$f.log" 2>&1 &
+	pid=$!
+	PIDS+=("$pid")
+	if ! { wait_http "http://127.0.0.1:$port/k/0" "$pid" "ringlb ($f)" &&
+		[[ $(curl -s --max-time 2 -H 'Content-Type: application/json' --data '{"user":"1"}' "http://127.0.0.1:$port/k/0") == "ok from u"* ]]; }; then
+		FWHY="ringlb serve ($f) did not come up: $(tail -3 "$WORK/ringlb-$f.log" | tr '\n' ' ')"
+		return 1
+	fi
+	URL[$f]="http://127.0.0.1:$port" PIDS_OF[$f]=$pid ADMIN_OF[$f]="127.0.0.1:$admin" FBASE[$f]=ringlb
+	case $f in
+	hold) FDESC[$f]="hold: {idle: 30m}, steady state (every path recorded during the warm-up)" ;;
+	share) FDESC[$f]="hold: {idle: 30m, share: {redis: ...}}, a redis-server on the load core; steady state (no lookups)" ;;
+	pools) FDESC[$f]="10 pools (the same 4 upstreams each) and 100 routes; every request matches the last route (90 host routes and 9 path routes before it)" ;;
+	alog) FDESC[$f]="access_log: {format: json, path: FILE}" ;;
+	nohot) FDESC[$f]="hot keys counting compiled out (go build -overlay: hotKeys.add returns at once); cost of hot keys = plain - this" ;;
+	nolimits) FDESC[$f]="limits: {upstream_requests: 0, send: 0s}; cost of the default limits = plain - this" ;;
+	json) FDESC[$f]="hash.key: [json: user], POSTs with ${POST_BODY}-byte JSON bodies; against post" SCRIPT[$f]=post.lua FBASE[$f]=post ;;
+	esac
+}
+
+# share_lookups TARGET: the sum of ringlb_hold_share_lookups_total, or "-".
+share_lookups() {
+	curl -s --max-time 2 "http://${ADMIN_OF[$1]}/metrics" | awk '/^ringlb_hold_share_lookups_total/ { n += $NF; seen = 1 } END { if (seen) print n; else print "-" }'
+}
+
+fcol() { # target column -> "median min max" over kept feature runs
+	awk -F'\t' -v t="$1" -v c="$2" '$1 == t && $14 == 1 && $c != "-" && $5 > 0 { print $c }' "$FRUNS" | stats
+}
+
+# fpaired TARGET BASE COLUMN -> "median min max" of TARGET/BASE per round
+fpaired() {
+	awk -F'\t' -v t="$1" -v b="$2" -v c="$3" '
+		$14 == 1 && $5 > 0 && $c != "-" && ($1 == t || $1 == b) { v[$1, $2] = $c; r[$2] = 1 }
+		END { for (i in r) if (((t, i) in v) && ((b, i) in v) && v[b, i] > 0) print v[t, i] / v[b, i] }' "$FRUNS" | stats
+}
+
+feature_table() {
+	printf '%-9s %7s %8s %22s %8s %17s %17s %5s %6s %s\n' feature "req/s" "p99 ms" "CPU us/req (min..max)" "RSS MiB" "CPU vs base" "p99 vs base" runs noisy errors
+	local f rps p99 c1 c2 c3 rc r1 r2 pc n noisy errs base
+	for f in "${FACTIVE[@]}"; do
+		read -r rps _ _ <<<"$(fcol "$f" 4)"
+		read -r p99 _ _ <<<"$(fcol "$f" 7)"
+		read -r c1 c2 c3 <<<"$(fcol "$f" 10)"
+		base=${FBASE[$f]:-}
+		rc=- pc=-
+		if [[ -n $base && $base != "$f" ]]; then
+			read -r rc r1 r2 <<<"$(fpaired "$f" "$base" 10)"
+			[[ $rc == - ]] || rc=$(awk -v a="$rc" -v b="$r1" -v c="$r2" 'BEGIN { printf "%.2f (%.2f..%.2f)", a, b, c }')
+			read -r pc r1 r2 <<<"$(fpaired "$f" "$base" 7)"
+			[[ $pc == - ]] || pc=$(awk -v a="$pc" -v b="$r1" -v c="$r2" 'BEGIN { printf "%.2f (%.2f..%.2f)", a, b, c }')
+		fi
+		n=$(awk -F'\t' -v t="$f" '$1 == t && $14 == 1' "$FRUNS" | wc -l)
+		noisy=$(awk -F'\t' -v t="$f" '$1 == t && $14 == 1 && $11 > 0.25' "$FRUNS" | wc -l)
+		errs=$(awk -F'\t' -v t="$f" '$1 == t && $14 == 1 { e += $8 + $9 + ($5 == 0) } END { print e + 0 }' "$FRUNS")
+		printf '%-9s %7s %8s %22s %8s %17s %17s %5s %6s %s\n' "$f" "$rps" "$p99" "$c1 ($c2..$c3)" "${FRSS[$f]:-}" "$rc" "$pc" "$n" "$noisy" "$errs"
+	done
+	for f in "${!FSKIP[@]}"; do printf '%-9s skipped: %s\n' "$f" "${FSKIP[$f]}"; done
+	echo "base: ringlb (the plain ringlb process, GETs) for every row but json, whose base is post (the same process, the same POSTs, the uri key)."
+	echo "CPU/p99 vs base: median (min..max) over rounds of the row's figure divided by its base's in the same round."
+	for f in "${FACTIVE[@]}"; do [[ $f == ringlb ]] || echo "$f: ${FDESC[$f]}${FNOTE[$f]:+; ${FNOTE[$f]}}"; done
+}
+
+declare -A FSKIP=() ADMIN_OF=()
+FEAT_TABLE=""
+if ((FEATURES && H1)); then
+	if [[ -z ${PIDS_OF[ringlb]:-} ]]; then
+		log "FEATURES: the ringlb target is not running: feature runs skipped"
+		FEATURES=0
+	fi
+fi
+if ((FEATURES && H1)); then
+	HAVE_NOHOT=0
+	NOHOT_SKIP=""
+	hk="$ROOT/balancer/hotkeys.go"
+	if awk '{ print } /^func \(hk \*hotKeys\) add\(/ { print "\treturn // bench/run.sh nohot: hot keys counting compiled out"; n++ } END { exit n == 1 ? 0 : 1 }' "$hk" >"$WORK/hotkeys-off.go" 2>/dev/null; then
+		printf '{"Replace": {"%s": "%s"}}\n' "$hk" "$WORK/hotkeys-off.go" >"$WORK/nohot-overlay.json"
+		if (cd "$ROOT" && go build -overlay "$WORK/nohot-overlay.json" -o "$WORK/ringlb-nohot" ./cmd/ringlb) >"$WORK/nohot-build.log" 2>&1; then
+			HAVE_NOHOT=1
+		else
+			NOHOT_SKIP="go build -overlay failed: $(head -2 "$WORK/nohot-build.log" | tr '\n' ' ')"
+		fi
+	else
+		NOHOT_SKIP="balancer/hotkeys.go has no func (hk *hotKeys) add( to compile out"
+	fi
+	SCRIPT[ringlb]=paths.lua
+	FACTIVE=(ringlb)
+	FBASE[ringlb]=ringlb
+	i=0
+	for f in $FEATURE_LIST; do
+		case $f in hold | share | pools | alog | nohot | nolimits | post | json) ;; *) die "unknown feature $f (hold share pools alog nohot nolimits post json)" ;; esac
+		FWHY=""
+		if start_feature "$f" "$i"; then
+			FACTIVE+=("$f")
+		else
+			FSKIP[$f]=$FWHY
+			log "SKIP feature $f: $FWHY"
+		fi
+		i=$((i + 1))
+	done
+	log "features: ${FACTIVE[*]}; ${FEATURE_ROUNDS} rounds x ${DUR_S}s; warm-up ${FEAT_WARM_S}s for hold and share (every path seen in it), ${WARM_S}s for the others"
+	for f in "${FACTIVE[@]}"; do
+		[[ $f != ringlb ]] || continue
+		w=$WARM_S
+		[[ $f != hold && $f != share ]] || w=$FEAT_WARM_S
+		((w > 0)) || continue
+		log "warm-up $f ${w}s"
+		run_wrk "$w" "$f" >"$WORK/wrk-$f-warmup.txt" 2>&1
+	done
+	declare -A L0=()
+	for f in "${FACTIVE[@]}"; do [[ $f != share ]] || L0[$f]=$(share_lookups "$f"); done
+	SAVED_RUNS=$RUNS
+	RUNS=$FRUNS
+	for r in $(seq 1 "$FEATURE_ROUNDS"); do
+		for f in "${FACTIVE[@]}"; do
+			sleep 1
+			measure_kept "$f" "$r"
+		done
+	done
+	RUNS=$SAVED_RUNS
+	for f in "${FACTIVE[@]}"; do
+		if [[ $f == share ]]; then
+			FNOTE[share]="ringlb_hold_share_lookups_total moved by $(awk -v a="${L0[share]}" -v b="$(share_lookups share)" 'BEGIN { if (a == "-" || b == "-") print "?"; else print b - a }') over the measured rounds"
+		fi
+		read -r -a tp <<<"${PIDS_OF[$f]}"
+		FRSS[$f]=$(awk -v k="$(vmhwm_kib "${tp[@]}")" 'BEGIN { printf "%.1f", k / 1024 }')
+	done
+	if [[ " ${FACTIVE[*]} " == *" alog "* ]]; then
+		FNOTE[alog]="$(wc -l <"$WORK/access.log" 2>/dev/null || echo 0) lines written, first: $(head -c 300 "$WORK/access.log" 2>/dev/null | head -1)"
+	fi
+	FEAT_TABLE=$(feature_table)
+fi
 
 # ---------------------------------------------------------------- HTTP/2 over TLS (H2=1)
 
@@ -715,6 +1117,20 @@ wait_h2() {
 h2_start() {
 	local t=$1 pid workers
 	case $t in
+	floor)
+		((HAVE_FLOOR)) || {
+			H2SKIP[floor]=$FLOOR_SKIP
+			return
+		}
+		GOMAXPROCS=1 "${PROXY[@]}" "$WORK/floor" -server std -listen "127.0.0.1:$H2_FLOOR_PORT" -tls-cert "$WORK/tls/tls.crt" -tls-key "$WORK/tls/tls.key" $(floor_upstreams) >"$WORK/floor-h2.log" 2>&1 &
+		pid=$!
+		PIDS+=("$pid")
+		if wait_h2 "https://127.0.0.1:$H2_FLOOR_PORT/k/0" "$pid" "floor (h2)"; then
+			H2PIDS[floor]=$pid
+		else
+			H2SKIP[floor]="bench/floor does not answer over TLS and HTTP/2: $(tail -2 "$WORK/floor-h2.log" | tr '\n' ' ')"
+		fi
+		;;
 	ringlb)
 		((HAVE_RINGLB)) || {
 			H2SKIP[ringlb]=$RINGLB_SKIP
@@ -770,7 +1186,7 @@ h2_start() {
 # h2_uris TARGET: h2load's input file, the paths of bench/paths.lua in its order.
 h2_uris() {
 	local t=$1 port
-	case $t in ringlb) port=$H2_RINGLB_PORT ;; nginx) port=$H2_NGINX_PORT ;; haproxy) port=$H2_HAPROXY_PORT ;; esac
+	case $t in floor) port=$H2_FLOOR_PORT ;; ringlb) port=$H2_RINGLB_PORT ;; nginx) port=$H2_NGINX_PORT ;; haproxy) port=$H2_HAPROXY_PORT ;; esac
 	H2URL[$t]="https://127.0.0.1:$port"
 	awk -v n="$BENCH_PATHS" -v u="${H2URL[$t]}" '
 		function gcd(a, b,   r) { while (b != 0) { r = a % b; a = b; b = r }; return a }
@@ -860,11 +1276,19 @@ h2_table() {
 	for t in "${!H2SKIP[@]}"; do printf '%-9s skipped: %s\n' "$t" "${H2SKIP[$t]}"; done
 	echo "HTTP/2 over TLS (h2load -c$H2_CLIENTS -m$H2_STREAMS), HTTP/1.1 to the upstreams; p50/p99 from h2load's per-request log."
 	echo "errors: non-2xx responses + failed/errored/timed-out requests + failed h2load runs (should be 0)."
-	for o in nginx haproxy; do
-		[[ -n ${H2MED[ringlb.cpu]:-} && -n ${H2MED[$o.cpu]:-} ]] || continue
-		printf 'ringlb/%-8s CPU/req %s   p99 %s   RSS %s\n' "$o" \
-			"$(ratio "${H2MED[ringlb.cpu]}" "${H2MED[$o.cpu]}")" "$(ratio "${H2MED[ringlb.p99]}" "${H2MED[$o.p99]}")" "$(ratio "${H2MED[ringlb.rss]}" "${H2MED[$o.rss]}")"
+	[[ -z ${H2MED[floor.cpu]:-} ]] || echo "floor: bench/floor with TLS, net/http's own HTTP/2 server at its defaults, ReverseProxy and ringlb's HTTP/1.1 transport."
+	local p
+	for p in ringlb floor; do
+		for o in nginx haproxy; do
+			[[ -n ${H2MED[$p.cpu]:-} && -n ${H2MED[$o.cpu]:-} ]] || continue
+			printf '%s/%-8s CPU/req %s   p99 %s   RSS %s\n' "$p" "$o" \
+				"$(ratio "${H2MED[$p.cpu]}" "${H2MED[$o.cpu]}")" "$(ratio "${H2MED[$p.p99]}" "${H2MED[$o.p99]}")" "$(ratio "${H2MED[$p.rss]}" "${H2MED[$o.rss]}")"
+		done
 	done
+	if [[ -n ${H2MED[ringlb.cpu]:-} && -n ${H2MED[floor.cpu]:-} ]]; then
+		printf 'ringlb/floor    CPU/req %s   p99 %s   RSS %s\n' \
+			"$(ratio "${H2MED[ringlb.cpu]}" "${H2MED[floor.cpu]}")" "$(ratio "${H2MED[ringlb.p99]}" "${H2MED[floor.p99]}")" "$(ratio "${H2MED[ringlb.rss]}" "${H2MED[floor.rss]}")"
+	fi
 }
 
 if [[ $H2 != 0 ]]; then
@@ -872,7 +1296,8 @@ if [[ $H2 != 0 ]]; then
 	for t in $TARGETS; do
 		case $t in
 		direct) continue ;; # the upstreams speak HTTP/1.1 only: no HTTP/2 ceiling
-		ringlb | nginx | haproxy) h2_start "$t" ;;
+		floor | ringlb | nginx | haproxy) h2_start "$t" ;;
+		*) continue ;;
 		esac
 		if [[ -n ${H2SKIP[$t]:-} ]]; then
 			log "SKIP $t (h2): ${H2SKIP[$t]}"
@@ -910,9 +1335,6 @@ fi
 
 # ---------------------------------------------------------------- report
 
-col() { # target column -> "median min max" over used runs
-	awk -F'\t' -v t="$1" -v c="$2" '$1 == t && $14 == 1 && $c != "-" && $5 > 0 { print $c }' "$RUNS" | stats
-}
 table() {
 	printf '%-9s %8s %8s %9s %24s %8s %5s %6s %s\n' target "rps" "p50 ms" "p99 ms" "CPU us/req (min..max)" "RSS MiB" "runs" "noisy" "errors"
 	local t rps p50 p99 cpu n m1 m2 m3 errs noisy
@@ -958,6 +1380,16 @@ if ((H1)); then
 	echo "$TABLE"
 	for t in "${ACTIVE[@]}"; do [[ -n ${SPREAD[$t]:-} ]] && printf 'spread %-8s %s\n' "$t" "${SPREAD[$t]}"; done
 fi
+if [[ -n $RATE_TABLE ]]; then
+	echo
+	echo "ringlb bench, constant rate: bench/rate (wrk2-style, no coordinated omission) at ${RATE_LEVELS// /%, }% of $RATE_PEAK req/s"
+	echo "$RATE_TABLE"
+fi
+if [[ -n $FEAT_TABLE ]]; then
+	echo
+	echo "ringlb bench, every feature's cost: ${FEATURE_ROUNDS} rounds x ${DUR_S}s, wrk -t1 -c$CONNS, interleaved with plain ringlb"
+	echo "$FEAT_TABLE"
+fi
 H2TABLE=""
 if [[ $H2 != 0 ]]; then
 	H2TABLE=$(h2_table)
@@ -996,6 +1428,8 @@ version_lines() {
 	echo '```'
 	echo "$INVOCATION"
 	for t in "${ACTIVE[@]}"; do echo "# $t: $(wrk_cmd "$t" "$DUR_S")"; done
+	[[ -z $RATE_TABLE ]] || for t in "${ACTIVE[@]}"; do echo "# $t at a constant rate: $(rate_cmd "$t" RATE "$RATE_DUR_S")"; done
+	[[ -z $FEAT_TABLE ]] || for t in "${FACTIVE[@]}"; do [[ $t == ringlb ]] || echo "# feature $t: $(wrk_cmd "$t" "$DUR_S")"; done
 	for t in "${H2ACTIVE[@]}"; do echo "# $t (HTTP/2 over TLS): (cd \$WORK && $(h2load_cmd "$t" "$DUR_S" h2load.log))"; done
 	echo '```'
 	echo
@@ -1036,6 +1470,47 @@ version_lines() {
 		echo "- $t: req/s $a..$b, p99 ${c}..${d} ms, CPU $e..$f us/req"
 	done
 	echo
+	fi
+	if [[ -n $RATE_TABLE ]]; then
+		echo "## Latency at a constant rate"
+		echo
+		echo "The same processes, driven by \`bench/rate\` (GOMAXPROCS=1, on the load core) at ${RATE_LEVELS// /%, }% of $RATE_PEAK req/s ($RATE_PEAK_FROM), $RATE_CONNS keep-alive connections, the same paths in the same order as wrk. Each connection's requests are due at fixed times; a request held back by a slow response is timed from when it was due (no coordinated omission, as wrk2), one sent on time from when it was written. p50/p99/p99.9/max are nearest-rank over every response of the window; +p50/+p99/+p99.9 subtract direct's at the same rate."
+		echo
+		echo '```'
+		echo "$RATE_TABLE"
+		echo '```'
+		echo
+		echo "| target | load % | rate | round | req/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | gen lag p99 ms | errors | CPU us/req | foreign cores | load cpu % | proxy cpu % |"
+		echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+		awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16 }' "$RRUNS"
+		echo
+	fi
+	if [[ -n $FEAT_TABLE ]]; then
+		echo "## Every feature's cost"
+		echo
+		echo "One ringlb process per feature (the plain config plus that feature, pinned like ringlb), driven by the same wrk load and interleaved with the plain ringlb process in every round; runs with foreign load above 0.25 core are dropped and repeated once, as above."
+		echo
+		echo '```'
+		echo "$FEAT_TABLE"
+		echo '```'
+		echo
+		echo "| target | round | attempt | req/s | requests | p50 ms | p99 ms | CPU us/req | core us/req | foreign cores | load cpu % | proxy cpu % | upstream conns | kept | note |"
+		echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+		awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $10, $17, $11, $12, $13, $16, ($14 == 1 ? "yes" : "no"), $15 }' "$FRUNS"
+		echo
+		for f in "${FACTIVE[@]}"; do
+			[[ -f $WORK/ringlb-$f.yaml ]] || continue
+			echo "ringlb, feature $f (\`ringlb serve -config ringlb-$f.yaml\`$([[ $f == nohot ]] && echo ", built with \`go build -overlay\` replacing balancer/hotkeys.go by a copy whose hotKeys.add returns at once"):"
+			echo
+			echo '```yaml'
+			if [[ $f == pools ]]; then
+				redact "$WORK/ringlb-$f.yaml" | awk '/^routes:/ { r = 1 } r && /^  - / { n++; if (n == 4) print "  # ... 96 more: host svc3..svc89.example.com, then path_prefix /p0 .. /p8"; if (n > 3 && n < 100) next } /^  p[1-9]:/ { skip = 1 } /^  p9:/ || /^routes:/ { skip = 0 } skip { if (!said++) print "  # p1 .. p8: as p0"; next } { print }'
+			else
+				redact "$WORK/ringlb-$f.yaml"
+			fi
+			echo '```'
+			echo
+		done
 	fi
 	if [[ $H2 != 0 ]]; then
 		echo "## HTTP/2 over TLS (medians over the runs)"
@@ -1091,6 +1566,7 @@ version_lines() {
 	for t in "${H2ACTIVE[@]}"; do
 		echo
 		case $t in
+		floor) echo "floor, HTTP/2 over TLS: \`GOMAXPROCS=1 floor -server std -listen 127.0.0.1:$H2_FLOOR_PORT -tls-cert tls.crt -tls-key tls.key$(floor_upstreams)\`" && continue ;;
 		ringlb) echo "ringlb, HTTP/2 over TLS (\`ringlb serve -config ringlb-h2.yaml\`):" && echo && echo '```yaml' && redact "$WORK/ringlb-h2.yaml" ;;
 		nginx) echo "nginx, HTTP/2 over TLS (\`nginx -p \$WORK/nginx-h2/ -c \$WORK/nginx-h2/nginx.conf\`):" && echo && echo '```nginx' && redact "$WORK/nginx-h2/nginx.conf" ;;
 		haproxy) echo "HAProxy, HTTP/2 over TLS (\`haproxy -db -f haproxy-h2.cfg\`; the .pem is the certificate then its key):" && echo && echo '```' && redact "$WORK/haproxy-h2/haproxy.cfg" ;;

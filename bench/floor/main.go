@@ -12,6 +12,11 @@
 // per request of ringlb can be split into what these parts cost anyway and
 // what ringlb adds on top.
 //
+// With -tls-cert and -tls-key it serves TLS, offering HTTP/2 by ALPN
+// (net/http's own HTTP/2 server, at its defaults) beside HTTP/1.1: the
+// floor of bench/run.sh's HTTP/2 row (H2=1). The upstreams stay HTTP/1.1
+// through the same transport.
+//
 //	go run ./bench/floor -listen 127.0.0.1:19090 http://127.0.0.1:19001 http://127.0.0.1:19002
 package main
 
@@ -59,6 +64,8 @@ func main() {
 	transport := flag.String("transport", "h1", "upstream transport: h1 (balancer/h1) or std (net/http)")
 	pprofAddr := flag.String("pprof", "", "if set, serve net/http/pprof on this address")
 	server := flag.String("server", "std", "server under ReverseProxy: std (net/http) or lean (a measurement only: see lean.go)")
+	certFile := flag.String("tls-cert", "", "with -tls-key: serve TLS with HTTP/2 and HTTP/1.1 (ALPN), this PEM certificate")
+	keyFile := flag.String("tls-key", "", "with -tls-cert: its PEM private key")
 	flag.Parse()
 	if flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "floor: give one or more upstream URLs")
@@ -110,6 +117,10 @@ func main() {
 	if *pprofAddr != "" {
 		go func() { _ = http.ListenAndServe(*pprofAddr, nil) }() // the default mux has net/http/pprof
 	}
+	if *certFile != "" && *server != "std" {
+		fmt.Fprintln(os.Stderr, "floor: -tls-cert needs -server std")
+		os.Exit(2)
+	}
 	if *server == "lean" {
 		ln, err := net.Listen("tcp", *listen)
 		if err == nil {
@@ -128,7 +139,17 @@ func main() {
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          log.New(io.Discard, "", 0),
 	}
-	if err := srv.ListenAndServe(); err != nil {
+	var err error
+	switch {
+	case *certFile != "" && *keyFile != "":
+		err = srv.ListenAndServeTLS(*certFile, *keyFile) // net/http enables HTTP/2 by ALPN
+	case *certFile != "" || *keyFile != "":
+		fmt.Fprintln(os.Stderr, "floor: give both -tls-cert and -tls-key")
+		os.Exit(2)
+	default:
+		err = srv.ListenAndServe()
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "floor:", err)
 		os.Exit(1)
 	}
