@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/accesslog"
 	"github.com/ringlb/ringlb/balancer/discovery"
 	"github.com/ringlb/ringlb/ring"
 )
@@ -44,8 +45,13 @@ type Options struct {
 	// UpstreamTLS says how https upstreams are verified.
 	UpstreamTLS UpstreamTLS
 
-	// AccessLog logs one line per request at level Info.
-	AccessLog bool
+	// AccessLog, when not nil, gets one line per request.
+	AccessLog *accesslog.Logger
+	// RequestIDHeader, when not empty, names the request id header: a
+	// request's id is passed on when the client sent one, else generated
+	// (16 random bytes, hex) and sent upstream; either way the response
+	// carries it unless the upstream set it.
+	RequestIDHeader string
 
 	// Breaker configures the per-upstream circuit breakers; its zero
 	// value turns them off.
@@ -233,7 +239,8 @@ type settings struct {
 	slowStart    int64     // nanoseconds
 	header       string    // canonical UpstreamHeader, or ""
 	readTimeout  time.Duration
-	accessLog    bool
+	accessLog    *accesslog.Logger
+	requestID    string // canonical RequestIDHeader, or ""
 	failStatus   statusSet
 	failGRPC     grpcStatusSet
 	breaker      *BreakerOptions // validated; nil when breakers are off
@@ -290,6 +297,7 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 		cookie:       opts.Hash.Cookie,
 		readTimeout:  opts.Timeouts.Read,
 		accessLog:    opts.AccessLog,
+		requestID:    textproto.CanonicalMIMEHeaderKey(opts.RequestIDHeader),
 		healthChecks: opts.HealthChecks,
 		upstreamMax:  int64(opts.Limits.UpstreamRequests),
 		send:         opts.Limits.Send,

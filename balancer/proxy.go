@@ -370,6 +370,13 @@ type responseWriter struct {
 	send      time.Duration
 	watch     *sendWatch
 	sendFired bool
+
+	// bytesOut counts the response body bytes written to the client;
+	// requestID, when set, goes on the final head unless the upstream set
+	// the header (requestIDHeader) itself.
+	bytesOut        int64
+	requestID       string
+	requestIDHeader string
 }
 
 // errSendTimeout ends a write to the client that made no progress for
@@ -470,6 +477,11 @@ func (w *responseWriter) head(code int) {
 	if w.holdCookie != "" {
 		w.Header().Add("Set-Cookie", w.holdCookie)
 	}
+	if w.requestID != "" {
+		if h := w.Header(); len(h[w.requestIDHeader]) == 0 {
+			h[w.requestIDHeader] = []string{w.requestID}
+		}
+	}
 	w.status, w.wroteHeader = code, true
 	w.headAt = time.Now()
 	if f := w.onHead; f != nil {
@@ -485,6 +497,7 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 	t := time.Now()
 	w.sendStart()
 	n, err := w.ResponseWriter.Write(p)
+	w.bytesOut += int64(n)
 	err = w.sendEnd(err)
 	w.clientWait += time.Since(t)
 	if err != nil {

@@ -2,6 +2,8 @@ package balancer
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"io"
 	"log/slog"
@@ -12,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/accesslog"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -31,6 +34,11 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	s := b.snap.Load()
 	rw := &responseWriter{ResponseWriter: w, no1xx: !r.ProtoAtLeast(1, 1), send: s.send}
+	if s.requestID != "" {
+		requestID(s, rw, r)
+	}
+	// With an access log, lr gathers what its line says.
+	var lr logReq
 	// src says where the key came from; s.keyLabel(src) names it in one
 	// word ("json:prompt_cache_key") for log lines.
 	pos, src, ok := b.position(s, rw, r)
@@ -41,7 +49,8 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rw.continued = true
 	}
 	if !ok {
-		b.accessLog(s, r, nil, http.StatusBadRequest, start, nil)
+		lr.decision = "rejected"
+		b.accessLog(s, r, rw, nil, start, &lr, src, pos)
 		return
 	}
 	// With hold on, q is rule 11's decision for the key (see holdBegin).
@@ -78,6 +87,13 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			b.holdRecord(s, q, last) // served: the key lives there now
 		}
 		b.account(s, rw, r, last, start)
+		if s.accessLog != nil {
+			if body != nil {
+				lr.bytesIn = body.n.Load()
+			}
+			lr.decide(q, last, s)
+			b.accessLog(s, r, rw, last, start, &lr, src, pos)
+		}
 		rw.sendRelease()
 		if !random {
 			sent := ""
@@ -89,8 +105,15 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	for attempts := 0; ; {
 		choice := b.choose(s, pos, tried, q)
+		if s.accessLog != nil && attempts == 0 && last == nil {
+			lr.first(b, s, pos, choice)
+		}
 		if choice.Member < 0 {
 			if last == nil {
+				lr.decision = "no-upstream"
+				if s.fail {
+					lr.decision = "fail-closed"
+				}
 				b.noUpstream(s, rw, r, choice.Owner)
 				return
 			}
@@ -102,6 +125,7 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// half-open trial is not spent on a request that never goes.
 		if !m.count.take(s.upstreamMax) {
 			if last == nil {
+				lr.decision = "busy"
 				b.busy(s, rw, m)
 				return
 			}
@@ -126,6 +150,10 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rw.retryStatus = statusRetry && attempts < s.retries && b.choose(s, pos, tried, q).Member >= 0
 		b.attempt(s, m, rw, r, body, done, trial)
 		attempts++
+		lr.attempts = attempts
+		if rw.err != nil {
+			lr.cause = causeOf(rw.err)
+		}
 		if !s.retry(rw, r, body, attempts) {
 			break
 		}
@@ -420,7 +448,7 @@ func plainError(w http.ResponseWriter, code int, msg string) {
 	io.WriteString(w, msg)
 }
 
-// account records the request's metrics and access log line. It runs
+// account records the request's metrics. It runs
 // deferred, so it also sees requests aborted by http.ErrAbortHandler.
 func (b *Balancer) account(s *snapshot, rw *responseWriter, r *http.Request, m *member, start time.Time) {
 	code := rw.status
@@ -431,26 +459,112 @@ func (b *Balancer) account(s *snapshot, rw *responseWriter, r *http.Request, m *
 		m.u.metrics.code(code).Inc()
 		m.u.metrics.duration.Observe(time.Since(start).Seconds())
 	}
-	b.accessLog(s, r, m, code, start, rw.err)
 }
 
-func (b *Balancer) accessLog(s *snapshot, r *http.Request, m *member, code int, start time.Time, err error) {
-	if !s.accessLog {
+func (b *Balancer) accessLog(s *snapshot, r *http.Request, rw *responseWriter, m *member, start time.Time, lr *logReq, src int, pos uint64) {
+	if s.accessLog == nil {
 		return
 	}
-	name := ""
+	code := rw.status
+	if code == 0 {
+		code = http.StatusOK
+		if rw.err != nil && !rw.wroteHeader {
+			code = 499 // the client left before an answer
+		}
+	}
+	e := accesslog.Entry{
+		Time: start, Remote: r.RemoteAddr, Method: r.Method, Host: r.Host, URI: r.RequestURI, Proto: r.Proto,
+		Status: code, BytesIn: lr.bytesIn, BytesOut: rw.bytesOut, Duration: time.Since(start),
+		Referer: r.Header.Get("Referer"), UserAgent: r.Header.Get("User-Agent"),
+		Pool: b.Pool(), Decision: lr.decision, Attempts: lr.attempts, RequestID: rw.requestID,
+		TraceID: accesslog.TraceID(r.Header.Get("Traceparent")),
+	}
+	if !rw.headAt.IsZero() {
+		e.TTFB = rw.headAt.Sub(start)
+	}
 	if m != nil {
-		name = m.u.name
+		e.Upstream = m.u.name
 	}
-	attrs := []slog.Attr{
-		slog.String("method", r.Method), slog.String("uri", r.RequestURI),
-		slog.String("remote", r.RemoteAddr), slog.Int("status", code),
-		slog.String("upstream", name), slog.Duration("duration", time.Since(start)),
+	if lr.cause != causeNone {
+		e.Cause = lr.cause.String()
 	}
-	if err != nil {
-		attrs = append(attrs, slog.String("error", err.Error()))
+	switch src {
+	case srcRandom:
+		e.KeySource = "random"
+	case srcNewAffinity:
+		e.KeySource = "generated"
+	case srcRejected:
+		e.KeySource = ""
+	default:
+		e.KeySource = s.keyLabel(src)
 	}
-	b.log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+	if src != srcRandom && src != srcRejected {
+		e.KeyHash = s.ring.FormatHash(pos)
+	}
+	for _, sk := range lr.skipped {
+		e.Skipped = append(e.Skipped, accesslog.Skip{Name: s.members[sk.Member].u.name, Reason: sk.Reason.String()})
+	}
+	if e.RequestID == "" && s.requestID != "" {
+		e.RequestID = r.Header.Get(s.requestID)
+	}
+	s.accessLog.Log(&e)
+}
+
+// logReq is what the access log line says of a request's routing.
+type logReq struct {
+	decision string
+	attempts int
+	cause    cause // of the last failed attempt
+	bytesIn  int64
+	choice   ring.Choice // the first pick
+	skipped  []ring.Skip // why the first pick passed members over
+}
+
+// first notes the request's first choice and, when it is not the key's
+// owner, the walk's reasons for passing the others over (one more walk,
+// made only with an access log).
+func (lr *logReq) first(b *Balancer, s *snapshot, pos uint64, c ring.Choice) {
+	lr.choice = c
+	if c.Member != c.Owner || c.Member < 0 {
+		_, lr.skipped = b.pick(s, pos, nil, make([]ring.Skip, 0, 4))
+	}
+}
+
+// decide names the decision once the request is over (unless an early
+// answer named it): retry, held or cookie-held, overflow, or owner.
+func (lr *logReq) decide(q *holdReq, last *member, s *snapshot) {
+	switch {
+	case lr.decision != "" || last == nil:
+	case lr.attempts > 1:
+		lr.decision = "retry"
+	case q != nil && q.held >= 0 && last == &s.members[q.held]:
+		lr.decision = "held"
+		if q.ckOK {
+			lr.decision = "cookie-held"
+		}
+	case lr.choice.Overflow >= 0:
+		lr.decision = "overflow"
+	default:
+		lr.decision = "owner"
+	}
+}
+
+// requestID passes the request's id on, or makes one (16 random bytes,
+// hex) and sets it on the request, for the upstream; the response gets it
+// too (responseWriter.head).
+func requestID(s *snapshot, rw *responseWriter, r *http.Request) {
+	h := s.requestID
+	v := ""
+	if vs := r.Header[h]; len(vs) > 0 {
+		v = vs[0]
+	}
+	if v == "" {
+		var id [16]byte
+		rand.Read(id[:])
+		v = hex.EncodeToString(id[:])
+		r.Header[h] = []string{v}
+	}
+	rw.requestID, rw.requestIDHeader = v, h
 }
 
 // expectsContinue reports whether the client sent Expect: 100-continue.

@@ -236,3 +236,25 @@ func ActivePoints(n int, f float64) int {
 	}
 	return int(math.Ceil(f * float64(n)))
 }
+
+// reasonNames are the reasons' names in /debug/lookup's skipped entries
+// and the access log.
+var reasonNames = [...]string{
+	Unhealthy:   "unhealthy",
+	BreakerOpen: "breaker_open",
+	Full:        "full",
+	SlowStart:   "slow_start",
+	Excluded:    "excluded",
+	Absent:      "absent",
+	Busy:        "busy",
+	Draining:    "draining",
+	Maint:       "maint",
+}
+
+// String names the reason ("unknown" for Accept or an unknown value).
+func (r Reason) String() string {
+	if int(r) < len(reasonNames) && reasonNames[r] != "" {
+		return reasonNames[r]
+	}
+	return "unknown"
+}

@@ -295,25 +295,8 @@ type skippedJSON struct {
 	Reason string `json:"reason"`
 }
 
-// reasonNames are the reasons of /debug/lookup's skipped entries.
-var reasonNames = map[ring.Reason]string{
-	ring.Unhealthy:   "unhealthy",
-	ring.BreakerOpen: "breaker_open",
-	ring.Full:        "full",
-	ring.SlowStart:   "slow_start",
-	ring.Excluded:    "excluded",
-	ring.Absent:      "absent",
-	ring.Busy:        "busy",
-	ring.Draining:    "draining",
-	ring.Maint:       "maint",
-}
-
-func reasonName(r ring.Reason) string {
-	if n, ok := reasonNames[r]; ok {
-		return n
-	}
-	return "unknown"
-}
+// reasonName is a skipped entry's reason as /debug/lookup names it.
+func reasonName(r ring.Reason) string { return r.String() }
 
 func (h *handler) lookup(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()

@@ -89,6 +89,9 @@ func serveWatching(ctx context.Context, path string, cfg *config.Config, logger 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	usr1 := make(chan os.Signal, 1) // reopen the access log file
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer signal.Stop(usr1)
 
 	pl, al, problem := listen(cfg)
 	if problem != "" {
@@ -130,6 +133,8 @@ loop:
 		select {
 		case <-hup:
 			srv.reload()
+		case <-usr1:
+			srv.reopenLog()
 		case <-look:
 			srv.reloadIfChanged()
 		case err := <-errc:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"reflect"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/accesslog"
 	"github.com/ringlb/ringlb/cmd/ringlb/certs"
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
 	"github.com/ringlb/ringlb/healthcheck"
@@ -44,6 +46,11 @@ type server struct {
 	// stopping is set once a shutdown signal arrived: /readyz answers
 	// 503 while shutdown_delay runs and the listeners drain.
 	stopping atomic.Bool
+
+	// alog is the access log (nil: off), built from alogCfg; a reload
+	// that changes access_log replaces it. SIGUSR1 reopens its file.
+	alog    *accesslog.Logger
+	alogCfg config.AccessLog
 
 	mu    sync.Mutex // serialises reloads and close, and guards pools
 	pools []*poolRun // in config order
@@ -121,6 +128,11 @@ func newServer(path string, cfg *config.Config, logger *slog.Logger) (*server, e
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &server{path: path, file: certs.NewFiles(path), log: logger, started: started, rt: rt, reg: reg, listen: cfg.Listen, adminListen: cfg.AdminListen,
 		front: fr, hcCtx: ctx, hcCancel: cancel, shutdownDelay: cfg.ShutdownDelay, shutdownTimeout: cfg.ShutdownTimeout}
+	if s.alog, err = newAccessLog(cfg.AccessLog, logger); err != nil {
+		cancel()
+		return nil, err
+	}
+	s.alogCfg = cfg.AccessLog
 	var bs []*balancer.Balancer
 	for _, p := range cfg.Serving() {
 		pr, err := s.startPool(cfg, p)
@@ -146,6 +158,7 @@ func (s *server) startPool(cfg *config.Config, p *config.Pool) (*poolRun, error)
 	if err != nil {
 		return nil, err
 	}
+	opts.AccessLog = s.alog
 	b, err := s.rt.NewPool(opts, s.log.With("pool", p.Name))
 	if err != nil {
 		return nil, err
@@ -208,6 +221,9 @@ func (s *server) close() {
 	}
 	s.hcCancel()
 	s.front.close()
+	if s.alog != nil {
+		s.alog.Close()
+	}
 }
 
 // reload re-reads the config file and swaps the new pools and routes in; a
@@ -252,6 +268,10 @@ func (s *server) apply() (string, []string, error) {
 			"listen", s.listen, "admin_listen", s.adminListen)
 	}
 	var opts []balancer.Options
+	alog := s.alog
+	if err == nil && next.AccessLog != s.alogCfg {
+		alog, err = newAccessLog(next.AccessLog, s.log)
+	}
 	if err == nil {
 		pools := next.Serving()
 		opts = make([]balancer.Options, len(pools))
@@ -259,6 +279,7 @@ func (s *server) apply() (string, []string, error) {
 			if opts[i], err = balancerOptions(next, p); err != nil {
 				break
 			}
+			opts[i].AccessLog = alog
 		}
 	}
 	// The certificate pair first: one that does not load rejects the
@@ -270,11 +291,22 @@ func (s *server) apply() (string, []string, error) {
 		err = s.applyPools(next, opts)
 	}
 	if err != nil {
+		if alog != s.alog && alog != nil {
+			alog.Close()
+		}
 		problems := problemsOf(err)
 		for _, p := range problems {
 			s.log.Error("reload rejected, old config keeps serving", "problem", p)
 		}
 		return "", problems, err
+	}
+	if alog != s.alog {
+		// Requests already running may still write to the old file for a
+		// moment; closing it makes their lines go nowhere, never elsewhere.
+		if s.alog != nil {
+			s.alog.Close()
+		}
+		s.alog, s.alogCfg = alog, next.AccessLog
 	}
 	s.shutdownDelay, s.shutdownTimeout = next.ShutdownDelay, next.ShutdownTimeout
 	warnLoops(s.log, next)
@@ -405,4 +437,35 @@ func (ck *checker) stop() {
 		ck.cancel()
 		<-ck.done
 	}
+}
+
+// newAccessLog builds the access log of a config's access_log block (nil
+// when off). A file that cannot be opened is an error naming
+// access_log.path.
+func newAccessLog(c config.AccessLog, logger *slog.Logger) (*accesslog.Logger, error) {
+	if !c.On() {
+		return nil, nil
+	}
+	l, err := accesslog.New(c.Format, c.Path, os.Stdout, logger)
+	if err != nil {
+		return nil, fmt.Errorf("access_log.path: %w", err)
+	}
+	return l, nil
+}
+
+// reopenLog opens the access log file again (SIGUSR1, after logrotate
+// moved it away).
+func (s *server) reopenLog() {
+	s.mu.Lock()
+	l := s.alog
+	s.mu.Unlock()
+	if l == nil || l.Path() == "" {
+		s.log.Info("SIGUSR1: no access log file to reopen")
+		return
+	}
+	if err := l.Reopen(); err != nil {
+		s.log.Error("SIGUSR1: cannot reopen the access log; writing on to the old file", "err", err)
+		return
+	}
+	s.log.Info("access log reopened", "path", l.Path())
 }

@@ -268,7 +268,8 @@ func applyDefaults(c *Config, has func(field string) bool) {
 	// upstream_header defaults to "" (off), the zero value: upstream names
 	// stay internal unless a config shows them.
 	def(has, "trusted_proxies", &c.TrustedProxies, []netip.Prefix{})
-	// access_log and debug_pprof default to false, the zero value.
+	// access_log defaults to off and debug_pprof to false, the zero values.
+	def(has, "request_id_header", &c.RequestIDHeader, "X-Request-Id")
 
 	def(has, "max_header_bytes", &c.MaxHeaderBytes, defaultMaxHeaderBytes)
 	def(has, "limits.upstream_requests", &c.Limits.UpstreamRequests, defaultUpstreamRequests)

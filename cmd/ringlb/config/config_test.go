@@ -52,7 +52,8 @@ func defaults(t *testing.T) *Config {
 		ShutdownTimeout: 15 * time.Second,
 		UpstreamHeader:  "",
 		TrustedProxies:  []netip.Prefix{},
-		AccessLog:       false,
+		AccessLog:       AccessLog{},
+		RequestIDHeader: "X-Request-Id",
 		DebugPprof:      false,
 		MaxHeaderBytes:  65536,
 		HTTP2:           true,
@@ -183,7 +184,7 @@ upstream_tls: {server_name: backend.example, insecure_skip_verify: true}
 					netip.MustParsePrefix("::1/128"),
 					netip.MustParsePrefix("fd00::/8"),
 				}
-				want.AccessLog = true
+				want.AccessLog = AccessLog{Format: "text"}
 				want.DebugPprof = true
 				want.Hash = Hash{
 					Key:       []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-Id"}, {Kind: balancer.KeyIP}, {Kind: balancer.KeyPath}},

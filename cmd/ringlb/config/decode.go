@@ -355,16 +355,17 @@ func toWord[T ~string](d *decoder, dst *T) handler {
 func (d *decoder) decode(root *yaml.Node, c *Config) {
 	fields := d.poolFields(&c.Pool)
 	for k, h := range map[string]handler{
-		"listen":           d.toStr(&c.Listen),
-		"admin_listen":     d.toStr(&c.AdminListen),
-		"shutdown_timeout": d.toDuration(&c.ShutdownTimeout),
-		"shutdown_delay":   d.toDuration(&c.ShutdownDelay),
-		"upstream_header":  d.toStr(&c.UpstreamHeader),
-		"trusted_proxies":  func(f string, n *yaml.Node) { d.trustedProxies(f, n, c) },
-		"access_log":       d.toBool(&c.AccessLog),
-		"debug_pprof":      d.toBool(&c.DebugPprof),
-		"max_header_bytes": d.toInt(&c.MaxHeaderBytes),
-		"limits":           func(f string, n *yaml.Node) { d.limits(f, n, &c.Limits) },
+		"listen":            d.toStr(&c.Listen),
+		"admin_listen":      d.toStr(&c.AdminListen),
+		"shutdown_timeout":  d.toDuration(&c.ShutdownTimeout),
+		"shutdown_delay":    d.toDuration(&c.ShutdownDelay),
+		"upstream_header":   d.toStr(&c.UpstreamHeader),
+		"trusted_proxies":   func(f string, n *yaml.Node) { d.trustedProxies(f, n, c) },
+		"access_log":        func(f string, n *yaml.Node) { d.accessLog(f, n, &c.AccessLog) },
+		"request_id_header": d.toStr(&c.RequestIDHeader),
+		"debug_pprof":       d.toBool(&c.DebugPprof),
+		"max_header_bytes":  d.toInt(&c.MaxHeaderBytes),
+		"limits":            func(f string, n *yaml.Node) { d.limits(f, n, &c.Limits) },
 		"tls": func(f string, n *yaml.Node) {
 			c.TLS = &TLS{}
 			d.tls(f, n, c.TLS)
@@ -841,5 +842,23 @@ func (d *decoder) hold(f string, n *yaml.Node, h *Hold) {
 				"timeout":       d.toDuration(&h.Share.Timeout),
 			})
 		},
+	})
+}
+
+// accessLog decodes access_log: true (format text), false (off), or a
+// mapping {format, path}.
+func (d *decoder) accessLog(f string, n *yaml.Node, a *AccessLog) {
+	if r := resolve(n); r.Kind == yaml.ScalarNode {
+		if on, ok := d.boolean(f, r); ok {
+			*a = AccessLog{}
+			if on {
+				a.Format = "text"
+			}
+		}
+		return
+	}
+	d.mapping(f, n, map[string]handler{
+		"format": d.toStr(&a.Format),
+		"path":   d.toStr(&a.Path),
 	})
 }

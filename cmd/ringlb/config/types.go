@@ -34,7 +34,11 @@ type Config struct {
 	// (host bits cleared: 10.1.2.3/8 reads as 10.0.0.0/8) or bare IPs, which
 	// stand for themselves (/32 or /128).
 	TrustedProxies []netip.Prefix
-	AccessLog      bool // access_log; default false: one log line per request when true
+	// AccessLog is access_log: {format, path}, or false (off) / true
+	// (format text); default off.
+	AccessLog AccessLog
+	// RequestIDHeader is request_id_header; default X-Request-Id, "" off.
+	RequestIDHeader string
 	// DebugPprof is debug_pprof; default false. When true the admin
 	// listener also serves net/http/pprof under /debug/pprof/.
 	DebugPprof bool
@@ -418,3 +422,16 @@ type UpstreamTLS struct {
 	// accepts any certificate (for tests and private networks only).
 	InsecureSkipVerify bool
 }
+
+// AccessLog is the access_log block.
+type AccessLog struct {
+	// Format is "" (off), text (slog, as ringlb's other lines), json or
+	// combined (nginx's combined format, then ringlb's fields).
+	Format string
+	// Path is the file written to, "" for standard output; reopened on
+	// SIGUSR1. A relative path is the config file's directory's.
+	Path string
+}
+
+// On reports whether the access log is on.
+func (a AccessLog) On() bool { return a.Format != "" }

@@ -42,6 +42,24 @@ func (d *decoder) validate(c *Config) {
 	if c.ShutdownDelay < 0 {
 		d.invalid("shutdown_delay", "must be >= 0, got %s", c.ShutdownDelay)
 	}
+	switch c.AccessLog.Format {
+	case "", "text", "json", "combined":
+	default:
+		d.invalid("access_log.format", "must be \"\" (off), text, json or combined, got %q", short(c.AccessLog.Format))
+	}
+	if c.AccessLog.Path != "" {
+		if c.AccessLog.Format == "" {
+			d.invalid("access_log.path", "is set but access_log.format is \"\" (off); set a format or remove path")
+		} else {
+			c.AccessLog.Path = resolvePath(d.file, c.AccessLog.Path)
+			if fi, err := os.Stat(filepath.Dir(c.AccessLog.Path)); err != nil || !fi.IsDir() {
+				d.invalid("access_log.path", "%q: its directory does not exist", short(c.AccessLog.Path))
+			}
+		}
+	}
+	if c.RequestIDHeader != "" && !isToken(c.RequestIDHeader) {
+		d.invalid("request_id_header", "must be a valid header name (or \"\" to turn it off), got %q", short(c.RequestIDHeader))
+	}
 	if c.UpstreamHeader != "" && !isToken(c.UpstreamHeader) {
 		d.invalid("upstream_header", "must be a valid header name (or \"\" to turn it off), got %q", short(c.UpstreamHeader))
 	}

@@ -1,0 +1,420 @@
+// Package accesslog writes one line per request in one of three formats:
+// text (through log/slog, as ringlb's other log lines), json (one object
+// per line) and combined (nginx's combined format followed by ringlb's
+// fields as key=value), to standard output or to a file that Reopen opens
+// again (logrotate's postrotate sends SIGUSR1, which calls it).
+package accesslog
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// Formats.
+const (
+	Text     = "text"
+	JSON     = "json"
+	Combined = "combined"
+)
+
+// Skip is an upstream passed over, and why.
+type Skip struct{ Name, Reason string }
+
+// Entry is one request's line. Empty strings and zero numbers are still
+// written (as "" or 0, "-" in combined's own fields), so every line of a
+// format has the same fields.
+type Entry struct {
+	Time      time.Time // when the request arrived
+	Remote    string    // the client's address (host:port)
+	Method    string
+	Host      string
+	URI       string // as received
+	Proto     string // HTTP/1.1, HTTP/2.0
+	Status    int
+	BytesIn   int64 // request body bytes read
+	BytesOut  int64 // response body bytes written
+	Duration  time.Duration
+	TTFB      time.Duration // from the request's arrival to the response head; 0 without one
+	Referer   string
+	UserAgent string
+	Pool      string
+	Upstream  string // the upstream of the last attempt; "" for none
+	KeySource string // cookie:session, header:X-User-ID, uri, ..., random, generated
+	KeyHash   string // the key's ring position in hex; never the key
+	Decision  string // owner, overflow, held, cookie-held, retry, fail-closed, busy, no-upstream, rejected
+	Skipped   []Skip
+	Attempts  int
+	Cause     string // refused, reset, timeout, tls, bad response, local, client; "" when none failed
+	RequestID string
+	TraceID   string // from traceparent; "" without one
+}
+
+// Logger writes Entries. It is safe for concurrent use.
+type Logger struct {
+	format string
+	path   string
+	text   *slog.Logger // for Text
+
+	mu  sync.Mutex
+	w   io.Writer
+	f   *os.File // the file written to, when path is set
+	buf []byte
+}
+
+// New returns a Logger in format (Text, JSON or Combined) writing to the
+// file at path (created or appended to), or to stdout when path is "".
+// Text lines go through a slog text handler on that writer, or, without
+// a path and with textLog not nil, through textLog (the process's log).
+func New(format, path string, stdout io.Writer, textLog *slog.Logger) (*Logger, error) {
+	l := &Logger{format: format, path: path, w: stdout}
+	switch format {
+	case Text, JSON, Combined:
+	default:
+		return nil, fmt.Errorf("accesslog: format must be text, json or combined, got %q", format)
+	}
+	if path != "" {
+		f, err := open(path)
+		if err != nil {
+			return nil, err
+		}
+		l.f, l.w = f, f
+	}
+	l.text = slog.New(slog.NewTextHandler(lockedWriter{l}, nil))
+	if path == "" && textLog != nil {
+		l.text = textLog
+	}
+	return l, nil
+}
+
+func open(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("accesslog: %w", err)
+	}
+	return f, nil
+}
+
+// Format returns the logger's format; Path its file ("" for stdout).
+func (l *Logger) Format() string { return l.format }
+func (l *Logger) Path() string   { return l.path }
+
+// Reopen opens the file again (after logrotate moved it away) and closes
+// the old one; on failure the old file stays in use. Without a file it
+// does nothing.
+func (l *Logger) Reopen() error {
+	if l.path == "" {
+		return nil
+	}
+	f, err := open(l.path)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	old := l.f
+	l.f, l.w = f, f
+	l.mu.Unlock()
+	return old.Close()
+}
+
+// Close closes the file, if any.
+func (l *Logger) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return nil
+	}
+	err := l.f.Close()
+	l.f, l.w = nil, io.Discard
+	return err
+}
+
+// lockedWriter lets the slog handler write under the logger's lock, to
+// whatever file is current.
+type lockedWriter struct{ l *Logger }
+
+func (lw lockedWriter) Write(p []byte) (int, error) {
+	lw.l.mu.Lock()
+	defer lw.l.mu.Unlock()
+	return lw.l.w.Write(p)
+}
+
+// Log writes e's line.
+func (l *Logger) Log(e *Entry) {
+	if l.format == Text {
+		l.text.LogAttrs(context.Background(), slog.LevelInfo, "request", attrs(e)...)
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.buf[:0]
+	if l.format == JSON {
+		b = appendJSON(b, e)
+	} else {
+		b = appendCombined(b, e)
+	}
+	b = append(b, '\n')
+	_, _ = l.w.Write(b)
+	if cap(b) <= 64<<10 {
+		l.buf = b
+	}
+}
+
+func skippedText(sk []Skip) string {
+	if len(sk) == 0 {
+		return ""
+	}
+	var b []byte
+	for i, s := range sk {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, s.Name...)
+		b = append(b, ':')
+		b = append(b, s.Reason...)
+	}
+	return string(b)
+}
+
+func attrs(e *Entry) []slog.Attr {
+	return []slog.Attr{
+		slog.String("remote", e.Remote), slog.String("method", e.Method), slog.String("host", e.Host),
+		slog.String("uri", e.URI), slog.String("proto", e.Proto), slog.Int("status", e.Status),
+		slog.Int64("bytes_in", e.BytesIn), slog.Int64("bytes_out", e.BytesOut),
+		slog.Duration("duration", e.Duration), slog.Duration("ttfb", e.TTFB),
+		slog.String("pool", e.Pool), slog.String("upstream", e.Upstream),
+		slog.String("key_source", e.KeySource), slog.String("key_hash", e.KeyHash),
+		slog.String("decision", e.Decision), slog.String("skipped", skippedText(e.Skipped)),
+		slog.Int("attempts", e.Attempts), slog.String("cause", e.Cause),
+		slog.String("request_id", e.RequestID), slog.String("trace_id", e.TraceID),
+	}
+}
+
+// appendJSON appends e as one JSON object. Durations are seconds (a
+// float, as Envoy's and nginx's $request_time); time is RFC 3339 with
+// milliseconds.
+func appendJSON(b []byte, e *Entry) []byte {
+	b = append(b, `{"time":"`...)
+	b = e.Time.UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+	b = append(b, '"')
+	str := func(name, v string) {
+		b = append(b, ',', '"')
+		b = append(b, name...)
+		b = append(b, '"', ':')
+		b = appendJSONString(b, v)
+	}
+	num := func(name string, v int64) {
+		b = append(b, ',', '"')
+		b = append(b, name...)
+		b = append(b, '"', ':')
+		b = strconv.AppendInt(b, v, 10)
+	}
+	secs := func(name string, d time.Duration) {
+		b = append(b, ',', '"')
+		b = append(b, name...)
+		b = append(b, '"', ':')
+		b = strconv.AppendFloat(b, d.Seconds(), 'f', 6, 64)
+	}
+	str("remote", e.Remote)
+	str("method", e.Method)
+	str("host", e.Host)
+	str("uri", e.URI)
+	str("protocol", e.Proto)
+	num("status", int64(e.Status))
+	num("bytes_received", e.BytesIn)
+	num("bytes_sent", e.BytesOut)
+	secs("duration", e.Duration)
+	secs("upstream_ttfb", e.TTFB)
+	str("referer", e.Referer)
+	str("user_agent", e.UserAgent)
+	str("pool", e.Pool)
+	str("upstream", e.Upstream)
+	str("key_source", e.KeySource)
+	str("key_hash", e.KeyHash)
+	str("decision", e.Decision)
+	b = append(b, `,"skipped":[`...)
+	for i, s := range e.Skipped {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"name":`...)
+		b = appendJSONString(b, s.Name)
+		b = append(b, `,"reason":`...)
+		b = appendJSONString(b, s.Reason)
+		b = append(b, '}')
+	}
+	b = append(b, ']')
+	num("attempts", int64(e.Attempts))
+	str("cause", e.Cause)
+	str("request_id", e.RequestID)
+	str("trace_id", e.TraceID)
+	return append(b, '}')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string; invalid UTF-8 becomes
+// U+FFFD, as encoding/json does.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c < 0x20 || c == 0x7f:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			b = append(b, `\ufffd`...)
+		} else if r == '\u2028' || r == '\u2029' {
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		} else {
+			b = append(b, s[i:i+n]...)
+		}
+		i += n
+	}
+	return append(b, '"')
+}
+
+// appendCombined appends nginx's combined format,
+//
+//	$remote_addr - - [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent"
+//
+// then ringlb's fields as key=value (values with spaces or quotes quoted).
+func appendCombined(b []byte, e *Entry) []byte {
+	host := e.Remote
+	if i := lastColon(host); i >= 0 {
+		host = host[:i]
+	}
+	if len(host) > 1 && host[0] == '[' && host[len(host)-1] == ']' {
+		host = host[1 : len(host)-1]
+	}
+	b = append(b, dash(host)...)
+	b = append(b, " - - ["...)
+	b = e.Time.AppendFormat(b, "02/Jan/2006:15:04:05 -0700")
+	b = append(b, `] "`...)
+	b = appendEscaped(b, e.Method)
+	b = append(b, ' ')
+	b = appendEscaped(b, e.URI)
+	b = append(b, ' ')
+	b = appendEscaped(b, e.Proto)
+	b = append(b, `" `...)
+	b = strconv.AppendInt(b, int64(e.Status), 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, e.BytesOut, 10)
+	b = append(b, ` "`...)
+	b = appendEscaped(b, dash(e.Referer))
+	b = append(b, `" "`...)
+	b = appendEscaped(b, dash(e.UserAgent))
+	b = append(b, '"')
+	kv := func(k, v string) {
+		b = append(b, ' ')
+		b = append(b, k...)
+		b = append(b, '=')
+		if v == "" {
+			b = append(b, '-')
+			return
+		}
+		if needsQuote(v) {
+			b = append(b, '"')
+			b = appendEscaped(b, v)
+			b = append(b, '"')
+			return
+		}
+		b = append(b, v...)
+	}
+	kv("host", e.Host)
+	kv("bytes_received", strconv.FormatInt(e.BytesIn, 10))
+	kv("duration", strconv.FormatFloat(e.Duration.Seconds(), 'f', 6, 64))
+	kv("upstream_ttfb", strconv.FormatFloat(e.TTFB.Seconds(), 'f', 6, 64))
+	kv("pool", e.Pool)
+	kv("upstream", e.Upstream)
+	kv("key_source", e.KeySource)
+	kv("key_hash", e.KeyHash)
+	kv("decision", e.Decision)
+	kv("skipped", skippedText(e.Skipped))
+	kv("attempts", strconv.Itoa(e.Attempts))
+	kv("cause", e.Cause)
+	kv("request_id", e.RequestID)
+	kv("trace_id", e.TraceID)
+	return b
+}
+
+func lastColon(s string) int {
+	for i := len(s) - 1; i >= 0; i-- {
+		switch s[i] {
+		case ':':
+			return i
+		case ']':
+			return -1
+		}
+	}
+	return -1
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func needsQuote(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c == '"' || c == '\\' || c >= 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
+// appendEscaped appends s with quotes, backslashes and bytes outside
+// printable ASCII as \xHH, as nginx escapes variables in its logs.
+func appendEscaped(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '"' || c == '\\' || c < 0x20 || c >= 0x7f {
+			b = append(b, '\\', 'x', hexDigits[c>>4], hexDigits[c&0xf])
+			continue
+		}
+		b = append(b, c)
+	}
+	return b
+}
+
+// TraceID returns the trace id of a W3C traceparent header value
+// ("00-<32 hex>-<16 hex>-<2 hex>"), or "" when it is not one.
+func TraceID(traceparent string) string {
+	if len(traceparent) < 55 || traceparent[2] != '-' || traceparent[35] != '-' {
+		return ""
+	}
+	id := traceparent[3:35]
+	zero := true
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return ""
+		}
+		if c != '0' {
+			zero = false
+		}
+	}
+	if zero {
+		return ""
+	}
+	return id
+}

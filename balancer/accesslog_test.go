@@ -1,0 +1,187 @@
+package balancer
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ringlb/ringlb/balancer/accesslog"
+	"github.com/ringlb/ringlb/internal/testenv"
+)
+
+// jsonLog is an access log in JSON to a buffer, and its lines parsed.
+type jsonLog struct {
+	buf testenv.Buffer
+	l   *accesslog.Logger
+}
+
+func newJSONLog(t *testing.T) *jsonLog {
+	jl := &jsonLog{}
+	l, err := accesslog.New(accesslog.JSON, "", &jl.buf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jl.l = l
+	return jl
+}
+
+func (jl *jsonLog) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(jl.buf.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("access log line %q: %v", line, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// The access log says why each request went where it went: the owner, a
+// retry after a refused connection (with its cause), a skip for maint, a
+// 503 with nowhere to go, a 400 with no key; key source and hash (never
+// the key); the request id generated, sent upstream and returned; and the
+// trace id of traceparent, which passes through unchanged.
+func TestAccessLogDecisions(t *testing.T) {
+	a, c := newBackend(t, "a"), newBackend(t, "b")
+	var gotID, gotTrace string
+	for _, be := range []*backend{a, c} {
+		be.handle = func(w http.ResponseWriter, r *http.Request) {
+			gotID, gotTrace = r.Header.Get("X-Request-Id"), r.Header.Get("Traceparent")
+			w.Write([]byte("ok"))
+		}
+	}
+	jl := newJSONLog(t)
+	ups := upstreamsOf(t, a, c)
+	ups = append(ups, UpstreamOptions{Name: "dead", URL: deadURL(t), Weight: 1})
+	opts := baseOptions(ups)
+	opts.Ring.LoadFactor = 0
+	opts.Hash.Key = []KeySource{{Kind: KeyHeader, Name: "X-User-ID"}}
+	opts.Hash.OnMissing = OnMissingReject
+	opts.AccessLog = jl.l
+	opts.RequestIDHeader = "X-Request-Id"
+	b, _, front := proxy(t, opts)
+
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	ownedBy := func(name string) string { return keyOwnedBy(t, b, name) }
+	kA, kDead := ownedBy("a"), ownedBy("dead")
+
+	req, _ := http.NewRequest(http.MethodGet, front.URL+"/x?y=1", nil)
+	req.Header.Set("X-User-ID", kA)
+	req.Header.Set("Traceparent", tp)
+	res, err := front.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if gotTrace != tp {
+		t.Errorf("upstream got traceparent %q", gotTrace)
+	}
+	if len(gotID) != 32 || res.Header.Get("X-Request-Id") != gotID {
+		t.Errorf("request id: upstream %q, response %q", gotID, res.Header.Get("X-Request-Id"))
+	}
+	firstID := gotID
+	get(t, front.Client(), front.URL+"/", "X-User-ID", kDead, "X-Request-Id", "client-id-7")
+	if gotID != "client-id-7" {
+		t.Errorf("a client's request id reached the upstream as %q", gotID)
+	}
+	if _, err := b.SetState("a", StateMaint); err != nil {
+		t.Fatal(err)
+	}
+	get(t, front.Client(), front.URL+"/", "X-User-ID", kA)
+	get(t, front.Client(), front.URL+"/") // no key: 400
+
+	lines := jl.lines(t)
+	if len(lines) != 4 {
+		t.Fatalf("%d lines:\n%s", len(lines), jl.buf.String())
+	}
+	check := func(i int, want map[string]any) {
+		t.Helper()
+		for k, v := range want {
+			if lines[i][k] != v {
+				t.Errorf("line %d: %s = %v, want %v\n%v", i+1, k, lines[i][k], v, lines[i])
+			}
+		}
+	}
+	check(0, map[string]any{"decision": "owner", "upstream": "a", "status": 200.0, "attempts": 1.0, "key_source": "header:X-User-ID",
+		"key_hash": b.Lookup(kA).Hash, "request_id": firstID, "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
+		"uri": "/x?y=1", "pool": "default", "cause": "", "method": "GET", "protocol": "HTTP/1.1"})
+	check(1, map[string]any{"decision": "retry", "attempts": 2.0, "cause": "refused", "status": 200.0, "request_id": "client-id-7"})
+	if lines[1]["upstream"] == "dead" {
+		t.Errorf("retry logged on the dead upstream")
+	}
+	check(2, map[string]any{"decision": "owner", "status": 200.0})
+	if sk, _ := lines[2]["skipped"].([]any); len(sk) == 0 || sk[0].(map[string]any)["name"] != "a" || sk[0].(map[string]any)["reason"] != "maint" {
+		t.Errorf("skipped = %v, want a: maint first", lines[2]["skipped"])
+	}
+	check(3, map[string]any{"decision": "rejected", "status": 400.0, "key_source": "", "key_hash": "", "upstream": ""})
+	if strings.Contains(jl.buf.String(), kA) {
+		t.Error("the log holds a raw key")
+	}
+	for _, l := range lines {
+		if l["duration"].(float64) <= 0 {
+			t.Errorf("duration %v", l["duration"])
+		}
+	}
+	if lines[0]["upstream_ttfb"].(float64) <= 0 || lines[0]["bytes_sent"] != 2.0 {
+		t.Errorf("ttfb %v, bytes_sent %v", lines[0]["upstream_ttfb"], lines[0]["bytes_sent"])
+	}
+}
+
+// Over HTTP/2 too, traceparent and tracestate pass through unchanged and
+// the trace id is logged; the request id comes back.
+func TestAccessLogHTTP2Trace(t *testing.T) {
+	be := newBackend(t, "a")
+	var got http.Header
+	be.handle = func(w http.ResponseWriter, r *http.Request) { got = r.Header.Clone() }
+	jl := newJSONLog(t)
+	opts := baseOptions(upstreamsOf(t, be))
+	opts.AccessLog, opts.RequestIDHeader = jl.l, "X-Request-Id"
+	b, err := New(opts, NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	front := httptest.NewUnstartedServer(b)
+	front.EnableHTTP2 = true
+	front.StartTLS()
+	t.Cleanup(front.Close)
+	c := front.Client()
+	c.Transport.(*http.Transport).TLSClientConfig = &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}
+	c.Transport.(*http.Transport).ForceAttemptHTTP2 = true
+	req, _ := http.NewRequest(http.MethodGet, front.URL+"/", nil)
+	req.Header.Set("Traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+	req.Header.Set("Tracestate", "congo=t61rcWkgMzE")
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.ProtoMajor != 2 {
+		t.Fatalf("client spoke %s", res.Proto)
+	}
+	if got.Get("Traceparent") != req.Header.Get("Traceparent") || got.Get("Tracestate") != "congo=t61rcWkgMzE" {
+		t.Errorf("upstream got traceparent %q tracestate %q", got.Get("Traceparent"), got.Get("Tracestate"))
+	}
+	if res.Header.Get("X-Request-Id") == "" || res.Header.Get("X-Request-Id") != got.Get("X-Request-Id") {
+		t.Errorf("request id: response %q, upstream %q", res.Header.Get("X-Request-Id"), got.Get("X-Request-Id"))
+	}
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if !strings.Contains(jl.buf.String(), `"trace_id":"0af7651916cd43dd8448eb211c80319c"`) || !strings.Contains(jl.buf.String(), `"protocol":"HTTP/2.0"`) {
+			return errString(jl.buf.String())
+		}
+		return nil
+	})
+}
+
+type errString string
+
+func (e errString) Error() string { return "log: " + string(e) }
