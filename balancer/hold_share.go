@@ -23,6 +23,11 @@ func (b *Balancer) installShareLocked(hs holdSettings) {
 		return
 	}
 	opts := want
+	if p := b.Pool(); p != DefaultPool {
+		// Pools are independent: each writes its own records, also when
+		// several share one server and prefix.
+		opts.Prefix += p + ":"
+	}
 	opts.Logger = b.log
 	opts.Counters = &b.shareCounts
 	c, err := share.New(opts)
