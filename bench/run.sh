@@ -1500,7 +1500,7 @@ version_lines() {
 		echo
 		for f in "${FACTIVE[@]}"; do
 			[[ -f $WORK/ringlb-$f.yaml ]] || continue
-			echo "ringlb, feature $f (\`ringlb serve -config ringlb-$f.yaml\`$([[ $f == nohot ]] && echo ", built with \`go build -overlay\` replacing balancer/hotkeys.go by a copy whose hotKeys.add returns at once"):"
+			echo "ringlb, feature $f (\`ringlb serve -config ringlb-$f.yaml\`$([[ $f == nohot ]] && echo ", built with \`go build -overlay\` replacing balancer/hotkeys.go by a copy whose hotKeys.add returns at once")):"
 			echo
 			echo '```yaml'
 			if [[ $f == pools ]]; then
