@@ -89,6 +89,7 @@ func (b *Balancer) newProxy(s *snapshot, u *upstream, spec memberSpec) *httputil
 			pr.Out.URL.RawQuery = pr.In.URL.RawQuery
 			pr.SetURL(target)
 			setForwarded(pr.Out.Header, pr.In)
+			setLoop(pr.Out.Header, pr.In.Header)
 			pr.Out.Host = pr.In.Host
 			// Request trailers: the server fills the inbound map when the
 			// body ends, which is when the transport reads it to send

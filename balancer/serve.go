@@ -27,7 +27,9 @@ import (
 // the dial timed out, otherwise only for bodiless GET, HEAD and OPTIONS.
 // When no retry is left the client gets 504 for a timeout and 502
 // otherwise. A request whose upstream already holds
-// limits.upstream_requests requests gets 503 "upstream busy" at once. Upstream responses, 5xx included, pass through as they are;
+// limits.upstream_requests requests gets 503 "upstream busy" at once,
+// and one that already carries this process's CDN-Loop entry 508 "loop
+// detected" (see loopToken). Upstream responses, 5xx included, pass through as they are;
 // a response that breaks mid-body aborts the client connection
 // (http.ErrAbortHandler) so the client sees it truncated.
 func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -39,6 +41,12 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// With an access log, lr gathers what its line says.
 	var lr logReq
+	if len(r.Header["Cdn-Loop"]) > 0 && looped(r.Header) {
+		loopDetected(rw)
+		lr.decision = "loop"
+		b.accessLog(s, r, rw, nil, start, &lr, srcRejected, 0)
+		return
+	}
 	// src says where the key came from; s.keyLabel(src) names it in one
 	// word ("json:prompt_cache_key") for log lines.
 	pos, src, ok := b.position(s, rw, r)

@@ -24,7 +24,8 @@ func discoveryOptions(d *config.Discovery) *balancer.DiscoveryOptions {
 
 // followMembers keeps a pool's health checker's targets equal to its
 // ring's members while discovery changes them (a reload updates them
-// itself), until ctx is done (close, or the pool's removal).
+// itself), and warns about members that are ringlb's own listener, until
+// ctx is done (close, or the pool's removal).
 func (s *server) followMembers(ctx context.Context, pr *poolRun) {
 	for {
 		select {
@@ -36,6 +37,7 @@ func (s *server) followMembers(ctx context.Context, pr *poolRun) {
 		if pr.hc != nil {
 			pr.hc.hc.Update(pr.hc.opts, healthTargets(pr.b, pr.probes))
 		}
+		s.warnDiscoveredLoopsLocked()
 		s.mu.Unlock()
 	}
 }

@@ -194,6 +194,10 @@ func listen(cfg *config.Config) (proxy, adm net.Listener, problem string) {
 // httpServers returns the proxy's and the admin listener's HTTP servers,
 // bound at proxyAddr and adminAddr.
 func (s *server) httpServers(cfg *config.Config, proxyAddr, adminAddr net.Addr) (proxySrv, adminSrv *http.Server) {
+	s.mu.Lock()
+	s.proxyAddr = proxyAddr.String()
+	s.warnDiscoveredLoopsLocked() // members found before the port was known
+	s.mu.Unlock()
 	errLog := log.New(&slogWriter{s.log}, "", 0)
 	proxySrv = &http.Server{
 		Handler:           limitHeaders(s.rt, cfg.MaxHeaderBytes),

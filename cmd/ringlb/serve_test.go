@@ -63,6 +63,12 @@ type running struct {
 
 func startServe(t *testing.T, path string) *running {
 	t.Helper()
+	return startServeLog(t, path, io.Discard)
+}
+
+// startServeLog is startServe with its log written to logs.
+func startServeLog(t *testing.T, path string, logs io.Writer) *running {
+	t.Helper()
 	cfg, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +76,7 @@ func startServe(t *testing.T, path string) *running {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{cancel: cancel, done: make(chan int, 1)}
 	ready := make(chan struct{})
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logger := slog.New(slog.NewTextHandler(logs, nil))
 	go func() {
 		r.done <- serve(ctx, path, cfg, logger, func(p, a net.Addr) {
 			r.proxy, r.admin = "http://"+p.String(), "http://"+a.String()

@@ -59,6 +59,12 @@ type server struct {
 	// shutdownDelay and shutdownTimeout are the last applied config's
 	// shutdown_delay and shutdown_timeout.
 	shutdownDelay, shutdownTimeout time.Duration
+	// proxyAddr is the proxy listener's bound address once it listens
+	// (listen as configured before); loopWarned holds the discovered
+	// members (POOL/NAME: URL) already warned about as ringlb's own
+	// listener.
+	proxyAddr  string
+	loopWarned map[string]string
 }
 
 // shutdownTimes returns shutdown_delay and shutdown_timeout as the last
@@ -127,7 +133,8 @@ func newServer(path string, cfg *config.Config, logger *slog.Logger) (*server, e
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &server{path: path, file: certs.NewFiles(path), log: logger, started: started, rt: rt, reg: reg, listen: cfg.Listen, adminListen: cfg.AdminListen,
-		front: fr, hcCtx: ctx, hcCancel: cancel, shutdownDelay: cfg.ShutdownDelay, shutdownTimeout: cfg.ShutdownTimeout}
+		front: fr, hcCtx: ctx, hcCancel: cancel, shutdownDelay: cfg.ShutdownDelay, shutdownTimeout: cfg.ShutdownTimeout,
+		proxyAddr: cfg.Listen, loopWarned: map[string]string{}}
 	if s.alog, err = newAccessLog(cfg.AccessLog, logger); err != nil {
 		cancel()
 		return nil, err
@@ -140,7 +147,9 @@ func newServer(path string, cfg *config.Config, logger *slog.Logger) (*server, e
 			s.close()
 			return nil, err
 		}
+		s.mu.Lock() // followMembers reads pools
 		s.pools = append(s.pools, pr)
+		s.mu.Unlock()
 		bs = append(bs, pr.b)
 	}
 	if err := rt.Install(routes(cfg), bs); err != nil {
@@ -204,6 +213,41 @@ func loopWarnings(cfg *config.Config) []string {
 func warnLoops(logger *slog.Logger, cfg *config.Config) {
 	for _, w := range loopWarnings(cfg) {
 		logger.Warn("upstream loops back", "problem", w)
+	}
+}
+
+// warnDiscoveredLoopsLocked logs "upstream loops back" once for each
+// discovered member whose URL is ringlb's own proxy listener (the bound
+// address, so a listen port of 0 is covered too), when it appears or its
+// URL changes: a request sent there comes back into ringlb, which answers
+// it 508 (its CDN-Loop entry), so it costs one hop, but it is never what
+// was meant. Static upstreams are warnLoops's. Callers hold s.mu.
+func (s *server) warnDiscoveredLoopsLocked() {
+	seen := map[string]bool{}
+	for _, pr := range s.pools {
+		static := make(map[string]bool, len(pr.opts.Upstreams))
+		for _, u := range pr.opts.Upstreams {
+			static[u.Name] = true
+		}
+		for _, m := range pr.b.Members() {
+			if static[m.Name] || m.URL == nil || !config.LoopsBack(s.proxyAddr, m.URL) {
+				continue
+			}
+			id := pr.name + "/" + m.Name
+			seen[id] = true
+			if s.loopWarned[id] == m.URL.String() {
+				continue
+			}
+			s.loopWarned[id] = m.URL.String()
+			s.log.Warn("upstream loops back", "pool", pr.name, "problem", fmt.Sprintf(
+				"discovered member %s: %s is ringlb's own listen address (%s): requests sent there come back into ringlb",
+				m.Name, m.URL, s.proxyAddr))
+		}
+	}
+	for id := range s.loopWarned {
+		if !seen[id] {
+			delete(s.loopWarned, id)
+		}
 	}
 }
 
@@ -310,6 +354,7 @@ func (s *server) apply() (string, []string, error) {
 	}
 	s.shutdownDelay, s.shutdownTimeout = next.ShutdownDelay, next.ShutdownTimeout
 	warnLoops(s.log, next)
+	s.warnDiscoveredLoopsLocked()
 	return s.versions(), nil, nil
 }
 
