@@ -62,7 +62,17 @@ type Options struct {
 // a clock hand walks the shard's slots, drops every expired record it
 // meets, and if none was expired evicts the least recently used of the 8
 // records it examined (sampled LRU, as Redis does; the evicted record is
-// the least recent of its sample, not necessarily of the store). Every
+// the least recent of its sample, not necessarily of the store).
+//
+// Admission by use: a record seen again within idle (refreshed, or
+// recorded anew) is marked in use. A key seen only once evicts only
+// records not in use; when every record of the sample is in use the key is
+// refused, and a doorkeeper (a Bloom filter per shard, cleared after as
+// many refusals as the shard holds) remembers it, so that its next try,
+// its second sighting, may evict the least recent record in use and enters
+// in use itself. So a flood of one-shot keys churns through the records
+// seen once and never pushes out the keys in use (TinyLFU's doorkeeper
+// with an SLRU-like probation/protected split, reduced to one bit). Every
 // insert also advances the hand over two more slots, dropping expired
 // records; Lookup drops an expired record it finds when the shard's lock is
 // free; Expire walks every shard a little. No pass ever stops the whole
@@ -71,7 +81,9 @@ type Options struct {
 // Memory: 32 bytes per slot; a table is kept at most half full of live
 // records and grows by doubling, so a full store uses between 64 and 128
 // bytes per record (64 to 68 at the default 1 000 000 keys; see
-// BenchmarkStoreMemory), allocated as keys arrive.
+// BenchmarkStoreMemory), allocated as keys arrive; the doorkeeper adds
+// 4 bits per slot of the largest table (1 to 2 bytes per record),
+// allocated at once.
 type Store struct {
 	maxKeys int
 	idle    atomic.Int64 // nanoseconds
@@ -92,7 +104,12 @@ type shard struct {
 	max   int          // most live records this shard may hold
 	maxSz int          // largest table size (a power of two)
 	hand  int          // clock hand over tab's slots
-	_     [64]byte     // keep shards on separate cache lines
+	// door is the doorkeeper: a Bloom filter (two bits per key) of the
+	// keys this full shard refused, so that a key's second try is known
+	// as one; doorN counts the keys added since it was last cleared.
+	door  []uint64
+	doorN int
+	_     [64]byte // keep shards on separate cache lines
 }
 
 type table struct {
@@ -115,9 +132,11 @@ const (
 	metaID    = 1<<32 - 1 // upstream id
 	metaLive  = 1 << 32
 	metaTomb  = 1 << 33
-	seqShift  = 34
+	metaUsed  = 1 << 34 // seen again within idle: in use (see admission in Store)
+	seqShift  = 35
 	seqOne    = 1 << seqShift
 	metaState = metaLive | metaTomb
+	metaFlags = metaID | metaState | metaUsed // all but the sequence number
 )
 
 func seqOdd(m uint64) bool { return (m>>seqShift)&1 == 1 }
@@ -156,6 +175,11 @@ func NewStore(o Options) *Store {
 		}
 		sz := min(minTable, sh.maxSz)
 		sh.tab.Store(&table{slots: make([]slot, sz), mask: uint64(sz - 1)})
+		// 4 bits per slot of the largest table (8 to 16 per record the
+		// shard holds), at least one word, a power of two: with two probes
+		// and at most max keys between clears, at most about 5% false
+		// positives, when it is fullest.
+		sh.door = make([]uint64, (sh.maxSz*4+63)/64)
 	}
 	s.SetIdle(o.Idle)
 	return s
@@ -257,15 +281,24 @@ func (s *Store) Record(key uint64, upstream string, v Version, now int64) {
 	sh := s.shard(m)
 	t := sh.tab.Load()
 	if i, meta, ver, used := find(t, key, m); i >= 0 && Version(ver) == v && s.names.is(uint32(meta&metaID), upstream) {
+		sl := &t.slots[i]
+		if meta&metaUsed == 0 && now-used < s.idle.Load() {
+			// Seen again within idle: in use from now on. Once per
+			// record; if a locked writer got there first, it decides.
+			if !sl.meta.CompareAndSwap(meta, meta|metaUsed) {
+				goto locked
+			}
+			meta |= metaUsed
+		}
 		if now-used < s.grain.Load() || now <= used {
 			return
 		}
-		sl := &t.slots[i]
 		// Only if the slot still holds what was read: else take the lock.
 		if sl.used.CompareAndSwap(used, now) && sl.meta.Load() == meta {
 			return
 		}
 	}
+locked:
 	id, ok := s.names.intern(upstream, now, s.idle.Load())
 	if !ok {
 		return
@@ -278,13 +311,25 @@ func (s *Store) Record(key uint64, upstream string, v Version, now int64) {
 // record inserts or updates key's record; sh.mu is held.
 func (sh *shard) record(s *Store, key, m uint64, id uint32, v Version, now int64) {
 	t := sh.tab.Load()
+	idle := s.idle.Load()
 	if i, meta, _, used := find(t, key, m); i >= 0 {
-		sh.write(&t.slots[i], meta, metaLive|uint64(id), key, uint64(v), max(now, used))
+		state := metaLive | uint64(id) | meta&metaUsed
+		if now-used < idle {
+			state |= metaUsed
+		}
+		sh.write(&t.slots[i], meta, state, key, uint64(v), max(now, used))
 		return
 	}
-	idle := s.idle.Load()
+	state := metaLive | uint64(id)
 	if int(sh.n.Load()) >= sh.max {
-		sh.evict(s, t, now, idle)
+		again := sh.doorHas(m)
+		if !sh.evict(s, t, now, idle, again) {
+			sh.doorAdd(m) // refused: its next try is its second sighting
+			return
+		}
+		if again {
+			state |= metaUsed
+		}
 	}
 	sh.sweep(s, t, 2, now, idle)
 	live := int(sh.n.Load())
@@ -300,14 +345,40 @@ func (sh *shard) record(s *Store, key, m uint64, id uint32, v Version, now int64
 	if old&metaTomb != 0 {
 		sh.tombs--
 	}
-	sh.write(sl, old, metaLive|uint64(id), key, uint64(v), now)
+	sh.write(sl, old, state, key, uint64(v), now)
 	sh.n.Add(1)
+}
+
+// doorBits returns the doorkeeper's two bit positions for mixed hash m
+// (bits of m that neither the shard index nor the table index uses much).
+func (sh *shard) doorBits(m uint64) (uint64, uint64) {
+	n := uint64(len(sh.door)) * 64 // a power of two
+	d := m * 0x9E3779B97F4A7C15
+	return (d >> 7) & (n - 1), (d >> 37) & (n - 1)
+}
+
+func (sh *shard) doorHas(m uint64) bool {
+	a, b := sh.doorBits(m)
+	return sh.door[a>>6]&(1<<(a&63)) != 0 && sh.door[b>>6]&(1<<(b&63)) != 0
+}
+
+// doorAdd notes a refused key; after as many keys as the shard holds the
+// filter is cleared, so that it forgets old one-shot keys (TinyLFU's
+// reset) and its false positives stay rare. sh.mu is held.
+func (sh *shard) doorAdd(m uint64) {
+	if sh.doorN++; sh.doorN > sh.max {
+		clear(sh.door)
+		sh.doorN = 1
+	}
+	a, b := sh.doorBits(m)
+	sh.door[a>>6] |= 1 << (a & 63)
+	sh.door[b>>6] |= 1 << (b & 63)
 }
 
 // write changes a slot under the seqlock: odd sequence while writing, the
 // next even one after. sh.mu is held.
 func (sh *shard) write(sl *slot, old, state, key, ver uint64, used int64) {
-	seq := old &^ (metaID | metaState)
+	seq := old &^ metaFlags
 	sl.meta.Store(seq + seqOne) // odd: readers wait
 	sl.key.Store(key)
 	sl.ver.Store(ver)
@@ -319,7 +390,7 @@ func (sh *shard) write(sl *slot, old, state, key, ver uint64, used int64) {
 func (sh *shard) remove(t *table, i int) {
 	sl := &t.slots[i]
 	old := sl.meta.Load()
-	seq := old &^ (metaID | metaState)
+	seq := old &^ metaFlags
 	sl.meta.Store(seq + seqOne)
 	sl.meta.Store(seq + 2*seqOne | metaTomb)
 	sh.tombs++
@@ -360,12 +431,16 @@ func (sh *shard) sweep(s *Store, t *table, n int, now, idle int64) int {
 // evictSample is how many live records eviction compares.
 const evictSample = 8
 
-// evict frees room for one record in a full shard: it walks the hand until
-// it has seen evictSample live records (or the whole table), removing every
-// dead one, and removes the least recently used one it saw if none was
-// dead; sh.mu is held.
-func (sh *shard) evict(s *Store, t *table, now, idle int64) {
+// evict frees room for one record in a full shard, and reports whether it
+// did: it walks the hand until it has seen evictSample live records (or the
+// whole table), removing every dead one. If none was dead it removes the
+// least recently used of the records it saw that are not in use (seen once
+// only), or, when all of them are in use and inUse is true (the key to
+// insert is on its second try), the least recently used of those. A key
+// seen once never evicts a key in use. sh.mu is held.
+func (sh *shard) evict(s *Store, t *table, now, idle int64, inUse bool) bool {
 	oldest, oldestAt, seen, removed := -1, int64(0), 0, 0
+	oldestUsed, oldestUsedAt := -1, int64(0)
 	for n := 0; n < len(t.slots) && seen < evictSample; n++ {
 		sh.hand = (sh.hand + 1) & int(t.mask)
 		sl := &t.slots[sh.hand]
@@ -378,13 +453,25 @@ func (sh *shard) evict(s *Store, t *table, now, idle int64) {
 			removed++
 			continue
 		}
-		if u := sl.used.Load(); oldest < 0 || u < oldestAt {
-			oldest, oldestAt = sh.hand, u
+		u := sl.used.Load()
+		if sl.meta.Load()&metaUsed == 0 {
+			if oldest < 0 || u < oldestAt {
+				oldest, oldestAt = sh.hand, u
+			}
+		} else if oldestUsed < 0 || u < oldestUsedAt {
+			oldestUsed, oldestUsedAt = sh.hand, u
 		}
 	}
-	if removed == 0 && oldest >= 0 {
+	switch {
+	case removed > 0:
+	case oldest >= 0:
 		sh.remove(t, oldest)
+	case inUse && oldestUsed >= 0:
+		sh.remove(t, oldestUsed)
+	default:
+		return false
 	}
+	return true
 }
 
 // rehash builds a new table for at least need live records (twice as many
@@ -413,7 +500,7 @@ func (sh *shard) rehash(t *table, need int) *table {
 		d.key.Store(key)
 		d.ver.Store(sl.ver.Load())
 		d.used.Store(sl.used.Load())
-		d.meta.Store(meta&(metaID|metaState) | 2*seqOne)
+		d.meta.Store(meta&metaFlags | 2*seqOne)
 	}
 	sh.tombs = 0
 	sh.hand &= int(nt.mask)
