@@ -3,6 +3,7 @@ package balancer
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -82,5 +83,65 @@ func TestUpstreamRequestsAcrossBalancers(t *testing.T) {
 	})
 	if code, _, _ := get(t, c, f2.URL+"/"); code != 200 {
 		t.Errorf("after release: %d, want 200", code)
+	}
+}
+
+// TestUpstreamRequestsAcrossPools: two pools of one Router share an
+// upstream limited to 1 request in flight; one held through the first
+// pool makes the second pool's request for it get 503 "upstream busy".
+func TestUpstreamRequestsAcrossPools(t *testing.T) {
+	be := newBackend(t, "a")
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free) // before the backend's Close in cleanup order
+	be.handle = func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/one/block" {
+			<-release
+		}
+		w.Write([]byte("ok"))
+	}
+	rt, err := NewRouter(NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Close)
+	var pools []*Balancer
+	for _, name := range []string{"one", "two"} {
+		opts := baseOptions(upstreamsOf(t, be))
+		opts.Pool = name
+		opts.Limits = LimitOptions{UpstreamRequests: 1}
+		b, err := rt.NewPool(opts, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pools = append(pools, b)
+	}
+	if err := rt.Install([]Route{{PathPrefix: "/one", Pool: "one"}, {PathPrefix: "/two", Pool: "two"}}, pools); err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(rt)
+	t.Cleanup(front.Close)
+	c := &http.Client{Timeout: 20 * time.Second}
+	done := make(chan int, 1)
+	go func() {
+		code, _, _ := get(t, c, front.URL+"/one/block")
+		done <- code
+	}()
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if n := be.hits.Load(); n != 1 {
+			return fmt.Errorf("%d requests reached the upstream, want 1", n)
+		}
+		return nil
+	})
+	if code, _, body := get(t, c, front.URL+"/two/x"); code != http.StatusServiceUnavailable || body != "upstream busy\n" {
+		t.Errorf("pool two while pool one holds the upstream: %d %q, want 503 upstream busy", code, body)
+	}
+	free()
+	if code := <-done; code != 200 {
+		t.Errorf("held request: %d", code)
+	}
+	if code, _, _ := get(t, c, front.URL+"/two/x"); code != 200 {
+		t.Errorf("pool two after release: %d, want 200", code)
 	}
 }
