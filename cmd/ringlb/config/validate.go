@@ -438,52 +438,14 @@ func (d *decoder) validateUpstreams(c *Pool) {
 	// Points can only be judged once points_per_weight is sound.
 	ppwOK := !d.isBad("ring.points_per_weight") && c.Ring.PointsPerWeight > 0 && c.Ring.PointsPerWeight <= maxPointsPerWeight
 	names := map[string]int{}
-	addrs := map[string]int{} // normalised scheme://host:port
-	idents := map[string]int{}
+	seen := upstreamAddrs{addrs: map[string]int{}, idents: map[string]int{}}
 	total := 0
 	for i := range c.Upstreams {
 		u := &c.Upstreams[i]
 		f := index("upstreams", i)
 
-		switch {
-		case !d.has(f + ".name"):
-			d.invalid(f+".name", "required")
-		case u.Name == "":
-			d.invalid(f+".name", "must not be empty")
-		case !validName(u.Name):
-			d.invalid(f+".name", "must use only letters, digits and \"-_.:\", got %q", short(u.Name))
-		default:
-			if j, dup := names[u.Name]; dup {
-				d.invalid(f+".name", "%q is already the name of upstreams[%d]", u.Name, j)
-			} else {
-				names[u.Name] = i
-			}
-		}
-
-		switch {
-		case u.URL == nil && !d.has(f+".url"):
-			d.invalid(f+".url", "required")
-		case u.URL == nil:
-			// failed to parse and said so
-		default:
-			if msg := checkURL(u.URL); msg != "" {
-				d.invalid(f+".url", "%s", msg)
-				break
-			}
-			norm := normalURL(u.URL)
-			if j, dup := addrs[norm]; dup {
-				d.invalid(f+".url", "%q is the same address as upstreams[%d].url", short(u.URL.String()), j)
-				break
-			}
-			addrs[norm] = i
-			if nginx {
-				if j, dup := idents[u.Addr]; dup {
-					d.invalid(f+".url", "host %q is also upstreams[%d]'s; placement nginx identifies upstreams by host[:port] as written", short(u.Addr), j)
-					break
-				}
-				idents[u.Addr] = i
-			}
-		}
+		d.checkUpstreamName(f, u.Name, i, names)
+		d.checkUpstreamURL(f, u, i, seen, nginx)
 
 		switch u.Protocol {
 		case ProtocolHTTP1:
@@ -504,20 +466,7 @@ func (d *decoder) validateUpstreams(c *Pool) {
 			d.invalid(f+".state", "must be ready, drain or maint, got %q", short(u.State))
 		}
 
-		w := u.Weight
-		switch {
-		case !(w > 0):
-			d.invalid(f+".weight", "must be > 0, got %s", fmtFloat(w))
-		case nginx && w != math.Trunc(w):
-			d.invalid(f+".weight", "must be a whole number under placement nginx, got %s", fmtFloat(w))
-		case !ppwOK:
-		case ring.PointsFor(c.Ring.PointsPerWeight, w) < 1:
-			d.invalid(f+".weight", "too small: gives round(%d × %s) = 0 ring points", c.Ring.PointsPerWeight, fmtFloat(w))
-		case ring.PointsFor(c.Ring.PointsPerWeight, w) > maxPointsPerMember:
-			d.invalid(f+".weight", "too large: gives round(%d × %s) > %d ring points", c.Ring.PointsPerWeight, fmtFloat(w), maxPointsPerMember)
-		default:
-			total += ring.PointsFor(c.Ring.PointsPerWeight, w)
-		}
+		total += d.checkWeight(f+".weight", u.Weight, c, ppwOK, nginx)
 	}
 	if total > maxPointsTotal {
 		d.invalid("upstreams", "the ring would have %d points, more than %d; lower weights or ring.points_per_weight", total, maxPointsTotal)
@@ -630,6 +579,22 @@ func (d *decoder) validateBreaker(b *Breaker) {
 
 func (d *decoder) validateDiscovery(c *Pool) {
 	disc := c.Discovery
+	d.validateDiscoverySettings(c)
+	if len(disc.Sources) == 0 {
+		d.invalid("discovery.sources", "must list at least one source (or remove the discovery block)")
+		return
+	}
+	ppwOK := !d.isBad("ring.points_per_weight") && c.Ring.PointsPerWeight > 0 && c.Ring.PointsPerWeight <= maxPointsPerWeight
+	names := map[string]int{}
+	for i := range disc.Sources {
+		d.validateSource(c, i, names, ppwOK)
+	}
+}
+
+// validateDiscoverySettings checks the discovery block's own fields: the
+// resolver, kubeconfig, cluster domain and timing.
+func (d *decoder) validateDiscoverySettings(c *Pool) {
+	disc := c.Discovery
 	if c.Ring.Placement == "nginx" && !d.isBad("ring.placement") {
 		d.invalid("discovery", "needs placement ringlb: placement nginx identifies upstreams by the host:port written in the config")
 	}
@@ -661,84 +626,148 @@ func (d *decoder) validateDiscovery(c *Pool) {
 	if disc.Confirm < 1 {
 		d.invalid("discovery.confirm", "must be >= 1, got %d", disc.Confirm)
 	}
-	if len(disc.Sources) == 0 {
-		d.invalid("discovery.sources", "must list at least one source (or remove the discovery block)")
+}
+
+// validateSource checks discovery.sources[i], noting its name in names
+// (the sources' names seen, to their index).
+func (d *decoder) validateSource(c *Pool, i int, names map[string]int, ppwOK bool) {
+	disc := c.Discovery
+	s, f := &disc.Sources[i], index("discovery.sources", i)
+	hasSRV, hasHost, hasKube := d.has(f+".srv"), d.has(f+".host"), d.has(f+".kubernetes")
+	kinds := 0
+	for _, k := range []bool{hasSRV, hasHost, hasKube} {
+		if k {
+			kinds++
+		}
+	}
+	switch {
+	case d.isBad(f + ".srv"), d.isBad(f + ".host"), d.isBad(f + ".kubernetes"):
+	case kinds > 1 && hasKube:
+		d.invalid(f+".kubernetes", "a source has one of srv, host and kubernetes, not several")
+	case hasSRV && hasHost:
+		d.invalid(f+".host", "a source has either srv or host, not both")
+	case kinds == 0:
+		d.invalid(f, "needs srv (a name with SRV records) or host (a name with A/AAAA records), or kubernetes (a Service's EndpointSlices)")
+	case hasKube && !d.validKube(f+".kubernetes", s.Kubernetes):
+	case hasSRV && !validDNSName(s.SRV):
+		d.invalid(f+".srv", "must be a DNS name like _http._tcp.app.example, got %q", short(s.SRV))
+	case hasHost && !validDNSName(s.Host) && !isIP(s.Host):
+		d.invalid(f+".host", "must be a DNS name or an IP address, got %q", short(s.Host))
+	default:
+		name := s.Name()
+		if hasKube {
+			name = s.kube(disc.Kubeconfig).String()
+		}
+		if j, dup := names[name]; dup {
+			d.invalid(f, "%q is already discovery.sources[%d]; sources are named by their srv or host value, which must be unique", name, j)
+		} else {
+			names[name] = i
+		}
+	}
+	switch {
+	case hasKube && d.has(f+".port"):
+		d.invalid(f+".port", "only with host: a kubernetes source names its port in kubernetes.port")
+	case kinds != 1 || hasKube:
+	case hasHost && !d.has(f+".port"):
+		d.invalid(f+".port", "required with host: the port the members listen on")
+	case hasHost && (s.Port < 1 || s.Port > 65535):
+		d.invalid(f+".port", "must be 1-65535, got %d", s.Port)
+	case hasSRV && d.has(f+".port"):
+		d.invalid(f+".port", "only with host: SRV records carry their own ports")
+	}
+	scheme := s.Scheme == "http" || s.Scheme == "https"
+	if !scheme {
+		d.invalid(f+".scheme", "must be http or https, got %q", short(s.Scheme))
+	}
+	switch s.Protocol {
+	case ProtocolHTTP1:
+	case ProtocolH2C:
+		if s.Scheme == "https" {
+			d.invalid(f+".protocol", "h2c is cleartext HTTP/2 and needs scheme http; with https use h2")
+		}
+	case ProtocolH2:
+		if s.Scheme == "http" {
+			d.invalid(f+".protocol", "h2 needs scheme https; for cleartext HTTP/2 use h2c")
+		}
+	default:
+		d.invalid(f+".protocol", "must be http1, h2c or h2, got %q", short(s.Protocol))
+	}
+	d.checkWeight(f+".weight", s.Weight, c, ppwOK, false)
+}
+
+// checkUpstreamName checks upstreams[i].name (f is "upstreams[i]"),
+// noting it in names, which maps the names seen to their index.
+func (d *decoder) checkUpstreamName(f, name string, i int, names map[string]int) {
+	switch {
+	case !d.has(f + ".name"):
+		d.invalid(f+".name", "required")
+	case name == "":
+		d.invalid(f+".name", "must not be empty")
+	case !validName(name):
+		d.invalid(f+".name", "must use only letters, digits and \"-_.:\", got %q", short(name))
+	default:
+		if j, dup := names[name]; dup {
+			d.invalid(f+".name", "%q is already the name of upstreams[%d]", name, j)
+		} else {
+			names[name] = i
+		}
+	}
+}
+
+// upstreamAddrs are the upstreams' addresses seen so far, to their index:
+// normalised scheme://host:port, and the host[:port] as written
+// (placement nginx's identity).
+type upstreamAddrs struct{ addrs, idents map[string]int }
+
+// checkUpstreamURL checks upstreams[i].url: required, absolute http(s),
+// an address no other upstream has (nor, under placement nginx, a
+// host[:port] as written).
+func (d *decoder) checkUpstreamURL(f string, u *Upstream, i int, seen upstreamAddrs, nginx bool) {
+	switch {
+	case u.URL == nil && !d.has(f+".url"):
+		d.invalid(f+".url", "required")
+		return
+	case u.URL == nil:
+		return // failed to parse and said so
+	}
+	if msg := checkURL(u.URL); msg != "" {
+		d.invalid(f+".url", "%s", msg)
 		return
 	}
-	ppwOK := !d.isBad("ring.points_per_weight") && c.Ring.PointsPerWeight > 0 && c.Ring.PointsPerWeight <= maxPointsPerWeight
-	names := map[string]int{}
-	for i := range disc.Sources {
-		s, f := &disc.Sources[i], index("discovery.sources", i)
-		hasSRV, hasHost, hasKube := d.has(f+".srv"), d.has(f+".host"), d.has(f+".kubernetes")
-		kinds := 0
-		for _, k := range []bool{hasSRV, hasHost, hasKube} {
-			if k {
-				kinds++
-			}
-		}
-		switch {
-		case d.isBad(f + ".srv"), d.isBad(f + ".host"), d.isBad(f + ".kubernetes"):
-		case kinds > 1 && hasKube:
-			d.invalid(f+".kubernetes", "a source has one of srv, host and kubernetes, not several")
-		case hasSRV && hasHost:
-			d.invalid(f+".host", "a source has either srv or host, not both")
-		case kinds == 0:
-			d.invalid(f, "needs srv (a name with SRV records) or host (a name with A/AAAA records), or kubernetes (a Service's EndpointSlices)")
-		case hasKube && !d.validKube(f+".kubernetes", s.Kubernetes):
-		case hasSRV && !validDNSName(s.SRV):
-			d.invalid(f+".srv", "must be a DNS name like _http._tcp.app.example, got %q", short(s.SRV))
-		case hasHost && !validDNSName(s.Host) && !isIP(s.Host):
-			d.invalid(f+".host", "must be a DNS name or an IP address, got %q", short(s.Host))
-		default:
-			name := s.Name()
-			if hasKube {
-				name = s.kube(disc.Kubeconfig).String()
-			}
-			if j, dup := names[name]; dup {
-				d.invalid(f, "%q is already discovery.sources[%d]; sources are named by their srv or host value, which must be unique", name, j)
-			} else {
-				names[name] = i
-			}
-		}
-		switch {
-		case hasKube && d.has(f+".port"):
-			d.invalid(f+".port", "only with host: a kubernetes source names its port in kubernetes.port")
-		case kinds != 1 || hasKube:
-		case hasHost && !d.has(f+".port"):
-			d.invalid(f+".port", "required with host: the port the members listen on")
-		case hasHost && (s.Port < 1 || s.Port > 65535):
-			d.invalid(f+".port", "must be 1-65535, got %d", s.Port)
-		case hasSRV && d.has(f+".port"):
-			d.invalid(f+".port", "only with host: SRV records carry their own ports")
-		}
-		scheme := s.Scheme == "http" || s.Scheme == "https"
-		if !scheme {
-			d.invalid(f+".scheme", "must be http or https, got %q", short(s.Scheme))
-		}
-		switch s.Protocol {
-		case ProtocolHTTP1:
-		case ProtocolH2C:
-			if s.Scheme == "https" {
-				d.invalid(f+".protocol", "h2c is cleartext HTTP/2 and needs scheme http; with https use h2")
-			}
-		case ProtocolH2:
-			if s.Scheme == "http" {
-				d.invalid(f+".protocol", "h2 needs scheme https; for cleartext HTTP/2 use h2c")
-			}
-		default:
-			d.invalid(f+".protocol", "must be http1, h2c or h2, got %q", short(s.Protocol))
-		}
-		w := s.Weight
-		switch {
-		case !(w > 0):
-			d.invalid(f+".weight", "must be > 0, got %s", fmtFloat(w))
-		case !ppwOK:
-		case ring.PointsFor(c.Ring.PointsPerWeight, w) < 1:
-			d.invalid(f+".weight", "too small: gives round(%d × %s) = 0 ring points", c.Ring.PointsPerWeight, fmtFloat(w))
-		case ring.PointsFor(c.Ring.PointsPerWeight, w) > maxPointsPerMember:
-			d.invalid(f+".weight", "too large: gives round(%d × %s) > %d ring points", c.Ring.PointsPerWeight, fmtFloat(w), maxPointsPerMember)
-		}
+	norm := normalURL(u.URL)
+	if j, dup := seen.addrs[norm]; dup {
+		d.invalid(f+".url", "%q is the same address as upstreams[%d].url", short(u.URL.String()), j)
+		return
 	}
+	seen.addrs[norm] = i
+	if nginx {
+		if j, dup := seen.idents[u.Addr]; dup {
+			d.invalid(f+".url", "host %q is also upstreams[%d]'s; placement nginx identifies upstreams by host[:port] as written", short(u.Addr), j)
+			return
+		}
+		seen.idents[u.Addr] = i
+	}
+}
+
+// checkWeight checks an upstream's or a source's weight (field f) and
+// returns the ring points it gives (0 when it is not sound, or when
+// points_per_weight is not: ppwOK false). Under placement nginx (nginx)
+// weights are whole numbers.
+func (d *decoder) checkWeight(f string, w float64, c *Pool, ppwOK, nginx bool) int {
+	switch {
+	case !(w > 0):
+		d.invalid(f, "must be > 0, got %s", fmtFloat(w))
+	case nginx && w != math.Trunc(w):
+		d.invalid(f, "must be a whole number under placement nginx, got %s", fmtFloat(w))
+	case !ppwOK:
+	case ring.PointsFor(c.Ring.PointsPerWeight, w) < 1:
+		d.invalid(f, "too small: gives round(%d × %s) = 0 ring points", c.Ring.PointsPerWeight, fmtFloat(w))
+	case ring.PointsFor(c.Ring.PointsPerWeight, w) > maxPointsPerMember:
+		d.invalid(f, "too large: gives round(%d × %s) > %d ring points", c.Ring.PointsPerWeight, fmtFloat(w), maxPointsPerMember)
+	default:
+		return ring.PointsFor(c.Ring.PointsPerWeight, w)
+	}
+	return 0
 }
 
 // validKube checks a source's kubernetes block (f is its field), asking
