@@ -784,7 +784,7 @@ rate_table() {
 		done
 	done
 	echo "100% = $RATE_PEAK req/s ($RATE_PEAK_FROM); bench/rate -conns $RATE_CONNS, ${RATE_ROUNDS} round(s) x ${RATE_DUR_S}s per target and level; medians over rounds."
-	echo "+p50/+p99/+p99.9: the target's percentile minus direct's at the same rate (ms): what the proxy adds. gen lag: p99 of how late the generator sent (its own timers and core, not charged to the server)."
+	echo "+p50/+p99/+p99.9: the target's percentile minus direct's at the same rate (ms): what the proxy adds. gen lag: p99 of how late the generator sent the requests whose connection was free (its own timers and core, not charged to the server)."
 	local o p
 	for lv in $RATE_LEVELS; do
 		for p in ringlb floor; do

@@ -14,7 +14,8 @@
 // the latency is counted from when the request was actually written, so
 // the generator's own timer lateness (Go's timers can fire up to a
 // millisecond late when the process is idle) is not charged to the
-// server; how late the generator was is reported apart (lag).
+// server; how late the generator was in sending those is reported apart
+// (lag: over the requests whose connection was free when they were due).
 //
 // Paths are /k/<n> over -paths distinct n, walked with the same stride as
 // bench/paths.lua. Only what bench/upstream and the proxies in front of it
@@ -134,7 +135,9 @@ func (r *connResult) run(host string, first time.Time, interval time.Duration, e
 			from = due // the server kept this connection busy past the due time: charge it
 		}
 		r.sent++
-		r.lag = append(r.lag, int32(min(sentAt.Sub(due).Microseconds(), 1<<31-1)))
+		if from == sentAt { // how late the generator itself was
+			r.lag = append(r.lag, int32(min(sentAt.Sub(due).Microseconds(), 1<<31-1)))
+		}
 		_ = c.SetDeadline(sentAt.Add(30 * time.Second))
 		_, err := c.Write(buf)
 		var keep bool
