@@ -501,19 +501,14 @@ func (b *Balancer) accessLog(s *snapshot, r *http.Request, rw *responseWriter, m
 		e.KeySource = "random"
 	case srcNewAffinity:
 		e.KeySource = "generated"
-	case srcRejected:
-		e.KeySource = ""
 	default:
-		e.KeySource = s.keyLabel(src)
+		e.KeySource = s.keyLabel(src) // "" for srcRejected
 	}
 	if src != srcRandom && src != srcRejected {
 		e.KeyHash = s.ring.FormatHash(pos)
 	}
 	for _, sk := range lr.skipped {
 		e.Skipped = append(e.Skipped, accesslog.Skip{Name: s.members[sk.Member].u.name, Reason: sk.Reason.String()})
-	}
-	if e.RequestID == "" && s.requestID != "" {
-		e.RequestID = r.Header.Get(s.requestID)
 	}
 	s.accessLog.Log(&e)
 }

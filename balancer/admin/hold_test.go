@@ -99,27 +99,8 @@ func TestHoldLookupAndStatus(t *testing.T) {
 // answers, and what went through it; a store that stops answering shows.
 func TestHoldShareStatus(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "a") }))
-	t.Cleanup(up.Close)
-	u, _ := url.Parse(up.URL)
-	opts := balancer.Options{
-		Upstreams: []balancer.UpstreamOptions{{Name: "a", URL: u, Addr: u.Host, Weight: 1}},
-		Ring:      balancer.RingOptions{PointsPerWeight: 160},
-		Hash:      balancer.HashOptions{Key: []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}}, OnMissing: balancer.OnMissingReject},
-		Timeouts:  balancer.TimeoutOptions{Dial: time.Second},
-		Hold: balancer.HoldOptions{Idle: time.Hour, MaxKeys: 1000,
-			Share: share.Options{URL: srv.URL(), Prefix: "st:", Timeout: 2 * time.Second}},
-	}
-	reg := balancer.NewRegistry()
-	b, err := balancer.New(opts, reg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	front := httptest.NewServer(b)
-	t.Cleanup(front.Close)
-	admin := httptest.NewServer(NewHandler(b, reg, nil, Options{}))
-	t.Cleanup(admin.Close)
+	_, front, admin := serveKeyed(t, balancer.OnMissingReject, balancer.HoldOptions{Idle: time.Hour, MaxKeys: 1000,
+		Share: share.Options{URL: srv.URL(), Prefix: "st:", Timeout: 2 * time.Second}}, "a")
 	get := func(k string) {
 		req, _ := http.NewRequest(http.MethodGet, front.URL, nil)
 		req.Header.Set("X-User-ID", k)

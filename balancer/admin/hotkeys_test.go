@@ -17,28 +17,7 @@ import (
 // /debug/hotkeys lists the hottest keys by hash, with their owner and
 // where they went, and /debug/lookup?hash= places one of them.
 func TestHotKeysEndpoint(t *testing.T) {
-	var ups []balancer.UpstreamOptions
-	for _, n := range []string{"a", "b", "c"} {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, n) }))
-		t.Cleanup(srv.Close)
-		u, _ := url.Parse(srv.URL)
-		ups = append(ups, balancer.UpstreamOptions{Name: n, URL: u, Addr: u.Host, Weight: 1})
-	}
-	opts := balancer.Options{
-		Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160},
-		Hash:     balancer.HashOptions{Key: []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}}, OnMissing: balancer.OnMissingRandom},
-		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
-	}
-	reg := balancer.NewRegistry()
-	b, err := balancer.New(opts, reg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	front := httptest.NewServer(b)
-	t.Cleanup(front.Close)
-	admin := httptest.NewServer(NewHandler(b, reg, nil, Options{}))
-	t.Cleanup(admin.Close)
+	b, front, admin := serveKeyed(t, balancer.OnMissingRandom, balancer.HoldOptions{}, "a", "b", "c")
 
 	send := func(k string) {
 		req, _ := http.NewRequest(http.MethodGet, front.URL, nil)
@@ -93,29 +72,11 @@ func TestHotKeysEndpoint(t *testing.T) {
 
 // The status page lists the hottest keys with their owner and where they went.
 func TestHotKeysOnStatusPage(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "a") }))
-	t.Cleanup(srv.Close)
-	u, _ := url.Parse(srv.URL)
-	opts := balancer.Options{
-		Upstreams: []balancer.UpstreamOptions{{Name: "a", URL: u, Addr: u.Host, Weight: 1}},
-		Ring:      balancer.RingOptions{PointsPerWeight: 160},
-		Hash:      balancer.HashOptions{Key: []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}}, OnMissing: balancer.OnMissingRandom},
-		Timeouts:  balancer.TimeoutOptions{Dial: time.Second},
-	}
-	reg := balancer.NewRegistry()
-	b, err := balancer.New(opts, reg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	admin := httptest.NewServer(NewHandler(b, reg, nil, Options{}))
-	t.Cleanup(admin.Close)
+	b, front, admin := serveKeyed(t, balancer.OnMissingRandom, balancer.HoldOptions{}, "a")
 	_, _, page := fetch(t, http.MethodGet, admin.URL+"/")
 	if !strings.Contains(page, "no keyed request in this window yet") {
 		t.Error("empty hot keys table not said")
 	}
-	front := httptest.NewServer(b)
-	t.Cleanup(front.Close)
 	req, _ := http.NewRequest(http.MethodGet, front.URL, nil)
 	req.Header.Set("X-User-ID", "k")
 	res, err := http.DefaultClient.Do(req)
@@ -128,4 +89,34 @@ func TestHotKeysOnStatusPage(t *testing.T) {
 	if row == nil || row[1] != b.Lookup("k").Hash {
 		t.Errorf("no hot key row for k in the status page")
 	}
+}
+
+// serveKeyed serves a balancer keyed on X-User-ID over upstreams that
+// answer their own name, with its admin handler, on loopback.
+func serveKeyed(t *testing.T, onMissing balancer.OnMissing, hold balancer.HoldOptions, names ...string) (b *balancer.Balancer, front, admin *httptest.Server) {
+	t.Helper()
+	var ups []balancer.UpstreamOptions
+	for _, n := range names {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, n) }))
+		t.Cleanup(srv.Close)
+		u, _ := url.Parse(srv.URL)
+		ups = append(ups, balancer.UpstreamOptions{Name: n, URL: u, Addr: u.Host, Weight: 1})
+	}
+	opts := balancer.Options{
+		Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160},
+		Hash:     balancer.HashOptions{Key: []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}}, OnMissing: onMissing},
+		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
+		Hold:     hold,
+	}
+	reg := balancer.NewRegistry()
+	b, err := balancer.New(opts, reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	front = httptest.NewServer(b)
+	t.Cleanup(front.Close)
+	admin = httptest.NewServer(NewHandler(b, reg, nil, Options{}))
+	t.Cleanup(admin.Close)
+	return b, front, admin
 }
