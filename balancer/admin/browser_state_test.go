@@ -36,7 +36,9 @@ function run() {
   var fetch0 = w.fetch, posted = null;
   w.fetch = function (url, opts) {
     var p = fetch0.call(w, url, opts);
-    if (opts && opts.method === "POST") posted = p;
+    // Settled once the answer's body is in (the page renders the row
+    // from the body), not at its headers.
+    if (opts && opts.method === "POST") posted = p.then(function (r) { return r.clone().text(); });
     return p;
   };
   var sel = 'tr[data-upstream="' + q.get("upstream") + '"]';
@@ -45,7 +47,7 @@ function run() {
   var tries = 0;
   function finish() {
     var cell = d.querySelector(sel + ' [data-f="admin"]').textContent;
-    if (posted && cell === before && ++tries < 50) {
+    if (posted && cell === before && ++tries < 100) {
       setTimeout(finish, 20);
       return;
     }

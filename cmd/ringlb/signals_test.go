@@ -146,10 +146,12 @@ func TestShutdownDelayKeepsAccepting(t *testing.T) {
 			if code, body := get(t, lb.proxy+"/"); code != http.StatusOK {
 				t.Fatalf("before SIGTERM: %d %q", code, body)
 			}
+			// Stamped before the signal goes: ringlb may start its delay
+			// before Signal returns.
+			signalled := time.Now()
 			if err := lb.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
-			signalled := time.Now()
 			draining := func() bool { return strings.Contains(lb.logs.String(), "shutting down: draining") }
 			stop := make(chan struct{})
 			time.AfterFunc(delay/3, func() { close(stop) })
