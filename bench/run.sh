@@ -52,6 +52,10 @@
 #   FEATURE_ROUNDS=ROUNDS FEATURE_WARMUP=15s (hold and share: long enough to see every path)
 #   POST_BODY=4096 POST_KEYS=1000  the post and json rows' bodies (bench/post.lua)
 #   REDIS_PORT=BASE_PORT+89        the share row's redis-server; features on BASE+90.., admin BASE+110..
+#   RAW_UPSTREAM=0    1: the four upstreams answer from bench/upstream's own
+#                     HTTP/1.1 loop (-raw) instead of net/http's server: the
+#                     same responses at about a third of the CPU, which leaves
+#                     the load core room at a constant rate
 set -euo pipefail
 
 export PATH="$PATH:/usr/local/go/bin:/usr/sbin:/sbin"
@@ -93,12 +97,15 @@ FEATURE_WARMUP=${FEATURE_WARMUP:-15s}
 POST_BODY=${POST_BODY:-4096}
 POST_KEYS=${POST_KEYS:-1000}
 REDIS_PORT=${REDIS_PORT:-$((BASE_PORT + 89))}
+RAW_UPSTREAM=${RAW_UPSTREAM:-0}
 export BENCH_PATHS POST_BODY POST_KEYS
 
 INVOCATION="DURATION=$DURATION ROUNDS=$ROUNDS WARMUP=$WARMUP PREWARM=$PREWARM CONNS=$CONNS BENCH_PATHS=$BENCH_PATHS TARGETS=\"$TARGETS\" bash bench/run.sh"
 [[ $H2 == 0 ]] || INVOCATION="H2=$H2 H2_CLIENTS=$H2_CLIENTS H2_STREAMS=$H2_STREAMS $INVOCATION"
 [[ $RATE == 0 ]] || INVOCATION="RATE=$RATE RATE_LEVELS=\"$RATE_LEVELS\" RATE_DURATION=$RATE_DURATION RATE_ROUNDS=$RATE_ROUNDS RATE_CONNS=$RATE_CONNS${RATE_PEAK:+ RATE_PEAK=$RATE_PEAK} $INVOCATION"
 [[ $FEATURES == 0 ]] || INVOCATION="FEATURES=$FEATURES FEATURE_LIST=\"$FEATURE_LIST\" FEATURE_ROUNDS=$FEATURE_ROUNDS FEATURE_WARMUP=$FEATURE_WARMUP POST_BODY=$POST_BODY POST_KEYS=$POST_KEYS $INVOCATION"
+[[ $RAW_UPSTREAM == 0 ]] || INVOCATION="RAW_UPSTREAM=$RAW_UPSTREAM $INVOCATION"
+[[ $RAW_UPSTREAM == 0 || $RAW_UPSTREAM == 1 ]] || { echo "bad RAW_UPSTREAM=$RAW_UPSTREAM (0 or 1)" >&2; exit 1; }
 [[ $RATE == 0 || $RATE == 1 ]] || { echo "bad RATE=$RATE (0 or 1)" >&2; exit 1; }
 [[ $FEATURES == 0 || $FEATURES == 1 ]] || { echo "bad FEATURES=$FEATURES (0 or 1)" >&2; exit 1; }
 case $H2 in 0 | 1 | only) ;; *) echo "bad H2=$H2 (0, 1 or only)" >&2; exit 1 ;; esac
@@ -448,7 +455,7 @@ EOF
 
 UPIDS=()
 for i in 1 2 3 4; do
-	GOMAXPROCS=1 "${LOAD[@]}" "$WORK/upstream" -listen "127.0.0.1:${UPORTS[i - 1]}" -name "u$i" >"$WORK/u$i.log" 2>&1 &
+	GOMAXPROCS=1 "${LOAD[@]}" "$WORK/upstream" $([[ $RAW_UPSTREAM == 1 ]] && echo -raw) -listen "127.0.0.1:${UPORTS[i - 1]}" -name "u$i" >"$WORK/u$i.log" 2>&1 &
 	UPIDS+=($!)
 	PIDS+=($!)
 done
@@ -1530,7 +1537,7 @@ version_lines() {
 	fi
 	echo "## Configs"
 	echo
-	echo "Upstreams: \`GOMAXPROCS=1 upstream -listen 127.0.0.1:PORT -name uN\` on ports ${UPORTS[*]} (bench/upstream)."
+	echo "Upstreams: \`GOMAXPROCS=1 upstream $([[ $RAW_UPSTREAM == 1 ]] && echo '-raw ')-listen 127.0.0.1:PORT -name uN\` on ports ${UPORTS[*]} (bench/upstream)."
 	if [[ " ${ACTIVE[*]} " == *" floor "* ]]; then
 		echo
 		echo "floor: \`GOMAXPROCS=1 floor -server std -listen 127.0.0.1:$FLOOR_PORT$(floor_upstreams)\` (bench/floor; its transport and timeouts are ringlb's defaults)."

@@ -8,6 +8,11 @@
 // tells the harness whether a proxy keeps its upstream connections alive or
 // keeps opening new ones.
 //
+// With -raw it answers from a loop of its own over each TCP connection
+// instead of net/http's server (raw.go): the same responses for a fraction
+// of the CPU, so that the core it shares with the load generator has room
+// to spare at a constant rate (bench/run.sh RAW_UPSTREAM=1).
+//
 //	go run ./bench/upstream -listen 127.0.0.1:19001 -name u1
 package main
 
@@ -27,7 +32,15 @@ import (
 func main() {
 	listen := flag.String("listen", "127.0.0.1:19001", "address to listen on")
 	name := flag.String("name", "upstream", "name returned in the body")
+	raw := flag.Bool("raw", false, "answer from a minimal HTTP/1.1 loop of its own instead of net/http's server")
 	flag.Parse()
+	if *raw {
+		if err := serveRaw(*listen, *name); err != nil {
+			fmt.Fprintln(os.Stderr, "upstream:", err)
+			os.Exit(1)
+		}
+		return
+	}
 
 	var conns atomic.Int64
 	body := []byte("ok from " + *name + "\n")
