@@ -16,7 +16,8 @@
 //	                     lookupRequest)
 //	POST /debug/lookup   the same for a request with the POST's body (and
 //	                     its Content-Type and Content-Encoding)
-//	POST /reload         re-read the config: 200 {"version"} or 400 {"errors"}
+//	POST /reload         re-read the config: 200 {"version"} (with several
+//	                     pools also {"pools"}) or 400 {"errors"}
 //	GET  /upstreams      admin states of every upstream (see upstreams.go)
 //	GET  /upstreams/NAME one of them
 //	POST /upstreams/NAME/{drain,maint,ready}
@@ -49,10 +50,14 @@ import (
 )
 
 // ReloadFunc performs a reload: it re-reads the config, applies it with
-// Balancer.Update and records the attempt with Balancer.RecordReload. On
+// Balancer.Update and records the attempt with Balancer.RecordReload, and
+// returns every pool's ring version as applied, in config order. On
 // failure it returns every problem ("file:line: field: message") and an
-// error. POST /reload answers with what it returns.
-type ReloadFunc func() (version string, problems []string, err error)
+// error. POST /reload answers with what it returns (see reloadJSON).
+type ReloadFunc func() (versions []PoolVersion, problems []string, err error)
+
+// PoolVersion is a pool's ring version.
+type PoolVersion struct{ Pool, Version string }
 
 // Options are the admin handler's switches; the zero value serves the
 // routes listed in the package doc and nothing more.
@@ -136,7 +141,7 @@ func NewRouterHandler(rt *balancer.Router, gatherer prometheus.Gatherer, reload 
 type handler struct {
 	rt       *balancer.Router
 	gatherer prometheus.Gatherer
-	reload   func() (string, []string, error)
+	reload   ReloadFunc
 	opts     Options
 }
 
@@ -349,7 +354,7 @@ func (h *handler) doReload(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotImplemented, map[string]string{"error": "reload is not configured"})
 		return
 	}
-	version, problems, err := h.reload()
+	versions, problems, err := h.reload()
 	if err != nil {
 		if len(problems) == 0 {
 			problems = []string{err.Error()}
@@ -357,7 +362,30 @@ func (h *handler) doReload(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string][]string{"errors": problems})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"version": version})
+	writeJSON(w, http.StatusOK, toReloadJSON(versions))
+}
+
+// reloadJSON is POST /reload's answer. With one pool, Version is its
+// ring version and Pools is left out. With several, Version lists
+// "POOL=VERSION" for each, space-separated in config order, and Pools
+// has the same as an object, so that a script need not parse the string.
+type reloadJSON struct {
+	Version string            `json:"version"`
+	Pools   map[string]string `json:"pools,omitempty"`
+}
+
+func toReloadJSON(versions []PoolVersion) reloadJSON {
+	if len(versions) == 1 {
+		return reloadJSON{Version: versions[0].Version}
+	}
+	out := reloadJSON{Pools: make(map[string]string, len(versions))}
+	vs := make([]string, len(versions))
+	for i, v := range versions {
+		vs[i] = v.Pool + "=" + v.Version
+		out.Pools[v.Pool] = v.Version
+	}
+	out.Version = strings.Join(vs, " ")
+	return out
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -213,14 +213,14 @@ func TestIndexAndMetrics(t *testing.T) {
 func TestReload(t *testing.T) {
 	fail := false
 	var b *balancer.Balancer
-	reload := func() (string, []string, error) { // counts itself, as the command's does
+	reload := func() ([]PoolVersion, []string, error) { // counts itself, as the command's does
 		if fail {
 			problems := []string{"config.yaml:14: upstreams[1].weight: must be > 0, got -2", "config.yaml:3: listen: bad"}
 			b.RecordReload(false, problems...)
-			return "", problems, errors.New("invalid config")
+			return nil, problems, errors.New("invalid config")
 		}
 		b.RecordReload(true)
-		return b.Version(), nil, nil
+		return []PoolVersion{{b.Pool(), b.Version()}}, nil, nil
 	}
 	b, srv := setup(t, reload)
 	code, _, body := fetch(t, http.MethodPost, srv.URL+"/reload")
@@ -276,7 +276,7 @@ func TestPprofOnlyWhenAsked(t *testing.T) {
 // Probes (/healthz, /readyz) and /metrics answer whatever the Host.
 func TestAdminRefusesForeignHostAndOrigin(t *testing.T) {
 	reloads := 0
-	reload := func() (string, []string, error) { reloads++; return "v1", nil, nil }
+	reload := func() ([]PoolVersion, []string, error) { reloads++; return []PoolVersion{{"default", "v1"}}, nil, nil }
 	_, srv := setupWith(t, reload, Options{Addr: "127.0.0.1:9901"})
 	do := func(method, path, host, origin string) int {
 		t.Helper()

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"strings"
@@ -235,5 +237,40 @@ func TestLimitsAcrossPools(t *testing.T) {
 	}
 	if c := <-done; c != 200 {
 		t.Errorf("the held request: %d", c)
+	}
+}
+
+// POST /reload with several pools answers each pool's version twice: in
+// "version" as POOL=VERSION in config order, and in "pools" as an object.
+func TestReloadAnswerPools(t *testing.T) {
+	s, a := named(t, "s", 2), named(t, "a", 3)
+	path := writeConfig(t, poolsConfig(s, a[:2]))
+	r := startServe(t, path)
+	if err := os.WriteFile(path, []byte(poolsConfig(s, a)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.Post(r.admin+"/reload", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var got struct {
+		Version string            `json:"version"`
+		Pools   map[string]string `json:"pools"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&got); err != nil || res.StatusCode != 200 {
+		t.Fatalf("POST /reload: %d %v", res.StatusCode, err)
+	}
+	want := map[string]string{}
+	for _, p := range []string{"sessions", "assets"} {
+		_, body := get(t, r.admin+"/debug/ring?pool="+p)
+		var ring struct{ Version string }
+		if err := json.Unmarshal([]byte(body), &ring); err != nil || ring.Version == "" {
+			t.Fatalf("/debug/ring?pool=%s: %v %s", p, err, body)
+		}
+		want[p] = ring.Version
+	}
+	if got.Version != "sessions="+want["sessions"]+" assets="+want["assets"] || !maps.Equal(got.Pools, want) {
+		t.Errorf("POST /reload answered %+v, want pools %v", got, want)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/accesslog"
+	"github.com/ringlb/ringlb/balancer/admin"
 	"github.com/ringlb/ringlb/cmd/ringlb/certs"
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
 	"github.com/ringlb/ringlb/healthcheck"
@@ -280,17 +280,16 @@ func (s *server) close() {
 // over by name), or it starts, or it stops. A checker reports through a
 // reporter that an Update turning checks off revokes, so one being
 // stopped can say nothing more. reload counts the attempt
-// (Router.RecordReload) and returns what POST /reload answers: the new
-// ring version (with pools, "POOL=VERSION" for each, space-separated), or
-// the problems that rejected the config.
-func (s *server) reload() (version string, problems []string, err error) {
+// (Router.RecordReload) and returns what POST /reload answers: every
+// pool's new ring version, or the problems that rejected the config.
+func (s *server) reload() (versions []admin.PoolVersion, problems []string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.file.Stat() // before the read: a change made meanwhile is seen next time
-	version, problems, err = s.apply()
+	versions, problems, err = s.apply()
 	s.file.Mark(st)
 	s.rt.RecordReload(err == nil, problems...)
-	return version, problems, err
+	return versions, problems, err
 }
 
 // reloadIfChanged reloads the config file if it changed on disk since it
@@ -305,7 +304,7 @@ func (s *server) reloadIfChanged() {
 	s.reload()
 }
 
-func (s *server) apply() (string, []string, error) {
+func (s *server) apply() ([]admin.PoolVersion, []string, error) {
 	next, err := config.Load(s.path)
 	if err == nil && (next.Listen != s.listen || next.AdminListen != s.adminListen) {
 		s.log.Warn("listen and admin_listen changes take effect on restart",
@@ -342,7 +341,7 @@ func (s *server) apply() (string, []string, error) {
 		for _, p := range problems {
 			s.log.Error("reload rejected, old config keeps serving", "problem", p)
 		}
-		return "", problems, err
+		return nil, problems, err
 	}
 	if alog != s.alog {
 		// Requests already running may still write to the old file for a
@@ -358,17 +357,13 @@ func (s *server) apply() (string, []string, error) {
 	return s.versions(), nil, nil
 }
 
-// versions is what a reload answers: the ring version, or with several
-// pools each pool's as POOL=VERSION.
-func (s *server) versions() string {
-	if len(s.pools) == 1 {
-		return s.pools[0].b.Version()
-	}
-	vs := make([]string, len(s.pools))
+// versions is what a reload answers: each pool's ring version, in order.
+func (s *server) versions() []admin.PoolVersion {
+	vs := make([]admin.PoolVersion, len(s.pools))
 	for i, pr := range s.pools {
-		vs[i] = pr.name + "=" + pr.b.Version()
+		vs[i] = admin.PoolVersion{Pool: pr.name, Version: pr.b.Version()}
 	}
-	return strings.Join(vs, " ")
+	return vs
 }
 
 // applyPools installs next's pools (opts are theirs, in order) and routes.
