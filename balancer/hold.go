@@ -91,6 +91,7 @@ type holdState struct {
 	share   *share.Client
 	since   int64
 	looked  *hold.Seen
+	flights *shareFlights
 	written *hold.Written
 }
 
@@ -143,9 +144,9 @@ func (b *Balancer) installHoldLocked(s *snapshot) {
 	if b.holdShare != nil {
 		h.share, h.written = b.holdShare, b.holdWritten
 		if old != nil && old.hold != nil && old.hold.share == h.share && old.hold.cur == h.cur {
-			h.since, h.looked = old.hold.since, old.hold.looked
+			h.since, h.looked, h.flights = old.hold.since, old.hold.looked, old.hold.flights
 		} else {
-			h.since, h.looked = b.nanotime(), hold.NewSeen(hs.maxKeys)
+			h.since, h.looked, h.flights = b.nanotime(), hold.NewSeen(hs.maxKeys), &shareFlights{}
 		}
 	}
 	s.hold = h

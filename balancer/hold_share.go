@@ -2,6 +2,7 @@ package balancer
 
 import (
 	"net/http"
+	"sync"
 
 	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/hold/share"
@@ -44,13 +45,34 @@ func (b *Balancer) installShareLocked(hs holdSettings) {
 // shareLookup is rule 14 for a key with ring position h and no record in
 // this process: within idle after this ring version became current, the
 // first request of the key asks the shared store (waiting at most its
-// timeout, never failing the request). A record found there becomes this
-// process's own.
+// timeout, never failing the request), and the key's requests that arrive
+// meanwhile wait for that answer rather than route without it. A record
+// found there becomes this process's own.
 func (b *Balancer) shareLookup(r *http.Request, hs *holdState, h uint64, mono int64) (hold.Rec, bool) {
-	idle := int64(hs.rule.Idle)
-	if mono-hs.since >= idle || !hs.looked.First(h) {
+	if mono-hs.since >= int64(hs.rule.Idle) {
 		return hold.Rec{}, false
 	}
+	f, first := hs.flights.join(h, hs.looked)
+	if f == nil {
+		return hold.Rec{}, false
+	}
+	if !first {
+		select {
+		case <-f.done:
+			return f.rec, f.ok
+		case <-r.Context().Done():
+			return hold.Rec{}, false
+		}
+	}
+	f.rec, f.ok = b.shareGet(r, hs, h, mono)
+	hs.flights.end(h, f)
+	return f.rec, f.ok
+}
+
+// shareGet asks the store for the record of h and, when it holds one
+// younger than idle, makes it this process's own.
+func (b *Balancer) shareGet(r *http.Request, hs *holdState, h uint64, mono int64) (hold.Rec, bool) {
+	idle := int64(hs.rule.Idle)
 	sr, ok, err := hs.share.Get(r.Context(), h)
 	if err != nil || !ok {
 		return hold.Rec{}, false
@@ -62,6 +84,48 @@ func (b *Balancer) shareLookup(r *http.Request, hs *holdState, h uint64, mono in
 	rec := hold.Rec{Upstream: sr.Upstream, Version: sr.Version, LastUse: max(mono-age, 1)}
 	hs.store.Record(h, rec.Upstream, rec.Version, rec.LastUse)
 	return rec, true
+}
+
+// shareFlights are the store lookups in progress, by key hash. Only
+// requests with no record of their own reach it, within idle of a ring
+// version change: about once per key, so a mutex is cheap enough.
+type shareFlights struct {
+	mu sync.Mutex
+	m  map[uint64]*shareFlight
+}
+
+// shareFlight is one lookup; rec and ok are set before done is closed.
+type shareFlight struct {
+	done chan struct{}
+	rec  hold.Rec
+	ok   bool
+}
+
+// join returns the lookup of h in progress (first false), or starts one
+// when looked says h is new (first true), or nil: h was looked up already.
+func (fs *shareFlights) join(h uint64, looked *hold.Seen) (f *shareFlight, first bool) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if f := fs.m[h]; f != nil {
+		return f, false
+	}
+	if !looked.First(h) {
+		return nil, false
+	}
+	if fs.m == nil {
+		fs.m = make(map[uint64]*shareFlight)
+	}
+	f = &shareFlight{done: make(chan struct{})}
+	fs.m[h] = f
+	return f, true
+}
+
+// end publishes the answer of f, the lookup of h, to those waiting for it.
+func (fs *shareFlights) end(h uint64, f *shareFlight) {
+	fs.mu.Lock()
+	delete(fs.m, h)
+	fs.mu.Unlock()
+	close(f.done)
 }
 
 // ShareStatus is the hold share's state, for the status page.

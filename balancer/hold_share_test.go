@@ -308,3 +308,86 @@ func TestHoldSharePasswordAndTLS(t *testing.T) {
 		})
 	}
 }
+
+// Rule 14's "once per key" with a key's requests arriving together, as a
+// page's parallel requests do just after a scale-out: one of them asks the
+// store and the others wait for its answer, so all of them stay on the
+// key's upstream and the store answers one GET per key.
+func TestHoldShareConcurrentFirstRequests(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	const idle = 10 * time.Minute
+	bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c"), newBackend(t, "d")}
+	clk := newFakeClock()
+	opts := holdOptions(upstreamsOf(t, bes...), idle)
+	old := replicas(t, 1, clk, opts, srv, "t6:")[0]
+	live := keys("page-", 40)
+	where := map[string]string{}
+	for _, k := range live {
+		where[k] = visit(t, old.front, k)
+	}
+	waitWritten(t, []replica{old}, uint64(len(live)))
+
+	// A replica started after a scale-out: the keys that its ring gives to
+	// e are the ones that move unless the store is asked.
+	opts.Upstreams = upstreamsOf(t, append(bes, newBackend(t, "e"))...)
+	nw := replicas(t, 1, clk, opts, srv, "t6:")[0]
+	var movers []string
+	for _, k := range live {
+		if nw.b.Lookup(k).Owner == "e" {
+			movers = append(movers, k)
+		}
+	}
+	if len(movers) < 3 {
+		t.Fatalf("the new ring moves %d of %d keys; want some", len(movers), len(live))
+	}
+	gets := cmdCalls(t, srv, "get")
+	const parallel = 8
+	type answer struct {
+		key, upstream string
+		code          int
+	}
+	answers := make(chan answer, len(movers)*parallel)
+	for _, k := range movers {
+		// The store holds back every command for a while, so that the
+		// key's other requests arrive while its lookup is in flight.
+		srv.Do("CLIENT", "PAUSE", "150", "ALL")
+		start := make(chan struct{})
+		done := make(chan struct{}, parallel)
+		for range parallel {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				<-start
+				req, _ := http.NewRequest(http.MethodGet, nw.front.URL+"/", nil)
+				req.Header.Set("X-User-ID", k)
+				res, err := nw.front.Client().Do(req)
+				if err != nil {
+					answers <- answer{key: k, code: -1}
+					return
+				}
+				res.Body.Close()
+				answers <- answer{k, res.Header.Get("X-Backend"), res.StatusCode}
+			}()
+		}
+		close(start)
+		for range parallel {
+			<-done
+		}
+	}
+	close(answers)
+	wrong := 0
+	for a := range answers {
+		if a.code != http.StatusOK || a.upstream != where[a.key] {
+			wrong++
+			t.Logf("key %s: %d from %q, held on %s", a.key, a.code, a.upstream, where[a.key])
+		}
+	}
+	if wrong != 0 {
+		t.Errorf("%d of %d parallel first requests left their key's upstream, want 0", wrong, len(movers)*parallel)
+	}
+	if n := cmdCalls(t, srv, "get") - gets; n != len(movers) {
+		t.Errorf("the store answered %d GETs for %d keys, want one per key", n, len(movers))
+	}
+	if s := nw.b.shareCounts.Snapshot(); s.Found != uint64(len(movers)) {
+		t.Errorf("lookups found = %d, want %d", s.Found, len(movers))
+	}
+}
