@@ -48,7 +48,11 @@
 #   FEATURES=0        1: after the HTTP/1.1 runs, one ringlb process per feature
 #                     in FEATURE_LIST, interleaved with plain ringlb: each
 #                     feature's CPU/request and p99 against plain ringlb
-#   FEATURE_LIST="hold share pools alog nohot nolimits post json"
+#   FEATURE_LIST="plain hold share pools alog nohot nolimits post json"
+#                     plain: a fresh ringlb process with ringlb's config, started
+#                     with the others and the base of their ratios (without it
+#                     the base is the ringlb process of the main rounds, which
+#                     has been running longer)
 #   FEATURE_ROUNDS=ROUNDS FEATURE_WARMUP=15s (hold and share: long enough to see every path)
 #   POST_BODY=4096 POST_KEYS=1000  the post and json rows' bodies (bench/post.lua)
 #   REDIS_PORT=BASE_PORT+89        the share row's redis-server; features on BASE+90.., admin BASE+110..
@@ -91,7 +95,7 @@ RATE_DURATION=${RATE_DURATION:-10s}
 RATE_ROUNDS=${RATE_ROUNDS:-1}
 RATE_CONNS=${RATE_CONNS:-$CONNS}
 FEATURES=${FEATURES:-0}
-FEATURE_LIST=${FEATURE_LIST:-hold share pools alog nohot nolimits post json}
+FEATURE_LIST=${FEATURE_LIST:-plain hold share pools alog nohot nolimits post json}
 FEATURE_ROUNDS=${FEATURE_ROUNDS:-$ROUNDS}
 FEATURE_WARMUP=${FEATURE_WARMUP:-15s}
 POST_BODY=${POST_BODY:-4096}
@@ -884,8 +888,8 @@ start_feature() {
 	local f=$1 i=$2 port=$((BASE_PORT + 90 + $2)) admin=$((BASE_PORT + 110 + $2)) bin=ringlb pid
 	case $f in
 	post) # the plain ringlb process, driven with POSTs: json's baseline
-		URL[post]=${URL[ringlb]} PIDS_OF[post]=${PIDS_OF[ringlb]} SCRIPT[post]=post.lua FBASE[post]=ringlb
-		FDESC[post]="plain ringlb (the ringlb process), POSTs with ${POST_BODY}-byte JSON bodies, uri key"
+		URL[post]=${URL[$FPLAIN]} PIDS_OF[post]=${PIDS_OF[$FPLAIN]} SCRIPT[post]=post.lua FBASE[post]=$FPLAIN
+		FDESC[post]="plain ringlb (the $FPLAIN process), POSTs with ${POST_BODY}-byte JSON bodies, uri key"
 		return 0
 		;;
 	nohot)
@@ -933,8 +937,12 @@ start_feature() {
 		FWHY="ringlb serve ($f) did not come up: $(tail -3 "$WORK/ringlb-$f.log" | tr '\n' ' ')"
 		return 1
 	fi
-	URL[$f]="http://127.0.0.1:$port" PIDS_OF[$f]=$pid ADMIN_OF[$f]="127.0.0.1:$admin" FBASE[$f]=ringlb
+	URL[$f]="http://127.0.0.1:$port" PIDS_OF[$f]=$pid ADMIN_OF[$f]="127.0.0.1:$admin" FBASE[$f]=$FPLAIN
 	case $f in
+	plain)
+		FPLAIN=plain FBASE[plain]=plain
+		FDESC[$f]="a fresh ringlb process with ringlb's config, started with the feature processes: the base of every row but json"
+		;;
 	hold) FDESC[$f]="hold: {idle: 30m}, steady state (every path recorded during the warm-up)" ;;
 	share) FDESC[$f]="hold: {idle: 30m, share: {redis: ...}}, a redis-server on the load core; steady state (no lookups)" ;;
 	pools) FDESC[$f]="10 pools (the same 4 upstreams each) and 100 routes; every request matches the last route (90 host routes and 9 path routes before it)" ;;
@@ -982,7 +990,7 @@ feature_table() {
 		printf '%-9s %7s %8s %22s %8s %17s %17s %5s %6s %s\n' "$f" "$rps" "$p99" "$c1 ($c2..$c3)" "${FRSS[$f]:-}" "$rc" "$pc" "$n" "$noisy" "$errs"
 	done
 	for f in "${!FSKIP[@]}"; do printf '%-9s skipped: %s\n' "$f" "${FSKIP[$f]}"; done
-	echo "base: ringlb (the plain ringlb process, GETs) for every row but json, whose base is post (the same process, the same POSTs, the uri key)."
+	echo "base: $FPLAIN (the plain ringlb process, GETs) for every row but json, whose base is post (the same process, the same POSTs, the uri key)$([[ $FPLAIN == plain ]] && echo "; ringlb's row against it is how much the main rounds' ringlb process, running since the start, drifted")."
 	echo "CPU/p99 vs base: median (min..max) over rounds of the row's figure divided by its base's in the same round."
 	for f in "${FACTIVE[@]}"; do [[ $f == ringlb ]] || echo "$f: ${FDESC[$f]}${FNOTE[$f]:+; ${FNOTE[$f]}}"; done
 }
@@ -1012,9 +1020,10 @@ if ((FEATURES && H1)); then
 	SCRIPT[ringlb]=paths.lua
 	FACTIVE=(ringlb)
 	FBASE[ringlb]=ringlb
+	FPLAIN=ringlb # the base; plain, once started
 	i=0
 	for f in $FEATURE_LIST; do
-		case $f in hold | share | pools | alog | nohot | nolimits | post | json) ;; *) die "unknown feature $f (hold share pools alog nohot nolimits post json)" ;; esac
+		case $f in plain | hold | share | pools | alog | nohot | nolimits | post | json) ;; *) die "unknown feature $f (plain hold share pools alog nohot nolimits post json)" ;; esac
 		FWHY=""
 		if start_feature "$f" "$i"; then
 			FACTIVE+=("$f")
@@ -1024,6 +1033,7 @@ if ((FEATURES && H1)); then
 		fi
 		i=$((i + 1))
 	done
+	[[ $FPLAIN != plain ]] || FBASE[ringlb]=plain
 	log "features: ${FACTIVE[*]}; ${FEATURE_ROUNDS} rounds x ${DUR_S}s; warm-up ${FEAT_WARM_S}s for hold and share (every path seen in it), ${WARM_S}s for the others"
 	for f in "${FACTIVE[@]}"; do
 		[[ $f != ringlb ]] || continue
