@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
 )
 
@@ -37,9 +36,10 @@ func manyPools(n, m int, w float64) string {
 
 // BenchmarkReloadOnePool reloads a config of 50 pools of 20 upstreams in
 // which one pool's weight changes each time. "reload" is the whole of a
-// SIGHUP (reading, parsing and validating the file included); "apply" is
-// what follows the parse: options for every pool, comparing them, and
-// updating the one pool that changed.
+// SIGHUP (reading, parsing and validating the file included); "unchanged"
+// is a SIGHUP with the file as it was; "apply" is what follows the parse:
+// options for every changed pool (the others keep theirs), comparing
+// them, and updating the one pool that changed.
 func BenchmarkReloadOnePool(b *testing.B) {
 	dir := b.TempDir()
 	path := filepath.Join(dir, "ringlb.yaml")
@@ -70,27 +70,29 @@ func BenchmarkReloadOnePool(b *testing.B) {
 			}
 		}
 	})
+	b.Run("unchanged", func(b *testing.B) {
+		for b.Loop() {
+			if _, problems, err := srv.reload(); err != nil {
+				b.Fatal(problems)
+			}
+		}
+	})
 	var cfgs [2]*config.Config
 	for i, f := range files {
-		p := filepath.Join(dir, fmt.Sprint(i, ".yaml"))
-		if err := os.WriteFile(p, []byte(f), 0o644); err != nil {
-			b.Fatal(err)
-		}
-		if cfgs[i], err = config.Load(p); err != nil {
+		if cfgs[i], err = config.Parse(path, []byte(f)); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.Run("apply", func(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			next := cfgs[(i+1)%2]
-			opts := make([]balancer.Options, len(next.Pools))
-			for j := range next.Pools {
-				if opts[j], err = balancerOptions(next, &next.Pools[j]); err != nil {
-					b.Fatal(err)
-				}
-			}
 			srv.mu.Lock()
-			err := srv.applyPools(next, opts)
+			proc := processOptions(next)
+			opts, kept, err := srv.poolOptions(next, proc, srv.alog)
+			if err == nil {
+				err = srv.applyPools(next, opts, kept)
+				srv.cfg, srv.proc = next, proc
+			}
 			srv.mu.Unlock()
 			if err != nil {
 				b.Fatal(err)

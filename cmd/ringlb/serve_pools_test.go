@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -111,12 +113,10 @@ func TestServePoolsRoute(t *testing.T) {
 	}
 }
 
-// A reload that changes only the assets pool leaves the sessions pool as
-// it was: the same balancer, no snapshot installed, the same version. A
-// pool the new config drops stops; a new one starts.
-func TestReloadOnePool(t *testing.T) {
-	s, a := named(t, "s", 3), named(t, "a", 3)
-	path := writeConfig(t, poolsConfig(s, a[:2]))
+// startServer builds the server of the config file at path, without
+// listeners (its router is an http.Handler); the test's end closes it.
+func startServer(t *testing.T, path string) *server {
+	t.Helper()
 	cfg, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +125,17 @@ func TestReloadOnePool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.close()
+	t.Cleanup(srv.close)
+	return srv
+}
+
+// A reload that changes only the assets pool leaves the sessions pool as
+// it was: the same balancer, no snapshot installed, the same version. A
+// pool the new config drops stops; a new one starts.
+func TestReloadOnePool(t *testing.T) {
+	s, a := named(t, "s", 3), named(t, "a", 3)
+	path := writeConfig(t, poolsConfig(s, a[:2]))
+	srv := startServer(t, path)
 	sess, assets := srv.rt.Pool("sessions"), srv.rt.Pool("assets")
 	sv, ss, av := sess.Version(), sess.Snapshots(), assets.Version()
 
@@ -272,5 +282,132 @@ func TestReloadAnswerPools(t *testing.T) {
 	}
 	if got.Version != "sessions="+want["sessions"]+" assets="+want["assets"] || !maps.Equal(got.Pools, want) {
 		t.Errorf("POST /reload answered %+v, want pools %v", got, want)
+	}
+}
+
+// threePools is a config of pools one, two and three of three backends
+// each, routed by path and hashed on X-User; upstream two-1 has weight w,
+// and extra goes at the top level.
+func threePools(bs map[string][]namedBackend, w float64, extra string) string {
+	var b strings.Builder
+	b.WriteString(listenersYAML + extra + "pools:\n")
+	for _, p := range []string{"one", "two", "three"} {
+		fmt.Fprintf(&b, "  %s:\n    hash: {key: [{header: X-User}]}\n    upstreams:\n", p)
+		for i, u := range bs[p] {
+			weight := 1.0
+			if p == "two" && i == 0 {
+				weight = w
+			}
+			fmt.Fprintf(&b, "      - {name: %s, url: %s, weight: %g}\n", u.name, u.URL, weight)
+		}
+	}
+	b.WriteString("routes:\n  - {path_prefix: /one, pool: one}\n  - {path_prefix: /two, pool: two}\n  - {path_prefix: /three, pool: three}\n")
+	return b.String()
+}
+
+// A reload of many pools builds and compares only the pools whose config
+// changed: the changed pool is applied, exactly as a fresh start of the
+// new file places its keys, and the others keep their snapshot and
+// version; a process setting that every pool takes updates every pool; a
+// problem in a pool whose text did not change is reported with its line,
+// and a reload after a rejected one applies.
+func TestReloadChangesOnlyItsPool(t *testing.T) {
+	bs := map[string][]namedBackend{"one": named(t, "one", 3), "two": named(t, "two", 3), "three": named(t, "three", 3)}
+	path := writeConfig(t, threePools(bs, 1, ""))
+	start := func(t *testing.T) (*server, string) {
+		srv := startServer(t, path)
+		front := httptest.NewServer(srv.rt)
+		t.Cleanup(front.Close)
+		return srv, front.URL
+	}
+	owners := func(url, pool string) map[string]string {
+		m := map[string]string{}
+		for i := range 200 {
+			key := fmt.Sprint("u", i)
+			code, body := hostGet(t, url+"/"+pool, "app.example", "X-User", key)
+			if code != 200 {
+				t.Fatalf("%s key %s: %d %s", pool, key, code, body)
+			}
+			m[key] = body
+		}
+		return m
+	}
+	write := func(src string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv, url := start(t)
+	one, two, three := srv.rt.Pool("one"), srv.rt.Pool("two"), srv.rt.Pool("three")
+	oneSnaps, oneVersion, twoVersion, threeSnaps := one.Snapshots(), one.Version(), two.Version(), three.Snapshots()
+	oneBefore, twoBefore := owners(url, "one"), owners(url, "two")
+
+	write(threePools(bs, 3, ""))
+	if _, problems, err := srv.reload(); err != nil {
+		t.Fatal(problems)
+	}
+	if two.Version() == twoVersion {
+		t.Errorf("pool two kept version %s after two-1's weight went 1 → 3", twoVersion)
+	}
+	if one.Snapshots() != oneSnaps || one.Version() != oneVersion || three.Snapshots() != threeSnaps {
+		t.Errorf("pools one and three, unchanged, installed %d and %d snapshots", one.Snapshots()-oneSnaps, three.Snapshots()-threeSnaps)
+	}
+	fresh, freshURL := start(t)
+	if v := fresh.rt.Pool("two").Version(); v != two.Version() {
+		t.Errorf("pool two after the reload: version %s; a fresh start of the file: %s", two.Version(), v)
+	}
+	twoAfter, moved := owners(url, "two"), 0
+	for key, owner := range owners(freshURL, "two") {
+		if twoAfter[key] != owner {
+			t.Errorf("key %s goes to %s after the reload, to %s after a fresh start", key, twoAfter[key], owner)
+		}
+		if twoBefore[key] != owner {
+			moved++
+			if owner != "two-1" {
+				t.Errorf("key %s moved from %s to %s, not to two-1, whose weight grew", key, twoBefore[key], owner)
+			}
+		}
+	}
+	if moved == 0 {
+		t.Error("no key of pool two moved to two-1, whose weight tripled")
+	}
+	if got := owners(url, "one"); !reflect.DeepEqual(got, oneBefore) {
+		t.Error("keys of pool one moved")
+	}
+
+	// A problem where the text did not change: pool three as it was, but
+	// no route reaches it. Then a good reload that changes pool one.
+	src := strings.Replace(threePools(bs, 3, ""), "  - {path_prefix: /three, pool: three}\n", "", 1)
+	write(src)
+	line := strings.Count(src[:strings.Index(src, "  three:")], "\n") + 1
+	if _, problems, err := srv.reload(); err == nil || len(problems) != 1 || !strings.HasSuffix(problems[0], fmt.Sprintf(`:%d: pools.three: no route reaches pool "three": add a route with pool: three`, line)) {
+		t.Errorf("reload without a route to three: %v", problems)
+	}
+	write(strings.Replace(threePools(bs, 3, ""), "one-1, url", "one-x, url", 1))
+	if _, problems, err := srv.reload(); err != nil {
+		t.Fatal(problems)
+	}
+	if one.Version() == oneVersion || one.Snapshots() == oneSnaps || three.Snapshots() != threeSnaps {
+		t.Errorf("after a rejected reload, renaming one-1 gave pool one version %s (was %s), pool three %d new snapshots",
+			one.Version(), oneVersion, three.Snapshots()-threeSnaps)
+	}
+
+	// upstream_header is every pool's: all of them take it.
+	write(threePools(bs, 3, "upstream_header: X-Upstream\n"))
+	if _, problems, err := srv.reload(); err != nil {
+		t.Fatal(problems)
+	}
+	if three.Snapshots() == threeSnaps {
+		t.Error("pool three was not updated for upstream_header")
+	}
+	req, _ := http.NewRequest("GET", url+"/three", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if h := resp.Header.Get("X-Upstream"); !strings.HasPrefix(h, "three-") {
+		t.Errorf("pool three answers X-Upstream %q after upstream_header was set", h)
 	}
 }

@@ -28,7 +28,9 @@ type server struct {
 	path string
 	// file is the config file at path as it was when last read, for the
 	// watch that reloads it when it changes on disk.
-	file    *certs.Files
+	file *certs.Files
+	// loader reads the file on reloads, reusing what did not change.
+	loader  *config.Loader
 	log     *slog.Logger
 	started time.Time
 	rt      *balancer.Router
@@ -54,6 +56,13 @@ type server struct {
 
 	mu    sync.Mutex // serialises reloads and close, and guards pools
 	pools []*poolRun // in config order
+	// cfg is the config the pools run (the start's, or the last reload's
+	// that applied; nil after a reload failed halfway), and proc the
+	// options it gives every pool (those of an empty pool): a pool that
+	// is the same in the next config (config.SamePool) keeps its options
+	// as they are when proc is the same too.
+	cfg  *config.Config
+	proc balancer.Options
 	// b is the first pool's balancer, what the admin listener shows.
 	b *balancer.Balancer
 	// shutdownDelay and shutdownTimeout are the last applied config's
@@ -132,7 +141,7 @@ func newServer(path string, cfg *config.Config, logger *slog.Logger) (*server, e
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &server{path: path, file: certs.NewFiles(path), log: logger, started: started, rt: rt, reg: reg, listen: cfg.Listen, adminListen: cfg.AdminListen,
+	s := &server{path: path, file: certs.NewFiles(path), loader: config.NewLoader(path, cfg), log: logger, started: started, rt: rt, reg: reg, listen: cfg.Listen, adminListen: cfg.AdminListen,
 		front: fr, hcCtx: ctx, hcCancel: cancel, shutdownDelay: cfg.ShutdownDelay, shutdownTimeout: cfg.ShutdownTimeout,
 		proxyAddr: cfg.Listen, loopWarned: map[string]string{}}
 	if s.alog, err = newAccessLog(cfg.AccessLog, logger); err != nil {
@@ -157,6 +166,7 @@ func newServer(path string, cfg *config.Config, logger *slog.Logger) (*server, e
 		return nil, err
 	}
 	s.b = bs[0]
+	s.cfg, s.proc = cfg, processOptions(cfg)
 	warnLoops(logger, cfg)
 	return s, nil
 }
@@ -305,25 +315,21 @@ func (s *server) reloadIfChanged() {
 }
 
 func (s *server) apply() ([]admin.PoolVersion, []string, error) {
-	next, err := config.Load(s.path)
+	next, err := s.loader.Load()
 	if err == nil && (next.Listen != s.listen || next.AdminListen != s.adminListen) {
 		s.log.Warn("listen and admin_listen changes take effect on restart",
 			"listen", s.listen, "admin_listen", s.adminListen)
 	}
 	var opts []balancer.Options
+	var kept []bool
+	var proc balancer.Options
 	alog := s.alog
 	if err == nil && next.AccessLog != s.alogCfg {
 		alog, err = newAccessLog(next.AccessLog, s.log)
 	}
 	if err == nil {
-		pools := next.Serving()
-		opts = make([]balancer.Options, len(pools))
-		for i, p := range pools {
-			if opts[i], err = balancerOptions(next, p); err != nil {
-				break
-			}
-			opts[i].AccessLog = alog
-		}
+		proc = processOptions(next)
+		opts, kept, err = s.poolOptions(next, proc, alog)
 	}
 	// The certificate pair first: one that does not load rejects the
 	// reload before anything changed.
@@ -331,7 +337,11 @@ func (s *server) apply() ([]admin.PoolVersion, []string, error) {
 		err = s.front.reload(next)
 	}
 	if err == nil {
-		err = s.applyPools(next, opts)
+		if err = s.applyPools(next, opts, kept); err != nil {
+			s.cfg = nil // some pools may run next's options: compare them all next time
+		} else {
+			s.cfg, s.proc = next, proc
+		}
 	}
 	if err != nil {
 		if alog != s.alog && alog != nil {
@@ -366,9 +376,46 @@ func (s *server) versions() []admin.PoolVersion {
 	return vs
 }
 
-// applyPools installs next's pools (opts are theirs, in order) and routes.
+// processOptions are the balancer options cfg gives every pool: those of
+// an empty pool, which hold only the process's settings.
+func processOptions(cfg *config.Config) balancer.Options {
+	o, _ := balancerOptions(cfg, &config.Pool{}) // it fails only reading a CA file
+	return o
+}
+
+// poolOptions builds the options of next's pools, in order, writing to
+// alog; proc is processOptions(next). kept[i] says that pool i is the
+// running pool of its name unchanged (config.SamePool, under the same
+// process options and access log): opts[i] are then its running options,
+// neither built nor compared again, so that a reload that changes one
+// pool of many costs about what that one pool costs.
+func (s *server) poolOptions(next *config.Config, proc balancer.Options, alog *accesslog.Logger) ([]balancer.Options, []bool, error) {
+	pools := next.Serving()
+	opts, kept := make([]balancer.Options, len(pools)), make([]bool, len(pools))
+	running := map[string]*poolRun{}
+	if next.Pools != nil && s.cfg != nil && alog == s.alog && sameOptions(proc, s.proc) {
+		for _, pr := range s.pools {
+			running[pr.name] = pr
+		}
+	}
+	for i, p := range pools {
+		if pr := running[p.Name]; pr != nil && next.SamePool(s.cfg, p.Name) {
+			opts[i], kept[i] = pr.opts, true
+			continue
+		}
+		var err error
+		if opts[i], err = balancerOptions(next, p); err != nil {
+			return nil, nil, err
+		}
+		opts[i].AccessLog = alog
+	}
+	return opts, kept, nil
+}
+
+// applyPools installs next's pools (opts are theirs, in order) and routes;
+// kept[i] (nil: none) says that pool i is unchanged (see poolOptions).
 // New pools are built first, so a failure leaves everything as it was.
-func (s *server) applyPools(next *config.Config, opts []balancer.Options) error {
+func (s *server) applyPools(next *config.Config, opts []balancer.Options, kept []bool) error {
 	old := map[string]*poolRun{}
 	for _, pr := range s.pools {
 		old[pr.name] = pr
@@ -397,7 +444,7 @@ func (s *server) applyPools(next *config.Config, opts []balancer.Options) error 
 		}
 		runs[i] = pr
 		delete(old, p.Name)
-		if next.Pools != nil && sameOptions(pr.opts, opts[i]) {
+		if next.Pools != nil && ((kept != nil && kept[i]) || sameOptions(pr.opts, opts[i])) {
 			continue // untouched: same snapshot, ring and version
 		}
 		if _, err := pr.b.Update(opts[i]); err != nil {

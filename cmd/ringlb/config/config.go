@@ -35,6 +35,16 @@ import (
 // errors.Is(err, fs.ErrNotExist) holds for a missing one); an empty file, or
 // one holding only comments, gives "FILE: empty config".
 func Load(path string) (*Config, error) {
+	data, err := readConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
+}
+
+// readConfig reads the config file at path; a file that cannot be read is
+// an Errors as Load describes.
+func readConfig(path string) ([]byte, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		reason := err
@@ -44,7 +54,7 @@ func Load(path string) (*Config, error) {
 		}
 		return nil, Errors{{File: path, Msg: "cannot read: " + reason.Error(), err: err}}
 	}
-	return Parse(path, data)
+	return data, nil
 }
 
 // Parse decodes, defaults and validates a config held in data; file names it
@@ -55,21 +65,36 @@ func Load(path string) (*Config, error) {
 // certificate, is a problem of its field; an expired certificate is noted
 // in Config.Expired. Errors are as for Load.
 func Parse(file string, data []byte) (*Config, error) {
+	c, _, err := parse(file, data, nil, nil)
+	return c, err
+}
+
+// parse is Parse of data, whose YAML tree is root when it is not nil
+// (else data is parsed), taking from prev, when it is not nil, every pool
+// that is unchanged since (see reuse). It returns the tree too.
+func parse(file string, data []byte, root *yaml.Node, prev *Config) (*Config, *yaml.Node, error) {
 	d := newDecoder(file)
-	root, err := d.root(data)
-	if err != nil {
-		return nil, err
+	if root == nil {
+		var err error
+		if root, err = d.root(data); err != nil {
+			return nil, nil, err
+		}
+	}
+	d.rootPos = pos{max(root.Line, 1), root.Column}
+	if prev != nil && prev.File == file {
+		d.prev = prev
 	}
 	c := &Config{File: file}
 	d.decode(root, c)
-	applyDefaults(c, d.has)
+	applyDefaults(c, d.has, d.reused)
 	d.validate(c)
 	d.checkFiles(c, time.Now())
 	if len(d.errs) > 0 {
 		d.errs.sortByLine()
-		return nil, d.errs
+		return nil, nil, d.errs
 	}
-	return c, nil
+	c.sums = d.keepSums(c)
+	return c, root, nil
 }
 
 // yamlLine matches the line yaml.v3 puts in its syntax errors.
@@ -261,7 +286,10 @@ const (
 // with its default; present fields are kept as written, even when zero,
 // so validation sees an explicit 0 or "" and can reject it. It is the only
 // place defaults are set.
-func applyDefaults(c *Config, has func(field string) bool) {
+//
+// The pools in reused were taken whole from an earlier config, defaults
+// and all, and are left as they are.
+func applyDefaults(c *Config, has func(field string) bool, reused map[string]bool) {
 	def(has, "listen", &c.Listen, defaultListen)
 	def(has, "admin_listen", &c.AdminListen, defaultAdminListen)
 	def(has, "shutdown_timeout", &c.ShutdownTimeout, defaultShutdownTimeout)
@@ -287,6 +315,9 @@ func applyDefaults(c *Config, has func(field string) bool) {
 		applyPoolDefaults(&c.Pool, has)
 	}
 	for i := range c.Pools {
+		if reused[c.Pools[i].Name] {
+			continue
+		}
 		p := poolPath(c.Pools[i].Name) + "."
 		applyPoolDefaults(&c.Pools[i], func(f string) bool { return has(p + f) })
 	}

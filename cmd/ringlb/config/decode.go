@@ -47,10 +47,20 @@ type fileState struct {
 	lines   map[string]pos  // field path → position of its key (or sequence item)
 	bad     map[string]bool // field paths whose value could not be decoded
 	errs    Errors
+
+	// prev is an earlier config of the file whose unchanged pools are
+	// taken as they are (nil: none); reused names the pools taken, sums
+	// holds every pool's fingerprint by name, and sumBuf is where they
+	// are computed. See reuse.
+	prev   *Config
+	reused map[string]bool
+	sums   map[string]poolSum
+	sumBuf []byte
 }
 
 func newDecoder(file string) *decoder {
-	return &decoder{fileState: &fileState{file: file, rootPos: pos{1, 1}, lines: map[string]pos{}, bad: map[string]bool{}}}
+	return &decoder{fileState: &fileState{file: file, rootPos: pos{1, 1}, lines: map[string]pos{}, bad: map[string]bool{},
+		reused: map[string]bool{}, sums: map[string]poolSum{}}}
 }
 
 // in returns a decoder whose field paths are under path (a pool's, "" for
@@ -440,6 +450,9 @@ func (d *decoder) pools(f string, n *yaml.Node, c *Config) {
 		}
 		seen[k.Value] = k.Line
 		d.lines[pf] = nodePos(k)
+		if d.reuse(k.Value, v, c) {
+			continue
+		}
 		p := &Pool{Name: k.Value}
 		if !isNull(resolve(v)) { // an empty pool: validation says what it lacks
 			d.mapping(pf, v, d.poolFields(p))

@@ -35,7 +35,9 @@ func (d *decoder) validatePools(c *Config) {
 		if !validPoolName(p.Name) {
 			d.invalid(poolPath(p.Name), "a pool name must be made of a-z, 0-9, '_' and '-', got %q", short(p.Name))
 		}
-		d.inPool(c, p).validatePool(p)
+		if !d.reused[p.Name] { // else valid as it was
+			d.inPool(c, p).validatePool(p)
+		}
 	}
 	if !d.has("routes") {
 		d.invalid("routes", "required with pools: list the routes that send requests to them")

@@ -72,6 +72,10 @@ type Config struct {
 	// Limits is the limits block: what one upstream, one client
 	// connection and one slow client may hold. Process-wide: not a pool's.
 	Limits Limits
+
+	// sums are the fingerprints of the pools that a later load may take
+	// as they are (see SamePool); nil without pools.
+	sums map[string]poolSum
 }
 
 // DefaultPool is the name of the one pool of a config without pools.
