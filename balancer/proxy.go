@@ -119,7 +119,7 @@ func (b *Balancer) newProxy(s *snapshot, u *upstream, spec memberSpec) *httputil
 				return err // ReverseProxy closes the upstream connection
 			}
 		} else if readTimeout > 0 && res.Body != nil && res.Body != http.NoBody {
-			res.Body = &silenceBody{rc: res.Body, d: readTimeout}
+			res.Body = newSilenceBody(res.Body, readTimeout)
 		}
 		if len(res.Trailer) > 0 {
 			// Trailers follow the body: an HTTP/1.1 client can get them
@@ -262,22 +262,41 @@ func (*readTimeoutError) Temporary() bool { return false }
 // silenceBody is an upstream response body each of whose reads may wait
 // at most d for data. A read that waits longer closes the body, which
 // ends it (and the connection) with errReadTimeout. Only time spent in a
-// read counts: time ringlb spends writing to the client does not.
+// read counts: time ringlb spends writing to the client does not. A read
+// that cannot wait (the body says so: readier) is not timed, which spares
+// the common response whose body came in with its head a timer
+// altogether.
 type silenceBody struct {
 	rc      io.ReadCloser
+	ready   readier // rc, when it can tell; nil otherwise
 	d       time.Duration
 	timer   *time.Timer
 	expired atomic.Bool
 }
 
+// readier is a response body that knows when its next Read cannot wait
+// on the connection (balancer/h1's bodies).
+type readier interface{ Ready() bool }
+
+func newSilenceBody(rc io.ReadCloser, d time.Duration) *silenceBody {
+	b := &silenceBody{rc: rc, d: d}
+	b.ready, _ = rc.(readier)
+	return b
+}
+
 func (b *silenceBody) Read(p []byte) (int, error) {
-	if b.timer == nil {
-		b.timer = time.AfterFunc(b.d, b.expire)
-	} else {
-		b.timer.Reset(b.d)
+	timed := b.ready == nil || !b.ready.Ready()
+	if timed {
+		if b.timer == nil {
+			b.timer = time.AfterFunc(b.d, b.expire)
+		} else {
+			b.timer.Reset(b.d)
+		}
 	}
 	n, err := b.rc.Read(p)
-	b.timer.Stop()
+	if timed {
+		b.timer.Stop()
+	}
 	if err != nil && b.expired.Load() {
 		err = errReadTimeout
 	}
@@ -373,11 +392,13 @@ type responseWriter struct {
 	sendFired bool
 
 	// bytesOut counts the response body bytes written to the client;
-	// requestID, when set, goes on the final head unless the upstream set
-	// the header (requestIDHeader) itself.
+	// requestID[0], when set, goes on the final head unless the upstream
+	// set the header (requestIDHeader) itself; idBuf holds the digits of
+	// an id made for the request (see requestID).
 	bytesOut        int64
-	requestID       string
+	requestID       [1]string
 	requestIDHeader string
+	idBuf           [32]byte
 }
 
 // errSendTimeout ends a write to the client that made no progress for
@@ -478,9 +499,9 @@ func (w *responseWriter) head(code int) {
 	if w.holdCookie != "" {
 		w.Header().Add("Set-Cookie", w.holdCookie)
 	}
-	if w.requestID != "" {
+	if w.requestID[0] != "" {
 		if h := w.Header(); len(h[w.requestIDHeader]) == 0 {
-			h[w.requestIDHeader] = []string{w.requestID}
+			h[w.requestIDHeader] = w.requestID[:1:1] // cap 1: an append elsewhere copies
 		}
 	}
 	w.status, w.wroteHeader = code, true

@@ -103,6 +103,12 @@ type exchange struct {
 	rs   atomic.Int32
 	rerr error // what Read returns in bodyFailed, set before rs
 
+	// got counts the body bytes Read returned; ready says the next Read
+	// cannot wait on the connection (see Ready). Both belong to the
+	// reading goroutine: set when the body is handed out and by Read.
+	got   int64
+	ready bool
+
 	w *bodyWriter // nil for a bodiless request
 
 	// The response header timeout, like http.Transport's, starts once the
@@ -226,6 +232,7 @@ func (pc *persistConn) roundTrip(req *http.Request) (*http.Response, error) {
 		return res, nil
 	}
 	e.body = res.Body
+	e.ready = e.readyNow()
 	res.Body = e
 	return res, nil
 }
@@ -328,7 +335,9 @@ func (e *exchange) Read(p []byte) (int, error) {
 		return 0, errBodyClosed
 	}
 	n, err := e.body.Read(p)
+	e.got += int64(n)
 	if err == nil {
+		e.ready = e.readyNow()
 		if !e.rs.CompareAndSwap(bodyReading, bodyIdle) {
 			e.finish(readDone, false, true) // Close came meanwhile
 		}
@@ -354,6 +363,25 @@ func (e *exchange) Read(p []byte) (int, error) {
 	}
 	e.finish(readDone, false, true)
 	return n, err
+}
+
+// Ready reports whether the next Read returns without waiting on the
+// connection: the body is over, or it is framed by its length or by the
+// connection's end (not chunked, whose framing may need more bytes) and
+// bytes of it are buffered already, or all its Content-Length was read
+// (the next Read says io.EOF). A caller that times its reads (ringlb's
+// timeouts.read) need not time such a Read. Like Read, it is for the
+// reading goroutine.
+func (e *exchange) Ready() bool { return e.ready || e.rs.Load() > bodyReading }
+
+// readyNow is Ready's answer for the body's current position; only the
+// goroutine that reads the body may call it (it looks at the buffer).
+func (e *exchange) readyNow() bool {
+	res := e.res
+	if len(res.TransferEncoding) > 0 {
+		return false
+	}
+	return e.pc.br.Buffered() > 0 || (res.ContentLength >= 0 && e.got >= res.ContentLength)
 }
 
 // Close ends the response body. Before its end, up to drainBytes of what
