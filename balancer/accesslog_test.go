@@ -3,9 +3,11 @@ package balancer
 import (
 	"crypto/tls"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -185,3 +187,63 @@ func TestAccessLogHTTP2Trace(t *testing.T) {
 type errString string
 
 func (e errString) Error() string { return "log: " + string(e) }
+
+// TestRequestIDsMade: a request without an id gets one made for it: 32
+// lower-case hex digits, the same upstream and on the response, different
+// for every request; one the client sent with an empty value is replaced;
+// an id the upstream set on its response is left as it is.
+func TestRequestIDsMade(t *testing.T) {
+	be := newBackend(t, "a")
+	var mu sync.Mutex
+	var upID string
+	be.handle = func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		upID = r.Header.Get("X-Request-Id")
+		mu.Unlock()
+		if r.URL.Path == "/own" {
+			w.Header().Set("X-Request-Id", "upstream-id")
+		}
+		w.Write([]byte("ok"))
+	}
+	opts := baseOptions(upstreamsOf(t, be))
+	opts.RequestIDHeader = "X-Request-Id"
+	_, _, front := proxy(t, opts)
+	do := func(path string, hdr ...string) (up, res string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, front.URL+path, nil)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Add(hdr[i], hdr[i+1])
+		}
+		r, err := front.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		return upID, r.Header.Get("X-Request-Id")
+	}
+	isHex := func(s string) bool {
+		for _, c := range s {
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+				return false
+			}
+		}
+		return len(s) == 32
+	}
+	seen := map[string]bool{}
+	for i := range 50 {
+		up, res := do("/")
+		if !isHex(up) || res != up || seen[up] {
+			t.Fatalf("request %d: upstream got id %q, response %q (seen before: %v)", i, up, res, seen[up])
+		}
+		seen[up] = true
+	}
+	if up, res := do("/", "X-Request-Id", ""); !isHex(up) || res != up {
+		t.Errorf("empty id sent: upstream %q, response %q; want one made", up, res)
+	}
+	if up, res := do("/own"); !isHex(up) || res != "upstream-id" {
+		t.Errorf("upstream's own id: upstream got %q, response %q; want the upstream's kept", up, res)
+	}
+}

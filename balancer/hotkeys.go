@@ -23,26 +23,28 @@ const (
 	hotWindow   = time.Minute
 )
 
-// hotCounter is one monitored key.
+// hotCounter is one monitored key (its count is in the window's heap).
 type hotCounter struct {
-	hash  uint64
-	count uint64
-	err   uint64 // overestimation bound: the count it inherited
-	sent  string // the upstream its last request was sent to ("" if none)
+	hash uint64
+	err  uint64 // overestimation bound: the count it inherited
+	sent string // the upstream its last request was sent to ("" if none)
 }
 
 // hotWindowCounts is one window's counts: hotCounters slots, a min-heap
 // of slot numbers on their counts, and an open-addressing index from hash
 // to slot (linear probing, deletion by backward shift): no map, no
-// allocation after the window is made.
+// allocation after the window is made. The counts are kept in heap order
+// beside the heap (cnt[i] is the count of slot heap[i]), so that sifting
+// compares neighbouring words instead of following slot numbers.
 type hotWindowCounts struct {
 	start    int64 // the balancer's clock (ns) when the window began
 	end      int64 // when it ended; 0 while current
 	requests uint64
 	n        int // slots in use
 	slots    [hotCounters]hotCounter
-	heap     [hotCounters]uint8 // slot numbers; heap[0] is the least counted
-	pos      [hotCounters]uint8 // slot → its place in heap
+	cnt      [hotCounters]uint64 // the counts, in heap order
+	heap     [hotCounters]uint8  // slot numbers; heap[0] is the least counted
+	pos      [hotCounters]uint8  // slot → its place in heap
 	idx      [hotIndex]hotEntry
 }
 
@@ -71,22 +73,26 @@ func (hk *hotKeys) add(h uint64, sent string, now int64) {
 	}
 	w.requests++
 	if i, ok := w.find(h); ok {
-		c := &w.slots[i]
-		c.count++
-		c.sent = sent
-		w.down(int(w.pos[i]))
+		if c := &w.slots[i]; c.sent != sent { // mostly the same: no store
+			c.sent = sent
+		}
+		p := int(w.pos[i])
+		w.cnt[p]++
+		w.down(p)
 	} else if w.n < hotCounters {
 		i := w.n
 		w.n++
-		w.slots[i] = hotCounter{hash: h, count: 1, sent: sent}
-		w.heap[i], w.pos[i] = uint8(i), uint8(i)
+		w.slots[i] = hotCounter{hash: h, sent: sent}
+		w.heap[i], w.pos[i], w.cnt[i] = uint8(i), uint8(i), 1
 		w.insert(h, i)
 		w.up(i)
 	} else { // the least counted key gives up its place
 		i := int(w.heap[0])
 		c := &w.slots[i]
 		w.remove(c.hash)
-		*c = hotCounter{hash: h, count: c.count + 1, err: c.count, sent: sent}
+		m := w.cnt[0]
+		*c = hotCounter{hash: h, err: m, sent: sent}
+		w.cnt[0] = m + 1
 		w.insert(h, i)
 		w.down(0)
 	}
@@ -156,44 +162,45 @@ func (hk *hotKeys) rotateLocked(now int64) *hotWindowCounts {
 	return hk.cur
 }
 
-func (w *hotWindowCounts) less(i, j int) bool {
-	return w.slots[w.heap[i]].count < w.slots[w.heap[j]].count
-}
-
-func (w *hotWindowCounts) swap(i, j int) {
-	w.heap[i], w.heap[j] = w.heap[j], w.heap[i]
-	w.pos[w.heap[i]] = uint8(i)
-	w.pos[w.heap[j]] = uint8(j)
-}
-
+// up and down sift the entry at heap place i to where its count belongs,
+// moving the entries it passes by one place each and writing it once, at
+// the end. Between equal counts it stops at the first place that fits.
 func (w *hotWindowCounts) up(i int) {
+	c0, s0 := w.cnt[i], w.heap[i]
 	for i > 0 {
 		p := (i - 1) / 2
-		if !w.less(i, p) {
-			return
+		if c0 >= w.cnt[p] {
+			break
 		}
-		w.swap(i, p)
+		w.cnt[i], w.heap[i] = w.cnt[p], w.heap[p]
+		w.pos[w.heap[i]] = uint8(i)
 		i = p
 	}
+	w.cnt[i], w.heap[i] = c0, s0
+	w.pos[s0] = uint8(i)
 }
 
 func (w *hotWindowCounts) down(i int) {
 	n := w.n
+	c0, s0 := w.cnt[i], w.heap[i]
 	for {
 		l := 2*i + 1
 		if l >= n {
-			return
+			break
 		}
 		c := l
-		if r := l + 1; r < n && w.less(r, l) {
+		if r := l + 1; r < n && w.cnt[r] < w.cnt[l] {
 			c = r
 		}
-		if !w.less(c, i) {
-			return
+		if w.cnt[c] >= c0 {
+			break
 		}
-		w.swap(i, c)
+		w.cnt[i], w.heap[i] = w.cnt[c], w.heap[c]
+		w.pos[w.heap[i]] = uint8(i)
 		i = c
 	}
+	w.cnt[i], w.heap[i] = c0, s0
+	w.pos[s0] = uint8(i)
 }
 
 // HotKey is one of the hottest keys of a window.
@@ -237,7 +244,8 @@ func (b *Balancer) HotKeys(previous bool) HotKeysWindow {
 	}
 	s := b.snap.Load()
 	out := HotKeysWindow{Seconds: min(time.Duration(end-w.start), hotWindow).Seconds(), Requests: w.requests}
-	for _, c := range w.slots[:w.n] {
+	for i, c := range w.slots[:w.n] {
+		count := w.cnt[w.pos[i]]
 		owner := ""
 		if s != nil {
 			if o := s.ring.Owner(c.hash); o >= 0 {
@@ -248,7 +256,7 @@ func (b *Balancer) HotKeys(previous bool) HotKeysWindow {
 		if s != nil {
 			hex = s.ring.FormatHash(c.hash)
 		}
-		out.Keys = append(out.Keys, HotKey{Hash: c.hash, Hex: hex, Owner: owner, Requests: c.count, Error: c.err, Share: float64(c.count) / float64(max(w.requests, 1)), Sent: c.sent})
+		out.Keys = append(out.Keys, HotKey{Hash: c.hash, Hex: hex, Owner: owner, Requests: count, Error: c.err, Share: float64(count) / float64(max(w.requests, 1)), Sent: c.sent})
 	}
 	slices.SortFunc(out.Keys, func(a, b HotKey) int {
 		switch {
@@ -277,8 +285,8 @@ func (b *Balancer) hottestShare() float64 {
 		return 0
 	}
 	var top uint64
-	for _, c := range w.slots[:w.n] {
-		top = max(top, c.count)
+	for _, c := range w.cnt[:w.n] {
+		top = max(top, c)
 	}
 	return float64(top) / float64(w.requests)
 }
