@@ -284,8 +284,11 @@ func (h *handler) ring(w http.ResponseWriter, r *http.Request) {
 }
 
 // lookupJSON is /debug/lookup's shape, fixed by SPEC. Chosen is null when
-// the request would get 503.
+// the request would get 503. Pool names the pool placed in, with several
+// pools only (so that a lookup by host and path says which the routes
+// picked).
 type lookupJSON struct {
+	Pool       string        `json:"pool,omitempty"`
 	Key        string        `json:"key"`
 	Hash       string        `json:"hash"`
 	Owner      string        `json:"owner"`
@@ -309,7 +312,10 @@ func (h *handler) lookup(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if r.Method == http.MethodPost || !q.Has("key") && !q.Has("hash") && (q.Has("path") || q.Has("header") || q.Has("cookie") || q.Has("ip") || q.Has("host")) {
+	// An empty key beside a described request is the status page's form
+	// left blank: the request's own key counts.
+	described := q.Has("path") || q.Has("header") || q.Has("cookie") || q.Has("ip") || q.Has("host")
+	if r.Method == http.MethodPost || q.Get("key") == "" && !q.Has("hash") && described {
 		h.lookupRequest(w, b, r, q)
 		return
 	}
@@ -326,7 +332,17 @@ func (h *handler) lookup(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "key must not be empty: no request has an empty key"})
 		return
 	}
-	writeJSON(w, http.StatusOK, toLookupJSON(b.Lookup(q.Get("key"))))
+	out := toLookupJSON(b.Lookup(q.Get("key")))
+	out.Pool = h.poolOf(b)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// poolOf is b's name with several pools, else "" (answers leave it out).
+func (h *handler) poolOf(b *balancer.Balancer) string {
+	if len(h.rt.Pools()) > 1 {
+		return b.Pool()
+	}
+	return ""
 }
 
 func toLookupJSON(res balancer.LookupResult) lookupJSON {

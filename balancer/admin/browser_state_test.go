@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,9 +19,10 @@ import (
 
 // pressPage is served beside the status page, on the admin listener's own
 // origin: it loads the page in a frame, answers its confirmation with
-// confirm (true or false), presses the button for state on upstream, then
-// waits for the page's POST (if it makes one) to be answered and shown in
-// the row, and writes what it saw into #out as JSON.
+// confirm (true or false), presses the button for state on upstream (in
+// the section of pool, if given), then waits for the page's POST (if it
+// makes one) to be answered and shown in the row, and writes what it saw
+// into #out as JSON.
 const pressPage = `<!doctype html><html><body>
 <iframe id="f" src="/" width="1200" height="800"></iframe><pre id="out"></pre>
 <script>
@@ -41,7 +43,8 @@ function run() {
     if (opts && opts.method === "POST") posted = p.then(function (r) { return r.clone().text(); });
     return p;
   };
-  var sel = 'tr[data-upstream="' + q.get("upstream") + '"]';
+  // With pool=, the row in that pool's section of a page of several.
+  var sel = (q.get("pool") ? 'section[data-pool="' + q.get("pool") + '"] ' : "") + 'tr[data-upstream="' + q.get("upstream") + '"]';
   var before = d.querySelector(sel + ' [data-f="admin"]').textContent;
   d.querySelector(sel + ' button[value="' + q.get("state") + '"]').click();
   var tries = 0;
@@ -90,6 +93,42 @@ func outOf(t *testing.T, dom string) string {
 	return html.UnescapeString(m[1])
 }
 
+// startPressAdmin serves the admin handler newHandler returns for the
+// listener's own Opts.Addr, with pressPage at /press.html. afterPage, if
+// not nil, is run (once, then cleared) just after a status page is served.
+func startPressAdmin(t *testing.T, newHandler func(Options) http.Handler, afterPage *atomic.Pointer[func()]) *httptest.Server {
+	t.Helper()
+	admin := httptest.NewUnstartedServer(nil)
+	h := newHandler(Options{Addr: admin.Listener.Addr().String()})
+	admin.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/press.html" {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			io.WriteString(w, pressPage)
+			return
+		}
+		h.ServeHTTP(w, r)
+		if r.URL.Path == "/" && afterPage != nil {
+			if f := afterPage.Swap(nil); f != nil {
+				(*f)()
+			}
+		}
+	})
+	admin.Start()
+	t.Cleanup(admin.Close)
+	return admin
+}
+
+// press loads pressURL (pressPage with its query) and returns what it saw.
+func press(t *testing.T, bin, pressURL string) pressResult {
+	t.Helper()
+	dom := runChromium(t, bin, pressURL, "--dump-dom")
+	var res pressResult
+	if err := json.Unmarshal([]byte(outOf(t, dom)), &res); err != nil {
+		t.Fatalf("press page: %v in %q\n%s", err, outOf(t, dom), dom)
+	}
+	return res
+}
+
 // The status page's Drain / Maint / Ready buttons in a real browser: a
 // press asks first; answered yes, the upstream's state changes (on the
 // server and in the row, whose buttons follow); answered no, nothing
@@ -118,27 +157,10 @@ func TestStatusPageStateButtonsInBrowser(t *testing.T) {
 	}
 	defer b.Close()
 
-	admin := httptest.NewUnstartedServer(nil)
-	h := NewHandler(b, reg, nil, Options{Addr: admin.Listener.Addr().String()})
-	admin.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/press.html" {
-			w.Header().Set("Content-Type", "text/html; charset=utf-8")
-			io.WriteString(w, pressPage)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
-	admin.Start()
-	t.Cleanup(admin.Close)
-
+	admin := startPressAdmin(t, func(opts Options) http.Handler { return NewHandler(b, reg, nil, opts) }, nil)
 	press := func(upstream, state, confirm string) pressResult {
 		t.Helper()
-		dom := runChromium(t, bin, admin.URL+"/press.html?upstream="+upstream+"&state="+state+"&confirm="+confirm, "--dump-dom")
-		var res pressResult
-		if err := json.Unmarshal([]byte(outOf(t, dom)), &res); err != nil {
-			t.Fatalf("press page: %v in %q\n%s", err, outOf(t, dom), dom)
-		}
-		return res
+		return press(t, bin, admin.URL+"/press.html?upstream="+upstream+"&state="+state+"&confirm="+confirm)
 	}
 
 	// Answered no: nothing changes.

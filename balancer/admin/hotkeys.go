@@ -59,6 +59,7 @@ func (h *handler) lookupHash(w http.ResponseWriter, b *balancer.Balancer, hash s
 		return
 	}
 	lj := toLookupJSON(res)
+	lj.Pool = h.poolOf(b)
 	writeJSON(w, http.StatusOK, struct {
 		Key *string `json:"key"`
 		*lookupJSON

@@ -13,6 +13,7 @@ import (
 // ?key= (the lookupJSON fields). With no key, Key and Source are null and
 // Missing says what on_missing does with such a request.
 type requestLookupJSON struct {
+	Pool    string  `json:"pool,omitempty"` // as in lookupJSON, whose own is hidden by this one
 	Key     *string `json:"key"`
 	Source  *string `json:"source"`
 	Missing string  `json:"on_missing,omitempty"`
@@ -76,7 +77,7 @@ func (h *handler) lookupRequest(w http.ResponseWriter, b *balancer.Balancer, in 
 	key, source, ok := b.KeyOf(r)
 	if !ok {
 		st := b.Status()
-		out := requestLookupJSON{Missing: st.OnMissing}
+		out := requestLookupJSON{Pool: h.poolOf(b), Missing: st.OnMissing}
 		switch st.OnMissing {
 		case "reject":
 			out.Outcome = "400: the request has none of " + strings.Join(st.KeySources, ", ")
@@ -90,5 +91,5 @@ func (h *handler) lookupRequest(w http.ResponseWriter, b *balancer.Balancer, in 
 	}
 	res := b.Lookup(key)
 	lj := toLookupJSON(res)
-	writeJSON(w, http.StatusOK, requestLookupJSON{Key: &key, Source: &source, lookupJSON: &lj})
+	writeJSON(w, http.StatusOK, requestLookupJSON{Pool: h.poolOf(b), Key: &key, Source: &source, lookupJSON: &lj})
 }

@@ -70,65 +70,102 @@ func upstreamColor(i int) string {
 	return fmt.Sprintf("hsl(%d, 55%%, 50%%)", (i*137)%360)
 }
 
-// statusPage is what status.html renders.
+// statusPage is what status.html renders: what the process is, then one
+// section per pool shown. With one pool (One) the page is that pool's,
+// as it always was; with several (Multi) it starts with the routes, an
+// index of the pools and a request lookup whose host and path the routes
+// resolve, then shows every pool (or, with ?pool=NAME, that one) in a
+// section of its own.
 type statusPage struct {
-	balancer.RingStatus
-	Available int
-	Rows      []statusRow
-	Samples   int
-	Grey      string
-	// Ring geometry (see ringCentre): the SVG's size, the circle the arcs
-	// are stroked on, the band's inner edge, the key marker's ends and the
-	// centre text's baselines.
-	Size, Centre, Radius, Width, InnerR float64
-	MarkerTop, MarkerBottom             float64
-	CountY, LabelY                      float64
-	RefreshMillis                       int
-	Key                                 string // the lookup box's initial key (?key=)
-	CSS                                 template.CSS
-	JS                                  template.JS
-	MetricsReadable                     bool // whether Requests and Overflows were gathered
+	Grey          string
+	RefreshMillis int
+	Key           string // the lookup box's initial key (?key=)
+	CSS           template.CSS
+	JS            template.JS
 
 	// What the process is: Options.Version, Options.Listen, and its start
 	// (RFC 3339, Unix milliseconds for the script, and the uptime).
-	RinglbVersion, Listen    string
-	Started, Uptime          string
-	StartedMillis            int64
-	KeySources               string // "cookie session, header X-User-Id, ..."
-	Reload                   *balancer.Reload
-	ReloadAt, ReloadAgo      string
-	Reloads, ReloadsRendered int64 // reload attempts counted in metrics when rendered
-	// With hold on: keys held in this process (ringlb_hold_keys) and the
-	// held share of the requests answered (ringlb_held_total over
-	// ringlb_requests_total), as a percentage ("–" before any request).
-	HoldKeys float64
-	// HotKeys are the current window's ten hottest keys.
-	HotKeys        []balancer.HotKey
-	HotWindow      float64 // seconds the window covers so far
-	HotRequests    uint64
-	HeldShare      string
-	AvailableNames string // names of available upstreams, for the script
+	RinglbVersion, Listen string
+	Started, Uptime       string
+	StartedMillis         int64
+	Reload                *balancer.Reload
+	ReloadAt, ReloadAgo   string
+	ReloadsRendered       int64 // reload attempts counted in metrics when rendered
 	// The certificate the proxy listener serves (with TLS): its subject,
 	// its expiry (RFC 3339) and how far off that is.
 	CertSubject, CertNotAfter, CertLeft string
 	CertExpired                         bool
 
-	// Pool is the pool the page shows (?pool=, else the first). With
-	// several (Multi), the page starts with the routes and every pool,
-	// each linking to its own view, and the state buttons post to
-	// StatePrefix + upstreams/NAME/STATE.
-	Pool        string
-	Multi       bool
-	Routes      []balancer.Route
-	Pools       []poolSummary
-	StatePrefix string
+	Sections []poolSection
+	One      *poolSection // the only section of a one-pool page; nil with several pools
+	Multi    bool
+	All      bool // with several pools: every pool has its section (no ?pool=)
+	Routes   []balancer.Route
+	Pools    []poolSummary
+	// Available and Total count the upstreams of every pool (Multi).
+	Available, Total int
 }
 
-// poolSummary is one pool in the pools table of a page with several.
+// poolSummary is one pool in the pools index of a page with several.
 type poolSummary struct {
 	Name, Version    string
 	Available, Total int
-	Current          bool // the pool the page shows
+	Shown            bool // the page has its section
+}
+
+// ringGeometry is where the ring picture's parts go (see ringCentre): the
+// SVG's size, the circle the arcs are stroked on, the band's inner edge,
+// the key marker's ends and the centre text's baselines.
+type ringGeometry struct {
+	Size, Centre, Radius, Width, InnerR float64
+	MarkerTop, MarkerBottom             float64
+	CountY, LabelY                      float64
+}
+
+var geometry = ringGeometry{
+	Size:         2 * ringCentre,
+	Centre:       ringCentre,
+	Radius:       ringRadius,
+	Width:        ringWidth,
+	InnerR:       ringRadius - ringWidth/2,
+	MarkerTop:    ringCentre - ringRadius - ringWidth/2 - 10,
+	MarkerBottom: ringCentre - ringRadius + ringWidth/2 + 10,
+	CountY:       ringCentre - 4,
+	LabelY:       ringCentre + 18,
+}
+
+// poolSection is one pool's part of the page: its key sources and ring
+// settings, hold, the upstreams table with its buttons, the ring picture
+// and the hot keys.
+type poolSection struct {
+	balancer.RingStatus
+	ringGeometry
+	Pool string
+	// ID prefixes the section's element ids: "" on a one-pool page, "pN-"
+	// for the Nth section of a page with several, so that ids stay unique.
+	ID string
+	// Multi is the page's; Legend says whether this section shows the
+	// picture's legend and the table's notes (the first one does).
+	Multi, Legend   bool
+	Available       int
+	Rows            []statusRow
+	Grey            string
+	MetricsReadable bool // whether Requests and Overflows were gathered
+	Key             string
+	// With hold on: keys held in this process (ringlb_hold_keys) and the
+	// held share of the requests answered (ringlb_held_total over
+	// ringlb_requests_total), as a percentage ("–" before any request).
+	HoldKeys  float64
+	HeldShare string
+	// HotKeys are the current window's ten hottest keys.
+	HotKeys        []balancer.HotKey
+	HotWindow      float64 // seconds the window covers so far
+	HotRequests    uint64
+	KeySources     string // "cookie session, header X-User-Id, ..."
+	AvailableNames string // names of available upstreams, for the script
+	// The state buttons post to StatePrefix + upstreams/NAME/STATE
+	// ("pools/POOL/" with several pools).
+	StatePrefix string
 }
 
 // statusRow is one upstream: its table row, legend entry and arc.
@@ -142,7 +179,9 @@ type statusRow struct {
 	State, StateText string
 	// Path is the arc as SVG path data: one annular sector per run of
 	// samples the upstream owns, clockwise from the top (see arcPath).
-	Path string
+	// Hatch says whether it is drawn hatched too (see multiSamples).
+	Path  string
+	Hatch bool
 	// Since and Why say, for an ejected upstream, since when (RFC 3339 and
 	// a duration) and why it is unavailable.
 	Since, SinceAgo, Why string
@@ -163,60 +202,49 @@ type statusRow struct {
 
 const refreshInterval = 1500 // milliseconds
 
+// The page's cost grows with the pools it shows: every refresh fetches
+// each shown pool's /debug/ring, and every ring is drawn. With several
+// pools shown, each ring is sampled at multiSamples (two degrees each),
+// only a slow-starting upstream's arc is drawn a second time hatched
+// (one becomes slow-starting by a return or a reload, which reload the
+// page), and the refresh interval grows by refreshInterval for every
+// poolsPerRefresh pools beyond the first poolsPerRefresh. 50 pools of 20
+// upstreams make a page of about 2.5 MB (BenchmarkStatusPagePools).
+const (
+	multiSamples    = 180
+	poolsPerRefresh = 10
+)
+
 func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 	pools := h.rt.Pools()
 	if len(pools) == 0 {
 		http.Error(w, "no pools", http.StatusServiceUnavailable)
 		return
 	}
-	b := pools[0]
+	shown := pools
 	if name := r.URL.Query().Get("pool"); name != "" {
-		if b = h.rt.Pool(name); b == nil {
+		b := h.rt.Pool(name)
+		if b == nil {
 			http.Error(w, "no pool "+quote(name)+"; pools: "+poolNames(pools), http.StatusNotFound)
 			return
 		}
+		shown = []*balancer.Balancer{b}
 	}
-	st := b.Status()
-	owners := b.Owners(ringSamples)
-	c, ok := perUpstreamCounts(h.gatherer, b.Pool())
-	requests, overflows := c.requests, c.overflows
+	byPool, reloads, ok := gatherCounts(h.gatherer)
 	now := time.Now()
-	hot := b.HotKeys(false)
-	if len(hot.Keys) > 10 {
-		hot.Keys = hot.Keys[:10]
-	}
 	page := statusPage{
-		HotKeys:         hot.Keys,
-		HotWindow:       hot.Seconds,
-		HotRequests:     hot.Requests,
-		RingStatus:      st,
-		Rows:            make([]statusRow, len(st.Upstreams)),
-		Samples:         ringSamples,
 		Grey:            greyColor,
-		Size:            2 * ringCentre,
-		Centre:          ringCentre,
-		Radius:          ringRadius,
-		Width:           ringWidth,
-		InnerR:          ringRadius - ringWidth/2,
-		MarkerTop:       ringCentre - ringRadius - ringWidth/2 - 10,
-		MarkerBottom:    ringCentre - ringRadius + ringWidth/2 + 10,
-		CountY:          ringCentre - 4,
-		LabelY:          ringCentre + 18,
-		RefreshMillis:   refreshInterval,
+		RefreshMillis:   refreshInterval * max(1, (len(shown)+poolsPerRefresh-1)/poolsPerRefresh),
 		Key:             r.URL.Query().Get("key"),
 		CSS:             template.CSS(statusCSS),
 		JS:              template.JS(statusJS),
-		MetricsReadable: ok,
 		RinglbVersion:   h.opts.Version,
 		Listen:          h.opts.Listen,
-		KeySources:      strings.Join(st.KeySources, ", "),
 		Reload:          h.rt.LastReload(),
-		Pool:            b.Pool(),
 		Multi:           len(pools) > 1,
-		Routes:          h.rt.Routes(),
-		ReloadsRendered: int64(c.reloads),
-		HoldKeys:        c.holdKeys,
-		HeldShare:       heldShare(c),
+		All:             len(shown) == len(pools),
+		ReloadsRendered: int64(reloads),
+		Sections:        make([]poolSection, len(shown)),
 	}
 	if !h.opts.Started.IsZero() {
 		page.Started = h.opts.Started.Format(time.RFC3339)
@@ -237,21 +265,71 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 		page.ReloadAt = page.Reload.At.Format(time.RFC3339)
 		page.ReloadAgo = ago(now.Sub(page.Reload.At))
 	}
-	held := map[string]int{}
-	drained := map[string]bool{}
-	if page.Multi {
-		page.StatePrefix = "pools/" + b.Pool() + "/"
+	for i, b := range shown {
+		page.Sections[i] = h.section(b, byPool[b.Pool()], ok, len(shown) == 1, now)
+		sec := &page.Sections[i]
+		sec.Multi, sec.Legend, sec.Key = page.Multi, i == 0, page.Key
+		if page.Multi {
+			sec.ID, sec.StatePrefix = "p"+strconv.Itoa(i)+"-", "pools/"+b.Pool()+"/"
+		}
+	}
+	if !page.Multi {
+		page.One = &page.Sections[0]
+	} else {
+		page.Routes = h.rt.Routes()
 		for _, p := range pools {
-			ps := poolSummary{Name: p.Pool(), Version: p.Version(), Current: p == b}
+			ps := poolSummary{Name: p.Pool(), Version: p.Version(), Shown: page.All || p == shown[0]}
 			for _, u := range p.Status().Upstreams {
 				ps.Total++
 				if u.Available {
 					ps.Available++
 				}
 			}
+			page.Available, page.Total = page.Available+ps.Available, page.Total+ps.Total
 			page.Pools = append(page.Pools, ps)
 		}
 	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if err := statusTmpl.Execute(w, page); err != nil {
+		// Headers are gone; all that is left is to say so in the page.
+		fmt.Fprintf(w, "\n<!-- status page: %s -->\n", template.HTMLEscapeString(err.Error()))
+	}
+}
+
+// section gathers pool b's part of the page: c are its counts from the
+// metrics (ok: they could be gathered). full: it is the page's only
+// section, drawn in full detail; else see multiSamples.
+func (h *handler) section(b *balancer.Balancer, c *counts, ok, full bool, now time.Time) poolSection {
+	if c == nil {
+		c = newCounts()
+	}
+	samples := ringSamples
+	if !full {
+		samples = multiSamples
+	}
+	st := b.Status()
+	owners := b.Owners(samples)
+	hot := b.HotKeys(false)
+	if len(hot.Keys) > 10 {
+		hot.Keys = hot.Keys[:10]
+	}
+	sec := poolSection{
+		RingStatus:      st,
+		ringGeometry:    geometry,
+		Pool:            b.Pool(),
+		Grey:            greyColor,
+		Rows:            make([]statusRow, len(st.Upstreams)),
+		MetricsReadable: ok,
+		HoldKeys:        c.holdKeys,
+		HeldShare:       heldShare(c),
+		HotKeys:         hot.Keys,
+		HotWindow:       hot.Seconds,
+		HotRequests:     hot.Requests,
+		KeySources:      strings.Join(st.KeySources, ", "),
+	}
+	held := map[string]int{}
+	drained := map[string]bool{}
 	for _, u := range b.UpstreamStates() {
 		held[u.Name], drained[u.Name] = u.HeldKeys, u.Drained
 	}
@@ -263,8 +341,8 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 			Index:          i,
 			Color:          upstreamColor(i),
 			Path:           arcPath(owners, i),
-			Requests:       requests[u.Name],
-			Overflows:      overflows[u.Name],
+			Requests:       c.requests[u.Name],
+			Overflows:      c.overflows[u.Name],
 			Errors:         c.errors[u.Name],
 			Latency:        latency(c.durSum[u.Name], c.durCount[u.Name]),
 		}
@@ -275,25 +353,21 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		row.State, row.StateText = upstreamState(u)
+		row.Hatch = full || row.State == "slow-start"
 		row.Fill = row.Color
 		if !u.Available {
 			row.Fill = greyColor
 		} else {
-			page.Available++
-			page.AvailableNames += u.Name + " "
+			sec.Available++
+			sec.AvailableNames += u.Name + " "
 		}
 		row.ClipR = ringRadius + ringWidth/2 + 1
 		if row.State == "slow-start" {
-			row.ClipR = page.InnerR + ringWidth*u.ActiveFraction
+			row.ClipR = sec.InnerR + ringWidth*u.ActiveFraction
 		}
-		page.Rows[i] = row
+		sec.Rows[i] = row
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	if err := statusTmpl.Execute(w, page); err != nil {
-		// Headers are gone; all that is left is to say so in the page.
-		fmt.Fprintf(w, "\n<!-- status page: %s -->\n", template.HTMLEscapeString(err.Error()))
-	}
+	return sec
 }
 
 // adminText says an admin state for people; status.js's adminText()
@@ -403,31 +477,41 @@ func latency(sum, count float64) string {
 	return strconv.FormatFloat(ms, 'f', 0, 64) + " ms"
 }
 
-// counts are what the page reads from the metrics, by upstream: requests
-// answered (every code), 5xx answers, overflows, and the request duration
-// histogram's sum and count; reloads is every reload attempt counted.
+// counts are what the page reads from the metrics for one pool, by
+// upstream: requests answered (every code), 5xx answers, overflows, and
+// the request duration histogram's sum and count.
 type counts struct {
 	requests, errors, overflows, durSum, durCount map[string]float64
-	reloads                                       float64
 	holdKeys, held                                float64 // ringlb_hold_keys, ringlb_held_total
 }
 
-// perUpstreamCounts gathers the counts of pool's series from g; ok is
-// false if g could not be gathered.
-func perUpstreamCounts(g prometheus.Gatherer, pool string) (c counts, ok bool) {
-	c = counts{requests: map[string]float64{}, errors: map[string]float64{}, overflows: map[string]float64{},
+func newCounts() *counts {
+	return &counts{requests: map[string]float64{}, errors: map[string]float64{}, overflows: map[string]float64{},
 		durSum: map[string]float64{}, durCount: map[string]float64{}}
+}
+
+// gatherCounts gathers g once and returns every pool's counts, by pool
+// label, and reloads, every reload attempt counted; ok is false if g
+// could not be gathered.
+func gatherCounts(g prometheus.Gatherer) (byPool map[string]*counts, reloads float64, ok bool) {
+	byPool = map[string]*counts{}
 	if g == nil {
-		return c, false
+		return byPool, 0, false
 	}
 	mfs, err := g.Gather()
 	if err != nil && len(mfs) == 0 {
-		return c, false
+		return byPool, 0, false
 	}
 	for _, mf := range mfs {
+		name := mf.GetName()
+		if name == "ringlb_config_reloads_total" {
+			for _, m := range mf.GetMetric() {
+				reloads += m.GetCounter().GetValue()
+			}
+			continue
+		}
 		for _, m := range mf.GetMetric() {
-			var up, code string
-			other := false
+			var up, code, pool string
 			for _, l := range m.GetLabel() {
 				switch l.GetName() {
 				case "upstream":
@@ -435,13 +519,15 @@ func perUpstreamCounts(g prometheus.Gatherer, pool string) (c counts, ok bool) {
 				case "code":
 					code = l.GetValue()
 				case "pool":
-					other = l.GetValue() != pool
+					pool = l.GetValue()
 				}
 			}
-			if other {
-				continue
+			c := byPool[pool]
+			if c == nil {
+				c = newCounts()
+				byPool[pool] = c
 			}
-			switch mf.GetName() {
+			switch name {
 			case "ringlb_requests_total":
 				v := m.GetCounter().GetValue()
 				c.requests[up] += v
@@ -453,8 +539,6 @@ func perUpstreamCounts(g prometheus.Gatherer, pool string) (c counts, ok bool) {
 			case "ringlb_request_duration_seconds":
 				c.durSum[up] += m.GetHistogram().GetSampleSum()
 				c.durCount[up] += float64(m.GetHistogram().GetSampleCount())
-			case "ringlb_config_reloads_total":
-				c.reloads += m.GetCounter().GetValue()
 			case "ringlb_hold_keys":
 				c.holdKeys = m.GetGauge().GetValue()
 			case "ringlb_held_total":
@@ -462,12 +546,12 @@ func perUpstreamCounts(g prometheus.Gatherer, pool string) (c counts, ok bool) {
 			}
 		}
 	}
-	return c, true
+	return byPool, reloads, true
 }
 
 // heldShare formats the share of the requests answered that a hold sent
 // to another upstream than the ring's choice, or "–" before any request.
-func heldShare(c counts) string {
+func heldShare(c *counts) string {
 	total := 0.0
 	for _, n := range c.requests {
 		total += n
@@ -476,4 +560,30 @@ func heldShare(c counts) string {
 		return "–"
 	}
 	return formatPct(c.held / total)
+}
+
+// lookupForm is what the request lookup form needs. On a one-pool page it
+// follows the pool's upstreams table, and the pool's key sources take the
+// key. With several pools it comes before the sections and also takes a
+// host and a key: the routes pick the pool from the host and the path
+// (Pool names the pool a page of one section falls back to without a
+// host).
+type lookupForm struct {
+	Multi                 bool
+	Pool, Key             string
+	KeySources, OnMissing string
+}
+
+// LookupForm is the request lookup of a one-pool page.
+func (s poolSection) LookupForm() lookupForm {
+	return lookupForm{KeySources: s.KeySources, OnMissing: s.OnMissing, Key: s.Key}
+}
+
+// LookupForm is the request lookup of a page with several pools.
+func (p statusPage) LookupForm() lookupForm {
+	f := lookupForm{Multi: true, Key: p.Key}
+	if !p.All {
+		f.Pool, f.KeySources, f.OnMissing = p.Sections[0].Pool, p.Sections[0].KeySources, p.Sections[0].OnMissing
+	}
+	return f
 }

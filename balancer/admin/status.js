@@ -1,39 +1,59 @@
-// The status page's live part: refresh the table and the ring from
-// debug/ring and metrics, reload the page when the ring's version changes,
-// and answer the lookup box from debug/lookup. The server rendered the
-// page complete; this only updates it. URLs are relative to the page.
+// The status page's live part: refresh the tables and the rings from
+// debug/ring, upstreams and metrics, reload the page when a ring's version
+// changes, and answer the lookup boxes from debug/lookup. The server
+// rendered the page complete; this only updates it. URLs are relative to
+// the page.
+//
+// A one-pool page is one section, the whole page. A page with several
+// pools (body data-multi) has a section element per pool shown, whose ids
+// carry its prefix (data-id): every ring query names its pool, and only
+// that pool's series and states go into it.
 (function () {
   "use strict";
   var GREY = document.body.getAttribute("data-grey");
   var body = document.body;
-  var version = body.getAttribute("data-version");
-  // With several pools the page shows one: every ring and lookup query
-  // names it, and only its series and states count.
-  var pool = body.getAttribute("data-pool") || "";
-  var poolQ = pool ? "pool=" + encodeURIComponent(pool) + "&" : "";
+  var multi = body.hasAttribute("data-multi");
+  // The one pool a page of several shows (?pool=), which a request
+  // lookup without a host goes to.
+  var only = body.getAttribute("data-pool-shown") || "";
   var every = parseInt(body.getAttribute("data-refresh"), 10) || 1500;
-  var svg = document.getElementById("ring");
-  var C = svg.viewBox.baseVal.width / 2;
-  var arcR = parseFloat(svg.getAttribute("data-radius"));
-  var width = parseFloat(svg.getAttribute("data-width"));
   // What the server rendered: a change in either needs a fresh render
   // (ejection times and reasons, the last reload's result come from it).
   var renderedReloads = body.getAttribute("data-reloads");
-  var renderedAvailable = body.getAttribute("data-available");
 
-  // Per upstream name: its index, row, arc, hatch and clip circle.
-  var ups = {};
-  document.querySelectorAll("tr.up").forEach(function (tr) {
-    var i = tr.id.slice("row-".length);
-    var arc = document.getElementById("arc-" + i);
-    ups[tr.getAttribute("data-upstream")] = {
-      row: tr,
-      arc: arc,
-      color: tr.querySelector("rect").getAttribute("fill"),
-      hatch: document.getElementById("hatch-arc-" + i),
-      clip: document.getElementById("clip-circle-" + i)
+  // section gathers the parts of one pool's section (root): its pool
+  // ("" on a one-pool page), id prefix, the version and available
+  // upstreams it was rendered with, its ring's geometry and marker, and
+  // per upstream name its row, arc, hatch and clip circle.
+  function section(root, pool, id) {
+    var svg = document.getElementById(id + "ring");
+    var s = {
+      pool: pool, id: id, root: root, ups: {},
+      version: root.getAttribute("data-version"),
+      available: root.getAttribute("data-available"),
+      C: svg.viewBox.baseVal.width / 2,
+      arcR: parseFloat(svg.getAttribute("data-radius")),
+      width: parseFloat(svg.getAttribute("data-width")),
+      marker: document.getElementById(id + "marker")
     };
-  });
+    root.querySelectorAll("tr.up").forEach(function (tr) {
+      var i = tr.id.slice((id + "row-").length);
+      s.ups[tr.getAttribute("data-upstream")] = {
+        row: tr,
+        arc: document.getElementById(id + "arc-" + i),
+        color: tr.querySelector("rect").getAttribute("fill"),
+        hatch: document.getElementById(id + "hatch-arc-" + i),
+        clip: document.getElementById(id + "clip-circle-" + i)
+      };
+    });
+    return s;
+  }
+  var sections = multi ? Array.prototype.map.call(document.querySelectorAll("section.pool"), function (e) {
+    return section(e, e.getAttribute("data-pool"), e.getAttribute("data-id"));
+  }) : [section(body, "", "")];
+  function sectionOf(pool) {
+    return sections.filter(function (s) { return s.pool === (multi ? pool : ""); })[0];
+  }
 
   // state classifies an upstream as status.go's upstreamState does.
   function state(u) {
@@ -71,32 +91,38 @@
     if (td && td.textContent !== text) td.textContent = text;
   }
 
-  // parseMetrics reads, from the Prometheus text format, by upstream:
+  function noCounts() { return { requests: {}, errors: {}, overflows: {}, sum: {}, count: {}, holdKeys: 0, held: 0 }; }
+
+  // parseMetrics reads, from the Prometheus text format, reloads, the sum
+  // of ringlb_config_reloads_total, and by pool (its pool label on a page
+  // of several, "" for every series on a one-pool page) and upstream:
   // requests (ringlb_requests_total over codes), errors (its 5xx codes),
-  // overflows, and the request duration's sum and count; and reloads, the
-  // sum of ringlb_config_reloads_total.
+  // overflows, and the request duration's sum and count.
   function parseMetrics(text) {
-    var out = { requests: {}, errors: {}, overflows: {}, sum: {}, count: {}, reloads: 0, holdKeys: 0, held: 0 };
+    var out = { reloads: 0, pools: {} };
     var sample = /^(ringlb_[a-z_]+)(?:\{(.*)\})? (\S+)/;
     var label = /(?:^|,)upstream="((?:[^"\\]|\\.)*)"/;
+    var poolLabel = /(?:^|,)pool="([^"]*)"/;
     var into = {
-      ringlb_requests_total: out.requests, ringlb_overflow_total: out.overflows,
-      ringlb_request_duration_seconds_sum: out.sum, ringlb_request_duration_seconds_count: out.count
+      ringlb_requests_total: "requests", ringlb_overflow_total: "overflows",
+      ringlb_request_duration_seconds_sum: "sum", ringlb_request_duration_seconds_count: "count"
     };
     text.split("\n").forEach(function (line) {
       var m = sample.exec(line);
       if (!m) return;
       var v = parseFloat(m[3]);
       if (m[1] === "ringlb_config_reloads_total") { out.reloads += v; return; }
-      if (pool && m[2] && m[2].indexOf('pool="' + pool + '"') < 0 && /(?:^|,)pool="/.test(m[2])) return;
-      if (m[1] === "ringlb_hold_keys") { out.holdKeys = v; return; }
-      if (m[1] === "ringlb_held_total") { out.held = v; return; }
+      var p = multi ? (poolLabel.exec(m[2] || "") || [])[1] || "" : "";
+      var pc = out.pools[p] || (out.pools[p] = noCounts());
+      if (m[1] === "ringlb_hold_keys") { pc.holdKeys = v; return; }
+      if (m[1] === "ringlb_held_total") { pc.held = v; return; }
       if (!into[m[1]]) return;
       var l = label.exec(m[2] || "");
       if (!l) return;
       var name = l[1].replace(/\\(.)/g, function (_, c) { return c === "n" ? "\n" : c; });
-      into[m[1]][name] = (into[m[1]][name] || 0) + v;
-      if (m[1] === "ringlb_requests_total" && /(?:^|,)code="5\d\d"/.test(m[2])) out.errors[name] = (out.errors[name] || 0) + v;
+      var by = pc[into[m[1]]];
+      by[name] = (by[name] || 0) + v;
+      if (m[1] === "ringlb_requests_total" && /(?:^|,)code="5\d\d"/.test(m[2])) pc.errors[name] = (pc.errors[name] || 0) + v;
     });
     return out;
   }
@@ -119,8 +145,8 @@
 
   // renderHold updates the hold line (present with hold on) as status.go
   // renders it: keys held, and the held share of the requests answered.
-  function renderHold(counts) {
-    var keys = document.getElementById("hold-keys"), share = document.getElementById("held-share");
+  function renderHold(s, counts) {
+    var keys = document.getElementById(s.id + "hold-keys"), share = document.getElementById(s.id + "held-share");
     if (!keys || !share || !counts) return;
     var total = 0;
     Object.keys(counts.requests).forEach(function (n) { total += counts.requests[n]; });
@@ -128,23 +154,23 @@
     share.textContent = total ? (100 * counts.held / total).toFixed(1) + "%" : "–";
   }
 
-  function render(ring, counts, states) {
-    renderHold(counts);
+  function render(s, ring, counts, states) {
+    renderHold(s, counts);
     var avail = 0;
     ring.upstreams.forEach(function (u) {
-      var e = ups[u.name];
+      var e = s.ups[u.name];
       if (!e) return;
-      var s = state(u);
+      var st = state(u);
       if (u.available) avail++;
-      e.row.className = "up " + s[0];
+      e.row.className = "up " + st[0];
       if (u.state) renderAdmin(e, (states && states[u.name]) || u);
-      e.arc.setAttribute("class", "arc " + s[0]);
+      e.arc.setAttribute("class", "arc " + st[0]);
       e.arc.setAttribute("fill", u.available ? e.color : GREY);
       e.arc.setAttribute("stroke", u.available ? e.color : GREY);
-      e.hatch.setAttribute("visibility", s[0] === "slow-start" ? "visible" : "hidden");
-      var r = s[0] === "slow-start" ? arcR - width / 2 + width * u.active_fraction : arcR + width / 2 + 1;
+      e.hatch.setAttribute("visibility", st[0] === "slow-start" ? "visible" : "hidden");
+      var r = st[0] === "slow-start" ? s.arcR - s.width / 2 + s.width * u.active_fraction : s.arcR + s.width / 2 + 1;
       e.clip.setAttribute("r", num(r));
-      setText(e.row, "state", s[1]);
+      setText(e.row, "state", st[1]);
       setText(e.row, "url", u.url);
       setText(e.row, "source", u.source);
       setText(e.row, "health", u.health);
@@ -161,8 +187,8 @@
       }
     });
     var n = ring.upstreams.length;
-    document.getElementById("summary").textContent = avail + " of " + n + " upstreams available";
-    document.getElementById("centre-count").textContent = avail + "/" + n;
+    document.getElementById(s.id + "summary").textContent = avail + " of " + n + " upstreams available";
+    document.getElementById(s.id + "centre-count").textContent = avail + "/" + n;
   }
 
   var live = document.getElementById("live");
@@ -187,34 +213,45 @@
     var metrics = fetch("metrics", { cache: "no-store" })
       .then(function (r) { return r.ok ? r.text() : ""; })
       .then(function (t) { return t ? parseMetrics(t) : null; }, function () { return null; });
+    // states: by pool (as parseMetrics keys them), by upstream name.
     var states = getJSON("upstreams").then(function (v) {
       var by = {};
       Object.keys(v.pools).forEach(function (p) {
-        if (pool && p !== pool) return;
-        v.pools[p].forEach(function (u) { by[u.name] = u; });
+        var into = by[multi ? p : ""] || (by[multi ? p : ""] = {});
+        v.pools[p].forEach(function (u) { into[u.name] = u; });
       });
       return by;
     }, function () { return null; });
-    Promise.all([getJSON("debug/ring" + (pool ? "?" + poolQ.slice(0, -1) : "")), metrics, states]).then(function (res) {
-      var ring = res[0];
-      if (ring.version !== version) {
-        // New membership: the arcs come from samples of the old ring.
-        setLive(true, "ring changed to " + ring.version + ", reloading");
-        location.reload();
-        return;
-      }
-      var avail = ring.upstreams.filter(function (u) { return u.available; })
-        .map(function (u) { return u.name + " "; }).join("");
-      if (avail !== renderedAvailable || (res[1] && String(res[1].reloads) !== renderedReloads)) {
-        // An ejection, a return or a reload attempt: the server renders
-        // since when and why, and the reload's result.
-        setLive(true, "state changed, reloading");
+    var rings = Promise.all(sections.map(function (s) {
+      return getJSON("debug/ring" + (s.pool ? "?pool=" + encodeURIComponent(s.pool) : ""));
+    }));
+    Promise.all([rings, metrics, states]).then(function (res) {
+      var changed = null;
+      sections.forEach(function (s, i) {
+        var ring = res[0][i];
+        if (changed) return;
+        if (ring.version !== s.version) {
+          // New membership: the arcs come from samples of the old ring.
+          changed = "ring " + (s.pool ? "of pool " + s.pool + " " : "") + "changed to " + ring.version + ", reloading";
+          return;
+        }
+        var avail = ring.upstreams.filter(function (u) { return u.available; })
+          .map(function (u) { return u.name + " "; }).join("");
+        // An ejection or a return: the server renders since when and why.
+        if (avail !== s.available) changed = "state changed, reloading";
+      });
+      // A reload attempt: the server renders its result.
+      if (!changed && res[1] && String(res[1].reloads) !== renderedReloads) changed = "state changed, reloading";
+      if (changed) {
+        setLive(true, changed);
         location.reload();
         return;
       }
       var up = document.getElementById("uptime");
       if (up) up.textContent = ago(Date.now() - parseInt(up.getAttribute("data-started"), 10));
-      render(ring, res[1], res[2]);
+      sections.forEach(function (s, i) {
+        render(s, res[0][i], res[1] && (res[1].pools[s.pool] || noCounts()), res[2] && (res[2][s.pool] || {}));
+      });
       setLive(true, "live · " + new Date().toLocaleTimeString());
       body.setAttribute("data-refreshed", String(Date.now()));
       return lookup();
@@ -232,7 +269,7 @@
     maint: "Put %s in maint? Every request goes elsewhere at once, keys in use included.",
     ready: "Make %s ready? It takes its keys back."
   };
-  document.querySelectorAll("form.set-state").forEach(function (f) {
+  sections.forEach(function (s) { s.root.querySelectorAll("form.set-state").forEach(function (f) {
     f.addEventListener("submit", function (ev) {
       ev.preventDefault();
       var b = f.querySelector("button"), name = b.getAttribute("data-upstream"), st = b.value;
@@ -240,21 +277,20 @@
       fetch(f.getAttribute("action"), { method: "POST", cache: "no-store" }).then(function (r) {
         return r.json().then(function (v) {
           if (!r.ok) throw new Error(r.status + (v && v.error ? " " + v.error : ""));
-          if (ups[v.name]) renderAdmin(ups[v.name], v);
-          setLive(true, v.name + ": " + v.state);
+          if (s.ups[v.name]) renderAdmin(s.ups[v.name], v);
+          setLive(true, (s.pool ? s.pool + "/" : "") + v.name + ": " + v.state);
         });
       }).catch(function (err) {
         setLive(false, name + " " + st + " failed: " + err.message);
       });
     });
-  });
+  }); });
 
-  // The lookup box.
+  // The key lookup box (a one-pool page's).
   var form = document.getElementById("lookup-form");
   var input = document.getElementById("key");
   var out = document.getElementById("lookup-result");
-  var marker = document.getElementById("marker");
-  var key = input.value;
+  var key = input ? input.value : "";
 
   function el(tag, cls, text) {
     var e = document.createElement(tag);
@@ -263,10 +299,12 @@
     return e;
   }
 
-  function chip(name, cls, why) {
+  // chip shows upstream name in its colour in section s (grey when the
+  // page has no section of the pool).
+  function chip(s, name, cls, why) {
     var c = el("span", "chip" + (cls ? " " + cls : ""));
     var sw = el("i");
-    sw.style.background = ups[name] ? ups[name].color : GREY;
+    sw.style.background = s && s.ups[name] ? s.ups[name].color : GREY;
     c.appendChild(sw);
     c.appendChild(document.createTextNode(name));
     if (why) c.appendChild(el("span", "why", why));
@@ -282,9 +320,11 @@
   }
 
   // showLookup shows a /debug/lookup answer in box (the key lookup's by
-  // default); ids, which the browser test reads, go to the key lookup's
-  // lines only (prefix "lookup-"), or with prefix to the request's.
+  // default), and marks the key on the ring of its pool's section; ids,
+  // which the browser test reads, go to the key lookup's lines only
+  // (prefix "lookup-"), or with prefix to the request's.
   function showLookup(res, box, prefix) {
+    var s = sectionOf(res.pool);
     box = box || out;
     prefix = prefix || "lookup-";
     box.textContent = "";
@@ -300,13 +340,13 @@
 
     var o = line("owner", sub);
     o.id = prefix + "owner";
-    o.appendChild(chip(res.owner));
+    o.appendChild(chip(s, res.owner));
     var c = line("chosen", sub);
     c.id = prefix + "chosen";
     if (res.chosen === null) {
       c.appendChild(el("span", "error", "none: a request with this key gets 503"));
     } else {
-      c.appendChild(chip(res.chosen, "chosen"));
+      c.appendChild(chip(s, res.chosen, "chosen"));
       if (res.chosen !== res.owner) c.appendChild(el("span", "", " (not the owner: see why below)"));
     }
     var why = {};
@@ -316,20 +356,21 @@
     res.preference.forEach(function (name, i) {
       if (i > 0) p.appendChild(el("span", "arrow", "→"));
       var cls = name === res.chosen ? "chosen" : (why[name] ? "skipped" : "");
-      p.appendChild(chip(name, cls, why[name] ? " " + why[name] : ""));
+      p.appendChild(chip(s, name, cls, why[name] ? " " + why[name] : ""));
     });
-    marker.setAttribute("transform", "rotate(" + (frac * 360).toFixed(2) + " " + C + " " + C + ")");
-    marker.setAttribute("visibility", "visible");
+    sections.forEach(function (o) { o.marker.setAttribute("visibility", o === s ? "visible" : "hidden"); });
+    if (s) s.marker.setAttribute("transform", "rotate(" + (frac * 360).toFixed(2) + " " + s.C + " " + s.C + ")");
   }
 
   function lookup() {
+    if (!form) return Promise.resolve();
     if (key === "") {
       out.textContent = "";
-      marker.setAttribute("visibility", "hidden");
+      sections[0].marker.setAttribute("visibility", "hidden");
       return Promise.resolve();
     }
     var asked = key;
-    return getJSON("debug/lookup?" + poolQ + "key=" + encodeURIComponent(asked)).then(function (res) {
+    return getJSON("debug/lookup?key=" + encodeURIComponent(asked)).then(function (res) {
       if (asked === key) showLookup(res);
     }, function (err) {
       out.textContent = "";
@@ -337,7 +378,7 @@
     });
   }
 
-  form.addEventListener("submit", function (ev) {
+  if (form) form.addEventListener("submit", function (ev) {
     ev.preventDefault();
     key = input.value;
     var url = new URL(location.href);
@@ -346,16 +387,18 @@
     lookup();
   });
 
-  // The request box: the key such a request yields, and where it goes.
+  // The request box: the key such a request yields (or, with several
+  // pools, the key given), the pool the routes pick, and where it goes.
   var rform = document.getElementById("request-form");
   var rout = document.getElementById("request-result");
+  var rhost = document.getElementById("req-host"), rkey = document.getElementById("req-key");
   rform.addEventListener("submit", function (ev) {
     ev.preventDefault();
     var q = new URLSearchParams();
-    var host = document.getElementById("req-host");
-    if (host && host.value.trim() !== "") q.set("host", host.value.trim());
-    else if (pool) q.set("pool", pool);
+    if (rhost && rhost.value.trim() !== "") q.set("host", rhost.value.trim());
+    else if (only) q.set("pool", only);
     q.set("path", document.getElementById("req-path").value || "/");
+    if (rkey && rkey.value !== "") q.set("key", rkey.value);
     document.getElementById("req-headers").value.split("\n").forEach(function (h) {
       if (h.trim() !== "") q.append("header", h.trim());
     });
@@ -363,6 +406,15 @@
     if (ck !== "") q.append("cookie", ck);
     getJSON("debug/lookup?" + q.toString()).then(function (res) {
       rout.textContent = "";
+      if (res.pool) {
+        var pl = el("div", "line");
+        pl.id = "request-pool";
+        pl.appendChild(el("span", "label", "pool "));
+        var a = el("a", "pool", res.pool);
+        a.href = sectionOf(res.pool) ? "#pool-" + res.pool : "?pool=" + encodeURIComponent(res.pool);
+        pl.appendChild(a);
+        rout.appendChild(pl);
+      }
       if (res.key === null) {
         var d = el("div", "line");
         d.id = "request-key";
@@ -377,7 +429,7 @@
       k.id = "request-key";
       k.appendChild(el("span", "label", "key "));
       k.appendChild(el("b", "key", res.key));
-      k.appendChild(document.createTextNode(" from " + res.source));
+      k.appendChild(document.createTextNode(res.source ? " from " + res.source : " as given"));
       rout.appendChild(k);
       rout.appendChild(box);
     }, function (err) {
@@ -386,9 +438,11 @@
     });
   });
   // ?path=&header=&cookie= on the page's own URL fill the box and ask.
+  // With several pools, ?host= and ?key= too.
   var pq = new URLSearchParams(location.search);
-  if (pq.has("path") || pq.has("header") || pq.has("cookie")) {
+  if (pq.has("path") || pq.has("header") || pq.has("cookie") || (multi && (pq.has("host") || pq.has("key")))) {
     if (pq.has("path")) document.getElementById("req-path").value = pq.get("path");
+    if (rhost && pq.has("host")) rhost.value = pq.get("host");
     document.getElementById("req-headers").value = pq.getAll("header").join("\n");
     document.getElementById("req-cookies").value = pq.getAll("cookie").join("; ");
     rform.requestSubmit();

@@ -1,11 +1,17 @@
 package admin
 
 import (
+	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ringlb/ringlb/balancer"
 )
 
 // arcPath draws each run of owned samples as one closed annular sector,
@@ -77,4 +83,52 @@ func TestStatusPageRendered(t *testing.T) {
 			t.Errorf("the page loads something from elsewhere (%q); it must be self-contained", external)
 		}
 	}
+}
+
+// BenchmarkStatusPagePools renders GET / of 50 pools of 20 upstreams,
+// every pool in its section; bytes/page is the page's size. A regression
+// in either is the multi-pool page's cost (see multiSamples).
+func BenchmarkStatusPagePools(b *testing.B) {
+	reg := balancer.NewRegistry()
+	rt, err := balancer.NewRouter(reg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rt.Close()
+	var pools []*balancer.Balancer
+	var routes []balancer.Route
+	for p := range 50 {
+		var ups []balancer.UpstreamOptions
+		for i := range 20 {
+			u, _ := url.Parse(fmt.Sprintf("http://10.0.%d.%d:8080", p, i))
+			ups = append(ups, balancer.UpstreamOptions{Name: fmt.Sprintf("app-%d", i), URL: u, Addr: u.Host, Weight: 1})
+		}
+		pb, err := rt.NewPool(balancer.Options{
+			Pool: fmt.Sprintf("pool-%d", p), Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160},
+			Hash: balancer.HashOptions{Key: []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}}},
+		}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pools = append(pools, pb)
+		routes = append(routes, balancer.Route{Host: fmt.Sprintf("s%d.example", p), Pool: pb.Pool()})
+	}
+	if err := rt.Install(routes, pools); err != nil {
+		b.Fatal(err)
+	}
+	h := NewRouterHandler(rt, reg, nil, Options{})
+	req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1/", nil)
+	size := 0
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != 200 || !strings.Contains(rec.Body.String(), `id="pool-pool-49"`) {
+			b.Fatalf("GET /: %d", rec.Code)
+		}
+		size = rec.Body.Len()
+		if f := os.Getenv("PAGE"); f != "" {
+			os.WriteFile(f, rec.Body.Bytes(), 0o644)
+		}
+	}
+	b.ReportMetric(float64(size), "bytes/page")
 }
