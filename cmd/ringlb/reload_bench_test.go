@@ -37,7 +37,8 @@ func manyPools(n, m int, w float64) string {
 // BenchmarkReloadOnePool reloads a config of 50 pools of 20 upstreams in
 // which one pool's weight changes each time. "reload" is the whole of a
 // SIGHUP (reading, parsing and validating the file included); "unchanged"
-// is a SIGHUP with the file as it was; "apply" is what follows the parse:
+// is a SIGHUP with the file as it was; "route" a reload in which a route
+// changes instead (no pool changes); "apply" is what follows the parse:
 // options for every changed pool (the others keep theirs), comparing
 // them, and updating the one pool that changed.
 func BenchmarkReloadOnePool(b *testing.B) {
@@ -58,18 +59,21 @@ func BenchmarkReloadOnePool(b *testing.B) {
 	defer srv.close()
 	other := srv.rt.Pool("p1")
 	before := other.Snapshots()
-	b.Run("reload", func(b *testing.B) {
-		for i := 0; b.Loop(); i++ {
-			b.StopTimer()
-			if err := os.WriteFile(path, []byte(files[(i+1)%2]), 0o644); err != nil {
-				b.Fatal(err)
-			}
-			b.StartTimer()
-			if _, problems, err := srv.reload(); err != nil {
-				b.Fatal(problems)
+	alternate := func(srcs ...string) func(*testing.B) {
+		return func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				b.StopTimer()
+				if err := os.WriteFile(path, []byte(srcs[(i+1)%len(srcs)]), 0o644); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if _, problems, err := srv.reload(); err != nil {
+					b.Fatal(problems)
+				}
 			}
 		}
-	})
+	}
+	b.Run("reload", alternate(files[0], files[1]))
 	b.Run("unchanged", func(b *testing.B) {
 		for b.Loop() {
 			if _, problems, err := srv.reload(); err != nil {
@@ -77,6 +81,7 @@ func BenchmarkReloadOnePool(b *testing.B) {
 			}
 		}
 	})
+	b.Run("route", alternate(files[0], strings.Replace(files[0], "{path_prefix: /p49,", "{path_prefix: /q49,", 1)))
 	var cfgs [2]*config.Config
 	for i, f := range files {
 		if cfgs[i], err = config.Parse(path, []byte(f)); err != nil {

@@ -65,25 +65,29 @@ func readConfig(path string) ([]byte, error) {
 // certificate, is a problem of its field; an expired certificate is noted
 // in Config.Expired. Errors are as for Load.
 func Parse(file string, data []byte) (*Config, error) {
-	c, _, err := parse(file, data, nil, nil)
+	c, err := parse(file, data, nil)
 	return c, err
 }
 
-// parse is Parse of data, whose YAML tree is root when it is not nil
-// (else data is parsed), taking from prev, when it is not nil, every pool
-// that is unchanged since (see reuse). It returns the tree too.
-func parse(file string, data []byte, root *yaml.Node, prev *Config) (*Config, *yaml.Node, error) {
+// parse is Parse of data, taking what it can from an earlier load of the
+// file (none when e is nil), and noting in e what a later one can take.
+func parse(file string, data []byte, e *earlier) (*Config, error) {
 	d := newDecoder(file)
+	if e == nil {
+		e = &earlier{}
+	}
+	root := e.root
 	if root == nil {
 		var err error
 		if root, err = d.root(data); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
 	d.rootPos = pos{max(root.Line, 1), root.Column}
-	if prev != nil && prev.File == file {
-		d.prev = prev
+	if e.prev != nil && e.prev.File == file {
+		d.prev = e.prev
 	}
+	d.known = e.sums
 	c := &Config{File: file}
 	d.decode(root, c)
 	applyDefaults(c, d.has, d.reused)
@@ -91,10 +95,11 @@ func parse(file string, data []byte, root *yaml.Node, prev *Config) (*Config, *y
 	d.checkFiles(c, time.Now())
 	if len(d.errs) > 0 {
 		d.errs.sortByLine()
-		return nil, nil, d.errs
+		return nil, d.errs
 	}
 	c.sums = d.keepSums(c)
-	return c, root, nil
+	e.root, e.prev, e.sums = root, c, d.nodeSums
+	return c, nil
 }
 
 // yamlLine matches the line yaml.v3 puts in its syntax errors.

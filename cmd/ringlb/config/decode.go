@@ -51,16 +51,19 @@ type fileState struct {
 	// prev is an earlier config of the file whose unchanged pools are
 	// taken as they are (nil: none); reused names the pools taken, sums
 	// holds every pool's fingerprint by name, and sumBuf is where they
-	// are computed. See reuse.
-	prev   *Config
-	reused map[string]bool
-	sums   map[string]poolSum
-	sumBuf []byte
+	// are computed. known holds the fingerprints of the earlier load's
+	// pools by the node of their value, nodeSums this load's. See reuse.
+	prev     *Config
+	reused   map[string]bool
+	sums     map[string]poolSum
+	sumBuf   []byte
+	known    map[*yaml.Node]poolSum
+	nodeSums map[*yaml.Node]poolSum
 }
 
 func newDecoder(file string) *decoder {
 	return &decoder{fileState: &fileState{file: file, rootPos: pos{1, 1}, lines: map[string]pos{}, bad: map[string]bool{},
-		reused: map[string]bool{}, sums: map[string]poolSum{}}}
+		reused: map[string]bool{}, sums: map[string]poolSum{}, nodeSums: map[*yaml.Node]poolSum{}}}
 }
 
 // in returns a decoder whose field paths are under path (a pool's, "" for

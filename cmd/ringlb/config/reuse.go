@@ -24,13 +24,20 @@ import (
 type poolSum [sha256.Size]byte
 
 // sumPool returns the fingerprint of the pool whose value is n; false when
-// the subtree holds an alias (such a pool is never reused).
+// the subtree holds an alias (such a pool is never reused). A node of the
+// earlier load's tree (which a Loader keeps where the file did not
+// change) has the fingerprint it had.
 func (d *decoder) sumPool(n *yaml.Node) (poolSum, bool) {
-	d.sumBuf = d.sumBuf[:0]
-	if !d.sumNode(n) {
-		return poolSum{}, false
+	sum, ok := d.known[n]
+	if !ok {
+		d.sumBuf = d.sumBuf[:0]
+		if !d.sumNode(n) {
+			return poolSum{}, false
+		}
+		sum = sha256.Sum256(d.sumBuf)
 	}
-	return sha256.Sum256(d.sumBuf), true
+	d.nodeSums[n] = sum
+	return sum, true
 }
 
 func (d *decoder) sumNode(n *yaml.Node) bool {
@@ -118,23 +125,36 @@ func (c *Config) SamePool(old *Config, name string) bool {
 // A Loader loads one config file again and again, as serve's reloads do,
 // and returns what Load would, but faster when little changed since the
 // last load that succeeded: a file whose bytes are the same is not parsed
-// again (its YAML tree is kept), and pools that are the same (see
-// SamePool) are taken from that config instead of being decoded and
-// validated again. The top level, the routes and every file the config
-// names are read and checked each time. A Loader is not safe for
+// again (its YAML tree is kept), one that changed only inside one pool
+// has only that pool's text parsed (see splice), and pools that are the
+// same (see SamePool) are taken from that config instead of being decoded
+// and validated again. The top level, the routes and every file the
+// config names are read and checked each time. A Loader is not safe for
 // concurrent use.
 type Loader struct {
 	path string
-	last *Config    // the last config loaded without error (nil: none)
-	data []byte     // the file it was read from
-	root *yaml.Node // and the file's YAML tree (nil: unknown)
+	// last is what the last load that succeeded leaves to the next: its
+	// config (nil: none), tree and pools' fingerprints; base is its file.
+	last    earlier
+	base    *layout // nil: unknown
+	spliced bool    // whether the last Load parsed one pool's text only
+}
+
+// earlier is what a load takes from an earlier load of the file: the
+// tree of the file when it is known (it did not change), the earlier
+// config, whose unchanged pools are taken as they are, and the
+// fingerprints of its pools by the node of their value.
+type earlier struct {
+	root *yaml.Node
+	prev *Config
+	sums map[*yaml.Node]poolSum
 }
 
 // NewLoader returns a Loader of the config file at path; last, if not nil,
 // is a config already loaded from it (by Load), whose pools the first
 // load may reuse.
 func NewLoader(path string, last *Config) *Loader {
-	return &Loader{path: path, last: last}
+	return &Loader{path: path, last: earlier{prev: last}}
 }
 
 // Load reads the file and loads it as Load does; the errors are Load's.
@@ -143,14 +163,20 @@ func (l *Loader) Load() (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	var root *yaml.Node
-	if l.root != nil && bytes.Equal(data, l.data) {
-		root = l.root
+	e := l.last
+	e.root = nil
+	plain := plainBreaks(data)
+	if b := l.base; b != nil && bytes.Equal(data, b.data) {
+		e.root = b.root
+	} else if b != nil && plain {
+		e.root = b.splice(data)
 	}
-	c, root, err := parse(l.path, data, root, l.last)
+	l.spliced = e.root != nil && e.root != l.base.root
+	c, err := parse(l.path, data, &e)
 	if err != nil {
 		return nil, err
 	}
-	l.last, l.data, l.root = c, data, root
+	// A spliced tree is as plain as the two it was made of.
+	l.last, l.base = e, newLayout(data, e.root, plain, l.spliced)
 	return c, nil
 }

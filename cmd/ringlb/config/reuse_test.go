@@ -139,6 +139,7 @@ func TestLoaderErrorsAsLoad(t *testing.T) {
 			map[string]string{"ca.pem": "", "secret": "short\n"}, "c.yaml:10: pools.b.hold.cookie.secret_file: "},
 		{"a syntax error", reuseBase + "  - {pool: a\n",
 			nil, "invalid YAML"},
+		{"an empty file", "", nil, "c.yaml: empty config"},
 		{"the unchanged pools under another listen of the same port", strings.Replace(reuseBase, "listen: 127.0.0.1:8080", "listen: 127.0.0.1:8080\nadmin_listen: 127.0.0.1:8080", 1),
 			nil, "c.yaml:2: admin_listen: overlaps listen"},
 	} {
@@ -180,9 +181,9 @@ func TestLoaderSameBytes(t *testing.T) {
 	path, write, _, _ := startLoader(t)
 	l := NewLoader(path, nil)
 	c1 := sameAsLoad(t, l, path)
-	root := l.root
+	root := l.base.root
 	c2 := sameAsLoad(t, l, path)
-	if l.root != root || c2 == nil || c1 == nil {
+	if l.base.root != root || c2 == nil || c1 == nil {
 		t.Fatal("the same bytes were parsed again")
 	}
 	for _, name := range []string{"a", "c"} {
