@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -65,7 +64,7 @@ func (k KubeService) String() string {
 }
 
 // selector is the label selector of the Service's EndpointSlices.
-func (k KubeService) selector() string { return discoveryv1.LabelServiceName + "=" + k.Service }
+func (k KubeService) selector() string { return serviceNameLabel + "=" + k.Service }
 
 // DefaultClusterDomain is the cluster DNS domain when none is configured.
 const DefaultClusterDomain = "cluster.local"
@@ -141,14 +140,15 @@ func newKubeClient(kubeconfig string, timeout time.Duration) *kubeClient {
 		return kc
 	}
 	scheme := runtime.NewScheme()
-	if err := discoveryv1.AddToScheme(scheme); err != nil {
+	if err := addSliceTypes(scheme); err != nil {
 		kc.err = err
 		return kc
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = "ringlb"
 	cfg.APIPath = "/apis"
-	cfg.GroupVersion = &discoveryv1.SchemeGroupVersion
+	gv := sliceGroupVersion
+	cfg.GroupVersion = &gv
 	cfg.ContentType = runtime.ContentTypeJSON
 	cfg.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
 	// A dead API server is found out within the query timeout; a watch
@@ -161,9 +161,9 @@ func newKubeClient(kubeconfig string, timeout time.Duration) *kubeClient {
 }
 
 // listPage lists one page of k's slices.
-func (kc *kubeClient) listPage(ctx context.Context, k KubeService, o metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
+func (kc *kubeClient) listPage(ctx context.Context, k KubeService, o metav1.ListOptions) (*endpointSliceList, error) {
 	o.LabelSelector = k.selector()
-	l := &discoveryv1.EndpointSliceList{}
+	l := &endpointSliceList{}
 	err := kc.request(k, &o).Do(ctx).Into(l)
 	return l, err
 }
@@ -182,13 +182,13 @@ func (kc *kubeClient) request(k KubeService, o *metav1.ListOptions) *rest.Reques
 }
 
 // list lists the source's slices once, following continuations.
-func (kc *kubeClient) list(ctx context.Context, k KubeService, timeout time.Duration) ([]*discoveryv1.EndpointSlice, error) {
+func (kc *kubeClient) list(ctx context.Context, k KubeService, timeout time.Duration) ([]*endpointSlice, error) {
 	if kc.err != nil {
 		return nil, kc.err
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var out []*discoveryv1.EndpointSlice
+	var out []*endpointSlice
 	opts := metav1.ListOptions{Limit: 500}
 	for {
 		l, err := kc.listPage(ctx, k, opts)
@@ -260,7 +260,7 @@ func (kc *kubeClient) startWatch(ctx context.Context, k KubeService, kick func()
 		},
 	}
 	// No resync: the Discoverer reads the cache every interval anyway.
-	w.inf = cache.NewSharedIndexInformer(lw, &discoveryv1.EndpointSlice{}, 0, cache.Indexers{})
+	w.inf = cache.NewSharedIndexInformer(lw, &endpointSlice{}, 0, cache.Indexers{})
 	// The failures are counted above; the informer's own report of them
 	// would be a second log line in another format.
 	w.inf.SetWatchErrorHandlerWithContext(func(context.Context, *cache.Reflector, error) {})
@@ -318,9 +318,9 @@ func (w *kubeWatch) read(domain string) kubeResult {
 		return r
 	}
 	objs := w.inf.GetStore().List()
-	sl := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	sl := make([]*endpointSlice, 0, len(objs))
 	for _, o := range objs {
-		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+		if s, ok := o.(*endpointSlice); ok {
 			sl = append(sl, s)
 		}
 	}
@@ -330,14 +330,14 @@ func (w *kubeWatch) read(domain string) kubeResult {
 
 // sliceRecords returns the answer the slices give for k: one record per
 // serving endpoint, sorted by name, each name once.
-func sliceRecords(sl []*discoveryv1.EndpointSlice, k KubeService, domain string) []record {
+func sliceRecords(sl []*endpointSlice, k KubeService, domain string) []record {
 	type cand struct {
 		record
 		addr netip.Addr
 	}
 	var cands []cand
 	for _, s := range sl {
-		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
+		if s.AddressType != addressTypeIPv4 && s.AddressType != addressTypeIPv6 {
 			continue // FQDN slices name no address
 		}
 		port, ok := slicePort(s, k.Port)
@@ -401,7 +401,7 @@ func sliceRecords(sl []*discoveryv1.EndpointSlice, k KubeService, domain string)
 
 // slicePort returns the number of the slice's TCP port called want (a
 // name, or a number).
-func slicePort(s *discoveryv1.EndpointSlice, want string) (uint16, bool) {
+func slicePort(s *endpointSlice, want string) (uint16, bool) {
 	n, numeric := strconv.Atoi(want)
 	for _, p := range s.Ports {
 		if p.Port == nil || *p.Port < 1 || *p.Port > 65535 || p.Protocol != nil && *p.Protocol != "TCP" {

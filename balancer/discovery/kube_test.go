@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 
 	"github.com/ringlb/ringlb/balancer/discovery/dnstest"
 	"github.com/ringlb/ringlb/balancer/discovery/kubetest"
@@ -43,7 +46,7 @@ func TestSliceRecords(t *testing.T) {
 	// terminating counts.
 	moving := kubetest.Slice("prod", "app", "app-e", "http", 8080, kubetest.Endpoint{Addr: "10.0.0.2", Pod: "web-2", Terminating: true})
 
-	got := sliceRecords([]*discoveryv1.EndpointSlice{v6, otherPort, v4, fqdn, moving}, appPort, "cluster.local.")
+	got := sliceRecords(decodeSlices(t, v6, otherPort, v4, fqdn, moving), appPort, "cluster.local.")
 	want := []record{
 		{name: "10.0.0.3:8080", addr: "10.0.0.3:8080"},
 		{name: "[fd00::4]:8080", addr: "[fd00::4]:8080"},
@@ -60,9 +63,83 @@ func TestSliceRecords(t *testing.T) {
 	byNum := appPort
 	byNum.Port = "9090"
 	otherPort.Endpoints[0].Conditions = discoveryv1.EndpointConditions{}
-	got = sliceRecords([]*discoveryv1.EndpointSlice{v4, otherPort}, byNum, "cluster.local")
+	got = sliceRecords(decodeSlices(t, v4, otherPort), byNum, "cluster.local")
 	if want := []record{{name: "web-8.prod:9090", addr: "10.0.0.8:9090"}}; !slices.Equal(got, want) {
 		t.Errorf("port 9090: got %v, want %v", got, want)
+	}
+}
+
+// decodeSlices returns what ringlb reads of the slices sl: each encoded in
+// JSON as k8s.io/api's own type, decoded by the client's codec into
+// ringlb's, as they come from an API server.
+func decodeSlices(t testing.TB, sl ...*discoveryv1.EndpointSlice) []*endpointSlice {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := addSliceTypes(scheme); err != nil {
+		t.Fatal(err)
+	}
+	dec := serializer.NewCodecFactory(scheme).UniversalDeserializer()
+	out := make([]*endpointSlice, len(sl))
+	for i, s := range sl {
+		s = s.DeepCopy()
+		s.APIVersion, s.Kind = "discovery.k8s.io/v1", "EndpointSlice"
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _, err := dec.Decode(b, nil, nil)
+		if err != nil {
+			t.Fatalf("decode %s: %v", b, err)
+		}
+		es, ok := o.(*endpointSlice)
+		if !ok {
+			t.Fatalf("decoded %T, want *endpointSlice", o)
+		}
+		out[i] = es
+	}
+	return out
+}
+
+// The slice type ringlb declares reads what k8s.io/api's carries, and its
+// deep copy shares nothing with the original.
+func TestEndpointSliceType(t *testing.T) {
+	host := "app-0"
+	src := kubetest.Slice("prod", "app", "app-a", "http", 8080,
+		kubetest.Endpoint{Addr: "10.0.0.1", Hostname: host, Pod: "app-0", Terminating: true},
+		kubetest.Endpoint{Addr: "fd00::2", Pod: "web-2", NotServing: true})
+	got := decodeSlices(t, src)[0]
+	if got.Name != "app-a" || got.Namespace != "prod" || got.Labels[serviceNameLabel] != "app" || got.AddressType != string(src.AddressType) {
+		t.Errorf("metadata: got %+v", got.ObjectMeta)
+	}
+	if len(got.Endpoints) != 2 || len(got.Ports) != 1 {
+		t.Fatalf("got %d endpoints, %d ports", len(got.Endpoints), len(got.Ports))
+	}
+	e0, e1 := got.Endpoints[0], got.Endpoints[1]
+	if e0.Addresses[0] != "10.0.0.1" || e0.Hostname == nil || *e0.Hostname != host || e0.TargetRef == nil || e0.TargetRef.Kind != "Pod" || e0.TargetRef.Name != "app-0" ||
+		e0.Conditions.Serving == nil || !*e0.Conditions.Serving || e0.Conditions.Terminating == nil || !*e0.Conditions.Terminating {
+		t.Errorf("endpoint 0: %+v %+v", e0, e0.Conditions)
+	}
+	if e1.Addresses[0] != "fd00::2" || e1.Hostname != nil || e1.Conditions.Serving == nil || *e1.Conditions.Serving {
+		t.Errorf("endpoint 1: %+v", e1)
+	}
+	p := got.Ports[0]
+	if p.Name == nil || *p.Name != "http" || p.Port == nil || *p.Port != 8080 || p.Protocol == nil || *p.Protocol != "TCP" {
+		t.Errorf("port: %+v", p)
+	}
+	c := got.DeepCopyObject().(*endpointSlice)
+	*c.Endpoints[0].Hostname = "other"
+	c.Endpoints[0].Addresses[0] = "10.9.9.9"
+	*c.Ports[0].Port = 1
+	c.Endpoints[0].TargetRef.Name = "x"
+	c.Labels["x"] = "y"
+	if *got.Endpoints[0].Hostname != host || got.Endpoints[0].Addresses[0] != "10.0.0.1" || *got.Ports[0].Port != 8080 ||
+		got.Endpoints[0].TargetRef.Name != "app-0" || got.Labels["x"] != "" {
+		t.Error("the deep copy shares memory with the original")
+	}
+	l := (&endpointSliceList{Items: []endpointSlice{*got}}).DeepCopyObject().(*endpointSliceList)
+	l.Items[0].Endpoints[0].Addresses[0] = "10.8.8.8"
+	if got.Endpoints[0].Addresses[0] != "10.0.0.1" {
+		t.Error("the list's deep copy shares memory with the original")
 	}
 }
 
@@ -339,15 +416,16 @@ func TestKubeNamesMatchSRV(t *testing.T) {
 // to a 1000-endpoint Service: reading 10 slices of 100 into an answer and
 // applying it to the membership (one endpoint readdressed each time).
 func BenchmarkKubeAnswer1000(b *testing.B) {
-	sl := make([]*discoveryv1.EndpointSlice, 10)
-	for s := range sl {
+	real := make([]*discoveryv1.EndpointSlice, 10)
+	for s := range real {
 		var eps []kubetest.Endpoint
 		for i := range 100 {
 			n := s*100 + i
 			eps = append(eps, kubetest.Endpoint{Addr: fmt.Sprintf("10.3.%d.%d", n/250, n%250+1), Hostname: fmt.Sprintf("big-%d", n)})
 		}
-		sl[s] = kubetest.Slice("prod", "app", fmt.Sprintf("big-%d", s), "http", 8080, eps...)
+		real[s] = kubetest.Slice("prod", "app", fmt.Sprintf("big-%d", s), "http", 8080, eps...)
 	}
+	sl := decodeSlices(b, real...)
 	st := newSourceState(Source{Kubernetes: appPort, Scheme: "http", Weight: 1})
 	p := policy{removeAfter: time.Hour, confirm: 3, confirmFor: 15 * time.Second}
 	st.answer(p, sliceRecords(sl, appPort, "cluster.local"), t0, nil)
