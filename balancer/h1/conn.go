@@ -160,7 +160,7 @@ func (pc *persistConn) roundTrip(req *http.Request) (*http.Response, error) {
 		e.w = newBodyWriter(e, req)
 		go e.w.run()
 	} else {
-		err := req.Write(pc.bw)
+		err := writeRequest(pc.bw, req)
 		if err == nil {
 			err = pc.bw.Flush()
 		}

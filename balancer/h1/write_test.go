@@ -1,0 +1,151 @@
+package h1
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// writeBoth writes req with writeRequest and with (*http.Request).Write
+// and returns both outputs and errors.
+func writeBoth(req *http.Request) (fast, std string, ferr, serr error) {
+	var a, b bytes.Buffer
+	wa, wb := bufio.NewWriter(&a), bufio.NewWriter(&b)
+	ferr = writeRequest(wa, req)
+	wa.Flush()
+	if b, ok := req.Body.(nopCloser); ok {
+		b.Seek(0, io.SeekStart) // the same body for Write
+	}
+	serr = req.Write(wb)
+	wb.Flush()
+	return a.String(), b.String(), ferr, serr
+}
+
+// TestWriteRequestSameBytes: writeRequest writes exactly what
+// (*http.Request).Write writes, error for error, over requests mixing what
+// Write treats specially (methods, bodies, hosts that are punycoded,
+// blanked or carry an IPv6 zone, targets with control bytes, User-Agent
+// absent, blank or padded, invalid field names, values with newlines or
+// outer spaces, many fields, trailers, Close, trace hooks); and a proxied
+// GET as ringlb sends it takes writeRequest's own path.
+func TestWriteRequestSameBytes(t *testing.T) {
+	methods := []string{"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "CONNECT", ""}
+	hosts := []string{"app.example", "app.example:8080", "", "bücher.example", "a b", "[fe80::1%25en0]:80", "[::1]:80", "h\x7f"}
+	targets := []string{"/", "/k/1", "/a?b=c&d", "/%2F?x", "/p\x01", "*", "//x"}
+	uas := []string{"-", "", "curl/8", "  padded\t", "a\r\nb"}
+	keys := []string{"X-Forwarded-For", "X-Request-Id", "Cdn-Loop", "Accept", "x-lower", "Bad Name", "Connection", "Content-Length", "Transfer-Encoding", "Trailer", "Host", "X-Empty", "Zed", "A"}
+	vals := []string{"v", "", " spaced ", "tab\t", "a,b", "new\nline", "cr\rx", "ü"}
+	r := rand.New(rand.NewSource(1))
+	pick := func(s []string) string { return s[r.Intn(len(s))] }
+	for i := range 5000 {
+		u := &url.URL{Scheme: "http", Host: pick(hosts)}
+		if tg := pick(targets); tg == "*" {
+			u.Opaque = "*"
+		} else if p, err := url.ParseRequestURI(tg); err == nil {
+			u.Path, u.RawPath, u.RawQuery = p.Path, p.RawPath, p.RawQuery
+		} else {
+			u.Path = tg
+		}
+		req := &http.Request{Method: pick(methods), URL: u, Header: http.Header{}, Host: pick(hosts)}
+		if ua := pick(uas); ua != "-" {
+			req.Header["User-Agent"] = []string{ua}
+		}
+		for range r.Intn(40) {
+			k := pick(keys)
+			if r.Intn(4) == 0 {
+				k = fmt.Sprint("X-H", r.Intn(50))
+			}
+			for range 1 + r.Intn(2) {
+				req.Header[k] = append(req.Header[k], pick(vals))
+			}
+			if r.Intn(10) == 0 {
+				req.Header[k] = []string{}
+			}
+		}
+		switch r.Intn(12) {
+		case 0:
+			req.Body, req.ContentLength = http.NoBody, 0
+		case 1:
+			req.Body, req.ContentLength = nopCloser{strings.NewReader("body")}, 4
+		case 2:
+			req.Close = true
+		case 3:
+			req.Trailer = http.Header{"X-T": nil}
+			req.Body, req.ContentLength = nopCloser{strings.NewReader("b")}, -1
+		case 4:
+			req.ContentLength = 3 // with no body: Write's error
+		case 5:
+			req = req.WithContext(httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{WroteHeaderField: func(string, []string) {}}))
+		case 6:
+			req = req.WithContext(httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{Got1xxResponse: func(int, textproto.MIMEHeader) error { return nil }}))
+		}
+		fast, std, ferr, serr := writeBoth(req)
+		if fast != std || fmt.Sprint(ferr) != fmt.Sprint(serr) {
+			t.Fatalf("request %d (%s %s, Host %q, header %q):\nwriteRequest %q, %v\nWrite        %q, %v", i, req.Method, u, req.Host, req.Header, fast, ferr, std, serr)
+		}
+	}
+
+	// ringlb's outbound GET: ReverseProxy's clone with the forwarding
+	// headers, the request id and CDN-Loop, and its 1xx trace hook.
+	req, _ := http.NewRequest("GET", "http://127.0.0.1:9001/k/42?x=1", nil)
+	req.Host = "shop.example"
+	for k, v := range map[string]string{"User-Agent": "", "X-Forwarded-For": "192.0.2.1", "X-Forwarded-Host": "shop.example",
+		"X-Forwarded-Proto": "http", "X-Request-Id": "0123456789abcdef0123456789abcdef", "Cdn-Loop": "ringlb-1a2b", "Accept": "*/*"} {
+		req.Header[k] = []string{v}
+	}
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{Got1xxResponse: func(int, textproto.MIMEHeader) error { return nil }}))
+	var kvs [maxFastHeaders]keyValues
+	if _, _, ok := fastHead(req, &kvs); !ok {
+		t.Fatal("a proxied GET is not written by writeRequest's own path")
+	}
+	fast, std, _, _ := writeBoth(req)
+	if fast != std {
+		t.Fatalf("proxied GET:\nwriteRequest %q\nWrite        %q", fast, std)
+	}
+	bw := bufio.NewWriterSize(io.Discard, 4096)
+	fastAllocs := testing.AllocsPerRun(100, func() { writeRequest(bw, req); bw.Flush() })
+	stdAllocs := testing.AllocsPerRun(100, func() { req.Write(bw); bw.Flush() })
+	if fastAllocs > 1 { // RequestURI's join of path and query
+		t.Errorf("writeRequest: %v allocations per proxied GET (Write: %v)", fastAllocs, stdAllocs)
+	}
+	t.Logf("allocations per proxied GET: writeRequest %v, Write %v", fastAllocs, stdAllocs)
+}
+
+type nopCloser struct{ *strings.Reader }
+
+func (nopCloser) Close() error { return nil }
+
+// BenchmarkWriteRequest: ringlb's outbound GET head, written by
+// writeRequest and by (*http.Request).Write.
+func BenchmarkWriteRequest(b *testing.B) {
+	req, _ := http.NewRequest("GET", "http://127.0.0.1:9001/k/42", nil)
+	req.Host = "127.0.0.1:19180"
+	for k, v := range map[string]string{"User-Agent": "", "X-Forwarded-For": "127.0.0.1", "X-Forwarded-Host": "127.0.0.1:19180",
+		"X-Forwarded-Proto": "http", "X-Request-Id": "0123456789abcdef0123456789abcdef", "Cdn-Loop": "ringlb-1a2b"} {
+		req.Header[k] = []string{v}
+	}
+	bw := bufio.NewWriterSize(io.Discard, 4096)
+	b.Run("writeRequest", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			writeRequest(bw, req)
+			bw.Flush()
+		}
+	})
+	b.Run("Write", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			req.Write(bw)
+			bw.Flush()
+		}
+	})
+}
