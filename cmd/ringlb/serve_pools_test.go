@@ -11,6 +11,8 @@ import (
 	"os"
 	"reflect"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -409,5 +411,47 @@ func TestReloadChangesOnlyItsPool(t *testing.T) {
 	resp.Body.Close()
 	if h := resp.Header.Get("X-Upstream"); !strings.HasPrefix(h, "three-") {
 		t.Errorf("pool three answers X-Upstream %q after upstream_header was set", h)
+	}
+}
+
+// A reload that changes only a pool's health block (which the balancer's
+// options do not hold) brings that pool's checker to it, and leaves the
+// pool's snapshot as it was.
+func TestReloadPoolHealthBlock(t *testing.T) {
+	var probes sync.Map // path → *atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := probes.LoadOrStore(r.URL.Path, new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
+	}))
+	t.Cleanup(up.Close)
+	other := named(t, "b", 1)
+	conf := func(path string) string {
+		return listenersYAML + "pools:\n  a:\n    health: {path: " + path + ", interval: 100ms, timeout: 90ms}\n" +
+			"    upstreams: [{name: a-1, url: " + up.URL + "}]\n" +
+			"  b:\n    upstreams: [{name: b-1, url: " + other[0].URL + "}]\n" +
+			"routes: [{path_prefix: /b, pool: b}, {pool: a}]\n"
+	}
+	probed := func(path string) func() error {
+		return func() error {
+			if n, ok := probes.Load(path); !ok || n.(*atomic.Int64).Load() == 0 {
+				return fmt.Errorf("no probe of %s", path)
+			}
+			return nil
+		}
+	}
+	path := writeConfig(t, conf("/one"))
+	srv := startServer(t, path)
+	a := srv.rt.Pool("a")
+	testenv.Eventually(t, 5*time.Second, probed("/one"))
+	snaps := a.Snapshots()
+	if err := os.WriteFile(path, []byte(conf("/two")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, problems, err := srv.reload(); err != nil {
+		t.Fatal(problems)
+	}
+	testenv.Eventually(t, 5*time.Second, probed("/two"))
+	if a.Snapshots() != snaps {
+		t.Errorf("pool a installed %d snapshots for a change of its health path", a.Snapshots()-snaps)
 	}
 }

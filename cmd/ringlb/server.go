@@ -444,8 +444,16 @@ func (s *server) applyPools(next *config.Config, opts []balancer.Options, kept [
 		}
 		runs[i] = pr
 		delete(old, p.Name)
-		if next.Pools != nil && ((kept != nil && kept[i]) || sameOptions(pr.opts, opts[i])) {
+		if next.Pools != nil && kept != nil && kept[i] {
 			continue // untouched: same snapshot, ring and version
+		}
+		if next.Pools != nil && sameOptions(pr.opts, opts[i]) {
+			// The same snapshot, ring and version; the health block,
+			// which the options do not hold, may have changed alone.
+			if !sameHealth(pr, p) {
+				s.followConfig(pr, p, opts[i])
+			}
+			continue
 		}
 		if _, err := pr.b.Update(opts[i]); err != nil {
 			// Validated options that the balancer refuses: not expected.
@@ -468,6 +476,16 @@ func (s *server) applyPools(next *config.Config, opts []balancer.Options, kept [
 	}
 	s.pools, s.b = runs, runs[0].b
 	return nil
+}
+
+// sameHealth reports whether pool p's health block is what pr's checker
+// runs (both absent included).
+func sameHealth(pr *poolRun, p *config.Pool) bool {
+	h := healthOptions(p.Health)
+	if h == nil || pr.hc == nil {
+		return (h == nil) == (pr.hc == nil)
+	}
+	return *h == pr.hc.opts
 }
 
 // followConfig brings a pool's probes and health checker to its new
