@@ -133,6 +133,16 @@ func (b *Balancer) prepareDiscoveryLocked(opts Options) (commit func(), err erro
 	}, nil
 }
 
+// Resolve asks the pool's discovery, if it has any, to poll now rather
+// than at the end of its interval, as a reload does: for a reload that
+// leaves the pool's options as they are, and so calls no Update. It never
+// blocks.
+func (b *Balancer) Resolve() {
+	if run := b.disc.run.Load(); run != nil {
+		run.d.Resolve()
+	}
+}
+
 // stopDiscovery stops the running Discoverer, if any (Close).
 func (b *Balancer) stopDiscovery() {
 	b.mu.Lock()

@@ -373,3 +373,41 @@ func TestSimulateDiscovery(t *testing.T) {
 		t.Errorf("failing source, no static upstream: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 }
+
+// With pools, a SIGHUP that leaves a pool with discovery as it was still
+// resolves its sources at once.
+func TestDiscoveryReloadUnchangedPool(t *testing.T) {
+	f := newDiscoveryFleet(t, 3)
+	f.publish(2)
+	other := newDiscoveredBackend(t, "other")
+	path := writeConfig(t, fmt.Sprintf(`listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+pools:
+  a:
+    discovery:
+      resolver: %s
+      interval: 1h
+      timeout: 1s
+      sources: [{srv: %s}]
+  b:
+    upstreams: [{name: other, url: %s}]
+routes: [{path_prefix: /b, pool: b}, {pool: a}]
+`, f.z.Addr, fleetSRV, other.srv.URL))
+	srv := startServer(t, path)
+	members := func(n int) func() error {
+		return func() error {
+			if got := len(srv.rt.Pool("a").Members()); got != n {
+				return fmt.Errorf("pool a has %d members, want %d", got, n)
+			}
+			return nil
+		}
+	}
+	testenv.Eventually(t, 10*time.Second, members(2))
+	// A third target: with an interval of an hour only the reload's
+	// immediate resolution can find it.
+	f.publish(3)
+	if _, problems, err := srv.reload(); err != nil {
+		t.Fatal(problems)
+	}
+	testenv.Eventually(t, 10*time.Second, members(3))
+}

@@ -284,7 +284,8 @@ func (s *server) close() {
 // bad config leaves the old one serving. A pool of the new config that the
 // old one had takes its new settings (Balancer.Update) unless, with
 // pools, they are unchanged: then it is left exactly as it is, snapshot,
-// ring and version. A new pool starts, a pool no longer configured stops
+// ring and version, but its discovery, if any, resolves at once, as an
+// Update's does. A new pool starts, a pool no longer configured stops
 // once the new routes are in. Then each pool's health checker follows its
 // config: its targets and timing are updated (state and counts carry
 // over by name), or it starts, or it stops. A checker reports through a
@@ -445,7 +446,8 @@ func (s *server) applyPools(next *config.Config, opts []balancer.Options, kept [
 		runs[i] = pr
 		delete(old, p.Name)
 		if next.Pools != nil && kept != nil && kept[i] {
-			continue // untouched: same snapshot, ring and version
+			pr.b.Resolve() // untouched: same snapshot, ring and version
+			continue
 		}
 		if next.Pools != nil && sameOptions(pr.opts, opts[i]) {
 			// The same snapshot, ring and version; the health block,
@@ -453,6 +455,7 @@ func (s *server) applyPools(next *config.Config, opts []balancer.Options, kept [
 			if !sameHealth(pr, p) {
 				s.followConfig(pr, p, opts[i])
 			}
+			pr.b.Resolve()
 			continue
 		}
 		if _, err := pr.b.Update(opts[i]); err != nil {
