@@ -83,7 +83,7 @@ type Options struct {
 // bytes per record (64 to 68 at the default 1 000 000 keys; see
 // BenchmarkStoreMemory), allocated as keys arrive; the doorkeeper adds
 // 4 bits per slot of the largest table (1 to 2 bytes per record),
-// allocated at once.
+// allocated when the shard is first full and refuses a key.
 type Store struct {
 	maxKeys int
 	idle    atomic.Int64 // nanoseconds
@@ -107,9 +107,10 @@ type shard struct {
 	// door is the doorkeeper: a Bloom filter (two bits per key) of the
 	// keys this full shard refused, so that a key's second try is known
 	// as one; doorN counts the keys added since it was last cleared.
-	door  []uint64
-	doorN int
-	_     [64]byte // keep shards on separate cache lines
+	door      []uint64 // nil until the first refusal
+	doorWords int      // its size
+	doorN     int
+	_         [64]byte // keep shards on separate cache lines
 }
 
 type table struct {
@@ -178,8 +179,10 @@ func NewStore(o Options) *Store {
 		// 4 bits per slot of the largest table (8 to 16 per record the
 		// shard holds), at least one word, a power of two: with two probes
 		// and at most max keys between clears, at most about 5% false
-		// positives, when it is fullest.
-		sh.door = make([]uint64, (sh.maxSz*4+63)/64)
+		// positives, when it is fullest. It is allocated at the shard's
+		// first refusal (a shard that never fills never needs it: 1 MiB at
+		// the default max_keys).
+		sh.doorWords = (sh.maxSz*4 + 63) / 64
 	}
 	s.SetIdle(o.Idle)
 	return s
@@ -352,12 +355,15 @@ func (sh *shard) record(s *Store, key, m uint64, id uint32, v Version, now int64
 // doorBits returns the doorkeeper's two bit positions for mixed hash m
 // (bits of m that neither the shard index nor the table index uses much).
 func (sh *shard) doorBits(m uint64) (uint64, uint64) {
-	n := uint64(len(sh.door)) * 64 // a power of two
+	n := uint64(sh.doorWords) * 64 // a power of two
 	d := m * 0x9E3779B97F4A7C15
 	return (d >> 7) & (n - 1), (d >> 37) & (n - 1)
 }
 
 func (sh *shard) doorHas(m uint64) bool {
+	if sh.door == nil {
+		return false
+	}
 	a, b := sh.doorBits(m)
 	return sh.door[a>>6]&(1<<(a&63)) != 0 && sh.door[b>>6]&(1<<(b&63)) != 0
 }
@@ -366,6 +372,9 @@ func (sh *shard) doorHas(m uint64) bool {
 // filter is cleared, so that it forgets old one-shot keys (TinyLFU's
 // reset) and its false positives stay rare. sh.mu is held.
 func (sh *shard) doorAdd(m uint64) {
+	if sh.door == nil {
+		sh.door = make([]uint64, sh.doorWords)
+	}
 	if sh.doorN++; sh.doorN > sh.max {
 		clear(sh.door)
 		sh.doorN = 1

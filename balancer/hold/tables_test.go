@@ -129,3 +129,32 @@ func TestSeenConcurrentGrowth(t *testing.T) {
 		t.Errorf("%d hashes never first, %d extra firsts over %d hashes", none, extra, n)
 	}
 }
+
+// A store that is not full has no doorkeeper yet: at the default max_keys
+// the filters are 1 MiB, and a store that never refuses a key never reads
+// them. A full one still admits a refused key on its second try.
+func TestStoreDoorkeeperOnFirstRefusal(t *testing.T) {
+	base := heapAfter(nil)
+	s := NewStore(Options{MaxKeys: 1_000_000, Idle: time.Hour})
+	for k := uint64(1); k <= 1000; k++ {
+		s.Record(k, "a", 1, 1)
+	}
+	if got := heapAfter(s) - base; got > 1<<19 {
+		t.Errorf("a store for 1000000 keys holding 1000: %d bytes of heap, want under 512 KiB", got)
+	}
+	small := NewStore(Options{MaxKeys: 64, Idle: time.Hour})
+	now := int64(1)
+	for k := uint64(1); k <= 64; k++ { // every record seen twice: in use
+		small.Record(k, "a", 1, now)
+		small.Record(k, "a", 1, now+1)
+	}
+	const newKey = 1 << 40 // one shard: the store is full
+	small.Record(newKey, "b", 1, now+2)
+	if _, ok := small.Lookup(newKey, now+2); ok {
+		t.Fatal("a full store of keys in use admitted a one-shot key on its first try")
+	}
+	small.Record(newKey, "b", 1, now+2)
+	if _, ok := small.Lookup(newKey, now+3); !ok {
+		t.Error("a key refused once by a full store was not admitted on its second try")
+	}
+}
