@@ -393,12 +393,10 @@ type responseWriter struct {
 
 	// bytesOut counts the response body bytes written to the client;
 	// requestID[0], when set, goes on the final head unless the upstream
-	// set the header (requestIDHeader) itself; idBuf holds the digits of
-	// an id made for the request (see requestID).
+	// set the header (requestIDHeader) itself (see requestID).
 	bytesOut        int64
 	requestID       [1]string
 	requestIDHeader string
-	idBuf           [32]byte
 }
 
 // errSendTimeout ends a write to the client that made no progress for

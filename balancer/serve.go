@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/ringlb/ringlb/balancer/accesslog"
 	"github.com/ringlb/ringlb/ring"
@@ -554,22 +553,22 @@ func (lr *logReq) decide(q *holdReq, last *member, s *snapshot) {
 
 // requestID passes the request's id on, or makes one (16 random bytes,
 // hex) and sets it on the request, for the upstream; the response gets it
-// too (responseWriter.head). A made id costs no allocation and no system
-// call: its bytes come from the runtime's per-thread generator
-// (math/rand/v2's ChaCha8, seeded by the kernel), its hex digits go into
-// the responseWriter's own buffer, and the request and the response share
-// one capped one-element slice of it.
+// too (responseWriter.head). A made id costs one allocation, its 32 bytes,
+// and no system call: its bytes come from the runtime's per-thread
+// generator (math/rand/v2's ChaCha8, seeded by the kernel), and the
+// request and the response share one capped one-element slice of it,
+// held in the responseWriter. (The string must not alias the
+// responseWriter: HTTP/2's HPACK tables and an HTTP/2 upstream's keep
+// header values for as long as their connection lives.)
 func requestID(s *snapshot, rw *responseWriter, r *http.Request) {
 	h := s.requestID
 	if vs := r.Header[h]; len(vs) > 0 && vs[0] != "" {
 		rw.requestID[0] = vs[0]
 	} else {
-		b := &rw.idBuf
+		var b [32]byte
 		putHex(b[:16], rand.Uint64())
 		putHex(b[16:], rand.Uint64())
-		// b is written once, here, and never again: the string may
-		// alias it.
-		rw.requestID[0] = unsafe.String(&b[0], len(b))
+		rw.requestID[0] = string(b[:])
 		r.Header[h] = rw.requestID[:1:1]
 	}
 	rw.requestIDHeader = h
