@@ -132,11 +132,18 @@ type Client struct {
 	log     *slog.Logger
 	addr    string // host:port, for log lines (never the password)
 
-	queue chan write
-	down  atomic.Bool
-	stop  chan struct{}
-	done  chan struct{}
-	once  sync.Once
+	// The queue: records q[head:], at most QueueMax, grown as records
+	// come (a channel's buffer would be QueueMax records, 0.9 MiB, from
+	// the start); wake tells the writer there are some.
+	qmu  sync.Mutex
+	q    []write
+	head int
+	wake chan struct{}
+
+	down atomic.Bool
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
 
 	n       *Counters
 	batches atomic.Uint64 // pipelines sent
@@ -190,7 +197,7 @@ func New(o Options) (*Client, error) {
 		idle:    o.Idle,
 		log:     o.Logger,
 		addr:    ro.Addr,
-		queue:   make(chan write, QueueMax),
+		wake:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 		n:       o.Counters,
@@ -204,12 +211,56 @@ func (c *Client) Addr() string { return c.addr }
 
 // Put queues a record for the key with ring hash h; it never blocks.
 func (c *Client) Put(h uint64, r Record) {
-	select {
-	case c.queue <- write{h, r}:
-	default:
+	c.qmu.Lock()
+	if len(c.q)-c.head >= QueueMax {
+		c.qmu.Unlock()
 		c.n.Dropped.Add(1)
 		c.n.Errors.Add(1)
+		return
 	}
+	if c.head > 0 && len(c.q) == cap(c.q) && c.head >= len(c.q)/2 {
+		n := copy(c.q, c.q[c.head:]) // reuse the taken front rather than grow
+		clear(c.q[n:])
+		c.q, c.head = c.q[:n], 0
+	}
+	first := len(c.q) == c.head
+	c.q = append(c.q, write{h, r})
+	c.qmu.Unlock()
+	if first { // otherwise the writer is woken already, or told by pop that more wait
+		c.signal()
+	}
+}
+
+func (c *Client) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// queueKeep is the capacity an emptied queue keeps; a larger one (after
+// a burst) is let go.
+const queueKeep = 1024
+
+// pop takes the oldest queued record; more reports whether others wait.
+func (c *Client) pop() (w write, ok, more bool) {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	if c.head == len(c.q) {
+		return write{}, false, false
+	}
+	w = c.q[c.head]
+	c.q[c.head] = write{}
+	c.head++
+	if c.head == len(c.q) {
+		c.head = 0
+		if cap(c.q) > queueKeep {
+			c.q = nil
+		} else {
+			c.q = c.q[:0]
+		}
+	}
+	return w, true, c.head < len(c.q)
 }
 
 // Get looks the record of ring hash h up, waiting at most the timeout
@@ -252,7 +303,11 @@ var errDown = errors.New("share: store unreachable (retrying in the background)"
 func (c *Client) Counters() *Counters { return c.n }
 
 // Queued returns how many records wait to be written.
-func (c *Client) Queued() int { return len(c.queue) }
+func (c *Client) Queued() int {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	return len(c.q) - c.head
+}
 
 // Down reports whether the server is known to be unreachable.
 func (c *Client) Down() bool { return c.down.Load() }
@@ -351,13 +406,11 @@ func (c *Client) writer() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			if !c.down.Load() {
 				for len(batch) < cap(batch) {
-					select {
-					case w := <-c.queue:
-						batch = append(batch, w)
-						continue
-					default:
+					w, ok, _ := c.pop()
+					if !ok {
+						break
 					}
-					break
+					batch = append(batch, w)
 				}
 				flush(ctx)
 			}
@@ -383,7 +436,16 @@ func (c *Client) writer() {
 			ctx, cancel := context.WithTimeout(context.Background(), max(c.timeout, time.Second))
 			flush(ctx)
 			cancel()
-		case w := <-c.queue:
+		case <-c.wake:
+			// One record per turn, as a channel would give them, so that
+			// stop and the tick are seen between records.
+			w, ok, more := c.pop()
+			if more {
+				c.signal()
+			}
+			if !ok {
+				continue
+			}
 			if c.down.Load() && len(batch) == cap(batch) {
 				c.n.Dropped.Add(1)
 				c.n.Errors.Add(1)

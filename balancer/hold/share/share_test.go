@@ -3,6 +3,7 @@ package share
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -209,7 +210,7 @@ func BenchmarkWrite(b *testing.B) {
 	n := 0
 	cpu0 := cpuTime()
 	for b.Loop() {
-		for len(c.queue) > QueueMax/2 { // keep the queue from dropping
+		for c.Queued() > QueueMax/2 { // keep the queue from dropping
 			time.Sleep(time.Millisecond)
 		}
 		c.Put(uint64(n), r)
@@ -283,7 +284,7 @@ func BenchmarkServerMemory(b *testing.B) {
 	before := used()
 	const n = 1_000_000
 	for i := range n {
-		for len(c.queue) > QueueMax/2 {
+		for c.Queued() > QueueMax/2 {
 			time.Sleep(time.Millisecond)
 		}
 		c.Put(uint64(i)*0x9e3779b97f4a7c15, Record{Upstream: "app-7.app.default.svc.cluster.local:8080", Version: hold.Version(0x1234567890abcdef), At: time.Now()})
@@ -294,4 +295,39 @@ func BenchmarkServerMemory(b *testing.B) {
 	for b.Loop() {
 	}
 	b.ReportMetric(float64(used()-before)/n, "B/record")
+}
+
+// The queue takes memory as records come and gives a burst's back: a new
+// client does not hold QueueMax records' room (0.9 MiB), and after 5000
+// records are written the queue is back to at most queueKeep records'.
+func TestQueueGrowsAndShrinks(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	runtime.GC()
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	c := newClient(t, srv, "q:")
+	runtime.GC()
+	runtime.ReadMemStats(&ms1)
+	if d := int64(ms1.HeapAlloc) - int64(ms0.HeapAlloc); d > 256<<10 {
+		t.Errorf("a new client: %d bytes of heap, want under 256 KiB", d)
+	}
+	const n = 5000
+	for i := range n {
+		c.Put(uint64(i), Record{Upstream: "app-1", Version: 1, At: time.Now()})
+	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if w := c.Counters().Written.Load(); w < n {
+			return fmt.Errorf("%d of %d written", w, n)
+		}
+		return nil
+	})
+	c.qmu.Lock()
+	q, head := cap(c.q), c.head
+	c.qmu.Unlock()
+	if q > queueKeep || head != 0 || c.Queued() != 0 {
+		t.Errorf("after the burst: queue capacity %d (want at most %d), head %d, queued %d", q, queueKeep, head, c.Queued())
+	}
+	if d := c.Counters().Dropped.Load(); d != 0 {
+		t.Errorf("%d dropped", d)
+	}
 }
