@@ -118,7 +118,7 @@ func (b *Balancer) newProxy(s *snapshot, u *upstream, spec memberSpec) *httputil
 			if err := checkUpgrade(res); err != nil {
 				return err // ReverseProxy closes the upstream connection
 			}
-		} else if readTimeout > 0 && res.Body != nil && res.Body != http.NoBody {
+		} else if readTimeout > 0 && res.Body != nil && res.Body != http.NoBody && !whole(res.Body) {
 			res.Body = newSilenceBody(res.Body, readTimeout)
 		}
 		if len(res.Trailer) > 0 {
@@ -277,6 +277,14 @@ type silenceBody struct {
 // readier is a response body that knows when its next Read cannot wait
 // on the connection (balancer/h1's bodies).
 type readier interface{ Ready() bool }
+
+// whole reports whether body says that all of it arrived with the head
+// (balancer/h1's bodies can): no read of it can wait, so timeouts.read
+// need not wrap it.
+func whole(body io.ReadCloser) bool {
+	w, ok := body.(interface{ Whole() bool })
+	return ok && w.Whole()
+}
 
 func newSilenceBody(rc io.ReadCloser, d time.Duration) *silenceBody {
 	b := &silenceBody{rc: rc, d: d}

@@ -108,6 +108,7 @@ type exchange struct {
 	// reading goroutine: set when the body is handed out and by Read.
 	got   int64
 	ready bool
+	whole bool // the whole body was buffered when it was handed out (see Whole)
 
 	w *bodyWriter // nil for a bodiless request
 
@@ -233,6 +234,7 @@ func (pc *persistConn) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	e.body = res.Body
 	e.ready = e.readyNow()
+	e.whole = len(res.TransferEncoding) == 0 && res.ContentLength >= 0 && int64(pc.br.Buffered()) >= res.ContentLength
 	res.Body = e
 	return res, nil
 }
@@ -373,6 +375,12 @@ func (e *exchange) Read(p []byte) (int, error) {
 // timeouts.read) need not time such a Read. Like Read, it is for the
 // reading goroutine.
 func (e *exchange) Ready() bool { return e.ready || e.rs.Load() > bodyReading }
+
+// Whole reports whether the whole body (framed by its Content-Length)
+// was in the connection's buffer when the response was handed out: then
+// no Read of it can wait on the connection, and a caller need not time
+// any.
+func (e *exchange) Whole() bool { return e.whole }
 
 // readyNow is Ready's answer for the body's current position; only the
 // goroutine that reads the body may call it (it looks at the buffer).

@@ -11,7 +11,8 @@ import (
 // TestReady: a response body says its next Read cannot wait on the
 // connection when bytes of a length-framed body are buffered, or the whole
 // length has been read; not while the rest of it has yet to come, and
-// never for a chunked body (whose framing may need more bytes).
+// never for a chunked body (whose framing may need more bytes). Whole says
+// that all of a length-framed body came with the head.
 func TestReady(t *testing.T) {
 	checkLeaks(t)
 	more := make(chan struct{})
@@ -34,16 +35,20 @@ func TestReady(t *testing.T) {
 		}
 	})
 	tr := newTransport(t)
-	open := func(path string) (*http.Response, interface{ Ready() bool }) {
+	type readier interface {
+		Ready() bool
+		Whole() bool
+	}
+	open := func(path string) (*http.Response, readier) {
 		t.Helper()
 		req, _ := http.NewRequest("GET", u.URL+path, nil)
 		res, err := tr.RoundTrip(req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rd, ok := res.Body.(interface{ Ready() bool })
+		rd, ok := res.Body.(readier)
 		if !ok {
-			t.Fatalf("%s: body %T has no Ready", path, res.Body)
+			t.Fatalf("%s: body %T has no Ready or Whole", path, res.Body)
 		}
 		return res, rd
 	}
@@ -57,8 +62,8 @@ func TestReady(t *testing.T) {
 	}
 
 	res, rd := open("/whole") // head and body in one write
-	if !rd.Ready() {
-		t.Error("/whole: body buffered with its head, Ready false")
+	if !rd.Ready() || !rd.Whole() {
+		t.Errorf("/whole: body buffered with its head, Ready %v, Whole %v", rd.Ready(), rd.Whole())
 	}
 	if s := readN(res.Body, 5); s != "hello" || !rd.Ready() {
 		t.Errorf("/whole read to its length: %q, Ready %v; want Ready (the next Read is io.EOF)", s, rd.Ready())
@@ -66,6 +71,9 @@ func TestReady(t *testing.T) {
 	res.Body.Close()
 
 	res, rd = open("/parts")
+	if rd.Whole() {
+		t.Error("/parts: Whole with 7 bytes to come")
+	}
 	if s := readN(res.Body, 3); s != "abc" || rd.Ready() {
 		t.Errorf("/parts after the 3 bytes sent: %q, Ready %v; want false (7 bytes to come)", s, rd.Ready())
 	}
@@ -79,8 +87,8 @@ func TestReady(t *testing.T) {
 	res.Body.Close()
 
 	res, rd = open("/chunked")
-	if rd.Ready() {
-		t.Error("/chunked: Ready true before any Read")
+	if rd.Ready() || rd.Whole() {
+		t.Errorf("/chunked: before any Read, Ready %v, Whole %v; want false", rd.Ready(), rd.Whole())
 	}
 	if b, err := io.ReadAll(res.Body); string(b) != "hello" || err != nil || !rd.Ready() {
 		t.Errorf("/chunked read to its end: %q, %v, Ready %v; want Ready once over", b, err, rd.Ready())
