@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -156,9 +158,26 @@ func TestTLSUpstreamClosingIdle(t *testing.T) {
 	}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	u := mustURL(t, srv.URL)
+	idleClosingPOSTs(t, mustURL(t, srv.URL), ca.Pool(), "the upstream", func() {
+		opened := closed.Load()
+		testenv.Eventually(t, 10*time.Second, func() error {
+			if closed.Load() == opened {
+				return errors.New("the upstream has not closed its idle connections")
+			}
+			return nil
+		})
+		time.Sleep(50 * time.Millisecond) // the rest of the idle connections' closes land
+	})
+}
+
+// idleClosingPOSTs proxies to the TLS upstream u (trusting roots), with
+// breakers on: a burst of 8 POSTs opens several upstream connections,
+// waitClosed runs (until who has closed its idle connections), then 8
+// POSTs one after another must all get 200.
+func idleClosingPOSTs(t *testing.T, u *url.URL, roots *x509.CertPool, who string, waitClosed func()) {
+	t.Helper()
 	opts := baseOptions([]UpstreamOptions{{Name: "tls", URL: u, Addr: u.Host, Weight: 1}})
-	opts.UpstreamTLS.RootCAs = ca.Pool()
+	opts.UpstreamTLS.RootCAs = roots
 	opts.Breaker = BreakerOptions{ConsecutiveFailures: 3, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: 60 * time.Second}
 	_, _, front := proxy(t, opts)
 	post := func() int {
@@ -170,7 +189,6 @@ func TestTLSUpstreamClosingIdle(t *testing.T) {
 		res.Body.Close()
 		return res.StatusCode
 	}
-	// A burst opens several upstream connections.
 	codes := make(chan int, 8)
 	for range 8 {
 		go func() { codes <- post() }()
@@ -180,21 +198,14 @@ func TestTLSUpstreamClosingIdle(t *testing.T) {
 			t.Errorf("burst: status %d", c)
 		}
 	}
-	opened := closed.Load()
-	testenv.Eventually(t, 10*time.Second, func() error {
-		if closed.Load() == opened {
-			return errors.New("the upstream has not closed its idle connections")
-		}
-		return nil
-	})
-	time.Sleep(50 * time.Millisecond) // the rest of the idle connections' closes land
+	waitClosed()
 	var got []int
 	for range 8 {
 		got = append(got, post())
 	}
 	for _, c := range got {
 		if c != 200 {
-			t.Fatalf("POSTs after the upstream closed its idle connections: %v, want all 200", got)
+			t.Fatalf("POSTs after %s closed its idle connections: %v, want all 200", who, got)
 		}
 	}
 }

@@ -3,13 +3,10 @@ package balancer
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -91,37 +88,7 @@ http {
 		c.Close()
 		return nil
 	})
-	u := mustURL(t, "https://"+addr)
-	opts := baseOptions([]UpstreamOptions{{Name: "nginx", URL: u, Addr: u.Host, Weight: 1}})
-	opts.UpstreamTLS.RootCAs = ca.Pool()
-	opts.Breaker = BreakerOptions{ConsecutiveFailures: 3, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: 60 * time.Second}
-	_, _, front := proxy(t, opts)
-	post := func() int {
-		res, err := http.Post(front.URL+"/p", "text/plain", strings.NewReader("payload"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		return res.StatusCode
-	}
-	codes := make(chan int, 8)
-	for range 8 {
-		go func() { codes <- post() }()
-	}
-	for range 8 {
-		if c := <-codes; c != 200 {
-			t.Errorf("burst: status %d", c)
-		}
-	}
-	time.Sleep(1500 * time.Millisecond) // past keepalive_timeout: nginx closes the idle connections
-	var got []int
-	for range 8 {
-		got = append(got, post())
-	}
-	for _, c := range got {
-		if c != 200 {
-			t.Fatalf("POSTs after nginx closed its idle connections: %v, want all 200", got)
-		}
-	}
+	idleClosingPOSTs(t, mustURL(t, "https://"+addr), ca.Pool(), "nginx", func() {
+		time.Sleep(1500 * time.Millisecond) // past keepalive_timeout: nginx closes the idle connections
+	})
 }

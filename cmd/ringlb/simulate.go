@@ -295,30 +295,7 @@ func (s *simulation) printDrain(w io.Writer) {
 	}
 	tw.Flush()
 	if len(d.flows) > 0 {
-		type flow struct {
-			from, to string
-			n        int
-		}
-		var fl []flow
-		for k, n := range d.flows {
-			fl = append(fl, flow{k[0], k[1], n})
-		}
-		slices.SortFunc(fl, func(a, b flow) int {
-			if a.n != b.n {
-				return b.n - a.n
-			}
-			if a.from != b.from {
-				return strings.Compare(a.from, b.from)
-			}
-			return strings.Compare(a.to, b.to)
-		})
-		fmt.Fprintf(w, "\nwhere new keys of draining upstreams go:\n")
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(tw, "from\tto\tkeys\tof moved\t\n")
-		for _, f := range fl {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t\n", f.from, f.to, f.n, pct(f.n, d.moved))
-		}
-		tw.Flush()
+		printFlows(w, "where new keys of draining upstreams go", d.flows, d.moved)
 	}
 	fmt.Fprintln(w)
 	if s.hold.On() {
@@ -449,12 +426,18 @@ func (s *simulation) print(w io.Writer, adds, removes []string) {
 	if s.moved == 0 {
 		return
 	}
+	printFlows(w, "where moved keys went", s.flows, s.moved)
+}
+
+// printFlows prints under title the keys that moved from one upstream to
+// another, most first, each with its share of the moved keys.
+func printFlows(w io.Writer, title string, flows map[[2]string]int, moved int) {
 	type flow struct {
 		from, to string
 		n        int
 	}
 	var fl []flow
-	for k, n := range s.flows {
+	for k, n := range flows {
 		fl = append(fl, flow{k[0], k[1], n})
 	}
 	slices.SortFunc(fl, func(a, b flow) int {
@@ -466,11 +449,11 @@ func (s *simulation) print(w io.Writer, adds, removes []string) {
 		}
 		return strings.Compare(a.to, b.to)
 	})
-	fmt.Fprintf(w, "\nwhere moved keys went:\n")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "\n%s:\n", title)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "from\tto\tkeys\tof moved\t\n")
 	for _, f := range fl {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t\n", f.from, f.to, f.n, pct(f.n, s.moved))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t\n", f.from, f.to, f.n, pct(f.n, moved))
 	}
 	tw.Flush()
 }
