@@ -8,7 +8,6 @@ package ring
 // and fails without it; elsewhere the test is skipped when it is missing.
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -17,29 +16,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/nginxtest"
 )
-
-func nginxBinary(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("nginx"); err == nil {
-		return p
-	}
-	// Debian puts nginx in /usr/sbin, which non-root PATHs often lack.
-	if _, err := os.Stat("/usr/sbin/nginx"); err == nil {
-		return "/usr/sbin/nginx"
-	}
-	testenv.SkipExternal(t, "nginx", "not on PATH or in /usr/sbin (Debian: apt-get install nginx)")
-	return ""
-}
 
 // backend serves its own identity on l.
 func backend(t *testing.T, l net.Listener, id string) {
@@ -80,9 +64,8 @@ type nginxUpstream struct {
 
 // startNginx writes a config with the given upstreams, each served under
 // /NAME, starts nginx and returns its base URL. nginx is killed at cleanup.
-func startNginx(t *testing.T, bin string, ups []nginxUpstream) string {
+func startNginx(t *testing.T, ups []nginxUpstream) string {
 	t.Helper()
-	dir := t.TempDir()
 	var b strings.Builder
 	for _, u := range ups {
 		fmt.Fprintf(&b, "    upstream %s {\n        hash $arg_k consistent;\n", u.name)
@@ -95,91 +78,16 @@ func startNginx(t *testing.T, bin string, ups []nginxUpstream) string {
 	for _, u := range ups {
 		fmt.Fprintf(&locs, "        location /%s { proxy_pass http://%s; }\n", u.name, u.name)
 	}
-	// -e moves the startup error log into dir (nginx >= 1.19.5); older
-	// nginx only warns that it cannot open its default log.
-	help, _ := exec.Command(bin, "-h").CombinedOutput()
-	hasE := bytes.Contains(help, []byte("-e filename"))
-	for attempt := 0; ; attempt++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		conf := fmt.Sprintf(`daemon off;
-master_process off;
-worker_processes 1;
-pid %[1]s/nginx.pid;
-error_log %[1]s/error.log warn;
-events { worker_connections 128; }
-http {
-    access_log off;
-    client_body_temp_path %[1]s/client_body;
-    proxy_temp_path %[1]s/proxy;
-    fastcgi_temp_path %[1]s/fastcgi;
-    uwsgi_temp_path %[1]s/uwsgi;
-    scgi_temp_path %[1]s/scgi;
-    proxy_next_upstream off;
-%[2]s
+	addr := nginxtest.Start(t, func(addr string) string {
+		return fmt.Sprintf(`    proxy_next_upstream off;
+%s
     server {
-        listen %[3]s;
+        listen %s;
         location = /ready { return 200 "ready"; }
-%[4]s    }
-}
-`, dir, b.String(), addr, locs.String())
-		cf := filepath.Join(dir, "nginx.conf")
-		if err := os.WriteFile(cf, []byte(conf), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		args := []string{"-p", dir + "/", "-c", cf}
-		if hasE {
-			args = append(args, "-e", filepath.Join(dir, "error.log"))
-		}
-		cmd := exec.Command(bin, args...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() { cmd.Wait(); close(exited) }()
-		stop := func() {
-			cmd.Process.Kill()
-			select {
-			case <-exited:
-			case <-time.After(10 * time.Second):
-				t.Error("nginx did not exit after kill")
-			}
-		}
-		base := "http://" + addr
-		ready := false
-		deadline := time.After(10 * time.Second)
-	wait:
-		for {
-			select {
-			case <-exited:
-				break wait
-			case <-deadline:
-				break wait
-			case <-time.After(20 * time.Millisecond):
-			}
-			if resp, err := http.Get(base + "/ready"); err == nil {
-				resp.Body.Close()
-				ready = resp.StatusCode == 200
-				break wait
-			}
-		}
-		if ready {
-			t.Cleanup(stop)
-			return base
-		}
-		stop()
-		elog, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-		if attempt < 2 && bytes.Contains(elog, []byte("Address already in use")) {
-			continue // lost the race for the free port
-		}
-		t.Fatalf("nginx did not start:\n%s\n%s\nconfig:\n%s", out.String(), elog, conf)
-	}
+%s    }
+`, b.String(), addr, locs.String())
+	})
+	return "http://" + addr
 }
 
 // askNginx sends /UPSTREAM?k=KEY for every key and returns the identities
@@ -220,7 +128,7 @@ func nginxKeys(n int, prefix string) []string {
 }
 
 func TestNginxPlacement(t *testing.T) {
-	bin := nginxBinary(t)
+	nginxtest.Binary(t) // skips (or fails under CI) before any backend starts
 
 	// Three TCP backends of weights 2, 1, 3 and one on a unix socket
 	// (nginx hashes its path with an empty port).
@@ -254,7 +162,7 @@ func TestNginxPlacement(t *testing.T) {
 			nginxUpstream{"ba", []Member{{Name: "B", Addr: tieB, Weight: 1}, {Name: "A", Addr: tieA, Weight: 1}}})
 	}
 
-	base := startNginx(t, bin, ups)
+	base := startNginx(t, ups)
 
 	keys := nginxKeys(2000, "k")
 	r := mustNew(t, main.members, Options{Placement: PlacementNginx})
