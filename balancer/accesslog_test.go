@@ -191,8 +191,18 @@ func (e errString) Error() string { return "log: " + string(e) }
 // TestRequestIDsMade: a request without an id gets one made for it: 32
 // lower-case hex digits, the same upstream and on the response, different
 // for every request; one the client sent with an empty value is replaced;
-// an id the upstream set on its response is left as it is.
+// an id the upstream set on its response is left as it is. Over HTTP/1.1
+// and HTTP/2 alike; the response's header map holds the id once, under
+// the canonical name over HTTP/1.1 and under the lower-case name HTTP/2
+// sends (so its server does not lower-case it anew for every response),
+// and never under both.
 func TestRequestIDsMade(t *testing.T) {
+	for _, h2 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "http1", true: "http2"}[h2], func(t *testing.T) { testRequestIDsMade(t, h2) })
+	}
+}
+
+func testRequestIDsMade(t *testing.T, h2 bool) {
 	be := newBackend(t, "a")
 	var mu sync.Mutex
 	var upID string
@@ -207,21 +217,46 @@ func TestRequestIDsMade(t *testing.T) {
 	}
 	opts := baseOptions(upstreamsOf(t, be))
 	opts.RequestIDHeader = "X-Request-Id"
-	_, _, front := proxy(t, opts)
+	b, err := New(opts, NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	var keys []string // the id's keys in the header map as the head went out
+	front := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b.ServeHTTP(&headSpy{ResponseWriter: w, keys: &keys, mu: &mu}, r)
+	}))
+	front.EnableHTTP2 = h2
+	front.StartTLS()
+	t.Cleanup(front.Close)
+	c := front.Client()
+	if h2 {
+		c.Transport.(*http.Transport).ForceAttemptHTTP2 = true
+	}
+	wantKey := "X-Request-Id"
+	if h2 {
+		wantKey = "x-request-id"
+	}
 	do := func(path string, hdr ...string) (up, res string) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodGet, front.URL+path, nil)
 		for i := 0; i+1 < len(hdr); i += 2 {
 			req.Header.Add(hdr[i], hdr[i+1])
 		}
-		r, err := front.Client().Do(req)
+		r, err := c.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		io.Copy(io.Discard, r.Body)
 		r.Body.Close()
+		if r.ProtoMajor != map[bool]int{false: 1, true: 2}[h2] {
+			t.Fatalf("client spoke %s", r.Proto)
+		}
 		mu.Lock()
 		defer mu.Unlock()
+		if len(keys) != 1 || (keys[0] != wantKey && r.Header.Get("X-Request-Id") != "upstream-id") {
+			t.Errorf("%s: the id went out under %q; want once, as %q", path, keys, wantKey)
+		}
 		return upID, r.Header.Get("X-Request-Id")
 	}
 	isHex := func(s string) bool {
@@ -247,3 +282,34 @@ func TestRequestIDsMade(t *testing.T) {
 		t.Errorf("upstream's own id: upstream got %q, response %q; want the upstream's kept", up, res)
 	}
 }
+
+// headSpy records, as the head is written, the header map's keys that
+// name the request id, in any case.
+type headSpy struct {
+	http.ResponseWriter
+	mu    *sync.Mutex
+	keys  *[]string
+	wrote bool
+}
+
+func (s *headSpy) WriteHeader(code int) {
+	if code >= 200 && !s.wrote {
+		s.wrote = true
+		s.mu.Lock()
+		*s.keys = (*s.keys)[:0]
+		for k := range s.Header() {
+			if strings.EqualFold(k, "X-Request-Id") {
+				*s.keys = append(*s.keys, k)
+			}
+		}
+		s.mu.Unlock()
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *headSpy) Write(p []byte) (int, error) {
+	s.WriteHeader(http.StatusOK)
+	return s.ResponseWriter.Write(p)
+}
+
+func (s *headSpy) Flush() { http.NewResponseController(s.ResponseWriter).Flush() }

@@ -241,6 +241,7 @@ type settings struct {
 	readTimeout  time.Duration
 	accessLog    *accesslog.Logger
 	requestID    string // canonical RequestIDHeader, or ""
+	requestIDH2  string // requestID in lower case, as HTTP/2 sends it
 	failStatus   statusSet
 	failGRPC     grpcStatusSet
 	breaker      *BreakerOptions // validated; nil when breakers are off
@@ -298,6 +299,7 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 		readTimeout:  opts.Timeouts.Read,
 		accessLog:    opts.AccessLog,
 		requestID:    textproto.CanonicalMIMEHeaderKey(opts.RequestIDHeader),
+		requestIDH2:  strings.ToLower(opts.RequestIDHeader),
 		healthChecks: opts.HealthChecks,
 		upstreamMax:  int64(opts.Limits.UpstreamRequests),
 		send:         opts.Limits.Send,

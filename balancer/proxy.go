@@ -401,10 +401,14 @@ type responseWriter struct {
 
 	// bytesOut counts the response body bytes written to the client;
 	// requestID[0], when set, goes on the final head unless the upstream
-	// set the header (requestIDHeader) itself (see requestID).
+	// set the header (requestIDHeader) itself (see requestID), under
+	// requestIDKey: the canonical name, or over HTTP/2 the lower-case one
+	// HTTP/2 sends, which its server then need not make for every
+	// response.
 	bytesOut        int64
 	requestID       [1]string
 	requestIDHeader string
+	requestIDKey    string
 }
 
 // errSendTimeout ends a write to the client that made no progress for
@@ -507,7 +511,7 @@ func (w *responseWriter) head(code int) {
 	}
 	if w.requestID[0] != "" {
 		if h := w.Header(); len(h[w.requestIDHeader]) == 0 {
-			h[w.requestIDHeader] = w.requestID[:1:1] // cap 1: an append elsewhere copies
+			h[w.requestIDKey] = w.requestID[:1:1] // cap 1: an append elsewhere copies
 		}
 	}
 	w.status, w.wroteHeader = code, true

@@ -571,7 +571,10 @@ func requestID(s *snapshot, rw *responseWriter, r *http.Request) {
 		rw.requestID[0] = string(b[:])
 		r.Header[h] = rw.requestID[:1:1]
 	}
-	rw.requestIDHeader = h
+	rw.requestIDHeader, rw.requestIDKey = h, h
+	if r.ProtoMajor == 2 {
+		rw.requestIDKey = s.requestIDH2
+	}
 }
 
 // putHex writes v as 16 lower-case hex digits into b.

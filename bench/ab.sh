@@ -26,6 +26,7 @@
 #   ROUNDS=4 DUR=6      rounds, and seconds per window (each after 1 s unmeasured)
 #   MALLOC=1            also heap allocations and GC cycles per request (runtime
 #                       memstats from /debug/pprof/allocs?debug=1 around the window)
+#   SYSCALLS=1          also read and write system calls per request (/proc/PID/io)
 #   PROF=DIR            also a CPU profile of each window (DUR-1 s) into DIR/NAME.ROUND.pprof
 #   BASE=29100          upstreams on BASE+1..4, target i on BASE+10+2i (admin +1)
 #   PROXY_CPU=1 LOAD_CPU=0
@@ -67,6 +68,7 @@ ticks() {
 }
 core_ticks() { awk -v c="cpu$PROXY_CPU" '$1 == c { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
 upstream_args() { for p in "${UP[@]}"; do printf ' http://127.0.0.1:%s' "$p"; done; }
+sysio() { awk '$1 == "syscr:" { r = $2 } $1 == "syscw:" { w = $2 } END { print r, w }' "/proc/$1/io"; }
 memstats() { curl -s "http://127.0.0.1:$1/debug/pprof/allocs?debug=1" | awk '/^# Mallocs = / { m = $4 } /^# NumGC = / { g = $4 } END { print m, g }'; }
 
 declare -A URL PID SPEC SLOT ADMIN
@@ -151,6 +153,7 @@ for r in $(seq 1 "$ROUNDS"); do
 		fi
 		load "$t" 1 >/dev/null
 		[[ -z ${MALLOC:-} ]] || m0=$(memstats "${ADMIN[$t]}")
+		[[ -z ${SYSCALLS:-} ]] || s0=$(sysio "${PID[$t]}")
 		a=$(ticks "${PID[$t]}") c0=$(core_ticks)
 		if [[ -n ${PROF:-} ]]; then
 			(sleep 0.5 && curl -s -o "$PROF/$t.$r.pprof" "http://127.0.0.1:${ADMIN[$t]}/debug/pprof/profile?seconds=$((DUR - 1))") &
@@ -160,9 +163,13 @@ for r in $(seq 1 "$ROUNDS"); do
 		[[ -z ${PROF:-} ]] || wait "$cp"
 		b=$(ticks "${PID[$t]}") c1=$(core_ticks)
 		extra=
+		if [[ -n ${SYSCALLS:-} ]]; then
+			s1=$(sysio "${PID[$t]}")
+			extra+=$(awk -v a="$s0" -v b="$s1" -v n="$req" 'BEGIN { split(a, x, " "); split(b, y, " "); printf ",%.2f reads,%.2f writes", (y[1] - x[1]) / n, (y[2] - x[2]) / n }')
+		fi
 		if [[ -n ${MALLOC:-} ]]; then
 			m1=$(memstats "${ADMIN[$t]}")
-			extra=$(awk -v a="$m0" -v b="$m1" -v n="$req" 'BEGIN { split(a, x, " "); split(b, y, " "); printf ",%.1f allocs,%.2f GC/1000", (y[1] - x[1]) / n, (y[2] - x[2]) * 1000 / n }')
+			extra+=$(awk -v a="$m0" -v b="$m1" -v n="$req" 'BEGIN { split(a, x, " "); split(b, y, " "); printf ",%.1f allocs,%.2f GC/1000", (y[1] - x[1]) / n, (y[2] - x[2]) * 1000 / n }')
 		fi
 		line+=$(awk -v t="$t" -v a="$a" -v b="$b" -v c0="$c0" -v c1="$c1" -v n="$req" -v k="$CLK" -v d="$DUR" -v x="$extra" \
 			'BEGIN { printf " %s=%.2f(%d req,busy %.2f%s)", t, (b - a) / k * 1e6 / n, n, ((c1 - c0) - (b - a)) / k / d, x }')
