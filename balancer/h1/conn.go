@@ -30,10 +30,9 @@ type persistConn struct {
 	rec    *recordConn // the socket under tc
 	cr     connReader
 	cw     connWriter
-	br     *bufio.Reader
-	bw     *bufio.Writer
-	abort  func() // pc.close, bound once
-	reused bool   // taken from the pool for the current exchange
+	br     *bufio.Reader // nil out of an exchange, as while pooled (see takeReader)
+	abort  func()        // pc.close, bound once
+	reused bool          // taken from the pool for the current exchange
 	idleAt time.Time
 
 	peekFn  func(fd uintptr) bool // pc.peek, bound once
@@ -137,8 +136,10 @@ func (e *exchange) finish(bit uint32, ok, closeNow bool) {
 	if e.stop != nil && !e.stop() {
 		s |= broken // the context fired: its AfterFunc closes the conn
 	}
+	// Both sides are over: neither touches the read buffer again.
 	if s&broken != 0 || !e.keep {
 		e.pc.close()
+		e.pc.releaseReader()
 		return
 	}
 	e.pc.t.pool.put(e.pc)
@@ -152,6 +153,7 @@ func (pc *persistConn) roundTrip(req *http.Request) (*http.Response, error) {
 	if ctx.Done() != nil {
 		e.stop = context.AfterFunc(ctx, pc.abort)
 	}
+	pc.takeReader()
 	pc.cr.n, pc.cw.n = 0, 0
 	pc.cr.limit = pc.t.maxHeaderBytes()
 	trace := traceOf(req)
@@ -161,10 +163,12 @@ func (pc *persistConn) roundTrip(req *http.Request) (*http.Response, error) {
 		e.w = newBodyWriter(e, req)
 		go e.w.run()
 	} else {
-		err := writeRequest(pc.bw, req)
+		bw := pc.getWriter()
+		err := writeRequest(bw, req)
 		if err == nil {
-			err = pc.bw.Flush()
+			err = bw.Flush()
 		}
+		pc.putWriter(bw)
 		if err != nil {
 			e.finish(readDone|writeDone, false, true)
 			if pc.reused && (pc.cw.n == 0 || replayable(req) || isClosed(err)) && ctx.Err() == nil {
@@ -545,10 +549,15 @@ func (w *bodyWriter) signal(send bool) bool {
 
 func (w *bodyWriter) run() {
 	pc := w.e.pc
-	err := w.req.Write(pc.bw)
+	// The write buffer is this goroutine's until the request is written,
+	// however long its body takes, and given back before the exchange can
+	// pool the connection (finish), so the next exchange gets another.
+	bw := pc.getWriter()
+	err := w.req.Write(bw)
 	if err == nil {
-		err = pc.bw.Flush()
+		err = bw.Flush()
 	}
+	pc.putWriter(bw)
 	switch {
 	case w.notSent:
 		err = nil

@@ -62,10 +62,14 @@ func (p *pool) put(pc *persistConn) {
 	if perHost == 0 {
 		perHost = http.DefaultMaxIdleConnsPerHost
 	}
-	if perHost < 0 || pc.br.Buffered() > 0 {
+	if perHost < 0 || (pc.br != nil && pc.br.Buffered() > 0) {
 		pc.close()
 		return
 	}
+	// Idle, the connection needs no read buffer: nothing is buffered, and
+	// the check when it is taken out (alive) looks at the socket (and the
+	// TLS layer) without one.
+	pc.releaseReader()
 	var now time.Time
 	if t.IdleConnTimeout > 0 {
 		now = time.Now()

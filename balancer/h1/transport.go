@@ -13,7 +13,11 @@
 //
 // All HTTP/1.1 framing is the standard library's: the request is written
 // with (*http.Request).Write and the response read with http.ReadResponse,
-// over a bufio.Reader and bufio.Writer per connection.
+// over a bufio.Writer and a bufio.Reader that a connection holds only while
+// it uses them: the writer while a request is written, the reader from the
+// start of an exchange until the connection is pooled again. Both come
+// from pools of the Transport's, so an idle connection holds neither and a
+// busy one no writer once its request is sent.
 //
 //	rp := &httputil.ReverseProxy{
 //		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
@@ -45,6 +49,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -104,6 +109,10 @@ type Transport struct {
 	ReadBufferSize, WriteBufferSize int
 
 	pool pool
+
+	// readers and writers hold the buffers of connections not using them
+	// (see getWriter, getReader).
+	readers, writers sync.Pool
 }
 
 // timeoutError is a net.Error that timed out.
@@ -364,18 +373,63 @@ func (t *Transport) newConn(c net.Conn, key connKey) *persistConn {
 	pc := &persistConn{t: t, key: key, conn: c}
 	pc.cr.c = c
 	pc.cw.c = c
-	rs, ws := t.ReadBufferSize, t.WriteBufferSize
-	if rs <= 0 {
-		rs = defaultBufferSize
-	}
-	if ws <= 0 {
-		ws = defaultBufferSize
-	}
-	pc.br = bufio.NewReaderSize(&pc.cr, rs)
-	pc.bw = bufio.NewWriterSize(&pc.cw, ws)
 	pc.abort = pc.close
 	pc.initPeek()
 	return pc
+}
+
+// getWriter returns a write buffer over pc's connection, from the pool
+// when it has one. Whoever gets it gives it back with putWriter once the
+// request is written and flushed (or failed), and uses it no more.
+func (pc *persistConn) getWriter() *bufio.Writer {
+	if bw, _ := pc.t.writers.Get().(*bufio.Writer); bw != nil {
+		bw.Reset(&pc.cw)
+		return bw
+	}
+	size := pc.t.WriteBufferSize
+	if size <= 0 {
+		size = defaultBufferSize
+	}
+	return bufio.NewWriterSize(&pc.cw, size)
+}
+
+// putWriter gives a write buffer back to the pool. What it may still
+// hold (after a failed write) is dropped.
+func (pc *persistConn) putWriter(bw *bufio.Writer) {
+	bw.Reset(nil) // holds no connection while pooled
+	pc.t.writers.Put(bw)
+}
+
+// takeReader gives pc a read buffer, from the pool when it has one, if it
+// has none: a new connection, or one taken from the pool (which gave its
+// buffer back in pool.put).
+func (pc *persistConn) takeReader() {
+	if pc.br != nil {
+		return
+	}
+	if br, _ := pc.t.readers.Get().(*bufio.Reader); br != nil {
+		br.Reset(&pc.cr)
+		pc.br = br
+		return
+	}
+	size := pc.t.ReadBufferSize
+	if size <= 0 {
+		size = defaultBufferSize
+	}
+	pc.br = bufio.NewReaderSize(&pc.cr, size)
+}
+
+// releaseReader gives pc's read buffer back to the pool as pc goes idle.
+// Only an empty buffer is given back: pool.put closes a connection with
+// bytes buffered instead of pooling it.
+func (pc *persistConn) releaseReader() {
+	br := pc.br
+	if br == nil || br.Buffered() > 0 {
+		return
+	}
+	pc.br = nil
+	br.Reset(nil)
+	pc.t.readers.Put(br)
 }
 
 func (t *Transport) maxHeaderBytes() int64 {
