@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ringlb/ringlb/internal/sendlimit"
 )
 
 // dialError marks an error from dialling an upstream: nothing was sent,
@@ -594,6 +596,7 @@ func (w *responseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		all.remove(nil)
 		return c, brw, err
 	}
+	sendlimit.Release(c) // limits.send does not apply to tunnels
 	w.tunnel = c
 	all.opened(c)
 	w.up.tunnels.Add(1)

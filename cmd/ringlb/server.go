@@ -363,6 +363,7 @@ func (s *server) apply() ([]admin.PoolVersion, []string, error) {
 		s.alog, s.alogCfg = alog, next.AccessLog
 	}
 	s.shutdownDelay, s.shutdownTimeout = next.ShutdownDelay, next.ShutdownTimeout
+	s.front.setSend(next.Limits.Send)
 	warnLoops(s.log, next)
 	s.warnDiscoveredLoopsLocked()
 	return s.versions(), nil, nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ringlb/ringlb/cmd/ringlb/certs"
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
+	"github.com/ringlb/ringlb/internal/sendlimit"
 )
 
 // certWatchInterval is how often the certificate files are looked at; a
@@ -27,10 +28,12 @@ var certWatchInterval = 2 * time.Second
 type front struct {
 	opts   certs.ListenerOptions // as at start; Store nil without TLS
 	logger *slog.Logger
-	// streams is limits.streams_per_connection and send limits.send, as
-	// at start: they configure the HTTP/2 server, which takes them once.
+	// streams is limits.streams_per_connection, as at start: it
+	// configures the HTTP/2 server, which takes it once. send is
+	// limits.send in nanoseconds, following reloads: every client
+	// connection's socket is held to it (sendlimit) until it is upgraded.
 	streams int
-	send    time.Duration
+	send    atomic.Int64
 
 	mu       sync.Mutex // serialises reloads and guards the watch fields
 	store    atomic.Pointer[certs.Store]
@@ -50,8 +53,8 @@ func newFront(cfg *config.Config, reg prometheus.Registerer, logger *slog.Logger
 		opts:    certs.ListenerOptions{HTTP2: cfg.HTTP2, H2C: cfg.H2C},
 		logger:  logger,
 		streams: cfg.Limits.StreamsPerConnection,
-		send:    cfg.Limits.Send,
 	}
+	f.send.Store(int64(cfg.Limits.Send))
 	if cfg.TLS == nil {
 		return f, nil
 	}
@@ -101,13 +104,10 @@ func (f *front) certificate() (subject string, notAfter time.Time, ok bool) {
 // configure sets srv's protocols and TLS config for the listener. An
 // HTTP/2 client connection may open limits.streams_per_connection streams
 // at once (SETTINGS_MAX_CONCURRENT_STREAMS): each is a request in flight,
-// as an HTTP/1.1 connection's one is. A connection whose socket takes no
-// byte for limits.send is closed (WriteByteTimeout): a client that stops
-// reading it altogether stops every stream's writes, and a reset stream
-// (how the balancer cuts one stream's stalled write) cannot be sent on it.
+// as an HTTP/1.1 connection's one is.
 func (f *front) configure(srv *http.Server) {
 	srv.Protocols = f.opts.Protocols()
-	srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: f.streams, WriteByteTimeout: f.send}
+	srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: f.streams}
 	if !f.tls() {
 		return
 	}
@@ -129,8 +129,17 @@ func (f *front) configure(srv *http.Server) {
 	srv.TLSConfig = base
 }
 
-// serve serves srv on ln, over TLS when configured.
+// serve serves srv on ln, over TLS when configured. A connection whose
+// socket takes no byte for limits.send fails its write, and is closed: a
+// client that stops reading an HTTP/2 connection altogether stops every
+// stream's writes, and a reset stream (how the balancer cuts one stream's
+// stalled write) cannot be sent on it. (net/http's own WriteByteTimeout
+// does the same for HTTP/2 by setting and clearing the deadline around
+// every write; sendlimit pushes it forward now and then.) Over HTTP/1.1
+// the balancer's own watch of each write cuts first; an upgraded
+// connection is released from the limit when it is hijacked.
 func (f *front) serve(srv *http.Server, ln net.Listener) error {
+	ln = sendlimit.NewListener(ln, &f.send)
 	if f.tls() {
 		return srv.ServeTLS(ln, "", "") // the certificate comes from TLSConfig
 	}
@@ -186,9 +195,9 @@ func (f *front) reload(next *config.Config) error {
 		f.logger.Warn("tls (added or removed), http2 and h2c changes take effect on restart",
 			"tls", f.tls(), "http2", f.opts.HTTP2, "h2c", f.opts.H2C)
 	}
-	if next.Limits.StreamsPerConnection != f.streams || next.Limits.Send != f.send {
-		f.logger.Warn("limits.streams_per_connection changes, and limits.send for whole HTTP/2 connections, take effect on restart",
-			"streams_per_connection", f.streams, "send", f.send)
+	if next.Limits.StreamsPerConnection != f.streams {
+		f.logger.Warn("limits.streams_per_connection changes take effect on restart",
+			"streams_per_connection", f.streams)
 	}
 	if next.TLS == nil || !f.tls() {
 		return nil
@@ -216,3 +225,7 @@ func (f *front) reload(next *config.Config) error {
 	logCert(f.logger, "certificate reloaded", f.store.Load().Info())
 	return nil
 }
+
+// setSend applies a reload's limits.send to the connections open and to
+// come.
+func (f *front) setSend(d time.Duration) { f.send.Store(int64(d)) }

@@ -1,0 +1,166 @@
+// Package sendlimit cuts a client connection whose socket takes no byte
+// for a while: the write that waits on it fails with
+// os.ErrDeadlineExceeded, as with net.Conn.SetWriteDeadline, and a write
+// that makes progress is waited for again. net/http's HTTP/2 server can
+// do the same (HTTP2Config.WriteByteTimeout), but it sets and clears the
+// socket's deadline around every write: two runtime timer changes a
+// write, several per request. Here the deadline is pushed forward at most
+// once an eighth of the limit, so a busy connection's writes cost a clock
+// read each, and a blocked write fails between the limit and an eighth
+// more after it started.
+package sendlimit
+
+import (
+	"crypto/tls"
+	"errors"
+	"math"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Listener wraps every connection it accepts in a Conn that shares the
+// listener's limit.
+type Listener struct {
+	net.Listener
+	limit *atomic.Int64 // nanoseconds; 0: none
+}
+
+// NewListener limits the connections accepted from ln by *limit, read at
+// every write, so that a change applies to connections already open.
+func NewListener(ln net.Listener, limit *atomic.Int64) *Listener {
+	return &Listener{Listener: ln, limit: limit}
+}
+
+// Accept waits for the next connection and wraps it.
+func (l *Listener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &Conn{Conn: c, limit: l.limit}, nil
+}
+
+// epoch anchors the monotonic clock that next is kept on.
+var epoch = time.Now()
+
+func now() int64 { return int64(time.Since(epoch)) }
+
+// held is next's value while a deadline set from outside is in force, or
+// after Release: no write pushes the deadline then.
+const held = math.MaxInt64
+
+// Conn is an accepted connection whose writes are limited.
+type Conn struct {
+	net.Conn
+	limit *atomic.Int64
+	// next is when (on now's clock) a write must push the deadline
+	// forward again; 0: no deadline of ours is set; held: see above.
+	next atomic.Int64
+	mu   sync.Mutex // orders pushes against SetDeadline, SetWriteDeadline and Release
+	off  bool       // Release was called; guarded by mu
+}
+
+// Write writes p, failing once no byte of it could be written for the
+// limit.
+func (c *Conn) Write(p []byte) (int, error) {
+	n := 0
+	for {
+		c.push()
+		m, err := c.Conn.Write(p[n:])
+		n += m
+		if err == nil || m == 0 || n == len(p) || !errors.Is(err, os.ErrDeadlineExceeded) || c.next.Load() == held {
+			return n, err
+		}
+		// Some of p went before our deadline: wait for the rest anew
+		// (unless a deadline from outside came meanwhile).
+		if v := c.next.Load(); v != held {
+			c.next.CompareAndSwap(v, 1)
+		}
+	}
+}
+
+// push sets the write deadline limit plus an eighth ahead when the last
+// one set is more than an eighth old, so that a write starting now has at
+// least the limit to make progress.
+func (c *Conn) push() {
+	d, next := c.limit.Load(), c.next.Load()
+	if d <= 0 && next == 0 || next == held {
+		return
+	}
+	t := now()
+	if d > 0 && t < next {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.next.Load() == held {
+		return
+	}
+	if d <= 0 { // the limit was turned off
+		c.Conn.SetWriteDeadline(time.Time{})
+		c.next.Store(0)
+		return
+	}
+	slack := d / 8
+	c.Conn.SetWriteDeadline(time.Now().Add(time.Duration(d + slack)))
+	c.next.Store(t + slack)
+}
+
+// SetWriteDeadline sets the write deadline, which stands in for the
+// limit until it is cleared (the zero time).
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hold(!t.IsZero())
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// SetDeadline sets both deadlines; the write one as SetWriteDeadline does.
+func (c *Conn) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hold(!t.IsZero())
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *Conn) hold(set bool) {
+	switch {
+	case set || c.off:
+		c.next.Store(held)
+	default:
+		c.next.Store(0)
+	}
+}
+
+// Release stops limiting c's writes and clears its write deadline: the
+// connection has a new owner (an upgraded connection, a tunnel) that
+// times its writes itself, or not at all.
+func (c *Conn) Release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.off = true
+	c.next.Store(held)
+	c.Conn.SetWriteDeadline(time.Time{})
+}
+
+// CloseWrite half-closes the connection when the one underneath can.
+func (c *Conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
+// Release releases c, or the connection under it when it is a *tls.Conn,
+// if that is a *Conn; anything else is left alone.
+func Release(c net.Conn) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if sc, ok := c.(*Conn); ok {
+		sc.Release()
+	}
+}
