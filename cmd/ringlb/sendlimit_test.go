@@ -17,8 +17,8 @@ import (
 )
 
 // TestLimitsSendClosesStalledHTTP2Connection: an h2c client grants huge
-// flow-control windows, asks for large bodies on 4 streams and never
-// reads its socket. ringlb's writes to that socket stop making progress,
+// flow-control windows, keeps asking for large bodies on new streams and
+// never reads its socket. ringlb's writes to that socket stop making progress,
 // and with send: 1s the connection is closed: reading it afterwards ends
 // in an error (end of stream or reset) instead of waiting.
 func TestLimitsSendClosesStalledHTTP2Connection(t *testing.T) {
@@ -40,20 +40,24 @@ func TestLimitsSendClosesStalledHTTP2Connection(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	enc := hpack.NewEncoder(&buf)
-	for i := range 4 {
+	// A new stream every 200 ms for 4 s (the limit, up to an eighth more,
+	// and then some), while not reading: each one is data ringlb must
+	// write, so the socket's writes never stop for lack of any (streams
+	// already cut by their own per-write watch have none left).
+	for i := range 20 {
 		buf.Reset()
 		for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", addr}, {":path", "/big"}, {"x-key", fmt.Sprint("s", i)}} {
 			enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 		}
 		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: buf.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
-			t.Fatal(err)
+			break // closed already
 		}
+		time.Sleep(200 * time.Millisecond)
 	}
-	time.Sleep(4 * time.Second) // the limit (1s, and up to an eighth more) and then some, not reading
 	c.SetReadDeadline(time.Now().Add(15 * time.Second))
 	n, err := io.Copy(io.Discard, c)
 	if ne, ok := err.(net.Error); ok && ne.Timeout() {
-		t.Fatalf("the connection was still open 19 s after the client stopped reading (%d bytes read); want it closed after limits.send", n)
+		t.Fatalf("the connection was still open 15 s after the client began reading, 4 s after it stopped (%d bytes read); want it closed after limits.send", n)
 	}
 	t.Logf("read %d bytes, then %v", n, err)
 }
