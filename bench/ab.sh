@@ -5,9 +5,10 @@
 # four bench/upstream on LOAD_CPU). For before/after comparisons of a
 # change: build each version, then
 #
-#   go build -o /tmp/ringlb-old ./cmd/ringlb      # on the old commit
-#   go build -o /tmp/ringlb-new ./cmd/ringlb
-#   go build -o /tmp/floor ./bench/floor
+#   B='go build -trimpath -ldflags=-s\ -w'; export CGO_ENABLED=0   # as the Dockerfile builds
+#   $B -o /tmp/ringlb-old ./cmd/ringlb      # on the old commit
+#   $B -o /tmp/ringlb-new ./cmd/ringlb
+#   $B -o /tmp/floor ./bench/floor
 #   TARGETS="floor=floor:/tmp/floor old=ringlb:/tmp/ringlb-old new=ringlb:/tmp/ringlb-new" bash bench/ab.sh
 #
 # TARGETS is a list of NAME=KIND:BINARY[:YAML]. KIND is ringlb, floor

@@ -336,8 +336,10 @@ log "work dir $WORK; $NCPU cpus; pinning=$PINNED (proxy cpu $PROXY_CPU, wrk+upst
 (cd "$ROOT" && go build -o "$WORK/upstream" ./bench/upstream) || die "cannot build bench/upstream"
 
 # build NAME PKG: go build PKG into $WORK/NAME, or print why it failed.
+# Built as the Dockerfile builds ringlb: static (no cgo, so no libc mapped:
+# 2.5 MiB less resident than a default build), no symbols.
 build() {
-	(cd "$ROOT" && go build -o "$WORK/$1" "$2") >"$WORK/$1-build.log" 2>&1 && return 0
+	(cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$WORK/$1" "$2") >"$WORK/$1-build.log" 2>&1 && return 0
 	echo "go build $2 failed: $(head -3 "$WORK/$1-build.log" | tr '\n' ' ')"
 	return 1
 }
@@ -1009,7 +1011,7 @@ if ((FEATURES && H1)); then
 	hk="$ROOT/balancer/hotkeys.go"
 	if awk '{ print } /^func \(hk \*hotKeys\) add\(/ { print "\treturn // bench/run.sh nohot: hot keys counting compiled out"; n++ } END { exit n == 1 ? 0 : 1 }' "$hk" >"$WORK/hotkeys-off.go" 2>/dev/null; then
 		printf '{"Replace": {"%s": "%s"}}\n' "$hk" "$WORK/hotkeys-off.go" >"$WORK/nohot-overlay.json"
-		if (cd "$ROOT" && go build -overlay "$WORK/nohot-overlay.json" -o "$WORK/ringlb-nohot" ./cmd/ringlb) >"$WORK/nohot-build.log" 2>&1; then
+		if (cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -overlay "$WORK/nohot-overlay.json" -o "$WORK/ringlb-nohot" ./cmd/ringlb) >"$WORK/nohot-build.log" 2>&1; then
 			HAVE_NOHOT=1
 		else
 			NOHOT_SKIP="go build -overlay failed: $(head -2 "$WORK/nohot-build.log" | tr '\n' ' ')"

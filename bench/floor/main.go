@@ -6,7 +6,7 @@
 // bounded loads, no breakers, no metrics, no forwarding headers beyond
 // ReverseProxy's own. What ringlb does to be cheap that is not routing is
 // done here too: 32 KiB copy buffers come from a pool and the GC target is
-// 200 unless GOGC is set.
+// 150, as ringlb's, unless GOGC is set.
 //
 // bench/run.sh measures it beside ringlb (TARGETS=floor) so that the CPU
 // per request of ringlb can be split into what these parts cost anyway and
@@ -58,7 +58,7 @@ func (b *buffers) Put(p []byte) {
 
 func main() {
 	if _, ok := os.LookupEnv("GOGC"); !ok {
-		debug.SetGCPercent(200)
+		debug.SetGCPercent(150)
 	}
 	listen := flag.String("listen", "127.0.0.1:19090", "address to listen on")
 	transport := flag.String("transport", "h1", "upstream transport: h1 (balancer/h1) or std (net/http)")

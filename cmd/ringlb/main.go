@@ -54,12 +54,14 @@ ringlb serves: 'ringlb -config FILE' is 'ringlb serve -config FILE'.
 // defaultGCPercent is the garbage collector's target (GOGC) when the
 // environment sets none. Almost everything a proxy allocates dies with its
 // request and its live heap is small, so at Go's default of 100 it collects
-// every few hundred requests. At 200 it collects half as often and the
-// collector's own CPU per request halves (3.6 to 1.8 µs, about 4 % of the
-// total under bench/run.sh's load), for about 3 MiB more peak RSS
-// (bench/PROFILE.md). A GOGC in the environment, 100 and off included, is
-// used as it is.
-const defaultGCPercent = 200
+// every few hundred requests. At 150 it collects a third less often, for
+// about a third more heap at the peak: in CPU profiles under
+// bench/run.sh's load the collector's share is 7.3 % of ringlb's CPU at
+// 100, 4.2 % at 200; the peak RSS 26.5, 27.8-28.8 and 30.5 MiB at 100, 150
+// and 200 (Go's minimum heap goal, 4 MiB at 100, scales with it). 150
+// keeps the peak within twice nginx's (bench/PROFILE.md). A GOGC in the
+// environment, 100 and off included, is used as it is.
+const defaultGCPercent = 150
 
 func main() {
 	if _, ok := os.LookupEnv("GOGC"); !ok {
