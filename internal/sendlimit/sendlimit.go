@@ -110,29 +110,30 @@ func (c *Conn) push() {
 }
 
 // SetWriteDeadline sets the write deadline, which stands in for the
-// limit until it is cleared (the zero time).
+// limit until it is cleared (the zero time). Clearing when no deadline
+// from outside is in force does nothing: the limit's stays. (net/http's
+// HTTP/1.1 server clears the write deadline after every request.)
 func (c *Conn) SetWriteDeadline(t time.Time) error {
+	if t.IsZero() && c.next.Load() != held {
+		return nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.hold(!t.IsZero())
+	switch {
+	case !t.IsZero() || c.off:
+		c.next.Store(held)
+	default:
+		c.next.Store(0) // the limit's deadline is set at the next write
+	}
 	return c.Conn.SetWriteDeadline(t)
 }
 
 // SetDeadline sets both deadlines; the write one as SetWriteDeadline does.
 func (c *Conn) SetDeadline(t time.Time) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.hold(!t.IsZero())
-	return c.Conn.SetDeadline(t)
-}
-
-func (c *Conn) hold(set bool) {
-	switch {
-	case set || c.off:
-		c.next.Store(held)
-	default:
-		c.next.Store(0)
+	if err := c.Conn.SetReadDeadline(t); err != nil {
+		return err
 	}
+	return c.SetWriteDeadline(t)
 }
 
 // Release stops limiting c's writes and clears its write deadline: the

@@ -172,3 +172,21 @@ func TestLimitTurnedOff(t *testing.T) {
 		t.Errorf("write with the limit off: %v", err)
 	}
 }
+
+// Clearing the write deadline when none from outside is in force (as
+// net/http's HTTP/1.1 server does after every request) leaves the limit's
+// deadline alone: it is not set again at the next write, and a client that
+// stops reading is still cut.
+func TestClearKeepsLimit(t *testing.T) {
+	const limit = 200 * time.Millisecond
+	sc, _ := pair(t, limitOf(limit))
+	write(sc, 1)
+	next := sc.next.Load()
+	sc.SetWriteDeadline(time.Time{})
+	if got := sc.next.Load(); got != next {
+		t.Fatalf("after a clear with no deadline from outside, next push at %d, want %d as before", got, next)
+	}
+	if _, n, err := write(sc, 64<<20); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("write to a client that never reads after a clear: %d bytes, %v; want a deadline error", n, err)
+	}
+}
