@@ -13,6 +13,7 @@ package sendlimit
 import (
 	"crypto/tls"
 	"errors"
+	"io"
 	"math"
 	"net"
 	"os"
@@ -61,6 +62,8 @@ type Conn struct {
 	next atomic.Int64
 	mu   sync.Mutex // orders pushes against SetDeadline, SetWriteDeadline and Release
 	off  bool       // Release was called; guarded by mu
+	// released is off, for ReadFrom, which takes no lock.
+	released atomic.Bool
 }
 
 // Write writes p, failing once no byte of it could be written for the
@@ -143,9 +146,39 @@ func (c *Conn) Release() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.off = true
+	c.released.Store(true)
 	c.next.Store(held)
 	c.Conn.SetWriteDeadline(time.Time{})
 }
+
+// ReadFrom copies r into the connection. Once released (a tunnel) it is
+// the socket's own, so that io.Copy between two sockets can use the
+// kernel's splice as it could before the wrapping; until then the copy
+// goes through Write, which the limit times.
+func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok && c.released.Load() {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(writer{c}, r)
+}
+
+// WriteTo copies the connection's input to w: the socket's own, since
+// reading is not limited.
+func (c *Conn) WriteTo(w io.Writer) (int64, error) {
+	if wt, ok := c.Conn.(io.WriterTo); ok {
+		return wt.WriteTo(w)
+	}
+	return io.Copy(w, reader{c.Conn})
+}
+
+// writer and reader hide a Conn's ReadFrom and WriteTo from io.Copy.
+type writer struct{ w io.Writer }
+
+func (w writer) Write(p []byte) (int, error) { return w.w.Write(p) }
+
+type reader struct{ r io.Reader }
+
+func (r reader) Read(p []byte) (int, error) { return r.r.Read(p) }
 
 // CloseWrite half-closes the connection when the one underneath can.
 func (c *Conn) CloseWrite() error {

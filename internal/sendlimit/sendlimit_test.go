@@ -190,3 +190,51 @@ func TestClearKeepsLimit(t *testing.T) {
 		t.Fatalf("write to a client that never reads after a clear: %d bytes, %v; want a deadline error", n, err)
 	}
 }
+
+// io.Copy into a Conn is timed by the limit until the Conn is released (a
+// client that never reads is cut, as with Write), and passes everything
+// on after (the socket's own ReadFrom, which may splice).
+func TestReadFrom(t *testing.T) {
+	const limit = 200 * time.Millisecond
+	sc, _ := pair(t, limitOf(limit))
+	res := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(sc, io.LimitReader(zeros{}, 64<<20))
+		res <- err
+	}()
+	select {
+	case err := <-res:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("copy to a client that never reads: %v; want a deadline error", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("copy to a client that never reads still blocked after 20 s: ReadFrom went around the limit")
+	}
+
+	sc, cc := pair(t, limitOf(limit))
+	Release(sc)
+	src, dst := pair(t, limitOf(0)) // a socket to copy from, as a tunnel's upstream
+	const size = 4 << 20
+	go func() {
+		dst.Write(make([]byte, size))
+		dst.Close()
+	}()
+	go func() {
+		_, err := io.Copy(sc, src.Conn)
+		sc.CloseWrite()
+		res <- err
+	}()
+	time.Sleep(3 * limit) // the client reads nothing for a while: no cut
+	cc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	got, err := io.Copy(io.Discard, cc)
+	if got != size || err != nil {
+		t.Fatalf("read %d of %d bytes through a released connection: %v", got, size, err)
+	}
+	if err := <-res; err != nil {
+		t.Errorf("copy into a released connection: %v", err)
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
