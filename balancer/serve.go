@@ -2,6 +2,8 @@ package balancer
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"io"
 	"log/slog"
@@ -565,25 +567,17 @@ func requestID(s *snapshot, rw *responseWriter, r *http.Request) {
 	if vs := r.Header[h]; len(vs) > 0 && vs[0] != "" {
 		rw.requestID[0] = vs[0]
 	} else {
+		var raw [16]byte
+		binary.LittleEndian.PutUint64(raw[:8], rand.Uint64())
+		binary.LittleEndian.PutUint64(raw[8:], rand.Uint64())
 		var b [32]byte
-		putHex(b[:16], rand.Uint64())
-		putHex(b[16:], rand.Uint64())
+		hex.Encode(b[:], raw[:])
 		rw.requestID[0] = string(b[:])
 		r.Header[h] = rw.requestID[:1:1]
 	}
 	rw.requestIDHeader, rw.requestIDKey = h, h
 	if r.ProtoMajor == 2 {
 		rw.requestIDKey = s.requestIDH2
-	}
-}
-
-// putHex writes v as 16 lower-case hex digits into b.
-func putHex(b []byte, v uint64) {
-	const digits = "0123456789abcdef"
-	_ = b[15]
-	for i := 15; i >= 0; i-- {
-		b[i] = digits[v&0xf]
-		v >>= 4
 	}
 }
 

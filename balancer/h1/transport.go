@@ -386,11 +386,7 @@ func (pc *persistConn) getWriter() *bufio.Writer {
 		bw.Reset(&pc.cw)
 		return bw
 	}
-	size := pc.t.WriteBufferSize
-	if size <= 0 {
-		size = defaultBufferSize
-	}
-	return bufio.NewWriterSize(&pc.cw, size)
+	return bufio.NewWriterSize(&pc.cw, bufferSize(pc.t.WriteBufferSize))
 }
 
 // putWriter gives a write buffer back to the pool. What it may still
@@ -412,11 +408,15 @@ func (pc *persistConn) takeReader() {
 		pc.br = br
 		return
 	}
-	size := pc.t.ReadBufferSize
-	if size <= 0 {
-		size = defaultBufferSize
+	pc.br = bufio.NewReaderSize(&pc.cr, bufferSize(pc.t.ReadBufferSize))
+}
+
+// bufferSize is a configured buffer size, or defaultBufferSize for 0.
+func bufferSize(n int) int {
+	if n <= 0 {
+		return defaultBufferSize
 	}
-	pc.br = bufio.NewReaderSize(&pc.cr, size)
+	return n
 }
 
 // releaseReader gives pc's read buffer back to the pool as pc goes idle.

@@ -61,8 +61,7 @@ type Conn struct {
 	// forward again; 0: no deadline of ours is set; held: see above.
 	next atomic.Int64
 	mu   sync.Mutex // orders pushes against SetDeadline, SetWriteDeadline and Release
-	off  bool       // Release was called; guarded by mu
-	// released is off, for ReadFrom, which takes no lock.
+	// released says Release was called (set under mu).
 	released atomic.Bool
 }
 
@@ -74,14 +73,13 @@ func (c *Conn) Write(p []byte) (int, error) {
 		c.push()
 		m, err := c.Conn.Write(p[n:])
 		n += m
-		if err == nil || m == 0 || n == len(p) || !errors.Is(err, os.ErrDeadlineExceeded) || c.next.Load() == held {
+		v := c.next.Load()
+		if err == nil || m == 0 || n == len(p) || !errors.Is(err, os.ErrDeadlineExceeded) || v == held {
 			return n, err
 		}
 		// Some of p went before our deadline: wait for the rest anew
-		// (unless a deadline from outside came meanwhile).
-		if v := c.next.Load(); v != held {
-			c.next.CompareAndSwap(v, 1)
-		}
+		// (unless a deadline from outside comes meanwhile).
+		c.next.CompareAndSwap(v, 1)
 	}
 }
 
@@ -123,7 +121,7 @@ func (c *Conn) SetWriteDeadline(t time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
-	case !t.IsZero() || c.off:
+	case !t.IsZero() || c.released.Load():
 		c.next.Store(held)
 	default:
 		c.next.Store(0) // the limit's deadline is set at the next write
@@ -145,7 +143,6 @@ func (c *Conn) SetDeadline(t time.Time) error {
 func (c *Conn) Release() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.off = true
 	c.released.Store(true)
 	c.next.Store(held)
 	c.Conn.SetWriteDeadline(time.Time{})
@@ -168,17 +165,13 @@ func (c *Conn) WriteTo(w io.Writer) (int64, error) {
 	if wt, ok := c.Conn.(io.WriterTo); ok {
 		return wt.WriteTo(w)
 	}
-	return io.Copy(w, reader{c.Conn})
+	return io.Copy(w, c.Conn)
 }
 
-// writer and reader hide a Conn's ReadFrom and WriteTo from io.Copy.
+// writer hides a Conn's ReadFrom from io.Copy.
 type writer struct{ w io.Writer }
 
 func (w writer) Write(p []byte) (int, error) { return w.w.Write(p) }
-
-type reader struct{ r io.Reader }
-
-func (r reader) Read(p []byte) (int, error) { return r.r.Read(p) }
 
 // CloseWrite half-closes the connection when the one underneath can.
 func (c *Conn) CloseWrite() error {
