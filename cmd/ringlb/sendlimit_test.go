@@ -3,31 +3,43 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/ringlb/ringlb/cmd/ringlb/certs/certstest"
 )
 
-// TestLimitsSendClosesStalledHTTP2Connection: an h2c client grants huge
+// TestLimitsSendClosesStalledHTTP2Connection, over h2c and over TLS: a client grants huge
 // flow-control windows, keeps asking for large bodies on new streams and
 // never reads its socket. ringlb's writes to that socket stop making progress,
 // and with send: 1s the connection is closed: reading it afterwards ends
 // in an error (end of stream or reset) instead of waiting.
 func TestLimitsSendClosesStalledHTTP2Connection(t *testing.T) {
+	t.Run("h2c", func(t *testing.T) { testLimitsSendClosesStalled(t, false) })
+	t.Run("tls", func(t *testing.T) { testLimitsSendClosesStalled(t, true) })
+}
+
+func testLimitsSendClosesStalled(t *testing.T, overTLS bool) {
 	up := startBigUpstream(t, 64<<20)
-	r := startServe(t, writeConfig(t, listenersYAML+keyedYAML+"h2c: true\n"+
+	front, ca := sendFront(t, overTLS, "h2c: true\n")
+	r := startServeAddr(t, writeConfig(t, listenersYAML+keyedYAML+front+
 		"limits:\n  send: 1s\n"+
 		"upstreams:\n  - name: a\n    url: "+up.URL+"\n"))
-	addr := strings.TrimPrefix(r.proxy, "http://")
-	c := dialSmallWindow(t, addr, 4096)
+	addr, scheme := r.proxy, "http"
+	if overTLS {
+		scheme = "https"
+	}
+	c := sendDial(t, addr, ca, "h2")
 	fr := http2.NewFramer(c, c)
 	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
 		t.Fatal(err)
@@ -46,7 +58,7 @@ func TestLimitsSendClosesStalledHTTP2Connection(t *testing.T) {
 	// already cut by their own per-write watch have none left).
 	for i := range 20 {
 		buf.Reset()
-		for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", addr}, {":path", "/big"}, {"x-key", fmt.Sprint("s", i)}} {
+		for _, f := range [][2]string{{":method", "GET"}, {":scheme", scheme}, {":authority", addr}, {":path", "/big"}, {"x-key", fmt.Sprint("s", i)}} {
 			enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 		}
 		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: buf.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
@@ -62,11 +74,16 @@ func TestLimitsSendClosesStalledHTTP2Connection(t *testing.T) {
 	t.Logf("read %d bytes, then %v", n, err)
 }
 
-// TestLimitsSendLeavesTunnelsAlone: an upgraded connection (a WebSocket
+// TestLimitsSendLeavesTunnelsAlone, over TCP and TLS: an upgraded connection (a WebSocket
 // tunnel) is not held to limits.send: a client that reads nothing for
 // several times the limit while the upstream sends 8 MiB into the tunnel
 // still gets all of it.
 func TestLimitsSendLeavesTunnelsAlone(t *testing.T) {
+	t.Run("tcp", func(t *testing.T) { testLimitsSendLeavesTunnelsAlone(t, false) })
+	t.Run("tls", func(t *testing.T) { testLimitsSendLeavesTunnelsAlone(t, true) })
+}
+
+func testLimitsSendLeavesTunnelsAlone(t *testing.T, overTLS bool) {
 	const size = 8 << 20
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Upgrade") != "test" {
@@ -89,9 +106,10 @@ func TestLimitsSendLeavesTunnelsAlone(t *testing.T) {
 		io.Copy(io.Discard, c) // until the client closes
 	}))
 	t.Cleanup(up.Close)
-	r := startServe(t, writeConfig(t, listenersYAML+"limits:\n  send: 1s\n"+
+	front, ca := sendFront(t, overTLS, "")
+	r := startServeAddr(t, writeConfig(t, listenersYAML+front+"limits:\n  send: 1s\n"+
 		"upstreams:\n  - name: a\n    url: "+up.URL+"\n"))
-	c := dialSmallWindow(t, strings.TrimPrefix(r.proxy, "http://"), 4096)
+	c := sendDial(t, r.proxy, ca, "http/1.1")
 	fmt.Fprintf(c, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n")
 	time.Sleep(4 * time.Second)
 	c.SetReadDeadline(time.Now().Add(20 * time.Second))
@@ -107,4 +125,35 @@ func TestLimitsSendLeavesTunnelsAlone(t *testing.T) {
 	if n != size {
 		t.Fatalf("got %d of the tunnel's %d bytes: %v; want all (tunnels are not held to limits.send)", n, size, err)
 	}
+}
+
+// sendFront returns the config lines of the proxy listener: plain (plus
+// plain, e.g. "h2c: true") or TLS with a certificate of a new CA's, whose
+// roots it returns.
+func sendFront(t *testing.T, overTLS bool, plain string) (string, *x509.CertPool) {
+	t.Helper()
+	if !overTLS {
+		return plain, nil
+	}
+	ca := certstest.NewCA(t)
+	cert, key := ca.Issue(t, certstest.Options{}).Write(t, t.TempDir(), "tls")
+	return "tls:\n  cert_file: " + cert + "\n  key_file: " + key + "\n", ca.Pool()
+}
+
+// sendDial connects to addr with a small receive buffer (dialSmallWindow),
+// over TLS offering proto when roots is not nil.
+func sendDial(t *testing.T, addr string, roots *x509.CertPool, proto string) net.Conn {
+	t.Helper()
+	c := dialSmallWindow(t, addr, 4096)
+	if roots == nil {
+		return c
+	}
+	tc := tls.Client(c, &tls.Config{RootCAs: roots, ServerName: "localhost", NextProtos: []string{proto}})
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if got := tc.ConnectionState().NegotiatedProtocol; got != proto {
+		t.Fatalf("negotiated %q, want %q", got, proto)
+	}
+	return tc
 }
