@@ -29,6 +29,18 @@
 #                       memstats from /debug/pprof/allocs?debug=1 around the window)
 #   SYSCALLS=1          also read and write system calls per request (/proc/PID/io)
 #   PROF=DIR            also a CPU profile of each window (DUR-1 s) into DIR/NAME.ROUND.pprof
+#   INSTR=DIR           run every target under valgrind's callgrind and count the
+#                       instructions it executes per request in each window: the
+#                       same for the same binary and load whatever else the machine
+#                       does, unlike CPU time (system calls' kernel work is not in
+#                       it; SYSCALLS=1 counts those). Each window's count by
+#                       function goes to DIR/NAME.ROUND.sum (bench/cgsum; compare
+#                       two with `go run ./bench/cgsum -diff A.sum B.sum`). The
+#                       binaries need their symbol tables (no -ldflags=-s), the
+#                       processes run ~50 times slower (DUR=10 gives ~6000
+#                       requests), and run with GODEBUG=asyncpreemptoff=1 and
+#                       SIGPIPE blocked, as callgrind does not survive Go's
+#                       preemption signals or two threads' SIGPIPEs at once.
 #   BASE=29100          upstreams on BASE+1..4, target i on BASE+10+2i (admin +1)
 #   PROXY_CPU=1 LOAD_CPU=0
 set -uo pipefail
@@ -46,6 +58,16 @@ PIDS=()
 trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$WORK"' EXIT
 
 (cd "$ROOT" && go build -o "$WORK/upstream" ./bench/upstream) || exit 1
+VG=()
+if [[ -n ${INSTR:-} ]]; then
+	command -v valgrind >/dev/null || {
+		echo "INSTR needs valgrind (apt-get install -y valgrind)" >&2
+		exit 1
+	}
+	(cd "$ROOT" && go build -o "$WORK/cgsum" ./bench/cgsum) || exit 1
+	mkdir -p "$INSTR"
+	export GODEBUG=asyncpreemptoff=1
+fi
 if [[ $TARGETS == *h2:* ]]; then
 	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$WORK/tls.key" \
 		-out "$WORK/tls.crt" -days 2 -subj /CN=localhost 2>/dev/null || exit 1
@@ -72,7 +94,7 @@ upstream_args() { for p in "${UP[@]}"; do printf ' http://127.0.0.1:%s' "$p"; do
 sysio() { awk '$1 == "syscr:" { r = $2 } $1 == "syscw:" { w = $2 } END { print r, w }' "/proc/$1/io"; }
 memstats() { curl -s "http://127.0.0.1:$1/debug/pprof/allocs?debug=1" | awk '/^# Mallocs = / { m = $4 } /^# NumGC = / { g = $4 } END { print m, g }'; }
 
-declare -A URL PID SPEC SLOT ADMIN
+declare -A URL PID SPEC SLOT ADMIN BIN
 # start SPEC SLOT: starts the target of SPEC on port BASE+10+2*SLOT.
 start() {
 	local spec=$1 n=$2 name rest kind bin cfg port admin
@@ -81,6 +103,13 @@ start() {
 	bin=${rest%%:*} cfg=${rest#*:}
 	[[ $cfg == "$bin" ]] && cfg=
 	port=$((BASE + 10 + n * 2)) admin=$((BASE + 11 + n * 2))
+	# SIGPIPE blocked: callgrind fails an assertion when two threads take
+	# one at once (writes to connections the load generator closed), and
+	# Go leaves a signal blocked at start blocked.
+	[[ -z ${INSTR:-} ]] || VG=(perl -MPOSIX -e 'sigprocmask(SIG_BLOCK, POSIX::SigSet->new(SIGPIPE)); exec @ARGV or die "$ARGV[0]: $!"'
+		valgrind -q --tool=callgrind --dump-instr=yes --dump-line=no --compress-pos=no
+		--compress-strings=no --callgrind-out-file="$WORK/$name.cg")
+	BIN[$name]=$bin
 	case $kind in
 	ringlb | ringlbh2)
 		{
@@ -96,15 +125,15 @@ start() {
 			printf 'hash:\n  key: [uri]\nring:\n  load_factor: 1.25\nupstreams:\n'
 			for p in "${UP[@]}"; do printf '  - name: u%s\n    url: http://127.0.0.1:%s\n' "$p" "$p"; done
 		} >"$WORK/$name.yaml"
-		GOMAXPROCS=1 taskset -c "$PROXY_CPU" "$bin" serve -config "$WORK/$name.yaml" >"$WORK/$name.log" 2>&1 &
+		GOMAXPROCS=1 taskset -c "$PROXY_CPU" "${VG[@]}" "$bin" serve -config "$WORK/$name.yaml" >"$WORK/$name.log" 2>&1 &
 		;;
 	floor)
 		# shellcheck disable=SC2046
-		GOMAXPROCS=1 taskset -c "$PROXY_CPU" "$bin" -listen "127.0.0.1:$port" -pprof "127.0.0.1:$admin" $(upstream_args) >"$WORK/$name.log" 2>&1 &
+		GOMAXPROCS=1 taskset -c "$PROXY_CPU" "${VG[@]}" "$bin" -listen "127.0.0.1:$port" -pprof "127.0.0.1:$admin" $(upstream_args) >"$WORK/$name.log" 2>&1 &
 		;;
 	floorh2)
 		# shellcheck disable=SC2046
-		GOMAXPROCS=1 taskset -c "$PROXY_CPU" "$bin" -listen "127.0.0.1:$port" -pprof "127.0.0.1:$admin" \
+		GOMAXPROCS=1 taskset -c "$PROXY_CPU" "${VG[@]}" "$bin" -listen "127.0.0.1:$port" -pprof "127.0.0.1:$admin" \
 			-tls-cert "$WORK/tls.crt" -tls-key "$WORK/tls.key" $(upstream_args) >"$WORK/$name.log" 2>&1 &
 		;;
 	*)
@@ -117,6 +146,12 @@ start() {
 	ADMIN[$name]=$admin
 	URL[$name]=http://127.0.0.1:$port
 	[[ $kind != *h2 ]] || URL[$name]=https://127.0.0.1:$port
+	# Under valgrind a start takes seconds.
+	for _ in $(seq 1 120); do
+		curl -sk -o /dev/null "${URL[$name]}/" && return
+		sleep 0.5
+	done
+	echo "$name did not come up on ${URL[$name]}: $WORK/$name.log" >&2
 }
 n=0
 for spec in $TARGETS; do
@@ -155,6 +190,7 @@ for r in $(seq 1 "$ROUNDS"); do
 		load "$t" 1 >/dev/null
 		[[ -z ${MALLOC:-} ]] || m0=$(memstats "${ADMIN[$t]}")
 		[[ -z ${SYSCALLS:-} ]] || s0=$(sysio "${PID[$t]}")
+		[[ -z ${INSTR:-} ]] || callgrind_control -z "${PID[$t]}" >/dev/null 2>&1
 		a=$(ticks "${PID[$t]}") c0=$(core_ticks)
 		if [[ -n ${PROF:-} ]]; then
 			(sleep 0.5 && curl -s -o "$PROF/$t.$r.pprof" "http://127.0.0.1:${ADMIN[$t]}/debug/pprof/profile?seconds=$((DUR - 1))") &
@@ -164,6 +200,13 @@ for r in $(seq 1 "$ROUNDS"); do
 		[[ -z ${PROF:-} ]] || wait "$cp"
 		b=$(ticks "${PID[$t]}") c1=$(core_ticks)
 		extra=
+		if [[ -n ${INSTR:-} ]]; then
+			callgrind_control -d "${PID[$t]}" >/dev/null 2>&1
+			# shellcheck disable=SC2012
+			out=$(ls -t "$WORK/$t.cg".* | head -1)
+			"$WORK/cgsum" -bin "${BIN[$t]}" -n "$req" "$out" >"$INSTR/$t.$r.sum" && rm -f "$out"
+			extra+=",$(head -1 "$INSTR/$t.$r.sum" | cut -f1) instr"
+		fi
 		if [[ -n ${SYSCALLS:-} ]]; then
 			s1=$(sysio "${PID[$t]}")
 			extra+=$(awk -v a="$s0" -v b="$s1" -v n="$req" 'BEGIN { split(a, x, " "); split(b, y, " "); printf ",%.2f reads,%.2f writes", (y[1] - x[1]) / n, (y[2] - x[2]) / n }')
