@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,10 +34,18 @@ var (
 	statusJS string
 )
 
-var statusTmpl = template.Must(template.New("status").Funcs(template.FuncMap{
-	"pct": formatPct,
-	"num": func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) },
-}).Parse(statusHTML))
+// statusTmpl parses status.html on the first request for the page, not
+// when the process starts: the parsed tree (~125 KB, more once executed
+// and escaped) is live heap the garbage collector marks in every cycle,
+// for a page most processes never serve. A template that does not parse
+// fails the package's tests (TestStatusTemplateParses), so the panic
+// cannot reach a request.
+var statusTmpl = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("status").Funcs(template.FuncMap{
+		"pct": formatPct,
+		"num": func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) },
+	}).Parse(statusHTML))
+})
 
 // ringSamples is how many evenly spaced positions of the circle the page
 // samples to draw the ring: a quarter of a degree each. With the default
@@ -291,7 +300,7 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	if err := statusTmpl.Execute(w, page); err != nil {
+	if err := statusTmpl().Execute(w, page); err != nil {
 		// Headers are gone; all that is left is to say so in the page.
 		fmt.Fprintf(w, "\n<!-- status page: %s -->\n", template.HTMLEscapeString(err.Error()))
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -82,6 +83,60 @@ func TestStatusPageRendered(t *testing.T) {
 		if strings.Contains(body, external) {
 			t.Errorf("the page loads something from elsewhere (%q); it must be self-contained", external)
 		}
+	}
+}
+
+// TestStatusTemplateParses parses status.html and renders it as GET /
+// does, for one pool and for several, all of them and one (?pool=). The
+// template is parsed on the first request for the page (statusTmpl) and
+// html/template escapes it on the first execution, so a template that
+// does not parse or escape has to fail here rather than in a request.
+func TestStatusTemplateParses(t *testing.T) {
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Errorf("status.html: %v", r)
+			}
+		}()
+		statusTmpl()
+	}()
+	if t.Failed() {
+		return
+	}
+	_, one := setup(t, nil)
+	_, several := setupPools(t)
+	for _, u := range []string{one.URL + "/", several.URL + "/", several.URL + "/?pool=assets"} {
+		code, _, body := fetch(t, http.MethodGet, u)
+		if code != 200 || strings.Contains(body, "<!-- status page:") || !strings.HasSuffix(strings.TrimSpace(body), "</html>") {
+			t.Errorf("GET %s: %d, page ends %q", u, code, body[max(0, len(body)-200):])
+		}
+	}
+}
+
+// TestStatusTemplateNotParsedAtInit runs this test binary again with
+// GODEBUG=inittrace=1 and reads what the package's initialisation
+// allocated: parsing status.html there (as ringlb once did) kept ~125 KB
+// live from the start of every process, marked by every GC cycle.
+func TestStatusTemplateNotParsedAtInit(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s -test.run=^$: %v\n%s", exe, err, out)
+	}
+	m := regexp.MustCompile(`(?m)^init github\.com/ringlb/ringlb/balancer/admin @.*, (\d+) bytes, \d+ allocs$`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("no inittrace line for this package in:\n%s", out)
+	}
+	// The test files' own package variables (two regexps) take ~10 KB.
+	n, _ := strconv.Atoi(string(m[1]))
+	t.Logf("initialising balancer/admin: %d bytes", n)
+	if n > 32<<10 {
+		t.Errorf("initialising balancer/admin allocates %d bytes; is the status page parsed at init again?", n)
 	}
 }
 
