@@ -145,9 +145,10 @@ func (e *exchange) finish(bit uint32, ok, closeNow bool) {
 	e.pc.t.pool.put(e.pc)
 }
 
-// roundTrip runs one exchange on pc. An error of type retryError means
-// the request may be sent again on a fresh connection.
-func (pc *persistConn) roundTrip(req *http.Request) (*http.Response, error) {
+// roundTrip runs one exchange on pc, for req whose header map validate
+// gathered into hd. An error of type retryError means the request may be
+// sent again on a fresh connection.
+func (pc *persistConn) roundTrip(req *http.Request, hd *head) (*http.Response, error) {
 	ctx := req.Context()
 	e := &exchange{pc: pc, req: req, keep: !req.Close && !hasToken(req.Header.Get("Connection"), "close")}
 	if ctx.Done() != nil {
@@ -164,7 +165,7 @@ func (pc *persistConn) roundTrip(req *http.Request) (*http.Response, error) {
 		go e.w.run()
 	} else {
 		bw := pc.getWriter()
-		err := writeRequest(bw, req)
+		err := writeRequest(bw, req, hd)
 		if err == nil {
 			err = bw.Flush()
 		}

@@ -159,7 +159,8 @@ const (
 // (context.Canceled, context.DeadlineExceeded); the response header
 // timeout is a net.Error whose Timeout() is true.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if err := validate(req); err != nil {
+	var hd head
+	if err := validate(req, &hd); err != nil {
 		closeBody(req)
 		return nil, err
 	}
@@ -172,7 +173,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			closeBody(req)
 			return nil, err
 		}
-		res, err := pc.roundTrip(req)
+		res, err := pc.roundTrip(req, &hd)
 		if err == nil {
 			return res, nil
 		}
@@ -206,7 +207,9 @@ func closeBody(req *http.Request) {
 	}
 }
 
-func validate(req *http.Request) error {
+// validate checks req before anything is sent and gathers its header
+// map into hd (a zero head) for writeRequest, in one pass over the map.
+func validate(req *http.Request, hd *head) error {
 	if req.URL == nil {
 		return errors.New("h1: nil Request.URL")
 	}
@@ -222,20 +225,34 @@ func validate(req *http.Request) error {
 	if req.Method != "" && !isToken(req.Method) {
 		return fmt.Errorf("h1: invalid method %q", req.Method)
 	}
-	for k, vv := range req.Header {
-		if !isToken(k) {
-			return fmt.Errorf("h1: invalid header field name %q", k)
-		}
-		for _, v := range vv {
-			if !validHeaderValue(v) {
-				return fmt.Errorf("h1: invalid header field value for %q", k)
-			}
-		}
+	if err := gather(req.Header, hd); err != nil {
+		return err
 	}
 	for k := range req.Trailer {
 		if !isToken(k) {
 			return fmt.Errorf("h1: invalid trailer field name %q", k)
 		}
+	}
+	return nil
+}
+
+// gather checks the header map h and gathers it into hd (a zero head),
+// for writeRequest: validate's one pass over the map. The error is that
+// of the first field in the map's order with an invalid name or, failing
+// that, an invalid value.
+func gather(h http.Header, hd *head) error {
+	for k, vv := range h {
+		if !isToken(k) {
+			return fmt.Errorf("h1: invalid header field name %q", k)
+		}
+		vbytes := 0
+		for _, v := range vv {
+			if !validHeaderValue(v) {
+				return fmt.Errorf("h1: invalid header field value for %q", k)
+			}
+			vbytes += len(v)
+		}
+		hd.add(k, vv, vbytes)
 	}
 	return nil
 }
@@ -246,31 +263,47 @@ func isToken(s string) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x80 || tokenTable[c] == 0 {
+		if !tokenTable[s[i]] {
 			return false
 		}
 	}
 	return true
 }
 
-var tokenTable = func() (t [128]byte) {
+// tokenTable says which bytes are RFC 9110 tchars.
+var tokenTable = func() (t [256]bool) {
 	for c := '0'; c <= '9'; c++ {
-		t[c] = 1
+		t[c] = true
 	}
 	for c := 'a'; c <= 'z'; c++ {
-		t[c] = 1
-		t[c-'a'+'A'] = 1
+		t[c] = true
+		t[c-'a'+'A'] = true
 	}
 	for _, c := range "!#$%&'*+-.^_`|~" {
-		t[c] = 1
+		t[c] = true
 	}
 	return t
 }()
 
 // validHeaderValue rejects control characters other than horizontal tab,
-// as http.Transport does.
+// as http.Transport does. Eight bytes at a time while none is below 0x20
+// or 0x7f (DEL), then byte by byte from the first word that has one.
 func validHeaderValue(v string) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for len(v) >= 8 {
+		x := uint64(v[0]) | uint64(v[1])<<8 | uint64(v[2])<<16 | uint64(v[3])<<24 |
+			uint64(v[4])<<32 | uint64(v[5])<<40 | uint64(v[6])<<48 | uint64(v[7])<<56
+		// (x-n*ones)&^x&highs, for n <= 0x80, is zero if and only if no
+		// byte of x is below n: with none below n no byte borrows, and
+		// each b-n has its high bit clear where b has it clear; the
+		// lowest byte below n wraps and has it set, its b clear. A byte
+		// 0x7f is a zero byte of x^(0x7f*ones), below 1.
+		d := x ^ 0x7f*ones
+		if ((x-0x20*ones)&^x|(d-ones)&^d)&highs != 0 {
+			break
+		}
+		v = v[8:]
+	}
 	for i := 0; i < len(v); i++ {
 		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
 			return false

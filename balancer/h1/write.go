@@ -17,11 +17,45 @@ import (
 // directly: Write's fmt calls, its header sorter from a sync.Pool and
 // its newline replacer on every value cost a proxied request about as
 // much as the rest of the head's writing. Anything else goes to Write.
-func writeRequest(bw *bufio.Writer, req *http.Request) error {
-	var kvs [maxFastHeaders]keyValues
-	h, n, ok := fastHead(req, &kvs)
+//
+// hd is what validate gathered from req's header map, which validate
+// passed: every field name a token, no value with a control byte other
+// than tab (so none with a CR or LF, which Write would turn into
+// spaces). writeRequest does not look at the map again.
+func writeRequest(bw *bufio.Writer, req *http.Request, hd *head) error {
+	h, ok := fastHead(req, hd)
 	if !ok {
 		return req.Write(bw)
+	}
+	kvs := hd.kvs[:hd.n]
+	// Room for it all in the buffer (a fresh one, normally): the head is
+	// appended to the buffer's free space and written with one Write,
+	// which cannot fail then, as the WriteStrings below cannot.
+	if n := len(req.Method) + len(h.uri) + len(h.host) + len(h.userAgent) + hd.size +
+		len("  HTTP/1.1\r\nHost: \r\nUser-Agent: \r\n\r\n"); n <= bw.Available() {
+		b := bw.AvailableBuffer()
+		b = append(b, req.Method...)
+		b = append(b, ' ')
+		b = append(b, h.uri...)
+		b = append(b, " HTTP/1.1\r\nHost: "...)
+		b = append(b, h.host...)
+		b = append(b, '\r', '\n')
+		if h.userAgent != "" {
+			b = append(b, "User-Agent: "...)
+			b = append(b, h.userAgent...)
+			b = append(b, '\r', '\n')
+		}
+		for _, kv := range kvs {
+			for _, v := range kv.values {
+				b = append(b, kv.key...)
+				b = append(b, ':', ' ')
+				b = append(b, textproto.TrimString(v)...)
+				b = append(b, '\r', '\n')
+			}
+		}
+		b = append(b, '\r', '\n')
+		_, err := bw.Write(b)
+		return err
 	}
 	bw.WriteString(req.Method)
 	bw.WriteByte(' ')
@@ -34,7 +68,7 @@ func writeRequest(bw *bufio.Writer, req *http.Request) error {
 		bw.WriteString(h.userAgent)
 		bw.WriteString("\r\n")
 	}
-	for _, kv := range kvs[:n] {
+	for _, kv := range kvs {
 		for _, v := range kv.values {
 			bw.WriteString(kv.key)
 			bw.WriteString(": ")
@@ -55,31 +89,66 @@ type keyValues struct {
 	values []string
 }
 
+// head is what validate gathers from a request's header map, in the
+// pass that checks it, for writeRequest: the fields Write would write
+// from the map (all but Host, User-Agent, Content-Length,
+// Transfer-Encoding and Trailer: reqWriteExcludeHeader), in the map's
+// order until writeRequest sorts them, and User-Agent. It lives on
+// RoundTrip's stack.
+type head struct {
+	// n counts the fields to write; past len(kvs) only the first
+	// len(kvs) are in kvs, and writeRequest leaves the request to Write.
+	n int
+	// size bounds the bytes of those fields' lines: key, ": ", value
+	// and CRLF for each value.
+	size   int
+	sorted bool // kvs[:n] is sorted by key
+	hasUA  bool // the map has User-Agent, whose values are ua
+	ua     []string
+	kvs    [maxFastHeaders]keyValues
+}
+
+// add notes the field k with values vv, whose values' bytes are vbytes.
+func (hd *head) add(k string, vv []string, vbytes int) {
+	switch k {
+	case "User-Agent":
+		hd.ua, hd.hasUA = vv, true
+		return
+	case "Host", "Content-Length", "Transfer-Encoding", "Trailer":
+		return // not written from the map (reqWriteExcludeHeader)
+	}
+	if hd.n < len(hd.kvs) {
+		hd.kvs[hd.n] = keyValues{k, vv}
+		hd.size += len(vv)*(len(k)+len(": \r\n")) + vbytes
+	}
+	hd.n++
+}
+
 // fastHeadLines is what writeRequest writes for a request, when it may
-// write it itself, besides the header fields (in the array given to
-// fastHead, which does not travel with these strings: it stays on
-// writeRequest's stack).
+// write it itself, besides the header fields (in hd.kvs).
 type fastHeadLines struct {
 	uri, host, userAgent string
 }
 
-// fastHead says whether writeRequest may write req itself, and if so
-// what: buf[:n] are the fields of the header map to write, sorted by key
-// as Write sorts them. These are the conditions under which (*http.Request).Write's output is
-// exactly request line, Host, User-Agent (unless blank) and the header
-// map's other fields sorted by key, each value trimmed, and nothing
-// else (no Content-Length, Transfer-Encoding, Trailer or Connection:
-// close, no body, no trace callback).
-func fastHead(req *http.Request, buf *[maxFastHeaders]keyValues) (h fastHeadLines, n int, ok bool) {
+// fastHead says whether writeRequest may write req, whose header map
+// validate gathered into hd, itself, and if so what: hd.kvs[:hd.n] are
+// the fields of the header map to write, which fastHead sorts by key as
+// Write sorts them. These are the conditions under which
+// (*http.Request).Write's output is exactly request line, Host,
+// User-Agent (unless blank) and the header map's other fields sorted by
+// key, each value trimmed, and nothing else (no Content-Length,
+// Transfer-Encoding, Trailer or Connection: close, no body, no trace
+// callback).
+func fastHead(req *http.Request, hd *head) (h fastHeadLines, ok bool) {
 	if req.Method != http.MethodGet && req.Method != http.MethodHead {
-		return h, 0, false // Write may add Content-Length: 0
+		return h, false // Write may add Content-Length: 0
 	}
 	if (req.Body != nil && req.Body != http.NoBody) || req.ContentLength != 0 || len(req.TransferEncoding) > 0 ||
-		len(req.Trailer) > 0 || req.Close || req.URL == nil || req.URL.Opaque != "" {
-		return h, 0, false
+		len(req.Trailer) > 0 || req.Close || req.URL == nil || req.URL.Opaque != "" || hd.n > len(hd.kvs) {
+		return h, false
 	}
 	if t := httptrace.ContextClientTrace(req.Context()); t != nil && (t.WroteHeaderField != nil || t.WroteHeaders != nil || t.WroteRequest != nil) {
-		return h, 0, false
+		return h, false
 	}
 	h.host = req.Host
 	if h.host == "" {
@@ -88,48 +157,30 @@ func fastHead(req *http.Request, buf *[maxFastHeaders]keyValues) (h fastHeadLine
 	// Write punycodes a non-ASCII host, blanks an invalid one and drops
 	// an IPv6 zone: left to it.
 	if !ascii(h.host) || !httpguts.ValidHostHeader(h.host) || strings.HasPrefix(h.host, "[") {
-		return h, 0, false
+		return h, false
 	}
 	h.uri = req.URL.RequestURI()
 	if hasCTL(h.uri) {
-		return h, 0, false // Write refuses it
+		return h, false // Write refuses it
 	}
 	h.userAgent = "Go-http-client/1.1" // Write's default
-	if vs, ok := req.Header["User-Agent"]; ok {
+	if hd.hasUA {
 		h.userAgent = ""
-		if len(vs) > 0 {
-			if hasNewline(vs[0]) {
-				return h, 0, false
-			}
-			h.userAgent = textproto.TrimString(vs[0])
+		if len(hd.ua) > 0 {
+			h.userAgent = textproto.TrimString(hd.ua[0])
 		}
 	}
-	for k, vs := range req.Header {
-		switch k {
-		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
-			continue // not written from the map (reqWriteExcludeHeader)
-		}
-		if !httpguts.ValidHeaderFieldName(k) {
-			continue // Write drops it
-		}
-		for _, v := range vs {
-			if hasNewline(v) {
-				return h, 0, false // Write turns them into spaces
+	if !hd.sorted {
+		// Insertion sort: a few dozen keys at most, and no closure.
+		kvs := hd.kvs[:hd.n]
+		for i := 1; i < len(kvs); i++ {
+			for j := i; j > 0 && kvs[j].key < kvs[j-1].key; j-- {
+				kvs[j], kvs[j-1] = kvs[j-1], kvs[j]
 			}
 		}
-		if n == len(buf) {
-			return h, 0, false
-		}
-		buf[n] = keyValues{k, vs}
-		n++
+		hd.sorted = true
 	}
-	// Insertion sort: a few dozen keys at most, and no closure.
-	for i := 1; i < n; i++ {
-		for j := i; j > 0 && buf[j].key < buf[j-1].key; j-- {
-			buf[j], buf[j-1] = buf[j-1], buf[j]
-		}
-	}
-	return h, n, true
+	return h, true
 }
 
 func ascii(s string) bool {
@@ -139,17 +190,6 @@ func ascii(s string) bool {
 		}
 	}
 	return true
-}
-
-// hasNewline reports whether s holds a CR or LF, which Write turns into
-// spaces.
-func hasNewline(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if b := s[i]; b == '\r' || b == '\n' {
-			return true
-		}
-	}
-	return false
 }
 
 // hasCTL is net/http's test for a request target it will not write.
