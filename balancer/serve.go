@@ -484,9 +484,9 @@ func (b *Balancer) accessLog(s *snapshot, r *http.Request, rw *responseWriter, m
 	e := accesslog.Entry{
 		Time: start, Remote: r.RemoteAddr, Method: r.Method, Host: r.Host, URI: r.RequestURI, Proto: r.Proto,
 		Status: code, BytesIn: lr.bytesIn, BytesOut: rw.bytesOut, Duration: time.Since(start),
-		Referer: r.Header.Get("Referer"), UserAgent: r.Header.Get("User-Agent"),
+		Referer: first(r.Header["Referer"]), UserAgent: first(r.Header["User-Agent"]),
 		Pool: b.Pool(), Decision: lr.decision, Attempts: lr.attempts, RequestID: rw.requestID[0],
-		TraceID: accesslog.TraceID(r.Header.Get("Traceparent")),
+		TraceID: accesslog.TraceID(first(r.Header["Traceparent"])),
 	}
 	if !rw.headAt.IsZero() {
 		e.TTFB = rw.headAt.Sub(start)
@@ -512,6 +512,15 @@ func (b *Balancer) accessLog(s *snapshot, r *http.Request, rw *responseWriter, m
 		e.Skipped = append(e.Skipped, accesslog.Skip{Name: s.members[sk.Member].u.name, Reason: sk.Reason.String()})
 	}
 	s.accessLog.Log(&e)
+}
+
+// first is a header's first value, as Header.Get returns it, for a name
+// given in canonical form (Get canonicalises its argument on every call).
+func first(vs []string) string {
+	if len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
 }
 
 // logReq is what the access log line says of a request's routing.

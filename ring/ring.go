@@ -456,10 +456,15 @@ func (r *Ring) Hash(key string) uint64 {
 
 // FormatHash renders a position as hex: 16 digits, or 8 under PlacementNginx.
 func (r *Ring) FormatHash(h uint64) string {
-	if r.placement == PlacementNginx {
-		return fmt.Sprintf("%08x", h>>32)
+	var b [16]byte
+	for i := len(b) - 1; i >= 0; i-- {
+		b[i] = "0123456789abcdef"[h&0xf]
+		h >>= 4
 	}
-	return fmt.Sprintf("%016x", h)
+	if r.placement == PlacementNginx {
+		return string(b[:8])
+	}
+	return string(b[:])
 }
 
 // search returns the index of the first point at or after h: n (the

@@ -714,3 +714,24 @@ func TestSortPoints(t *testing.T) {
 		}
 	}
 }
+
+// FormatHash writes what %016x (%08x of the top half under nginx's
+// placement) writes.
+func TestFormatHash(t *testing.T) {
+	rg, err := New([]Member{{Name: "a", Addr: "h:1", Weight: 1}}, Options{PointsPerWeight: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rn, err := New([]Member{{Name: "a", Addr: "h:1", Weight: 1}}, Options{Placement: PlacementNginx})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []uint64{0, 1, 0xdeadbeef, 1 << 63, ^uint64(0), 0x0123456789abcdef} {
+		if got, want := rg.FormatHash(h), fmt.Sprintf("%016x", h); got != want {
+			t.Errorf("%#x: got %s, want %s", h, got, want)
+		}
+		if got, want := rn.FormatHash(h), fmt.Sprintf("%08x", h>>32); got != want {
+			t.Errorf("nginx %#x: got %s, want %s", h, got, want)
+		}
+	}
+}

@@ -66,6 +66,29 @@ type Logger struct {
 	w   io.Writer
 	f   *os.File // the file written to, when path is set
 	buf []byte
+	sec secondCache // the current second's time text, for JSON or Combined
+}
+
+// secondCache holds the text of a time up to its seconds, for the last
+// second a line was written in: formatting a layout costs more than the
+// rest of a JSON line, and lines come many to a second. The Logger's mutex
+// guards it.
+type secondCache struct {
+	sec    int64          // Unix seconds of text; valid when len(text) > 0
+	zone   *time.Location // the time's location when text was made
+	layout string
+	text   []byte
+}
+
+// appendSecond appends t formatted with layout (which must print nothing
+// finer than seconds) from the cache, remaking it when t is in another
+// second or location, or the layout is another.
+func (c *secondCache) appendSecond(b []byte, t time.Time, layout string) []byte {
+	if s := t.Unix(); s != c.sec || t.Location() != c.zone || layout != c.layout || len(c.text) == 0 {
+		c.sec, c.zone, c.layout = s, t.Location(), layout
+		c.text = t.AppendFormat(c.text[:0], layout)
+	}
+	return append(b, c.text...)
 }
 
 // New returns a Logger in format (Text, JSON or Combined) writing to the
@@ -155,9 +178,9 @@ func (l *Logger) Log(e *Entry) {
 	defer l.mu.Unlock()
 	b := l.buf[:0]
 	if l.format == JSON {
-		b = appendJSON(b, e)
+		b = appendJSON(b, e, &l.sec)
 	} else {
-		b = appendCombined(b, e)
+		b = appendCombined(b, e, &l.sec)
 	}
 	b = append(b, '\n')
 	_, _ = l.w.Write(b)
@@ -199,10 +222,12 @@ func attrs(e *Entry) []slog.Attr {
 // appendJSON appends e as one JSON object. Durations are seconds (a
 // float, as Envoy's and nginx's $request_time); time is RFC 3339 with
 // milliseconds.
-func appendJSON(b []byte, e *Entry) []byte {
+func appendJSON(b []byte, e *Entry, sc *secondCache) []byte {
 	b = append(b, `{"time":"`...)
-	b = e.Time.UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
-	b = append(b, '"')
+	t := e.Time.UTC()
+	b = sc.appendSecond(b, t, "2006-01-02T15:04:05")
+	ms := t.Nanosecond() / 1e6
+	b = append(b, '.', byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10), 'Z', '"')
 	str := func(name, v string) {
 		b = append(b, ',', '"')
 		b = append(b, name...)
@@ -219,7 +244,7 @@ func appendJSON(b []byte, e *Entry) []byte {
 		b = append(b, ',', '"')
 		b = append(b, name...)
 		b = append(b, '"', ':')
-		b = strconv.AppendFloat(b, d.Seconds(), 'f', 6, 64)
+		b = appendSeconds(b, d)
 	}
 	str("remote", e.Remote)
 	str("method", e.Method)
@@ -257,37 +282,74 @@ func appendJSON(b []byte, e *Entry) []byte {
 	return append(b, '}')
 }
 
+// appendSeconds appends d in seconds with six decimals, rounded to the
+// nearest microsecond, as strconv.AppendFloat(d.Seconds(), 'f', 6)
+// writes it (but for a tie, exactly half a microsecond, which this rounds
+// up) without the float conversion's cost.
+func appendSeconds(b []byte, d time.Duration) []byte {
+	if d < 0 {
+		return strconv.AppendFloat(b, d.Seconds(), 'f', 6, 64)
+	}
+	us := (d + 500) / time.Microsecond
+	b = strconv.AppendInt(b, int64(us/1e6), 10)
+	f := us % 1e6
+	return append(b, '.', byte('0'+f/100000), byte('0'+f/10000%10), byte('0'+f/1000%10),
+		byte('0'+f/100%10), byte('0'+f/10%10), byte('0'+f%10))
+}
+
 const hexDigits = "0123456789abcdef"
 
+// jsonPlain marks the bytes a JSON string holds as they are: printable
+// ASCII but for the quote and the backslash.
+var jsonPlain = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // appendJSONString appends s as a JSON string; invalid UTF-8 becomes
-// U+FFFD, as encoding/json does.
+// U+FFFD, as encoding/json does. Runs of plain bytes are copied whole.
 func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
+	for {
+		n := plainRun(s)
+		b = append(b, s[:n]...)
+		s = s[n:]
+		if s == "" {
+			return append(b, '"')
+		}
+		if c := s[0]; c < utf8.RuneSelf {
+			if c == '"' || c == '\\' {
 				b = append(b, '\\', c)
-			case c < 0x20 || c == 0x7f:
+			} else {
 				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			default:
-				b = append(b, c)
 			}
-			i++
+			s = s[1:]
 			continue
 		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 {
+		r, n := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && n == 1:
 			b = append(b, `\ufffd`...)
-		} else if r == '\u2028' || r == '\u2029' {
+		case r == '\u2028' || r == '\u2029':
 			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-		} else {
-			b = append(b, s[i:i+n]...)
+		default:
+			b = append(b, s[:n]...)
 		}
-		i += n
+		s = s[n:]
 	}
-	return append(b, '"')
+}
+
+// plainRun is the length of the run of plain bytes (jsonPlain) s starts
+// with.
+func plainRun(s string) int {
+	for i := 0; i < len(s); i++ {
+		if !jsonPlain[s[i]] {
+			return i
+		}
+	}
+	return len(s)
 }
 
 // appendCombined appends nginx's combined format,
@@ -295,7 +357,7 @@ func appendJSONString(b []byte, s string) []byte {
 //	$remote_addr - - [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent"
 //
 // then ringlb's fields as key=value (values with spaces or quotes quoted).
-func appendCombined(b []byte, e *Entry) []byte {
+func appendCombined(b []byte, e *Entry, sc *secondCache) []byte {
 	host := e.Remote
 	if i := lastColon(host); i >= 0 {
 		host = host[:i]
@@ -305,7 +367,7 @@ func appendCombined(b []byte, e *Entry) []byte {
 	}
 	b = append(b, dash(host)...)
 	b = append(b, " - - ["...)
-	b = e.Time.AppendFormat(b, "02/Jan/2006:15:04:05 -0700")
+	b = sc.appendSecond(b, e.Time, "02/Jan/2006:15:04:05 -0700")
 	b = append(b, `] "`...)
 	b = appendEscaped(b, e.Method)
 	b = append(b, ' ')
@@ -339,8 +401,9 @@ func appendCombined(b []byte, e *Entry) []byte {
 	}
 	kv("host", e.Host)
 	kv("bytes_received", strconv.FormatInt(e.BytesIn, 10))
-	kv("duration", strconv.FormatFloat(e.Duration.Seconds(), 'f', 6, 64))
-	kv("upstream_ttfb", strconv.FormatFloat(e.TTFB.Seconds(), 'f', 6, 64))
+	var num [32]byte
+	kv("duration", string(appendSeconds(num[:0], e.Duration)))
+	kv("upstream_ttfb", string(appendSeconds(num[:0], e.TTFB)))
 	kv("pool", e.Pool)
 	kv("upstream", e.Upstream)
 	kv("key_source", e.KeySource)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -142,3 +143,67 @@ func BenchmarkJSON(b *testing.B) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// The cached second and the hand-made fraction write what the time
+// layouts write, across second boundaries and zones, for both formats.
+func TestTimeText(t *testing.T) {
+	var sj, sc secondCache // one per format, as a Logger has
+	zones := []*time.Location{time.UTC, time.FixedZone("x", 3600), time.FixedZone("y", -5*3600-1800)}
+	base := time.Date(2026, 12, 31, 23, 59, 58, 0, time.UTC)
+	for i := 0; i < 400; i++ {
+		tm := base.Add(time.Duration(i) * 7_777_777 * time.Nanosecond).In(zones[i/50%len(zones)])
+		got := string(appendJSON(nil, &Entry{Time: tm}, &sj))
+		want := `{"time":"` + tm.UTC().Format("2006-01-02T15:04:05.000Z07:00") + `"`
+		if !strings.HasPrefix(got, want+",") {
+			t.Fatalf("json %v: got %.40s, want %s", tm, got, want)
+		}
+		got = string(appendCombined(nil, &Entry{Time: tm}, &sc))
+		want = "- - - [" + tm.Format("02/Jan/2006:15:04:05 -0700") + "]"
+		if !strings.HasPrefix(got, want) {
+			t.Fatalf("combined %v: got %.40s, want %s", tm, got, want)
+		}
+	}
+}
+
+// appendSeconds writes what strconv's 'f', 6 writes of the seconds.
+func TestAppendSeconds(t *testing.T) {
+	ds := []time.Duration{0, 1, 499, 501, 999, 1000, 1499, 1501, time.Millisecond, 1500 * time.Microsecond,
+		time.Second - 1, time.Second, 59*time.Second + 999_999_499, 3 * time.Hour, -time.Millisecond}
+	for d := time.Duration(3); d < 100*time.Second; d = d*3 + 7 {
+		ds = append(ds, d)
+	}
+	for _, d := range ds {
+		got := string(appendSeconds(nil, d))
+		if want := strconv.FormatFloat(d.Seconds(), 'f', 6, 64); got != want {
+			t.Errorf("%d ns: got %s, want %s", d, got, want)
+		}
+	}
+	// A tie rounds up (strconv rounds the float, which may lie below it).
+	if got := string(appendSeconds(nil, 2500)); got != "0.000003" {
+		t.Errorf("2500 ns: got %s", got)
+	}
+}
+
+// appendJSONString's output decodes to the string with each invalid
+// byte replaced, and escapes what must not appear raw.
+func TestAppendJSONString(t *testing.T) {
+	for _, s := range []string{"", "plain ascii", `q"b\s`, "\x00\x1f\x7f\t\n", "é中😀", "\u2028x\u2029", "a\xffb\xc3", "\xe2\x82",
+		strings.Repeat("long run of plain bytes ", 20) + "\"", "\xf0\x9f\x98"} {
+		b := appendJSONString(nil, s)
+		var got string
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatalf("%q: %s: %v", s, b, err)
+		}
+		if want := string([]rune(s)); got != want {
+			t.Errorf("%q: decodes to %q, want %q", s, got, want)
+		}
+		for _, c := range b {
+			if c < 0x20 || c == 0x7f {
+				t.Errorf("%q: raw control byte %#x in %s", s, c, b)
+			}
+		}
+		if bytes.Contains(b, []byte("\u2028")) || bytes.Contains(b, []byte("\u2029")) {
+			t.Errorf("%q: raw line separator in %s", s, b)
+		}
+	}
+}
