@@ -16,7 +16,9 @@
 # by h2load). For ringlb, the optional YAML file's lines are added to the
 # config (bench/run.sh's: hash.key [uri], load_factor 1.25, no upstream
 # header, no access log; debug_pprof on), e.g. a file holding
-# `request_id_header: ""` measures ringlb without request ids. A NAME
+# `request_id_header: ""` measures ringlb without request ids. A file that
+# sets access_log replaces the default's, and one with pools: carries its
+# own hash, ring and upstreams (the upstreams listen on BASE+1..4). A NAME
 # starting with "fresh" is restarted before each of its windows, to
 # compare a new process with one that has been serving since the start.
 #
@@ -116,14 +118,17 @@ start() {
 			echo "listen: 127.0.0.1:$port"
 			echo "admin_listen: 127.0.0.1:$admin"
 			echo 'upstream_header: ""'
-			echo "access_log: false"
+			[[ -n $cfg ]] && grep -q '^access_log:' "$cfg" || echo "access_log: false"
 			echo "debug_pprof: true"
 			if [[ $kind == ringlbh2 ]]; then
 				printf 'tls:\n  cert_file: %s\n  key_file: %s\nhttp2: true\n' "$WORK/tls.crt" "$WORK/tls.key"
 			fi
 			[[ -z $cfg ]] || cat "$cfg"
-			printf 'hash:\n  key: [uri]\nring:\n  load_factor: 1.25\nupstreams:\n'
-			for p in "${UP[@]}"; do printf '  - name: u%s\n    url: http://127.0.0.1:%s\n' "$p" "$p"; done
+			# A file with pools carries hash, ring and upstreams in them.
+			if [[ -z $cfg ]] || ! grep -q '^pools:' "$cfg"; then
+				printf 'hash:\n  key: [uri]\nring:\n  load_factor: 1.25\nupstreams:\n'
+				for p in "${UP[@]}"; do printf '  - name: u%s\n    url: http://127.0.0.1:%s\n' "$p" "$p"; done
+			fi
 		} >"$WORK/$name.yaml"
 		GOMAXPROCS=1 taskset -c "$PROXY_CPU" "${VG[@]}" "$bin" serve -config "$WORK/$name.yaml" >"$WORK/$name.log" 2>&1 &
 		;;
