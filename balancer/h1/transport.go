@@ -228,6 +228,9 @@ func validate(req *http.Request, hd *head) error {
 	if err := gather(req.Header, hd); err != nil {
 		return err
 	}
+	if len(req.Trailer) == 0 {
+		return nil // (a range over an empty map is not free)
+	}
 	for k := range req.Trailer {
 		if !isToken(k) {
 			return fmt.Errorf("h1: invalid trailer field name %q", k)
@@ -257,8 +260,25 @@ func gather(h http.Header, hd *head) error {
 	return nil
 }
 
-// isToken says whether s is a non-empty RFC 9110 token.
+// isToken says whether s is a non-empty RFC 9110 token. Strings of eight
+// bytes or more are read eight bytes at a time while those are letters,
+// digits and '-' (as most field names are), the last eight overlapping
+// the eight before them; from the first eight that are not, byte by byte.
 func isToken(s string) bool {
+	if len(s) >= 8 {
+		for i := 0; ; i += 8 {
+			if i > len(s)-8 {
+				i = len(s) - 8
+			}
+			if !alnumDash(word(s, i)) {
+				s = s[i:]
+				break
+			}
+			if i == len(s)-8 {
+				return true
+			}
+		}
+	}
 	if s == "" {
 		return false
 	}
@@ -286,23 +306,24 @@ var tokenTable = func() (t [256]bool) {
 }()
 
 // validHeaderValue rejects control characters other than horizontal tab,
-// as http.Transport does. Eight bytes at a time while none is below 0x20
-// or 0x7f (DEL), then byte by byte from the first word that has one.
+// as http.Transport does. Values of eight bytes or more are read eight
+// bytes at a time (the last eight overlapping the eight before them)
+// while none is below 0x20 or 0x7f (DEL); from the first eight that
+// hold one (a tab, say), byte by byte.
 func validHeaderValue(v string) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	for len(v) >= 8 {
-		x := uint64(v[0]) | uint64(v[1])<<8 | uint64(v[2])<<16 | uint64(v[3])<<24 |
-			uint64(v[4])<<32 | uint64(v[5])<<40 | uint64(v[6])<<48 | uint64(v[7])<<56
-		// (x-n*ones)&^x&highs, for n <= 0x80, is zero if and only if no
-		// byte of x is below n: with none below n no byte borrows, and
-		// each b-n has its high bit clear where b has it clear; the
-		// lowest byte below n wraps and has it set, its b clear. A byte
-		// 0x7f is a zero byte of x^(0x7f*ones), below 1.
-		d := x ^ 0x7f*ones
-		if ((x-0x20*ones)&^x|(d-ones)&^d)&highs != 0 {
-			break
+	if len(v) >= 8 {
+		for i := 0; ; i += 8 {
+			if i > len(v)-8 {
+				i = len(v) - 8
+			}
+			if controlOrDEL(word(v, i)) {
+				v = v[i:]
+				break
+			}
+			if i == len(v)-8 {
+				return true
+			}
 		}
-		v = v[8:]
 	}
 	for i := 0; i < len(v); i++ {
 		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
@@ -310,6 +331,44 @@ func validHeaderValue(v string) bool {
 		}
 	}
 	return true
+}
+
+// Eight bytes in a uint64: each byte times ones, and the high bit of each.
+const ones, highs = 0x0101010101010101, 0x8080808080808080
+
+// word is s[i:i+8], the first byte lowest (one load where the CPU allows
+// unaligned loads).
+func word(s string, i int) uint64 {
+	s = s[i : i+8]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// controlOrDEL says whether a byte of x is below 0x20 or is 0x7f.
+//
+// (x-n*ones)&^x&highs, for n <= 0x80, is zero if and only if no byte of
+// x is below n: with none below n no byte borrows, and each b-n has its
+// high bit clear where b has it clear; the lowest byte below n wraps and
+// has it set, its b clear. A byte 0x7f is a zero byte of x^(0x7f*ones),
+// below 1.
+func controlOrDEL(x uint64) bool {
+	d := x ^ 0x7f*ones
+	return ((x-0x20*ones)&^x|(d-ones)&^d)&highs != 0
+}
+
+// alnumDash says whether every byte of x is an ASCII letter, digit or
+// '-'. With every byte below 0x80, b+k (k < 0x80) carries into no other
+// byte, and its high bit says b >= 0x80-k: each range test is two such
+// sums, per byte.
+func alnumDash(x uint64) bool {
+	if x&highs != 0 {
+		return false
+	}
+	l := x | 0x20*ones // a letter's lower case
+	alpha := (l + (0x80-'a')*ones) &^ (l + (0x7f-'z')*ones)
+	digit := (x + (0x80-'0')*ones) &^ (x + (0x7f-'9')*ones)
+	dash := ^((x ^ '-'*ones) + 0x7f*ones) // high bit set where b^'-' is 0
+	return (alpha|digit|dash)&highs == highs
 }
 
 // hasToken says whether the comma-separated header value v holds token

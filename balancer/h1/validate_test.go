@@ -154,10 +154,10 @@ func TestValidateAsBefore(t *testing.T) {
 }
 
 // TestByteChecks: isToken is the field name check of the old fast path
-// (httpguts.ValidHeaderFieldName), and validHeaderValue, which reads
-// eight bytes at a time, is the byte-by-byte check, for every byte at
-// every position of strings up to 24 bytes long, the rest of them
-// allowed bytes.
+// (httpguts.ValidHeaderFieldName), and validHeaderValue and hasCTL, which
+// read eight bytes at a time, are the byte-by-byte checks, for every byte
+// at every position of strings up to 24 bytes long, the rest of them one
+// byte repeated.
 func TestByteChecks(t *testing.T) {
 	if isToken("") || httpguts.ValidHeaderFieldName("") {
 		t.Error("the empty string is a token")
@@ -178,6 +178,9 @@ func TestByteChecks(t *testing.T) {
 					if got, want := validHeaderValue(s), validHeaderValueBefore(s); got != want {
 						t.Fatalf("validHeaderValue(%q) %v, byte by byte %v", s, got, want)
 					}
+					if got, want := hasCTL(s), strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }); got != want {
+						t.Fatalf("hasCTL(%q) %v, byte by byte %v", s, got, want)
+					}
 				}
 				b[i] = fill
 			}
@@ -192,7 +195,7 @@ func TestByteChecks(t *testing.T) {
 	}
 }
 
-// FuzzByteChecks compares isToken and validHeaderValue with their byte
+// FuzzByteChecks compares isToken, validHeaderValue and hasCTL with their byte
 // by byte references.
 func FuzzByteChecks(f *testing.F) {
 	for _, s := range []string{"", "X-Forwarded-For", "0123456789abcdef\t", "a\x7fbcdefgh", "ünïcödé", "Bad Name!"} {
@@ -204,6 +207,9 @@ func FuzzByteChecks(f *testing.F) {
 		}
 		if got, want := validHeaderValue(s), validHeaderValueBefore(s); got != want {
 			t.Errorf("validHeaderValue(%q) %v, want %v", s, got, want)
+		}
+		if got, want := hasCTL(s), strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }); got != want {
+			t.Errorf("hasCTL(%q) %v, want %v", s, got, want)
 		}
 	})
 }

@@ -31,12 +31,16 @@ func writeRequest(bw *bufio.Writer, req *http.Request, hd *head) error {
 	// Room for it all in the buffer (a fresh one, normally): the head is
 	// appended to the buffer's free space and written with one Write,
 	// which cannot fail then, as the WriteStrings below cannot.
-	if n := len(req.Method) + len(h.uri) + len(h.host) + len(h.userAgent) + hd.size +
-		len("  HTTP/1.1\r\nHost: \r\nUser-Agent: \r\n\r\n"); n <= bw.Available() {
+	if n := len(req.Method) + len(h.path) + len(h.query) + len(h.host) + len(h.userAgent) + hd.size +
+		len(" ? HTTP/1.1\r\nHost: \r\nUser-Agent: \r\n\r\n"); n <= bw.Available() {
 		b := bw.AvailableBuffer()
 		b = append(b, req.Method...)
 		b = append(b, ' ')
-		b = append(b, h.uri...)
+		b = append(b, h.path...)
+		if h.hasQuery {
+			b = append(b, '?')
+			b = append(b, h.query...)
+		}
 		b = append(b, " HTTP/1.1\r\nHost: "...)
 		b = append(b, h.host...)
 		b = append(b, '\r', '\n')
@@ -59,7 +63,11 @@ func writeRequest(bw *bufio.Writer, req *http.Request, hd *head) error {
 	}
 	bw.WriteString(req.Method)
 	bw.WriteByte(' ')
-	bw.WriteString(h.uri)
+	bw.WriteString(h.path)
+	if h.hasQuery {
+		bw.WriteByte('?')
+		bw.WriteString(h.query)
+	}
 	bw.WriteString(" HTTP/1.1\r\nHost: ")
 	bw.WriteString(h.host)
 	bw.WriteString("\r\n")
@@ -125,9 +133,12 @@ func (hd *head) add(k string, vv []string, vbytes int) {
 }
 
 // fastHeadLines is what writeRequest writes for a request, when it may
-// write it itself, besides the header fields (in hd.kvs).
+// write it itself, besides the header fields (in hd.kvs). The request
+// target is path, then "?" and query if hasQuery, as URL.RequestURI
+// joins them (which allocates the join).
 type fastHeadLines struct {
-	uri, host, userAgent string
+	path, query, host, userAgent string
+	hasQuery                     bool
 }
 
 // fastHead says whether writeRequest may write req, whose header map
@@ -155,12 +166,18 @@ func fastHead(req *http.Request, hd *head) (h fastHeadLines, ok bool) {
 		h.host = req.URL.Host
 	}
 	// Write punycodes a non-ASCII host, blanks an invalid one and drops
-	// an IPv6 zone: left to it.
-	if !ascii(h.host) || !httpguts.ValidHostHeader(h.host) || strings.HasPrefix(h.host, "[") {
+	// an IPv6 zone: left to it. (ValidHostHeader refuses every byte
+	// above 0x7f.)
+	if !httpguts.ValidHostHeader(h.host) || strings.HasPrefix(h.host, "[") {
 		return h, false
 	}
-	h.uri = req.URL.RequestURI()
-	if hasCTL(h.uri) {
+	// RequestURI, for a URL with no Opaque, in pieces.
+	h.path = req.URL.EscapedPath()
+	if h.path == "" {
+		h.path = "/"
+	}
+	h.query, h.hasQuery = req.URL.RawQuery, req.URL.ForceQuery || req.URL.RawQuery != ""
+	if hasCTL(h.path) || hasCTL(h.query) {
 		return h, false // Write refuses it
 	}
 	h.userAgent = "Go-http-client/1.1" // Write's default
@@ -183,17 +200,23 @@ func fastHead(req *http.Request, hd *head) (h fastHeadLines, ok bool) {
 	return h, true
 }
 
-func ascii(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= 0x80 {
-			return false
+// hasCTL is net/http's test for a request target it will not write: a
+// byte below 0x20 or 0x7f. Eight bytes at a time, the last eight
+// overlapping the eight before them, in strings of eight or more.
+func hasCTL(s string) bool {
+	if len(s) >= 8 {
+		for i := 0; ; i += 8 {
+			if i > len(s)-8 {
+				i = len(s) - 8
+			}
+			if controlOrDEL(word(s, i)) {
+				return true
+			}
+			if i == len(s)-8 {
+				return false
+			}
 		}
 	}
-	return true
-}
-
-// hasCTL is net/http's test for a request target it will not write.
-func hasCTL(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if b := s[i]; b < ' ' || b == 0x7f {
 			return true
