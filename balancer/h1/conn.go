@@ -150,7 +150,7 @@ func (e *exchange) finish(bit uint32, ok, closeNow bool) {
 // sent again on a fresh connection.
 func (pc *persistConn) roundTrip(req *http.Request, hd *head) (*http.Response, error) {
 	ctx := req.Context()
-	e := &exchange{pc: pc, req: req, keep: !req.Close && !hasToken(req.Header.Get("Connection"), "close")}
+	e := &exchange{pc: pc, req: req, keep: !req.Close && !hasToken(hd.connection, "close")}
 	if ctx.Done() != nil {
 		e.stop = context.AfterFunc(ctx, pc.abort)
 	}

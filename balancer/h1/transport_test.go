@@ -450,6 +450,36 @@ func TestConnectionClose(t *testing.T) {
 	if n := u.opened.Load(); n != 3 {
 		t.Errorf("after a request with Close, %d connections, want 3", n)
 	}
+
+	// Connection: close in the header map, among other tokens, to an
+	// upstream that would keep the connection open: the transport
+	// closes it.
+	raw := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, req.Body)
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
+	for i, conn := range [][]string{nil, {"keep-alive, Close"}, {"keep-alive"}, {"close"}} {
+		req, _ = http.NewRequest("GET", raw.URL, nil)
+		if conn != nil {
+			req.Header["Connection"] = conn
+		}
+		res, err = tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		// Each request after one with close needs a new connection.
+		if n, want := raw.conns.Load(), []int64{1, 1, 2, 2}[i]; n != want {
+			t.Errorf("request %d (Connection %q): %d connections so far, want %d", i, conn, n, want)
+		}
+	}
 }
 
 func TestEarlyClose(t *testing.T) {

@@ -101,8 +101,8 @@ type keyValues struct {
 // pass that checks it, for writeRequest: the fields Write would write
 // from the map (all but Host, User-Agent, Content-Length,
 // Transfer-Encoding and Trailer: reqWriteExcludeHeader), in the map's
-// order until writeRequest sorts them, and User-Agent. It lives on
-// RoundTrip's stack.
+// order until writeRequest sorts them, User-Agent, and Connection for
+// roundTrip. It lives on RoundTrip's stack.
 type head struct {
 	// n counts the fields to write; past len(kvs) only the first
 	// len(kvs) are in kvs, and writeRequest leaves the request to Write.
@@ -113,7 +113,11 @@ type head struct {
 	sorted bool // kvs[:n] is sorted by key
 	hasUA  bool // the map has User-Agent, whose values are ua
 	ua     []string
-	kvs    [maxFastHeaders]keyValues
+	// connection is the first value of Connection, as
+	// Header.Get("Connection") is (without its canonicalisation of the
+	// key, which costs more than the rest of the lookup).
+	connection string
+	kvs        [maxFastHeaders]keyValues
 }
 
 // add notes the field k with values vv, whose values' bytes are vbytes.
@@ -124,6 +128,10 @@ func (hd *head) add(k string, vv []string, vbytes int) {
 		return
 	case "Host", "Content-Length", "Transfer-Encoding", "Trailer":
 		return // not written from the map (reqWriteExcludeHeader)
+	case "Connection":
+		if len(vv) > 0 {
+			hd.connection = vv[0]
+		}
 	}
 	if hd.n < len(hd.kvs) {
 		hd.kvs[hd.n] = keyValues{k, vv}

@@ -54,8 +54,8 @@ func TestWriteRequestSameBytes(t *testing.T) {
 	targets := []string{"/", "/k/1", "/a?b=c&d", "/%2F?x", "/p\x01", "*", "//x", "", "/a/longer/path/with/ü/and spaces?q=0123456789abcdef", "/percent%41ok/%zz"}
 	queries := []string{"", "a=b", "c\x01", "0123456789abcdef\x7f", "0123456789abcdef&x=\t", "0123456789abcdef0123456789abcdef"}
 	uas := []string{"-", "", "curl/8", "  padded\t", "Mozilla/5.0 (X11; Linux x86_64)"}
-	keys := []string{"X-Forwarded-For", "X-Request-Id", "Cdn-Loop", "Accept", "x-lower", "Connection", "Content-Length", "Transfer-Encoding", "Trailer", "Host", "X-Empty", "Zed", "A", "User-Agent"}
-	vals := []string{"v", "", " spaced ", "tab\t", "a,b", "ü", "0123456789abcdef0123456789abcdef", "\t a longer value, with a tab\there ", "non-ASCII längere Wörter"}
+	keys := []string{"X-Forwarded-For", "X-Request-Id", "Cdn-Loop", "Accept", "x-lower", "Connection", "connection", "Content-Length", "Transfer-Encoding", "Trailer", "Host", "X-Empty", "Zed", "A", "User-Agent"}
+	vals := []string{"v", "", "close", " spaced ", "tab\t", "a,b", "ü", "0123456789abcdef0123456789abcdef", "\t a longer value, with a tab\there ", "non-ASCII längere Wörter"}
 	r := rand.New(rand.NewSource(1))
 	pick := func(s []string) string { return s[r.Intn(len(s))] }
 	own := 0 // requests writeRequest writes itself
@@ -132,6 +132,9 @@ func TestWriteRequestSameBytes(t *testing.T) {
 		gather(req.Header, &hd)
 		if _, ok := fastHead(req, &hd); ok {
 			own++
+		}
+		if got, want := hd.connection, req.Header.Get("Connection"); got != want {
+			t.Fatalf("request %d, header %q: Connection %q gathered, %q by Get", i, req.Header, got, want)
 		}
 		fast, std, ferr, serr := writeBoth(t, req, size)
 		if fast != std || fmt.Sprint(ferr) != fmt.Sprint(serr) {
