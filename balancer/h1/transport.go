@@ -265,23 +265,20 @@ func gather(h http.Header, hd *head) error {
 // digits and '-' (as most field names are), the last eight overlapping
 // the eight before them; from the first eight that are not, byte by byte.
 func isToken(s string) bool {
-	if len(s) >= 8 {
-		for i := 0; ; i += 8 {
-			if i > len(s)-8 {
-				i = len(s) - 8
-			}
-			if !alnumDash(word(s, i)) {
-				s = s[i:]
-				break
-			}
-			if i == len(s)-8 {
-				return true
-			}
+	n := len(s)
+	if n < 8 {
+		return n > 0 && tokenBytes(s)
+	}
+	for i := 0; i < n-8; i += 8 {
+		if !alnumDash(word(s, i)) {
+			return tokenBytes(s[i:])
 		}
 	}
-	if s == "" {
-		return false
-	}
+	return alnumDash(word(s, n-8)) || tokenBytes(s[n-8:])
+}
+
+// tokenBytes says whether every byte of s is a tchar.
+func tokenBytes(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if !tokenTable[s[i]] {
 			return false
@@ -311,26 +308,27 @@ var tokenTable = func() (t [256]bool) {
 // while none is below 0x20 or 0x7f (DEL); from the first eight that
 // hold one (a tab, say), byte by byte.
 func validHeaderValue(v string) bool {
-	if len(v) >= 8 {
-		for i := 0; ; i += 8 {
-			if i > len(v)-8 {
-				i = len(v) - 8
-			}
-			if controlOrDEL(word(v, i)) {
-				v = v[i:]
-				break
-			}
-			if i == len(v)-8 {
-				return true
-			}
+	n := len(v)
+	if n < 8 {
+		return !controlBytes(v)
+	}
+	for i := 0; i < n-8; i += 8 {
+		if controlOrDEL(word(v, i)) {
+			return !controlBytes(v[i:])
 		}
 	}
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
-			return false
+	return !controlOrDEL(word(v, n-8)) || !controlBytes(v[n-8:])
+}
+
+// controlBytes says whether s holds a byte below 0x20 other than tab, or
+// 0x7f.
+func controlBytes(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // Eight bytes in a uint64: each byte times ones, and the high bit of each.

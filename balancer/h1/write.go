@@ -212,20 +212,16 @@ func fastHead(req *http.Request, hd *head) (h fastHeadLines, ok bool) {
 // byte below 0x20 or 0x7f. Eight bytes at a time, the last eight
 // overlapping the eight before them, in strings of eight or more.
 func hasCTL(s string) bool {
-	if len(s) >= 8 {
-		for i := 0; ; i += 8 {
-			if i > len(s)-8 {
-				i = len(s) - 8
-			}
+	n := len(s)
+	if n >= 8 {
+		for i := 0; i < n-8; i += 8 {
 			if controlOrDEL(word(s, i)) {
 				return true
 			}
-			if i == len(s)-8 {
-				return false
-			}
 		}
+		return controlOrDEL(word(s, n-8))
 	}
-	for i := 0; i < len(s); i++ {
+	for i := 0; i < n; i++ {
 		if b := s[i]; b < ' ' || b == 0x7f {
 			return true
 		}
