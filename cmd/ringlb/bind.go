@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -32,7 +33,9 @@ func bindError(what, addr string, err error) string {
 	return msg + fmt.Sprintf("; stop that process (Ctrl-C where it runs; `ss -ltnp 'sport = :%s'` shows its PID) or change the port", port)
 }
 
-var demoVisit = regexp.MustCompile(`^user .*: visit \d+ on (\S+)\n?$`)
+// demoVisit matches a demo upstream's answer, compiled on the first port
+// conflict rather than kept by every process.
+var demoVisit = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^user .*: visit \d+ on (\S+)\n?$`) })
 
 // portHolder asks whatever listens on addr (through loopback when addr is
 // a wildcard) what it is, in a few hundred milliseconds; "" when it cannot
@@ -78,7 +81,7 @@ func portHolder(addr string) string {
 	if res.Header.Get("X-Upstream") != "" {
 		return "a ringlb proxy (another ringlb or ringlb demo is running)"
 	}
-	if m := demoVisit.FindStringSubmatch(body); m != nil {
+	if m := demoVisit().FindStringSubmatch(body); m != nil {
 		return "a ringlb demo upstream (" + m[1] + ": another ringlb demo is running)"
 	}
 	if s := res.Header.Get("Server"); s != "" {

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -102,8 +103,10 @@ func parse(file string, data []byte, e *earlier) (*Config, error) {
 	return c, nil
 }
 
-// yamlLine matches the line yaml.v3 puts in its syntax errors.
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+// yamlLine matches the line yaml.v3 puts in its syntax errors. It and
+// yamlAliasErr are compiled when a config first fails to parse: compiled
+// at start, every process would keep them for the GC to mark.
+var yamlLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: line (\d+): (.*)$`) })
 
 // root parses data as one YAML document whose root is a mapping.
 func (d *decoder) root(data []byte) (*yaml.Node, error) {
@@ -146,7 +149,7 @@ func (d *decoder) root(data []byte) (*yaml.Node, error) {
 // in data; if it cannot be, the error has none.
 func (d *decoder) yamlError(err error, data []byte) *FieldError {
 	e := &FieldError{File: d.file, Msg: "invalid YAML: " + err.Error(), err: err}
-	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+	if m := yamlLine().FindStringSubmatch(err.Error()); m != nil {
 		if line, err := strconv.Atoi(m[1]); err == nil {
 			if found := firstFailingLine(data, m[2]); found > 0 {
 				e.Line, e.Msg = found, "invalid YAML: "+m[2]
@@ -180,7 +183,7 @@ func firstFailingLine(data []byte, msg string) int {
 		if err == nil {
 			continue
 		}
-		m := yamlLine.FindStringSubmatch(err.Error())
+		m := yamlLine().FindStringSubmatch(err.Error())
 		if m != nil && m[2] == msg {
 			return k
 		}
@@ -203,7 +206,7 @@ func parseAll(data []byte) error {
 
 // yamlAliasErr matches yaml.v3's error for an alias with no anchor,
 // which it reports without a line.
-var yamlAliasErr = regexp.MustCompile(`^unknown anchor '(.*)' referenced$`)
+var yamlAliasErr = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^unknown anchor '(.*)' referenced$`) })
 
 // lineOfYAMLError finds the line of a yaml.v3 error reported without one
 // (msg is the error without its "yaml: " prefix); 0 when it cannot.
@@ -222,7 +225,7 @@ func lineOfYAMLError(msg string, data []byte) int {
 	case msg == "document contains excessive aliasing":
 		return 0
 	}
-	m := yamlAliasErr.FindStringSubmatch(msg)
+	m := yamlAliasErr().FindStringSubmatch(msg)
 	if m == nil {
 		return 1
 	}
