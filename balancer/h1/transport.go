@@ -11,13 +11,17 @@
 // connections; instead a pooled connection is checked with one
 // non-blocking peek when it is taken out of the pool.
 //
-// All HTTP/1.1 framing is the standard library's: the request is written
-// with (*http.Request).Write and the response read with http.ReadResponse,
-// over a bufio.Writer and a bufio.Reader that a connection holds only while
-// it uses them: the writer while a request is written, the reader from the
-// start of an exchange until the connection is pooled again. Both come
-// from pools of the Transport's, so an idle connection holds neither and a
-// busy one no writer once its request is sent.
+// HTTP/1.1 framing is the standard library's: the request is written as
+// (*http.Request).Write writes it, byte for byte (a bodiless GET or HEAD
+// with an ordinary header by the Transport itself, from the fields that
+// RoundTrip's one pass over the header map checked and collected;
+// anything else by Write), and the response is read with
+// http.ReadResponse, over a bufio.Writer and a bufio.Reader that a
+// connection holds only while it uses them: the writer while a request is
+// written, the reader from the start of an exchange until the connection
+// is pooled again. Both come from pools of the Transport's, so an idle
+// connection holds neither and a busy one no writer once its request is
+// sent.
 //
 //	rp := &httputil.ReverseProxy{
 //		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
