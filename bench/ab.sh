@@ -43,6 +43,8 @@
 #                       requests), and run with GODEBUG=asyncpreemptoff=1 and
 #                       SIGPIPE blocked, as callgrind does not survive Go's
 #                       preemption signals or two threads' SIGPIPEs at once.
+#   LUA=paths.lua       the wrk script of the HTTP/1.1 targets (post.lua: 4 KiB
+#                       JSON POSTs, for a config keyed on json: user)
 #   BASE=29100          upstreams on BASE+1..4, target i on BASE+10+2i (admin +1)
 #   PROXY_CPU=1 LOAD_CPU=0
 set -uo pipefail
@@ -52,6 +54,7 @@ ROUNDS=${ROUNDS:-4}
 DUR=${DUR:-6}
 BASE=${BASE:-29100}
 PROXY_CPU=${PROXY_CPU:-1}
+LUA=${LUA:-paths.lua}
 LOAD_CPU=${LOAD_CPU:-0}
 TARGETS=${TARGETS:?set TARGETS, see the comment at the top}
 CLK=$(getconf CLK_TCK)
@@ -175,7 +178,7 @@ load() {
 		taskset -c "$LOAD_CPU" h2load -c16 -m4 -D "$2" $(awk -v u="$u" 'BEGIN { for (i = 0; i < 400; i++) printf "%s/k/%d ", u, (i * 7919) % 100000 }') 2>&1 |
 			awk '/^requests:/ { print $8 }'
 	else
-		(cd "$ROOT/bench" && taskset -c "$LOAD_CPU" wrk -t1 -c64 -d"${2}s" -s paths.lua "$u" 2>&1 | awk '/ requests in / { print $1 }')
+		(cd "$ROOT/bench" && taskset -c "$LOAD_CPU" wrk -t1 -c64 -d"${2}s" -s "$LUA" "$u" 2>&1 | awk '/ requests in / { print $1 }')
 	fi
 }
 for t in "${!URL[@]}"; do load "$t" 2 >/dev/null; done
