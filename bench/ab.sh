@@ -17,8 +17,9 @@
 # config (bench/run.sh's: hash.key [uri], load_factor 1.25, no upstream
 # header, no access log; debug_pprof on), e.g. a file holding
 # `request_id_header: ""` measures ringlb without request ids. A file that
-# sets access_log replaces the default's, and one with pools: carries its
-# own hash, ring and upstreams (the upstreams listen on BASE+1..4). A NAME
+# sets access_log, hash or ring replaces the default's, and one with pools:
+# carries its own hash, ring and upstreams (the upstreams listen on
+# BASE+1..4). A NAME
 # starting with "fresh" is restarted before each of its windows, to
 # compare a new process with one that has been serving since the start.
 #
@@ -127,9 +128,12 @@ start() {
 				printf 'tls:\n  cert_file: %s\n  key_file: %s\nhttp2: true\n' "$WORK/tls.crt" "$WORK/tls.key"
 			fi
 			[[ -z $cfg ]] || cat "$cfg"
-			# A file with pools carries hash, ring and upstreams in them.
+			# A file with pools carries hash, ring and upstreams in them;
+			# one that sets hash or ring replaces the default's.
 			if [[ -z $cfg ]] || ! grep -q '^pools:' "$cfg"; then
-				printf 'hash:\n  key: [uri]\nring:\n  load_factor: 1.25\nupstreams:\n'
+				[[ -n $cfg ]] && grep -q '^hash:' "$cfg" || printf 'hash:\n  key: [uri]\n'
+				[[ -n $cfg ]] && grep -q '^ring:' "$cfg" || printf 'ring:\n  load_factor: 1.25\n'
+				echo 'upstreams:'
 				for p in "${UP[@]}"; do printf '  - name: u%s\n    url: http://127.0.0.1:%s\n' "$p" "$p"; done
 			fi
 		} >"$WORK/$name.yaml"
