@@ -193,18 +193,24 @@ type upstreamMetrics struct {
 	ejectH   prometheus.Counter
 	ejectB   prometheus.Counter
 	// codes are the requests_total children by status code (code 0
-	// stands for any code outside 0-599), in blocks of a hundred: a
-	// class's block is allocated when the upstream first answers a code
-	// of that class. An upstream holds 48 bytes here and 800 for each
-	// class it answered, where a flat table of 600 held 4800 bytes of
-	// pointers per upstream from the start, marked by every GC cycle.
-	codes   [6]atomic.Pointer[codeBlock]
+	// stands for any code outside 0-599), in blocks of codeBlockSize
+	// codes, a block allocated when the upstream first answers one of its
+	// codes: 152 bytes here and 256 for each block used (200 to 223 share
+	// one, 480 to 511 another), where a flat table of 600 held 4800 bytes
+	// of pointers per upstream from the start, marked by every GC cycle.
+	codes   [(maxCode + codeBlockSize - 1) / codeBlockSize]atomic.Pointer[codeBlock]
 	retired atomic.Bool
 }
 
-// codeBlock is the children of a hundred status codes, codes[i] the
-// child of the class's code i (see upstreamMetrics.codes).
-type codeBlock [100]atomic.Pointer[prometheus.Counter]
+const (
+	maxCode        = 600 // codes counted by their own value: 0-599
+	codeBlockShift = 5
+	codeBlockSize  = 1 << codeBlockShift
+)
+
+// codeBlock is the children of codeBlockSize consecutive status codes
+// (see upstreamMetrics.codes).
+type codeBlock [codeBlockSize]atomic.Pointer[prometheus.Counter]
 
 func (m *metrics) forUpstream(name string) *upstreamMetrics {
 	um := &upstreamMetrics{
@@ -224,23 +230,25 @@ func (m *metrics) forUpstream(name string) *upstreamMetrics {
 // first use. A retired upstream (removed by a reload) gets a detached
 // counter so that its draining requests do not resurrect deleted series.
 func (um *upstreamMetrics) code(code int) prometheus.Counter {
-	if uint(code) >= 100*uint(len(um.codes)) {
-		code = 0
+	i := uint(code)
+	if i >= maxCode {
+		i = 0
 	}
-	if blk := um.codes[code/100].Load(); blk != nil {
-		if c := blk[code%100].Load(); c != nil {
+	if blk := um.codes[i>>codeBlockShift].Load(); blk != nil {
+		if c := blk[i&(codeBlockSize-1)].Load(); c != nil {
 			return *c
 		}
 	}
-	return um.resolve(code)
+	return um.resolve(int(i))
 }
 
 // resolve is code's first use of a status code (0-599).
 func (um *upstreamMetrics) resolve(code int) prometheus.Counter {
-	blk := um.codes[code/100].Load()
+	b := &um.codes[code>>codeBlockShift]
+	blk := b.Load()
 	if blk == nil {
-		um.codes[code/100].CompareAndSwap(nil, new(codeBlock))
-		blk = um.codes[code/100].Load()
+		b.CompareAndSwap(nil, new(codeBlock))
+		blk = b.Load()
 	}
 	var c prometheus.Counter
 	if um.retired.Load() {
@@ -248,8 +256,9 @@ func (um *upstreamMetrics) resolve(code int) prometheus.Counter {
 	} else {
 		c = um.requests.WithLabelValues(um.name, strconv.Itoa(code))
 	}
-	blk[code%100].CompareAndSwap(nil, &c)
-	return *blk[code%100].Load()
+	slot := &blk[code&(codeBlockSize-1)]
+	slot.CompareAndSwap(nil, &c)
+	return *slot.Load()
 }
 
 // retire deletes the upstream's series after a reload (or discovery)
@@ -258,14 +267,14 @@ func (um *upstreamMetrics) resolve(code int) prometheus.Counter {
 // vector, which made removing 1000 members take seconds.
 func (m *metrics) retire(um *upstreamMetrics) {
 	um.retired.Store(true)
-	for class := range um.codes {
-		blk := um.codes[class].Load()
+	for n := range um.codes {
+		blk := um.codes[n].Load()
 		if blk == nil {
 			continue
 		}
 		for i := range blk {
 			if blk[i].Load() != nil {
-				m.requests.DeleteLabelValues(um.name, strconv.Itoa(100*class+i))
+				m.requests.DeleteLabelValues(um.name, strconv.Itoa(n<<codeBlockShift+i))
 			}
 		}
 	}
