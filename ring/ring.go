@@ -44,6 +44,7 @@ package ring
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -456,13 +457,12 @@ func (r *Ring) Hash(key string) uint64 {
 
 // FormatHash renders a position as hex: 16 digits, or 8 under PlacementNginx.
 func (r *Ring) FormatHash(h uint64) string {
+	var raw [8]byte
+	binary.BigEndian.PutUint64(raw[:], h)
 	var b [16]byte
-	for i := len(b) - 1; i >= 0; i-- {
-		b[i] = "0123456789abcdef"[h&0xf]
-		h >>= 4
-	}
+	hex.Encode(b[:], raw[:])
 	if r.placement == PlacementNginx {
-		return string(b[:8])
+		return string(b[:8]) // the top 32 bits
 	}
 	return string(b[:])
 }

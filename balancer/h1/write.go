@@ -27,64 +27,39 @@ func writeRequest(bw *bufio.Writer, req *http.Request, hd *head) error {
 	if !ok {
 		return req.Write(bw)
 	}
-	kvs := hd.kvs[:hd.n]
-	// Room for it all in the buffer (a fresh one, normally): the head is
-	// appended to the buffer's free space and written with one Write,
-	// which cannot fail then, as the WriteStrings below cannot.
+	// The head is appended to the buffer's free space (all of a fresh
+	// buffer, normally) and written with one Write. One larger than that
+	// (a few KiB of cookies, say) is left to Write too.
 	if n := len(req.Method) + len(h.path) + len(h.query) + len(h.host) + len(h.userAgent) + hd.size +
-		len(" ? HTTP/1.1\r\nHost: \r\nUser-Agent: \r\n\r\n"); n <= bw.Available() {
-		b := bw.AvailableBuffer()
-		b = append(b, req.Method...)
-		b = append(b, ' ')
-		b = append(b, h.path...)
-		if h.hasQuery {
-			b = append(b, '?')
-			b = append(b, h.query...)
-		}
-		b = append(b, " HTTP/1.1\r\nHost: "...)
-		b = append(b, h.host...)
+		len(" ? HTTP/1.1\r\nHost: \r\nUser-Agent: \r\n\r\n"); n > bw.Available() {
+		return req.Write(bw)
+	}
+	b := bw.AvailableBuffer()
+	b = append(b, req.Method...)
+	b = append(b, ' ')
+	b = append(b, h.path...)
+	if h.hasQuery {
+		b = append(b, '?')
+		b = append(b, h.query...)
+	}
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, h.host...)
+	b = append(b, '\r', '\n')
+	if h.userAgent != "" {
+		b = append(b, "User-Agent: "...)
+		b = append(b, h.userAgent...)
 		b = append(b, '\r', '\n')
-		if h.userAgent != "" {
-			b = append(b, "User-Agent: "...)
-			b = append(b, h.userAgent...)
+	}
+	for _, kv := range hd.kvs[:hd.n] {
+		for _, v := range kv.values {
+			b = append(b, kv.key...)
+			b = append(b, ':', ' ')
+			b = append(b, textproto.TrimString(v)...)
 			b = append(b, '\r', '\n')
 		}
-		for _, kv := range kvs {
-			for _, v := range kv.values {
-				b = append(b, kv.key...)
-				b = append(b, ':', ' ')
-				b = append(b, textproto.TrimString(v)...)
-				b = append(b, '\r', '\n')
-			}
-		}
-		b = append(b, '\r', '\n')
-		_, err := bw.Write(b)
-		return err
 	}
-	bw.WriteString(req.Method)
-	bw.WriteByte(' ')
-	bw.WriteString(h.path)
-	if h.hasQuery {
-		bw.WriteByte('?')
-		bw.WriteString(h.query)
-	}
-	bw.WriteString(" HTTP/1.1\r\nHost: ")
-	bw.WriteString(h.host)
-	bw.WriteString("\r\n")
-	if h.userAgent != "" {
-		bw.WriteString("User-Agent: ")
-		bw.WriteString(h.userAgent)
-		bw.WriteString("\r\n")
-	}
-	for _, kv := range kvs {
-		for _, v := range kv.values {
-			bw.WriteString(kv.key)
-			bw.WriteString(": ")
-			bw.WriteString(textproto.TrimString(v))
-			bw.WriteString("\r\n")
-		}
-	}
-	_, err := bw.WriteString("\r\n")
+	b = append(b, '\r', '\n')
+	_, err := bw.Write(b)
 	return err
 }
 

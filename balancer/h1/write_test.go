@@ -126,7 +126,7 @@ func TestWriteRequestSameBytes(t *testing.T) {
 		}
 		size := 4096
 		if i%4 == 0 {
-			size = 16 + r.Intn(400) // the head does not fit: written in pieces
+			size = 16 + r.Intn(400) // the head does not fit: left to Write
 		}
 		var hd head
 		gather(req.Header, &hd)
