@@ -3,7 +3,9 @@ package balancer
 import (
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -339,6 +341,32 @@ func TestRequestIDOwnsItsBytes(t *testing.T) {
 		}
 		if got := r.Header.Get("X-Request-Id"); got != id {
 			t.Errorf("HTTP/%d: the request carries %q, the response writer %q", major, got, id)
+		}
+		// The request's value must not alias the responseWriter either:
+		// a recycled one is cleared and then serves another request.
+		v := uintptr(unsafe.Pointer(&r.Header["X-Request-Id"][0]))
+		if v >= lo && v < lo+unsafe.Sizeof(*rw) {
+			t.Errorf("HTTP/%d: the request's value lies inside the responseWriter", major)
+		}
+		rw.recycle()
+		if got := r.Header.Get("X-Request-Id"); got != id {
+			t.Errorf("HTTP/%d: after the responseWriter was recycled the request carries %q, want %q", major, got, id)
+		}
+	}
+}
+
+// TestHex16 checks the request id's digits against fmt's.
+func TestHex16(t *testing.T) {
+	vs := []uint64{0, 1, 9, 10, 15, 16, 0x0123456789abcdef, 0xfedcba9876543210, 0xa0a0a0a0a0a0a0a0, 0x9f9f9f9f9f9f9f9f, ^uint64(0)}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 10000 {
+		vs = append(vs, rng.Uint64())
+	}
+	var b [16]byte
+	for _, v := range vs {
+		hex16(b[:], v)
+		if want := fmt.Sprintf("%016x", v); string(b[:]) != want {
+			t.Fatalf("hex16(%#x) = %q, want %q", v, b[:], want)
 		}
 	}
 }

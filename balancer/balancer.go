@@ -292,8 +292,15 @@ func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
 }
 
 // nanotime returns nanoseconds since the balancer started on its clock
-// (monotonic on the system clock), never 0.
-func (b *Balancer) nanotime() int64 { return int64(b.clk.Now().Sub(b.epoch)) + 1 }
+// (monotonic on the system clock), never 0. On the system clock it reads
+// the monotonic clock only: time.Since does, where time.Now reads the
+// wall clock too, and a request asks several times.
+func (b *Balancer) nanotime() int64 {
+	if _, sys := b.clk.(systemClock); sys {
+		return int64(time.Since(b.epoch)) + 1
+	}
+	return int64(b.clk.Now().Sub(b.epoch)) + 1
+}
 
 // clock is where a Balancer reads the time and sets its timers: the
 // system clock, or one a test drives.

@@ -391,15 +391,17 @@ type responseWriter struct {
 	up     *upstream
 	tunnel net.Conn
 
-	headAt     time.Time     // when the final head was written
+	headAt     time.Duration // when the final head was written (mono; 0: not yet)
 	clientWait time.Duration // time spent in writes and flushes to the client
 	clientErr  bool          // a write or flush to the client failed
 
 	// send is limits.send (0: none); watch times each write and flush
-	// against it, from the first one on; sendFired says it went off.
+	// against it, from the first one on; sendFired says it went off, and
+	// sending that a write or flush is being timed (its timer is set).
 	send      time.Duration
 	watch     *sendWatch
 	sendFired bool
+	sending   bool
 
 	// bytesOut counts the response body bytes written to the client;
 	// requestID[0], when set, goes on the final head unless the upstream
@@ -461,6 +463,7 @@ func (w *responseWriter) sendStart() {
 		w.watch = sw
 	}
 	sw.t.Reset(w.send)
+	w.sending = true
 }
 
 // sendEnd stops timing; err is the write's, replaced by errSendTimeout
@@ -470,6 +473,7 @@ func (w *responseWriter) sendEnd(err error) error {
 	if sw := w.watch; sw != nil && !w.sendFired && !sw.t.Stop() {
 		w.sendFired = true
 	}
+	w.sending = false
 	if w.sendFired {
 		return errSendTimeout
 	}
@@ -487,6 +491,36 @@ func (w *responseWriter) sendRelease() {
 		sw.rw.Store(nil)
 		sendWatches.Put(sw)
 	}
+}
+
+// responseWriters holds responseWriters of finished requests for new
+// ones: the largest object ringlb allocates for every request, and one
+// that lives no longer than its ServeHTTP.
+var responseWriters sync.Pool
+
+// newResponseWriter returns a cleared responseWriter for w.
+func newResponseWriter(w http.ResponseWriter) *responseWriter {
+	rw, _ := responseWriters.Get().(*responseWriter)
+	if rw == nil {
+		rw = new(responseWriter)
+	}
+	rw.ResponseWriter = w
+	return rw
+}
+
+// recycle gives w back for another request once ServeHTTP is done with
+// it, unless something may still reach it: a send watch that went off
+// or is still set (its timer's function reads w), or a tunnel.
+// Everything else that holds w (ReverseProxy's writers and flush timer,
+// a retry's request context, the access log line) is done with it when
+// ServeHTTP returns; the request id and the values on the request keep
+// their own strings.
+func (w *responseWriter) recycle() {
+	if w.sendFired || w.sending || w.tunnel != nil {
+		return
+	}
+	*w = responseWriter{}
+	responseWriters.Put(w)
 }
 
 func (w *responseWriter) WriteHeader(code int) {
@@ -517,7 +551,7 @@ func (w *responseWriter) head(code int) {
 		}
 	}
 	w.status, w.wroteHeader = code, true
-	w.headAt = time.Now()
+	w.headAt = mono()
 	if f := w.onHead; f != nil {
 		w.onHead = nil
 		f(code)
@@ -528,12 +562,12 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 	if !w.wroteHeader {
 		w.head(http.StatusOK)
 	}
-	t := time.Now()
+	t := mono()
 	w.sendStart()
 	n, err := w.ResponseWriter.Write(p)
 	w.bytesOut += int64(n)
 	err = w.sendEnd(err)
-	w.clientWait += time.Since(t)
+	w.clientWait += mono() - t
 	if err != nil {
 		w.clientErr = true
 	}
@@ -546,15 +580,24 @@ func (w *responseWriter) FlushError() error {
 	if !w.wroteHeader {
 		w.head(http.StatusOK)
 	}
-	t := time.Now()
+	t := mono()
 	w.sendStart()
 	err := w.sendEnd(http.NewResponseController(w.ResponseWriter).Flush())
-	w.clientWait += time.Since(t)
+	w.clientWait += mono() - t
 	if err != nil {
 		w.clientErr = true
 	}
 	return err
 }
+
+// monoEpoch anchors mono.
+var monoEpoch = time.Now()
+
+// mono reads the monotonic clock, as time since monoEpoch (never 0 after
+// the first nanosecond): the timing of a request's writes needs no wall
+// clock, and time.Since reads only the monotonic one where time.Now reads
+// both.
+func mono() time.Duration { return time.Since(monoEpoch) }
 
 // minClientWait is the least time blocked on the client that can make a
 // broken-off response the client's doing; below it, writes merely took
@@ -573,10 +616,10 @@ func (w *responseWriter) clientBound() bool {
 	if w.clientErr {
 		return true
 	}
-	if w.headAt.IsZero() || w.clientWait < minClientWait {
+	if w.headAt == 0 || w.clientWait < minClientWait {
 		return false
 	}
-	return 2*w.clientWait >= time.Since(w.headAt)
+	return 2*w.clientWait >= mono()-w.headAt
 }
 
 // Flush implements http.Flusher.

@@ -3,7 +3,6 @@ package balancer
 import (
 	"context"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"io"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/ringlb/ringlb/balancer/accesslog"
 	"github.com/ringlb/ringlb/ring"
@@ -36,7 +36,8 @@ import (
 func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	s := b.snap.Load()
-	rw := &responseWriter{ResponseWriter: w, no1xx: !r.ProtoAtLeast(1, 1), send: s.send}
+	rw := newResponseWriter(w)
+	rw.no1xx, rw.send = !r.ProtoAtLeast(1, 1), s.send
 	if s.requestID != "" {
 		requestID(s, rw, r)
 	}
@@ -111,6 +112,7 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			b.hot.add(pos, sent, b.nanotime())
 		}
+		rw.recycle()
 	}()
 	for attempts := 0; ; {
 		choice := b.choose(s, pos, tried, q)
@@ -488,8 +490,8 @@ func (b *Balancer) accessLog(s *snapshot, r *http.Request, rw *responseWriter, m
 		Pool: b.Pool(), Decision: lr.decision, Attempts: lr.attempts, RequestID: rw.requestID[0],
 		TraceID: accesslog.TraceID(first(r.Header["Traceparent"])),
 	}
-	if !rw.headAt.IsZero() {
-		e.TTFB = rw.headAt.Sub(start)
+	if rw.headAt != 0 {
+		e.TTFB = rw.headAt - start.Sub(monoEpoch) // arithmetic on the monotonic readings
 	}
 	if m != nil {
 		e.Upstream = m.u.name
@@ -564,30 +566,53 @@ func (lr *logReq) decide(q *holdReq, last *member, s *snapshot) {
 
 // requestID passes the request's id on, or makes one (16 random bytes,
 // hex) and sets it on the request, for the upstream; the response gets it
-// too (responseWriter.head). A made id costs one allocation, its 32 bytes,
-// and no system call: its bytes come from the runtime's per-thread
-// generator (math/rand/v2's ChaCha8, seeded by the kernel), and the
-// request and the response share one capped one-element slice of it,
-// held in the responseWriter. (The string must not alias the
-// responseWriter: HTTP/2's HPACK tables and an HTTP/2 upstream's keep
-// header values for as long as their connection lives.)
+// too (responseWriter.head). A made id costs one allocation (madeID) and
+// no system call: its bytes come from the runtime's per-thread generator
+// (math/rand/v2's ChaCha8, seeded by the kernel). Neither the string nor
+// the request's value may alias the responseWriter: HTTP/2's HPACK tables
+// and an HTTP/2 upstream's keep header values for as long as their
+// connection lives, and the responseWriter is reused once its request is
+// over (recycle).
 func requestID(s *snapshot, rw *responseWriter, r *http.Request) {
 	h := s.requestID
 	if vs := r.Header[h]; len(vs) > 0 && vs[0] != "" {
 		rw.requestID[0] = vs[0]
 	} else {
-		var raw [16]byte
-		binary.LittleEndian.PutUint64(raw[:8], rand.Uint64())
-		binary.LittleEndian.PutUint64(raw[8:], rand.Uint64())
-		var b [32]byte
-		hex.Encode(b[:], raw[:])
-		rw.requestID[0] = string(b[:])
-		r.Header[h] = rw.requestID[:1:1]
+		id := new(madeID)
+		hex16(id.b[:16], rand.Uint64())
+		hex16(id.b[16:], rand.Uint64())
+		id.v[0] = unsafe.String(&id.b[0], len(id.b)) // b is not written again
+		rw.requestID[0] = id.v[0]
+		r.Header[h] = id.v[:] // cap 1: an append elsewhere copies
 	}
 	rw.requestIDHeader, rw.requestIDKey = h, h
 	if r.ProtoMajor == 2 {
 		rw.requestIDKey = s.requestIDH2
 	}
+}
+
+// madeID is a made request id: its digits, and the one-element value the
+// request's header map holds, in one allocation.
+type madeID struct {
+	b [32]byte
+	v [1]string
+}
+
+// hex16 writes v in 16 lower-case hex digits, most significant first,
+// eight at a time: each half's nibbles are spread one to a byte, then
+// turned into digits by adding '0', and 'a'-'0'-10 more to those above 9.
+func hex16(dst []byte, v uint64) {
+	binary.BigEndian.PutUint64(dst[:8], hexDigits(uint32(v>>32)))
+	binary.BigEndian.PutUint64(dst[8:16], hexDigits(uint32(v)))
+}
+
+func hexDigits(v uint32) uint64 {
+	x := uint64(v)
+	x = (x | x<<16) & 0x0000ffff0000ffff
+	x = (x | x<<8) & 0x00ff00ff00ff00ff
+	x = (x | x<<4) & 0x0f0f0f0f0f0f0f0f
+	above9 := (x + 0x0606060606060606) >> 4 & 0x0101010101010101
+	return x + 0x3030303030303030 + above9*('a'-'0'-10)
 }
 
 // expectsContinue reports whether the client sent Expect: 100-continue.

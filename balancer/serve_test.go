@@ -3,10 +3,13 @@ package balancer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -312,4 +315,114 @@ func TestErrorBodiesNameNoUpstreamWithoutHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("timeout", http.StatusGatewayTimeout, "gateway timeout: the upstream timed out\n", keyOwnedBy(t, b, "slow-secret"))
+}
+
+// TestConcurrentRequestsKeepTheirOwn: responseWriters are reused once
+// their request is over, so many requests at once, over HTTP/1.1 and
+// HTTP/2, must each get their own status, body, request id and cookie:
+// the upstream echoes what it was sent, and answers some 404, and the
+// client checks that the response matches its request (run with -race,
+// this also finds a writer still in use when it is handed on).
+func TestConcurrentRequestsKeepTheirOwn(t *testing.T) {
+	for _, h2 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "http1", true: "http2"}[h2], func(t *testing.T) {
+			bes := []*backend{newBackend(t, "a"), newBackend(t, "b")}
+			for _, be := range bes {
+				be.handle = func(w http.ResponseWriter, r *http.Request) {
+					if strings.HasSuffix(r.URL.Path, "7") {
+						w.WriteHeader(http.StatusNotFound)
+					}
+					fmt.Fprintf(w, "%s %s", r.URL.Path, r.Header.Get("X-Request-Id"))
+				}
+			}
+			opts := baseOptions(upstreamsOf(t, bes...))
+			opts.RequestIDHeader = "X-Request-Id"
+			opts.Limits = LimitOptions{UpstreamRequests: 1024, Send: time.Minute}
+			b, err := New(opts, NewRegistry(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(b.Close)
+			front := httptest.NewUnstartedServer(b)
+			front.EnableHTTP2 = h2
+			front.StartTLS()
+			t.Cleanup(front.Close)
+			c := front.Client()
+			c.Transport.(*http.Transport).ForceAttemptHTTP2 = h2
+			var wg sync.WaitGroup
+			errs := make(chan error, 8)
+			for g := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range 100 {
+						path := fmt.Sprintf("/g%d/r%d", g, i)
+						req, _ := http.NewRequest(http.MethodGet, front.URL+path, nil)
+						if i%3 == 0 { // the client's own id is passed on
+							req.Header.Set("X-Request-Id", "client-"+path)
+						}
+						res, err := c.Do(req)
+						if err != nil {
+							errs <- err
+							return
+						}
+						body, _ := io.ReadAll(res.Body)
+						res.Body.Close()
+						up, id, _ := strings.Cut(string(body), " ")
+						wantCode := http.StatusOK
+						if strings.HasSuffix(path, "7") {
+							wantCode = http.StatusNotFound
+						}
+						switch {
+						case res.StatusCode != wantCode:
+							errs <- fmt.Errorf("%s: status %d, want %d", path, res.StatusCode, wantCode)
+						case up != path:
+							errs <- fmt.Errorf("%s: the upstream was sent %s", path, up)
+						case res.Header.Get("X-Request-Id") != id:
+							errs <- fmt.Errorf("%s: response id %q, the upstream saw %q", path, res.Header.Get("X-Request-Id"), id)
+						case i%3 == 0 && res.Header.Get("X-Request-Id") != "client-"+path:
+							errs <- fmt.Errorf("%s: response id %q, want the client's", path, res.Header.Get("X-Request-Id"))
+						case len(res.Header.Get("X-Request-Id")) == 0:
+							errs <- fmt.Errorf("%s: no request id on the response", path)
+						default:
+							continue
+						}
+						return
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestRecycleKeepsWhatOthersReach: a responseWriter that a send watch's
+// timer may still read (it went off, or is still set) or whose
+// connection became a tunnel is not cleared for reuse; any other is.
+func TestRecycleKeepsWhatOthersReach(t *testing.T) {
+	c1, c2 := net.Pipe()
+	defer c1.Close()
+	defer c2.Close()
+	for _, tc := range []struct {
+		name string
+		set  func(*responseWriter)
+		kept bool
+	}{
+		{"fired", func(w *responseWriter) { w.sendFired = true }, true},
+		{"sending", func(w *responseWriter) { w.sending = true }, true},
+		{"tunnel", func(w *responseWriter) { w.tunnel = c1 }, true},
+		{"done", func(*responseWriter) {}, false},
+	} {
+		w := newResponseWriter(httptest.NewRecorder())
+		w.status = http.StatusTeapot
+		tc.set(w)
+		w.recycle()
+		if kept := w.status == http.StatusTeapot; kept != tc.kept {
+			t.Errorf("%s: kept = %v, want %v", tc.name, kept, tc.kept)
+		}
+	}
 }
