@@ -28,7 +28,7 @@
 # everything else on PROXY_CPU during the window, in cores (above ~0.1 the
 # window is disturbed). Environment:
 #   ROUNDS=4 DUR=6      rounds, and seconds per window (each after 1 s unmeasured)
-#   MALLOC=1            also heap allocations and GC cycles per request (runtime
+#   MALLOC=1            also heap allocations, bytes allocated and GC cycles per request (runtime
 #                       memstats from /debug/pprof/allocs?debug=1 around the window)
 #   SYSCALLS=1          also read and write system calls per request (/proc/PID/io)
 #   PROF=DIR            also a CPU profile of each window (DUR-1 s) into DIR/NAME.ROUND.pprof
@@ -98,7 +98,7 @@ ticks() {
 core_ticks() { awk -v c="cpu$PROXY_CPU" '$1 == c { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
 upstream_args() { for p in "${UP[@]}"; do printf ' http://127.0.0.1:%s' "$p"; done; }
 sysio() { awk '$1 == "syscr:" { r = $2 } $1 == "syscw:" { w = $2 } END { print r, w }' "/proc/$1/io"; }
-memstats() { curl -s "http://127.0.0.1:$1/debug/pprof/allocs?debug=1" | awk '/^# Mallocs = / { m = $4 } /^# NumGC = / { g = $4 } END { print m, g }'; }
+memstats() { curl -s "http://127.0.0.1:$1/debug/pprof/allocs?debug=1" | awk '/^# Mallocs = / { m = $4 } /^# NumGC = / { g = $4 } /^# TotalAlloc = / { t = $4 } END { print m, g, t }'; }
 
 declare -A URL PID SPEC SLOT ADMIN BIN
 # start SPEC SLOT: starts the target of SPEC on port BASE+10+2*SLOT.
@@ -225,7 +225,7 @@ for r in $(seq 1 "$ROUNDS"); do
 		fi
 		if [[ -n ${MALLOC:-} ]]; then
 			m1=$(memstats "${ADMIN[$t]}")
-			extra+=$(awk -v a="$m0" -v b="$m1" -v n="$req" 'BEGIN { split(a, x, " "); split(b, y, " "); printf ",%.1f allocs,%.2f GC/1000", (y[1] - x[1]) / n, (y[2] - x[2]) * 1000 / n }')
+			extra+=$(awk -v a="$m0" -v b="$m1" -v n="$req" 'BEGIN { split(a, x, " "); split(b, y, " "); printf ",%.1f allocs,%.0f B,%.2f GC/1000", (y[1] - x[1]) / n, (y[3] - x[3]) / n, (y[2] - x[2]) * 1000 / n }')
 		fi
 		line+=$(awk -v t="$t" -v a="$a" -v b="$b" -v c0="$c0" -v c1="$c1" -v n="$req" -v k="$CLK" -v d="$DUR" -v x="$extra" \
 			'BEGIN { printf " %s=%.2f(%d req,busy %.2f%s)", t, (b - a) / k * 1e6 / n, n, ((c1 - c0) - (b - a)) / k / d, x }')
