@@ -386,8 +386,8 @@ type responseWriter struct {
 	// up is the current attempt's upstream. Its all field (the
 	// Balancer's tunnels) tracks the connection once Hijack hands it
 	// over; tunnel is that connection, removed from there when ServeHTTP
-	// returns. (Reached through up, so that responseWriter, allocated
-	// per request, does not grow by a pointer.)
+	// returns. (Reached through up, so that responseWriter, which every
+	// request uses and recycle clears, does not grow by a pointer.)
 	up     *upstream
 	tunnel net.Conn
 
