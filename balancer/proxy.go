@@ -511,10 +511,11 @@ func newResponseWriter(w http.ResponseWriter) *responseWriter {
 // recycle gives w back for another request once ServeHTTP is done with
 // it, unless something may still reach it: a send watch that went off
 // or is still set (its timer's function reads w), or a tunnel.
-// Everything else that holds w (ReverseProxy's writers and flush timer,
-// a retry's request context, the access log line) is done with it when
-// ServeHTTP returns; the request id and the values on the request keep
-// their own strings.
+// Everything else that holds w (ReverseProxy's writers, its flush timer
+// and its 1xx callback, a retry's request context) is done with it when
+// ServeHTTP returns, and the servers copy the response's header map when
+// the head is written; the request id and the request's value for it
+// are allocated apart from w (madeID).
 func (w *responseWriter) recycle() {
 	if w.sendFired || w.sending || w.tunnel != nil {
 		return

@@ -319,10 +319,10 @@ func TestErrorBodiesNameNoUpstreamWithoutHeader(t *testing.T) {
 
 // TestConcurrentRequestsKeepTheirOwn: responseWriters are reused once
 // their request is over, so many requests at once, over HTTP/1.1 and
-// HTTP/2, must each get their own status, body, request id and cookie:
-// the upstream echoes what it was sent, and answers some 404, and the
-// client checks that the response matches its request (run with -race,
-// this also finds a writer still in use when it is handed on).
+// HTTP/2, must each get their own status, body and request id: the
+// upstream echoes what it was sent, and answers some 404, and the client
+// checks that the response matches its request (run with -race, this also
+// finds a writer still in use when it is handed on).
 func TestConcurrentRequestsKeepTheirOwn(t *testing.T) {
 	for _, h2 := range []bool{false, true} {
 		t.Run(map[bool]string{false: "http1", true: "http2"}[h2], func(t *testing.T) {
