@@ -3,9 +3,7 @@ package balancer
 import (
 	"crypto/tls"
 	"encoding/json"
-	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -155,13 +153,8 @@ func TestAccessLogHTTP2Trace(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	front := httptest.NewUnstartedServer(b)
-	front.EnableHTTP2 = true
-	front.StartTLS()
-	t.Cleanup(front.Close)
-	c := front.Client()
+	front, c := tlsFront(t, b, true)
 	c.Transport.(*http.Transport).TLSClientConfig = &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}
-	c.Transport.(*http.Transport).ForceAttemptHTTP2 = true
 	req, _ := http.NewRequest(http.MethodGet, front.URL+"/", nil)
 	req.Header.Set("Traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
 	req.Header.Set("Tracestate", "congo=t61rcWkgMzE")
@@ -226,16 +219,9 @@ func testRequestIDsMade(t *testing.T, h2 bool) {
 	}
 	t.Cleanup(b.Close)
 	var keys []string // the id's keys in the header map as the head went out
-	front := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	front, c := tlsFront(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b.ServeHTTP(&headSpy{ResponseWriter: w, keys: &keys, mu: &mu}, r)
-	}))
-	front.EnableHTTP2 = h2
-	front.StartTLS()
-	t.Cleanup(front.Close)
-	c := front.Client()
-	if h2 {
-		c.Transport.(*http.Transport).ForceAttemptHTTP2 = true
-	}
+	}), h2)
 	wantKey := "X-Request-Id"
 	if h2 {
 		wantKey = "x-request-id"
@@ -351,22 +337,6 @@ func TestRequestIDOwnsItsBytes(t *testing.T) {
 		rw.recycle()
 		if got := r.Header.Get("X-Request-Id"); got != id {
 			t.Errorf("HTTP/%d: after the responseWriter was recycled the request carries %q, want %q", major, got, id)
-		}
-	}
-}
-
-// TestHex16 checks the request id's digits against fmt's.
-func TestHex16(t *testing.T) {
-	vs := []uint64{0, 1, 9, 10, 15, 16, 0x0123456789abcdef, 0xfedcba9876543210, 0xa0a0a0a0a0a0a0a0, 0x9f9f9f9f9f9f9f9f, ^uint64(0)}
-	rng := rand.New(rand.NewPCG(1, 2))
-	for range 10000 {
-		vs = append(vs, rng.Uint64())
-	}
-	var b [16]byte
-	for _, v := range vs {
-		hex16(b[:], v)
-		if want := fmt.Sprintf("%016x", v); string(b[:]) != want {
-			t.Fatalf("hex16(%#x) = %q, want %q", v, b[:], want)
 		}
 	}
 }

@@ -100,6 +100,20 @@ func proxy(t testing.TB, opts Options) (*Balancer, *prometheus.Registry, *httpte
 	return b, reg, front
 }
 
+// tlsFront serves h over TLS, with HTTP/2 offered by ALPN when h2 is
+// set, and returns the server and a client that trusts it (and, with h2,
+// speaks HTTP/2 to it).
+func tlsFront(t testing.TB, h http.Handler, h2 bool) (*httptest.Server, *http.Client) {
+	t.Helper()
+	front := httptest.NewUnstartedServer(h)
+	front.EnableHTTP2 = h2
+	front.StartTLS()
+	t.Cleanup(front.Close)
+	c := front.Client()
+	c.Transport.(*http.Transport).ForceAttemptHTTP2 = h2
+	return front, c
+}
+
 // get sends a GET to front with the given headers (a "Host" pair sets the
 // request's Host) and returns the status,
 // the backend that answered (X-Backend) and the body.

@@ -3,6 +3,7 @@ package balancer
 import (
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"io"
 	"log/slog"
@@ -578,9 +579,11 @@ func requestID(s *snapshot, rw *responseWriter, r *http.Request) {
 	if vs := r.Header[h]; len(vs) > 0 && vs[0] != "" {
 		rw.requestID[0] = vs[0]
 	} else {
+		var raw [16]byte
+		binary.LittleEndian.PutUint64(raw[:8], rand.Uint64())
+		binary.LittleEndian.PutUint64(raw[8:], rand.Uint64())
 		id := new(madeID)
-		hex16(id.b[:16], rand.Uint64())
-		hex16(id.b[16:], rand.Uint64())
+		hex.Encode(id.b[:], raw[:])
 		id.v[0] = unsafe.String(&id.b[0], len(id.b)) // b is not written again
 		rw.requestID[0] = id.v[0]
 		r.Header[h] = id.v[:] // cap 1: an append elsewhere copies
@@ -596,23 +599,6 @@ func requestID(s *snapshot, rw *responseWriter, r *http.Request) {
 type madeID struct {
 	b [32]byte
 	v [1]string
-}
-
-// hex16 writes v in 16 lower-case hex digits, most significant first,
-// eight at a time: each half's nibbles are spread one to a byte, then
-// turned into digits by adding '0', and 'a'-'0'-10 more to those above 9.
-func hex16(dst []byte, v uint64) {
-	binary.BigEndian.PutUint64(dst[:8], hexDigits(uint32(v>>32)))
-	binary.BigEndian.PutUint64(dst[8:16], hexDigits(uint32(v)))
-}
-
-func hexDigits(v uint32) uint64 {
-	x := uint64(v)
-	x = (x | x<<16) & 0x0000ffff0000ffff
-	x = (x | x<<8) & 0x00ff00ff00ff00ff
-	x = (x | x<<4) & 0x0f0f0f0f0f0f0f0f
-	above9 := (x + 0x0606060606060606) >> 4 & 0x0101010101010101
-	return x + 0x3030303030303030 + above9*('a'-'0'-10)
 }
 
 // expectsContinue reports whether the client sent Expect: 100-continue.

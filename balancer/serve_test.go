@@ -343,12 +343,7 @@ func TestConcurrentRequestsKeepTheirOwn(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(b.Close)
-			front := httptest.NewUnstartedServer(b)
-			front.EnableHTTP2 = h2
-			front.StartTLS()
-			t.Cleanup(front.Close)
-			c := front.Client()
-			c.Transport.(*http.Transport).ForceAttemptHTTP2 = h2
+			front, c := tlsFront(t, b, h2)
 			var wg sync.WaitGroup
 			errs := make(chan error, 8)
 			for g := range 8 {
