@@ -318,14 +318,15 @@ func TestErrorBodiesNameNoUpstreamWithoutHeader(t *testing.T) {
 }
 
 // TestConcurrentRequestsKeepTheirOwn: responseWriters are reused once
-// their request is over, so many requests at once, over HTTP/1.1 and
-// HTTP/2, must each get their own status, body and request id: the
+// their request is over, so many requests at once, over HTTP/1.1 on
+// plain TCP and over TLS, and HTTP/2, must each get their own status,
+// body and request id: the
 // upstream echoes what it was sent, and answers some 404, and the client
 // checks that the response matches its request (run with -race, this also
 // finds a writer still in use when it is handed on).
 func TestConcurrentRequestsKeepTheirOwn(t *testing.T) {
-	for _, h2 := range []bool{false, true} {
-		t.Run(map[bool]string{false: "http1", true: "http2"}[h2], func(t *testing.T) {
+	for _, front := range []string{"http1", "http1-tls", "http2"} {
+		t.Run(front, func(t *testing.T) {
 			bes := []*backend{newBackend(t, "a"), newBackend(t, "b")}
 			for _, be := range bes {
 				be.handle = func(w http.ResponseWriter, r *http.Request) {
@@ -343,7 +344,15 @@ func TestConcurrentRequestsKeepTheirOwn(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(b.Close)
-			front, c := tlsFront(t, b, h2)
+			var srv *httptest.Server
+			var c *http.Client
+			if front == "http1" {
+				srv = httptest.NewServer(b)
+				t.Cleanup(srv.Close)
+				c = srv.Client()
+			} else {
+				srv, c = tlsFront(t, b, front == "http2")
+			}
 			var wg sync.WaitGroup
 			errs := make(chan error, 8)
 			for g := range 8 {
@@ -352,7 +361,7 @@ func TestConcurrentRequestsKeepTheirOwn(t *testing.T) {
 					defer wg.Done()
 					for i := range 100 {
 						path := fmt.Sprintf("/g%d/r%d", g, i)
-						req, _ := http.NewRequest(http.MethodGet, front.URL+path, nil)
+						req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
 						if i%3 == 0 { // the client's own id is passed on
 							req.Header.Set("X-Request-Id", "client-"+path)
 						}
