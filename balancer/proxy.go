@@ -240,10 +240,11 @@ func setForwarded(h http.Header, in *http.Request) {
 }
 
 // recordError is every ReverseProxy's ErrorHandler: it writes nothing and
-// leaves the error for ServeHTTP, which retries or answers.
+// leaves the error for ServeHTTP, which retries or answers. ReverseProxy's
+// own refusal of what the client asked for (badUpgrade) is marked here.
 func recordError(w http.ResponseWriter, r *http.Request, err error) {
 	if rw, ok := w.(*responseWriter); ok {
-		rw.err = err
+		rw.err = badUpgrade(r, err)
 		return
 	}
 	w.WriteHeader(http.StatusBadGateway)
@@ -336,12 +337,20 @@ type trackedBody struct {
 	rc  io.ReadCloser
 	n   atomic.Int64
 	bad atomic.Bool
+	// trailer is the request's trailer map, which the server fills as
+	// the body ends, before the transport writes it: the fields that must
+	// not be forwarded are dropped then (dropBadTrailers).
+	trailer http.Header
 }
 
 func (t *trackedBody) Read(p []byte) (int, error) {
 	n, err := t.rc.Read(p)
 	t.n.Add(int64(n))
-	if err != nil && err != io.EOF {
+	if err == io.EOF {
+		if len(t.trailer) > 0 {
+			dropBadTrailers(t.trailer)
+		}
+	} else if err != nil {
 		t.bad.Store(true)
 	}
 	return n, err

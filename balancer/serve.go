@@ -44,6 +44,12 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// With an access log, lr gathers what its line says.
 	var lr logReq
+	if msg := checkH2Head(r); msg != "" {
+		plainError(rw, http.StatusBadRequest, msg)
+		lr.decision = "rejected"
+		b.accessLog(s, r, rw, nil, start, &lr, srcRejected, 0)
+		return
+	}
 	if len(r.Header["Cdn-Loop"]) > 0 && looped(r.Header) {
 		loopDetected(rw)
 		lr.decision = "loop"
@@ -71,9 +77,15 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		q = &hq
 		b.holdBegin(s, r, pos, q)
 	}
+	// Trailer fields that must not be forwarded go, from those declared
+	// (or, for a body read for the key, received) by now and from those
+	// that arrive with the body's end (trackedBody).
+	if len(r.Trailer) > 0 {
+		dropBadTrailers(r.Trailer)
+	}
 	var body *trackedBody
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
-		body = &trackedBody{rc: r.Body}
+		body = &trackedBody{rc: r.Body, trailer: r.Trailer}
 		r.Body = body
 	}
 	// With retry_statuses, a bodiless GET, HEAD or OPTIONS may be retried
@@ -272,14 +284,15 @@ func countChoice(s *snapshot, choice ring.Choice, last *member) {
 // retry decides, after an attempt, whether the request goes on to the
 // next upstream: only when the attempt failed before anything of a
 // response reached the client, not because of the client (it left, its
-// body could not be read, it asked for a list of upgrade protocols),
-// under on_unavailable remap, with retries left, and when the request
-// may be repeated (retryable). A failed attempt leaves nothing in the
-// response header map: ReverseProxy writes a head whenever it fills the
-// map, and clears it after a 1xx head, so the next attempt starts clean.
+// body could not be read, it asked for a list of upgrade protocols, a
+// transport refused what it sent: refusal), under on_unavailable remap,
+// with retries left, and when the request may be repeated (retryable).
+// A failed attempt leaves nothing in the response header map:
+// ReverseProxy writes a head whenever it fills the map, and clears it
+// after a 1xx head, so the next attempt starts clean.
 func (s *snapshot) retry(rw *responseWriter, r *http.Request, body *trackedBody, attempts int) bool {
 	switch {
-	case rw.err == nil, rw.wroteHeader, clientFault(r, body), byClient(rw.err):
+	case rw.err == nil, rw.wroteHeader, clientFault(r, body), byClient(rw.err), refused(rw.err):
 		return false
 	case isLocal(rw.err):
 		return false // ringlb's own limit: another upstream would only move the key
@@ -336,9 +349,11 @@ func isTimeout(err error) bool {
 
 // writeError answers a request whose last attempt failed before any byte
 // of a response was written: 400 when the client's request body could not
-// be read, 504 for a timeout, 502 otherwise (always 502 under
-// on_unavailable fail). A departed client's connection is aborted, so it
-// can never read an empty response as a success; it is counted as 499.
+// be read, the refusal's status (400, 501, 431) when a transport refused
+// what the client sent, 504 for a timeout, 502 otherwise (always 502
+// under on_unavailable fail). A departed client's connection is aborted,
+// so it can never read an empty response as a success; it is counted as
+// 499.
 func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, body *trackedBody, m *member) {
 	if body != nil && body.bad.Load() {
 		rw.Header().Set("Connection", "close")
@@ -348,6 +363,10 @@ func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, 
 	if r.Context().Err() != nil {
 		rw.status = 499
 		panic(http.ErrAbortHandler)
+	}
+	if code, msg, ok := refusal(rw.err); ok {
+		plainError(rw, code, msg)
+		return
 	}
 	if se, ok := rw.err.(*statusError); ok {
 		// The retry found nowhere to go after all (the other upstreams
