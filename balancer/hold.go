@@ -152,20 +152,18 @@ func (b *Balancer) installHoldLocked(s *snapshot) {
 	s.hold = h
 }
 
-// dropHeldLocked forgets the records of the members of old that s no
-// longer has: removing an upstream sends its keys along the ring at once.
-// Callers hold b.mu, after s was installed.
-func (b *Balancer) dropHeldLocked(old, s *snapshot) {
+// dropHeldLocked forgets the records of every upstream that is not a
+// member of s (the previous snapshot's members that s has not, and any
+// other name recorded meanwhile by requests that began on an older
+// snapshot): removing an upstream sends its keys along the ring at once,
+// and the store's table of names holds the members only (and those
+// dropped lately). Callers hold b.mu, after s was installed.
+func (b *Balancer) dropHeldLocked(s *snapshot) {
 	st := b.holdStore.Load()
-	if st == nil || old == nil {
+	if st == nil {
 		return
 	}
-	now := b.nanotime()
-	for i := range old.members {
-		if name := old.members[i].u.name; s.ring.Index(name) < 0 {
-			st.Drop(name, now)
-		}
-	}
+	st.Keep(func(name string) bool { return s.ring.Index(name) >= 0 }, b.nanotime())
 }
 
 // expireHold walks the store a little (hold.Store.Expire) and sets the
