@@ -85,10 +85,12 @@ type holdState struct {
 	secure   bool           // the cookie's attributes: the affinity cookie's
 	httpOnly bool
 
-	// With share on (rule 14): the client, when this ring version became
-	// the balancer's (or it started), and the keys already looked up in
-	// the store since then.
+	// With share on (rule 14): the client, the names a record read from
+	// it may carry (the members), when this ring version became the
+	// balancer's (or it started), and the keys already looked up in the
+	// store since then.
 	share   *share.Client
+	members *share.Members
 	since   int64
 	looked  *hold.Seen
 	flights *shareFlights
@@ -143,6 +145,11 @@ func (b *Balancer) installHoldLocked(s *snapshot) {
 	}
 	if b.holdShare != nil {
 		h.share, h.written = b.holdShare, b.holdWritten
+		names := make([]string, len(s.members))
+		for i := range s.members {
+			names[i] = s.members[i].u.name
+		}
+		h.members = share.NewMembers(names)
 		if old != nil && old.hold != nil && old.hold.share == h.share && old.hold.cur == h.cur {
 			h.since, h.looked, h.flights = old.hold.since, old.hold.looked, old.hold.flights
 		} else {
