@@ -172,7 +172,9 @@ func (h *handler) readyz(w http.ResponseWriter, _ *http.Request) {
 // poolFor returns the pool a /debug request names: ?pool=NAME, else (for
 // /debug/lookup, byRoute) the pool the routes give ?host= and ?path=,
 // else the only pool. On failure it has answered: 404 for an unknown pool
-// or a request no route matches, 400 when several pools leave it open.
+// or a request no route matches, 400 when several pools leave it open or
+// for a path the proxy would refuse (a bad encoding, dot segments above
+// the root: see balancer.RoutePath).
 func (h *handler) poolFor(w http.ResponseWriter, q url.Values, byRoute bool) (*balancer.Balancer, bool) {
 	pools := h.rt.Pools()
 	if q.Has("pool") {
@@ -190,10 +192,18 @@ func (h *handler) poolFor(w http.ResponseWriter, q url.Values, byRoute bool) (*b
 		if path == "" {
 			path = "/"
 		}
-		if u, err := url.ParseRequestURI(path); err == nil {
-			path = u.Path
+		u, err := url.ParseRequestURI(path)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "path: " + err.Error()})
+			return nil, false
 		}
-		if b := h.rt.Match(q.Get("host"), path); b != nil {
+		path = u.Path
+		b, err := h.rt.Match(q.Get("host"), path)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "path " + quote(path) + ": " + err.Error() + "; the proxy answers such a request 400"})
+			return nil, false
+		}
+		if b != nil {
 			return b, true
 		}
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no route matches host " + quote(q.Get("host")) + " and path " + quote(path)})
