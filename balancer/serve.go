@@ -10,11 +10,12 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/textproto"
 	"strconv"
 	"strings"
 	"time"
 	"unsafe"
+
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/ringlb/ringlb/balancer/accesslog"
 	"github.com/ringlb/ringlb/ring"
@@ -601,15 +602,37 @@ type madeID struct {
 	v [1]string
 }
 
-// expectsContinue reports whether the client sent Expect: 100-continue.
+// expectsContinue reports whether the server took r for one that
+// expects 100-continue, and so sent 100 Continue when the body was first
+// read: as net/http decides it, the token 100-continue in any case, among
+// others, in the first Expect line (HTTP/1.1: "100-Continue, foo" is one)
+// or in any of them (HTTP/2).
 func expectsContinue(r *http.Request) bool {
-	for _, v := range r.Header["Expect"] {
-		if strings.EqualFold(textproto.TrimString(v), "100-continue") {
+	vs := r.Header["Expect"]
+	if r.ProtoMajor >= 2 {
+		return httpguts.HeaderValuesContainsToken(vs, "100-continue")
+	}
+	return len(vs) > 0 && hasToken(vs[0], "100-continue")
+}
+
+// hasToken is net/http's: whether token (lower case) is in v, in any
+// case, between spaces, tabs, commas or v's ends.
+func hasToken(v, token string) bool {
+	for sp := 0; sp+len(token) <= len(v); sp++ {
+		if sp > 0 && !isTokenBoundary(v[sp-1]) {
+			continue
+		}
+		if end := sp + len(token); end != len(v) && !isTokenBoundary(v[end]) {
+			continue
+		}
+		if strings.EqualFold(v[sp:sp+len(token)], token) {
 			return true
 		}
 	}
 	return false
 }
+
+func isTokenBoundary(b byte) bool { return b == ' ' || b == ',' || b == '\t' }
 
 // clientFault reports whether the current attempt failed because of the
 // client: it went away, or its request body could not be read. Such an
