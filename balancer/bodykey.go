@@ -39,10 +39,11 @@ func parseJSONPath(s string) ([]string, error) {
 // jsonKey is the json source on r: the value of the field at path in
 // r's body, read from at most limit bytes of it. The source is absent
 // unless the body is declared JSON (Content-Type application/json or
-// */*+json) and not compressed (no Content-Encoding), is a JSON object
-// up to the field, and the field is a non-empty string (its value,
-// unescaped) or a number (its text as written). The first field of that
-// name wins.
+// */*+json) and not compressed (no Content-Encoding), as the upstream
+// will see it (a header the Connection header names is not forwarded:
+// see dropped), is a JSON object up to the field, and the field is a
+// non-empty string (its value, unescaped) or a number (its text as
+// written). The first field of that name wins.
 func jsonKey(r *http.Request, path []string, limit int) (string, bool) {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || !isJSONBody(r.Header) {
 		return "", false
@@ -58,13 +59,16 @@ func jsonKey(r *http.Request, path []string, limit int) (string, bool) {
 
 // isJSONBody reports whether h declares an uncompressed JSON body: a
 // Content-Type of application/json or any */*+json (parameters and case
-// ignored), and no Content-Encoding.
+// ignored), and no Content-Encoding. A Content-Type or Content-Encoding
+// that the Connection header names is hop-by-hop, removed before the
+// upstream sees the request, and so counts as absent: the key is read
+// only from a body the upstream will take for the same JSON.
 func isJSONBody(h http.Header) bool {
-	if v := h["Content-Encoding"]; len(v) > 0 && v[0] != "" {
+	if v := h["Content-Encoding"]; len(v) > 0 && v[0] != "" && !dropped(h, "Content-Encoding") {
 		return false
 	}
 	v := h["Content-Type"]
-	if len(v) == 0 {
+	if len(v) == 0 || dropped(h, "Content-Type") {
 		return false
 	}
 	mt, _, _ := strings.Cut(v[0], ";")

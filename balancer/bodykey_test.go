@@ -143,6 +143,50 @@ func TestJSONKeyNeedsJSONBody(t *testing.T) {
 	}
 }
 
+// TestJSONKeyHopByHop: over real HTTP, a Content-Type that the
+// Connection header names is removed before the upstream sees the
+// request, so the json source takes it for absent (the upstream will not
+// read the body as JSON) and the next source keys the request; a
+// Content-Encoding so named is absent too, and the body is read.
+func TestJSONKeyHopByHop(t *testing.T) {
+	bes := []*backend{bodyEcho(t, "a"), bodyEcho(t, "b"), bodyEcho(t, "c")}
+	for _, be := range bes {
+		inner := be.handle
+		be.handle = func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Saw", fmt.Sprintf("type=%q encoding=%q", r.Header.Get("Content-Type"), r.Header.Get("Content-Encoding")))
+			inner(w, r)
+		}
+	}
+	b, _, front := proxy(t, jsonOptions(t, DefaultBodyLimit, bes...))
+	body := `{"user":"alice"}`
+	for _, tc := range []struct {
+		name, head string
+		status     int
+		key        string // its upstream is the one expected; "" for the 400
+		saw        string
+	}{
+		{"Content-Type named", "Content-Type: application/json\r\nConnection: close, Content-Type\r\n", 400, "", ""},
+		{"named in lower case, on a line of its own", "Content-Type: application/json\r\nConnection: close\r\nConnection: keep-alive, content-type\r\n", 400, "", ""},
+		{"the next source keys it", "Content-Type: application/json\r\nX-Session: s-1\r\nConnection: close, Content-Type\r\n", 200, "s-1", `type="" encoding=""`},
+		{"Content-Encoding named", "Content-Type: application/json\r\nContent-Encoding: x-unknown\r\nConnection: close, Content-Encoding\r\n", 200, "alice", `type="application/json" encoding=""`},
+		{"nothing named", "Content-Type: application/json\r\nConnection: close\r\n", 200, "alice", `type="application/json" encoding=""`},
+	} {
+		req := fmt.Sprintf("POST /v1 HTTP/1.1\r\nHost: front\r\nContent-Length: %d\r\n%s\r\n%s", len(body), tc.head, body)
+		got := testnet.RawExchange(t, front.Listener.Addr().String(), req, nil)
+		want := fmt.Sprintf("HTTP/1.1 %d ", tc.status)
+		switch {
+		case !strings.HasPrefix(got, want):
+			t.Errorf("%s: %.60q..., want %q", tc.name, got, want)
+		case tc.key != "" && !strings.Contains(got, fmt.Sprintf("X-Backend: [%q]", b.Lookup(tc.key).Chosen)):
+			t.Errorf("%s: not served by %s, the upstream of %q:\n%s", tc.name, b.Lookup(tc.key).Chosen, tc.key, got)
+		case tc.key != "" && !strings.Contains(got, fmt.Sprintf("X-Saw: [%q]", tc.saw)):
+			t.Errorf("%s: the upstream saw other headers than %s:\n%s", tc.name, tc.saw, got)
+		case tc.key != "" && !strings.Contains(got, fmt.Sprintf("body %q", body)):
+			t.Errorf("%s: the upstream did not get the body:\n%s", tc.name, got)
+		}
+	}
+}
+
 // TestJSONKeyLimit: the limit bounds what is read. A string is taken when
 // its closing quote is within the limit; a number only when the byte
 // after it is (a number cut by the limit is not taken for a shorter one).
