@@ -324,6 +324,38 @@ func (b *trailerBody) Read(p []byte) (int, error) {
 
 func (b *trailerBody) Close() error { return nil }
 
+// TestRequestTrailers: over real HTTP, the upstream gets the trailers a
+// chunked request declared in its Trailer header, and no others (Host
+// never), whether its key came from its body (read to its end before the
+// request is sent, or only in part) or from a header.
+func TestRequestTrailers(t *testing.T) {
+	bes := []*backend{newBackend(t, "a"), newBackend(t, "b")}
+	for _, be := range bes {
+		be.handle = func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			fmt.Fprint(w, r.Trailer)
+		}
+	}
+	_, _, front := proxy(t, jsonOptions(t, 1024, bes...))
+	const sent = "X-A: 1\r\nX-B: 2\r\nHost: evil.example\r\n"
+	for _, body := range []string{`{"user":"alice"}`, `{"user":"alice","pad":"` + strings.Repeat("p", 4000) + `"}`} {
+		for _, src := range []string{"Content-Type: application/json\r\n", "Content-Type: text/plain\r\nX-Session: s-1\r\n"} {
+			for _, tc := range []struct{ declared, want string }{
+				{"Trailer: X-A\r\n", "map[X-A:[1]]"},
+				{"", "map[]"},
+				{"Trailer: X-A, Host\r\n", "map[X-A:[1]]"},
+			} {
+				req := fmt.Sprintf("POST /v1 HTTP/1.1\r\nHost: front\r\n%s%sTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n%x\r\n%s\r\n0\r\n%s\r\n",
+					src, tc.declared, len(body), body, sent)
+				got := testnet.RawExchange(t, front.Listener.Addr().String(), req, nil)
+				if !strings.HasPrefix(got, "HTTP/1.1 200 ") || !strings.Contains(got, fmt.Sprintf("body %q", tc.want)) {
+					t.Errorf("%d-byte body, %q, %q: the upstream got other trailers than %s:\n%s", len(body), src, tc.declared, tc.want, got)
+				}
+			}
+		}
+	}
+}
+
 // TestJSONKeyExpectContinue: a client that sends Expect: 100-continue
 // and waits for the 100 before its body gets it (reading the body for the
 // key needs it), exactly once, and the upstream gets the body. The

@@ -336,6 +336,9 @@ type trackedBody struct {
 	rc  io.ReadCloser
 	n   atomic.Int64
 	bad atomic.Bool
+	// trailers keeps the declared trailers of a body that no key source
+	// read (see trailerGate).
+	trailers trailerGate
 }
 
 func (t *trackedBody) Read(p []byte) (int, error) {
@@ -343,6 +346,8 @@ func (t *trackedBody) Read(p []byte) (int, error) {
 	t.n.Add(int64(n))
 	if err != nil && err != io.EOF {
 		t.bad.Store(true)
+	} else if err == io.EOF {
+		t.trailers.close()
 	}
 	return n, err
 }

@@ -75,6 +75,10 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var body *trackedBody
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 		body = &trackedBody{rc: r.Body}
+		if _, read := r.Body.(*bodyPrefix); !read && len(r.Trailer) > 0 {
+			// (a bodyPrefix keeps its own: see jsonKey)
+			body.trailers = newTrailerGate(r)
+		}
 		r.Body = body
 	}
 	// With retry_statuses, a bodiless GET, HEAD or OPTIONS may be retried
