@@ -93,6 +93,12 @@ func (b *Balancer) newProxy(s *snapshot, u *upstream, spec memberSpec) *httputil
 			setForwarded(pr.Out.Header, pr.In)
 			setLoop(pr.Out.Header, pr.In.Header)
 			pr.Out.Host = pr.In.Host
+			if pr.Out.Host == "" {
+				// No Host (HTTP/1.0, an empty one, HTTP/2 without
+				// :authority): the address the client reached, not the
+				// upstream's own, which an empty Host would give.
+				pr.Out.Host = localAddr(pr.In)
+			}
 			// Request trailers: the server fills the inbound map when the
 			// body ends, which is when the transport reads it to send
 			// them (Clone copied it while it was still empty).
@@ -237,6 +243,15 @@ func setForwarded(h http.Header, in *http.Request) {
 	if _, ok := h["User-Agent"]; !ok {
 		h["User-Agent"] = v[3:4:4] // ""
 	}
+}
+
+// localAddr is the address of ringlb's end of the connection r came
+// on, as host:port ("" for a request that came on none).
+func localAddr(r *http.Request) string {
+	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && a != nil {
+		return a.String()
+	}
+	return ""
 }
 
 // recordError is every ReverseProxy's ErrorHandler: it writes nothing and
