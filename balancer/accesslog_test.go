@@ -340,3 +340,41 @@ func TestRequestIDOwnsItsBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestAccessLogCombinedRequestSpaces: over HTTP/2 a client can put spaces
+// in the method and the path, which HTTP/1.1's request line cannot hold;
+// the combined format's "$request" escapes them (\x20), so it is always
+// three space-separated parts, as log parsers read it.
+func TestAccessLogCombinedRequestSpaces(t *testing.T) {
+	be := newBackend(t, "a")
+	var logBuf testenv.Buffer
+	l, err := accesslog.New(accesslog.Combined, "", &logBuf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := baseOptions(upstreamsOf(t, be))
+	opts.AccessLog = l
+	b, err := New(opts, NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	front, c := tlsFront(t, b, true)
+	for _, tc := range []struct{ method, path, want string }{
+		{"GET", "/a HTTP/1.1", `"GET /a\x20HTTP/1.1 HTTP/2.0"`},
+		{"GET /forged", "/b c", `"GET\x20/forged /b\x20c HTTP/2.0"`},
+	} {
+		before := len(logBuf.String())
+		status, _ := h2Exchange(t, front, c, ":method", tc.method, ":scheme", "https", ":authority", "front", ":path", tc.path)
+		var line string
+		testenv.Eventually(t, 5*time.Second, func() error {
+			if line = logBuf.String()[before:]; line == "" {
+				return errString("no line yet")
+			}
+			return nil
+		})
+		if !strings.Contains(line, "] "+tc.want+" ") {
+			t.Errorf("%q %q (status %s): logged\n%s\nwant the request as %s", tc.method, tc.path, status, line, tc.want)
+		}
+	}
+}
