@@ -572,7 +572,10 @@ func (lr *logReq) decide(q *holdReq, last *member, s *snapshot) {
 
 // requestID passes the request's id on, or makes one (16 random bytes,
 // hex) and sets it on the request, for the upstream; the response gets it
-// too (responseWriter.head). A made id costs one allocation (madeID) and
+// too (responseWriter.head). A client's id is taken only when it is at
+// most maxRequestID bytes of printable ASCII (validRequestID); another is
+// replaced like a missing one, so that neither the log nor the upstream
+// gets a value of the client's making of any length or content. A made id costs one allocation (madeID) and
 // no system call: its bytes come from the runtime's per-thread generator
 // (math/rand/v2's ChaCha8, seeded by the kernel). Neither the string nor
 // the request's value may alias the responseWriter: HTTP/2's HPACK tables
@@ -581,7 +584,7 @@ func (lr *logReq) decide(q *holdReq, last *member, s *snapshot) {
 // over (recycle).
 func requestID(s *snapshot, rw *responseWriter, r *http.Request) {
 	h := s.requestID
-	if vs := r.Header[h]; len(vs) > 0 && vs[0] != "" {
+	if vs := r.Header[h]; len(vs) > 0 && validRequestID(vs[0]) {
 		rw.requestID[0] = vs[0]
 	} else {
 		var raw [16]byte
@@ -597,6 +600,23 @@ func requestID(s *snapshot, rw *responseWriter, r *http.Request) {
 	if r.ProtoMajor == 2 {
 		rw.requestIDKey = s.requestIDH2
 	}
+}
+
+// maxRequestID is the longest request id taken from a client, in bytes.
+const maxRequestID = 128
+
+// validRequestID reports whether a client's request id is taken as it
+// is: 1 to maxRequestID bytes, each printable ASCII (space to '~').
+func validRequestID(v string) bool {
+	if v == "" || len(v) > maxRequestID {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < ' ' || v[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 // madeID is a made request id: its digits, and the one-element value the
