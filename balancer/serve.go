@@ -514,7 +514,7 @@ func (b *Balancer) accessLog(s *snapshot, r *http.Request, rw *responseWriter, m
 		e.KeySource = s.keyLabel(src) // "" for srcRejected
 	}
 	if src != srcRandom && src != srcRejected {
-		e.KeyHash = s.ring.FormatHash(pos)
+		e.KeyHash = s.reportedHash(pos)
 	}
 	for _, sk := range lr.skipped {
 		e.Skipped = append(e.Skipped, accesslog.Skip{Name: s.members[sk.Member].u.name, Reason: sk.Reason.String()})

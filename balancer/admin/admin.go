@@ -294,6 +294,7 @@ type lookupJSON struct {
 	Pool       string        `json:"pool,omitempty"`
 	Key        string        `json:"key"`
 	Hash       string        `json:"hash"`
+	KeyHash    string        `json:"key_hash"` // as the access log and /debug/hotkeys show it
 	Owner      string        `json:"owner"`
 	Held       *string       `json:"held"`
 	Preference []string      `json:"preference"`
@@ -352,6 +353,7 @@ func toLookupJSON(res balancer.LookupResult) lookupJSON {
 	out := lookupJSON{
 		Key:        res.Key,
 		Hash:       res.Hash,
+		KeyHash:    res.KeyHash,
 		Owner:      res.Owner,
 		Preference: res.Preference,
 		Skipped:    make([]skippedJSON, 0, len(res.Skipped)),

@@ -114,8 +114,11 @@ func TestDebugLookupShape(t *testing.T) {
 		t.Fatalf("%d %s", code, body)
 	}
 	m := decode(t, body)
-	if got, want := keys(m), []string{"chosen", "hash", "held", "key", "owner", "preference", "skipped"}; !slices.Equal(got, want) {
+	if got, want := keys(m), []string{"chosen", "hash", "held", "key", "key_hash", "owner", "preference", "skipped"}; !slices.Equal(got, want) {
 		t.Errorf("keys %v, want %v", got, want)
+	}
+	if m["key_hash"] != m["hash"] {
+		t.Errorf("key_hash %v without a salt, want the hash %v", m["key_hash"], m["hash"])
 	}
 	if m["held"] != nil {
 		t.Errorf("held %v with hold off, want null", m["held"])
