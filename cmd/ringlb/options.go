@@ -22,6 +22,7 @@ func balancerOptions(proc *config.Config, cfg *config.Pool) (balancer.Options, e
 			OnMissing: cfg.Hash.OnMissing,
 			Cookie:    balancer.CookieOptions(cfg.Hash.Cookie),
 			BodyLimit: cfg.Hash.BodyLimit,
+			Salt:      cfg.Hash.Salt,
 		},
 		TrustedProxies:  proc.TrustedProxies,
 		UpstreamHeader:  proc.UpstreamHeader,

@@ -17,12 +17,14 @@
 //     one key (a value that is not a record naming a member of the pool,
 //     a key of another type) is that key's "no record".
 //
-// Records are keyed by the key's 64-bit ring hash (prefix + 16 hex digits)
-// and hold the upstream's name, the ring version's hash and the time they
+// Records are keyed by the key's 64-bit ring hash (prefix + 16 hex digits),
+// or with a salt (Options.Salt) by its salted hash (package keyhash), and
+// hold the upstream's name, the ring version's hash and the time they
 // were written: never the key itself.
 package share
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -38,6 +40,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ringlb/ringlb/balancer/hold"
+	"github.com/ringlb/ringlb/balancer/keyhash"
 )
 
 // Batching and queueing bounds of the writer.
@@ -61,6 +64,11 @@ type Options struct {
 	Password string
 	// Prefix starts every key the client writes.
 	Prefix string
+	// Salt, when not empty (hash.salt_file), names each record by the
+	// salted hash of its key's ring hash instead of the ring hash, so
+	// that a reader of the server cannot recover ip or numeric keys from
+	// the names. Replicas sharing records must have the same salt.
+	Salt []byte
 	// Timeout is the longest Get waits.
 	Timeout time.Duration
 	// Idle is how long a record lives in the server without a rewrite.
@@ -110,7 +118,7 @@ func Check(o Options) error {
 // keeps them keeps the client and its queue).
 func (o Options) Same(p Options) bool {
 	return o.URL == p.URL && o.Password == p.Password && o.Prefix == p.Prefix &&
-		o.Timeout == p.Timeout && o.Idle == p.Idle && o.TLS == p.TLS
+		o.Timeout == p.Timeout && o.Idle == p.Idle && o.TLS == p.TLS && bytes.Equal(o.Salt, p.Salt)
 }
 
 // Record is a hold record as the server keeps it.
@@ -130,6 +138,7 @@ type write struct {
 type Client struct {
 	rdb     *redis.Client
 	prefix  string
+	salted  *keyhash.Salted // nil: records are named by ring hash
 	timeout time.Duration
 	idle    time.Duration
 	log     *slog.Logger
@@ -196,6 +205,7 @@ func New(o Options) (*Client, error) {
 	c := &Client{
 		rdb:     redis.NewClient(ro),
 		prefix:  o.Prefix,
+		salted:  keyhash.New(o.Salt),
 		timeout: o.Timeout,
 		idle:    o.Idle,
 		log:     o.Logger,
@@ -364,14 +374,14 @@ func (c *Client) Close() {
 	})
 }
 
-// key appends the server key of ring hash h to b.
+// key appends the server key of ring hash h to b: the prefix, then h,
+// or with a salt h's salted hash, in 16 hex digits.
 func (c *Client) key(b []byte, h uint64) []byte {
 	b = append(b, c.prefix...)
-	const hex = "0123456789abcdef"
-	for i := 60; i >= 0; i -= 4 {
-		b = append(b, hex[(h>>uint(i))&0xf])
+	if c.salted != nil {
+		h = c.salted.Sum(h)
 	}
-	return b
+	return keyhash.AppendHex(b, h)
 }
 
 // encode renders a record as "VERSION(hex) UNIXMILLI UPSTREAM".

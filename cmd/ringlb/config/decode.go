@@ -569,6 +569,7 @@ func (d *decoder) hash(f string, n *yaml.Node, h *Hash) {
 		},
 		"on_missing": toWord(d, &h.OnMissing),
 		"body_limit": d.toInt(&h.BodyLimit),
+		"salt_file":  d.toStr(&h.SaltFile),
 		"cookie": func(f string, n *yaml.Node) {
 			d.mapping(f, n, map[string]handler{
 				"name":      d.toStr(&h.Cookie.Name),

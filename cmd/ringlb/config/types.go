@@ -147,6 +147,15 @@ type Hash struct {
 	// BodyLimit is hash.body_limit: how many bytes of a request body json
 	// key sources read at most; default 65536; >= 1.
 	BodyLimit int
+	// SaltFile is hash.salt_file: the path (relative to the config
+	// file's directory) of a file holding the fleet's secret salt, which
+	// keys the key hashes ringlb reports (the access log's key_hash,
+	// /debug/hotkeys, the shared hold store's record names) and never
+	// placement; default "" (reported hashes are ring positions).
+	SaltFile string
+	// Salt is the salt file's content, surrounding blanks and line ends
+	// removed, at least MinSaltBytes; read by validation.
+	Salt []byte
 }
 
 // AffinityCookie is hash.cookie, used when on_missing is cookie.
