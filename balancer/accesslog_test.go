@@ -13,7 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/ringlb/ringlb/balancer/accesslog"
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 // jsonLog is an access log in JSON to a buffer, and its lines parsed.

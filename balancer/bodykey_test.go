@@ -13,7 +13,7 @@ import (
 	"testing/iotest"
 	"time"
 
-	"github.com/ringlb/ringlb/internal/testnet"
+	"github.com/ringlb/ringlb/internal/testutil/testnet"
 	"github.com/ringlb/ringlb/ring"
 )
 

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer/hold"
-	"github.com/ringlb/ringlb/internal/redistest"
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/redistest"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 // The store is written by every replica, and by anyone else who can

@@ -12,9 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ringlb/ringlb/balancer/hold/share"
-	"github.com/ringlb/ringlb/cmd/ringlb/certs/certstest"
-	"github.com/ringlb/ringlb/internal/redistest"
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/certstest"
+	"github.com/ringlb/ringlb/internal/testutil/redistest"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 // shareTimeout is the lookup timeout of these tests: generous, so a busy

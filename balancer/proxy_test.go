@@ -21,8 +21,8 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
-	"github.com/ringlb/ringlb/internal/testenv"
-	"github.com/ringlb/ringlb/internal/testnet"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/testnet"
 )
 
 // TestSetForwardedMatchesSetXForwarded: setForwarded leaves the outbound

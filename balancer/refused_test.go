@@ -22,7 +22,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
-	"github.com/ringlb/ringlb/cmd/ringlb/certs/certstest"
+	"github.com/ringlb/ringlb/internal/testutil/certstest"
 )
 
 // refusalUpstream is a test upstream that counts what reaches it and

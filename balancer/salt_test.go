@@ -10,7 +10,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/ringlb/ringlb/balancer/keyhash"
-	"github.com/ringlb/ringlb/internal/redistest"
+	"github.com/ringlb/ringlb/internal/testutil/redistest"
 )
 
 const testSalt = "fleet-salt-0123456789"

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/internal/nginxtest"
+	"github.com/ringlb/ringlb/internal/testutil/nginxtest"
 )
 
 // routePaths are request targets whose path routes must read as nginx's

@@ -14,7 +14,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/ringlb/ringlb/balancer/keyhash"
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 // serve with hash.salt_file: the access log's key_hash is the salted hash

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 // configMapDir lays out a directory as the kubelet mounts a ConfigMap:

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer/hold"
-	"github.com/ringlb/ringlb/internal/redistest"
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/redistest"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 func newClient(t *testing.T, srv *redistest.Server, prefix string) *Client {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ringlb/ringlb/cmd/ringlb/certs/certstest"
+	"github.com/ringlb/ringlb/internal/testutil/certstest"
 )
 
 // reuseBase is a config of three pools: a and c name no file, b names
