@@ -42,7 +42,8 @@ func parseJSONPath(s string) ([]string, error) {
 // */*+json) and not compressed (no Content-Encoding), is a JSON object
 // up to the field, and the field is a non-empty string (its value,
 // unescaped) or a number (its text as written). The first field of that
-// name wins.
+// name wins. A request ServeHTTP serves reads its body through a
+// clientBody, held to timeouts.client_body.
 func jsonKey(r *http.Request, path []string, limit int) (string, bool) {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || !isJSONBody(r.Header) {
 		return "", false
@@ -203,6 +204,11 @@ func (p *bodyPrefix) Read(b []byte) (int, error) {
 }
 
 func (p *bodyPrefix) Close() error { return p.rc.Close() }
+
+// failed says the key scan could not go on for the request's sake: the
+// body was silent for longer than timeouts.client_body. The request is
+// answered at once (408) without a key.
+func (p *bodyPrefix) failed() bool { return p.err == errClientBodyTimeout }
 
 // release gives a replayed prefix's buffer back to prefixBufs.
 func (p *bodyPrefix) release() {

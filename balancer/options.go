@@ -210,11 +210,15 @@ type CookieOptions struct {
 // longest one read of an upstream's response body may wait for data: a
 // body silent for longer is cut, the client sees it truncated and the
 // upstream's breaker counts a failure (upgraded connections are not
-// limited). Its fields are in the config's order.
+// limited). ClientBody is the same for a request body, read from the
+// client (nginx's client_body_timeout): a body silent for longer gets
+// 408 and its upstream request is cut, never counted against the
+// upstream. Its fields are in the config's order.
 type TimeoutOptions struct {
 	Dial           time.Duration
 	ResponseHeader time.Duration
 	Read           time.Duration
+	ClientBody     time.Duration
 	IdleConn       time.Duration
 }
 
@@ -250,6 +254,7 @@ type settings struct {
 	holdSet      holdSettings  // zero: hold off
 	upstreamMax  int64         // limits.upstream_requests; 0: none
 	send         time.Duration // limits.send; 0: none
+	clientBody   time.Duration // timeouts.client_body; 0: none
 }
 
 // memberSpec is what the options say about one ring member.
@@ -303,6 +308,7 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 		healthChecks: opts.HealthChecks,
 		upstreamMax:  int64(opts.Limits.UpstreamRequests),
 		send:         opts.Limits.Send,
+		clientBody:   opts.Timeouts.ClientBody,
 		transportCfg: transportConfig{dial: opts.Timeouts.Dial, responseHeader: opts.Timeouts.ResponseHeader, idleConn: opts.Timeouts.IdleConn, tls: opts.UpstreamTLS},
 	}
 	bo, err := opts.Breaker.validate()
@@ -340,6 +346,9 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 	}
 	if opts.Limits.UpstreamRequests < 0 || opts.Limits.Send < 0 {
 		return settings{}, nil, fmt.Errorf("balancer: limits must be >= 0, got upstream_requests %d, send %s", opts.Limits.UpstreamRequests, opts.Limits.Send)
+	}
+	if opts.Timeouts.ClientBody < 0 {
+		return settings{}, nil, fmt.Errorf("balancer: client_body timeout must be >= 0, got %s", opts.Timeouts.ClientBody)
 	}
 	for _, c := range opts.RetryStatuses {
 		if c < 500 || c > 599 {

@@ -327,16 +327,48 @@ func (b *silenceBody) Close() error {
 
 // trackedBody counts the request body bytes read, so a retry happens only
 // when nothing was sent; notes whether reading the client's body failed
-// (a malformed chunk, a connection closed short of Content-Length), which
-// is the client's fault and never the upstream's; and ignores Close, so an
-// attempt's transport cannot close the body a retry still needs (net/http
-// closes it after the handler returns). The transport reads it on its own
-// goroutine, hence the atomics.
+// (a malformed chunk, a connection closed short of Content-Length, a
+// silence longer than timeouts.client_body), which is the client's fault
+// and never the upstream's; and ignores Close, so an attempt's transport
+// cannot close the body a retry still needs (net/http closes it after the
+// handler returns). The transport reads it on its own goroutine, hence
+// the atomics.
+//
+// It reads the client's body through client (as ringlb reads it: see
+// clientBody), or through the prefix the key scan read from it.
 type trackedBody struct {
 	rc  io.ReadCloser
 	n   atomic.Int64
 	bad atomic.Bool
+	// stalled says the current attempt failed while a read of the body
+	// had long waited on the client (clientBody.stalled): the upstream
+	// gave up on a body the client held back. Set by attempt.
+	stalled bool
+
+	client clientBody
 }
+
+// trackBody gives r's body (which it must have) its trackedBody, and r
+// the client's body as ringlb reads it, for the key scan. Once the
+// request is routed, routed makes the trackedBody r's body.
+func (b *Balancer) trackBody(s *snapshot, w http.ResponseWriter, r *http.Request) *trackedBody {
+	t := new(trackedBody)
+	t.client.init(r.Body, w, r, s.clientBody)
+	r.Body = &t.client
+	return t
+}
+
+// routed makes t r's body, reading what the key scan left there: the
+// client's body, or the prefix it read of it.
+func (t *trackedBody) routed(r *http.Request) {
+	t.rc = r.Body
+	r.Body = t
+}
+
+// finish ends the body's part in a request that is over: the client's
+// reads are no longer timed, except one an upstream's transport may still
+// make (sent says one was given the body; see bodyWatch.finish).
+func (t *trackedBody) finish(sent bool) { t.client.finish(sent) }
 
 func (t *trackedBody) Read(p []byte) (int, error) {
 	n, err := t.rc.Read(p)

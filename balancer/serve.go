@@ -50,6 +50,10 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b.accessLog(s, r, rw, nil, start, &lr, srcRejected, 0)
 		return
 	}
+	var body *trackedBody
+	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+		body = b.trackBody(s, w, r)
+	}
 	// src says where the key came from; s.keyLabel(src) names it in one
 	// word ("json:prompt_cache_key") for log lines.
 	pos, src, ok := b.position(s, rw, r)
@@ -61,8 +65,18 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !ok {
 		lr.decision = "rejected"
+		if src == srcBodyFailed {
+			lr.decision = b.bodyFailed(rw, r)
+			src = srcRejected
+		}
 		b.accessLog(s, r, rw, nil, start, &lr, src, pos)
+		if body != nil {
+			body.finish(false)
+		}
 		return
+	}
+	if body != nil {
+		body.routed(r)
 	}
 	// With hold on, q is rule 11's decision for the key (see holdBegin).
 	var hq holdReq
@@ -70,11 +84,6 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.hold != nil && !random {
 		q = &hq
 		b.holdBegin(s, r, pos, q)
-	}
-	var body *trackedBody
-	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
-		body = &trackedBody{rc: r.Body}
-		r.Body = body
 	}
 	// With retry_statuses, a bodiless GET, HEAD or OPTIONS may be retried
 	// on a listed status too. The proxies' ModifyResponse judges the
@@ -112,6 +121,9 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				sent = last.u.name
 			}
 			b.hot.add(pos, sent, b.nanotime())
+		}
+		if body != nil {
+			body.finish(last != nil)
 		}
 		rw.recycle()
 	}()
@@ -164,7 +176,7 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		attempts++
 		lr.attempts = attempts
 		if rw.err != nil {
-			lr.cause = causeOf(rw.err)
+			lr.cause = attemptCause(rw.err, r, body)
 		}
 		if !s.retry(rw, r, body, attempts) {
 			break
@@ -200,6 +212,9 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 		}
 	}
 	finished := false
+	if body != nil {
+		body.stalled = false
+	}
 	defer func() {
 		m.count.put() // taken by ServeHTTP
 		if rw.upTunnel {
@@ -212,7 +227,10 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 		if !finished {
 			// The response broke off mid-body. The upstream is charged
 			// only when ringlb was not held up by the client (see
-			// responseWriter.clientBound).
+			// responseWriter.clientBound and clientBody.stalled).
+			if body != nil {
+				body.stalled = body.client.stalled()
+			}
 			gone := clientFault(r, body) || rw.clientBound()
 			b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{status: rw.status, err: http.ErrAbortHandler, gone: gone})
 			c := causeReset
@@ -228,6 +246,12 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 	}()
 	m.proxy.ServeHTTP(rw, r)
 	finished = true
+	if body != nil && rw.err != nil {
+		// The upstream's connection ended while ringlb waited on the
+		// client for the body: it gave up on a body the client held
+		// back.
+		body.stalled = body.client.stalled()
+	}
 	// recordError stores a statusError as it is: a type assertion, as
 	// errors.As would make se escape (an allocation per request).
 	if se, ok := rw.err.(*statusError); ok {
@@ -340,6 +364,22 @@ func isTimeout(err error) bool {
 // on_unavailable fail). A departed client's connection is aborted, so it
 // can never read an empty response as a success; it is counted as 499.
 func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, body *trackedBody, m *member) {
+	if body != nil && (body.client.timedOut.Load() || body.stalled) {
+		// The client held its body back: for longer than
+		// timeouts.client_body, or until the upstream gave up on it.
+		// (Over HTTP/1.1 a read timeout also cancels the request's
+		// context: the client is still there to read this.)
+		msg := "request timeout: the request body was silent for longer than timeouts.client_body\n"
+		if !body.client.timedOut.Load() {
+			msg = "request timeout: the upstream gave up waiting for the request body\n"
+			body.client.cut() // the transport may still be waiting on it
+		}
+		if r.ProtoMajor == 1 {
+			rw.Header().Set("Connection", "close")
+		}
+		plainError(rw, http.StatusRequestTimeout, msg)
+		return
+	}
 	if body != nil && body.bad.Load() {
 		rw.Header().Set("Connection", "close")
 		plainError(rw, http.StatusBadRequest, "bad request: the request body could not be read\n")
@@ -380,6 +420,19 @@ func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, 
 		rw.Header().Set(s.header, m.u.name)
 	}
 	plainError(rw, code, msg)
+}
+
+// bodyFailed answers a request whose body the key scan could not read
+// (bodyPrefix.failed), and returns its access log decision: 408, the
+// client having left it silent for longer than timeouts.client_body. An
+// HTTP/1.1 connection is closed after the answer: what is left of the
+// body is not read.
+func (b *Balancer) bodyFailed(rw *responseWriter, r *http.Request) string {
+	if r.ProtoMajor == 1 {
+		rw.Header().Set("Connection", "close")
+	}
+	plainError(rw, http.StatusRequestTimeout, "request timeout: the request body was silent for longer than timeouts.client_body\n")
+	return "body-timeout"
 }
 
 // busy answers 503 for a request whose upstream holds
@@ -612,8 +665,10 @@ func expectsContinue(r *http.Request) bool {
 }
 
 // clientFault reports whether the current attempt failed because of the
-// client: it went away, or its request body could not be read. Such an
-// attempt says nothing about the upstream and is not retried.
+// client: it went away, its request body could not be read (or was
+// silent for longer than timeouts.client_body), or the upstream gave up
+// on a body the client held back (trackedBody.stalled). Such an attempt
+// says nothing about the upstream and is not retried.
 func clientFault(r *http.Request, body *trackedBody) bool {
-	return r.Context().Err() != nil || (body != nil && body.bad.Load())
+	return r.Context().Err() != nil || (body != nil && (body.bad.Load() || body.stalled))
 }

@@ -381,6 +381,7 @@ func applyPoolDefaults(c *Pool, has func(field string) bool) {
 	def(has, "timeouts.dial", &c.Timeouts.Dial, 2*time.Second)
 	def(has, "timeouts.response_header", &c.Timeouts.ResponseHeader, 30*time.Second)
 	def(has, "timeouts.read", &c.Timeouts.Read, 60*time.Second)
+	def(has, "timeouts.client_body", &c.Timeouts.ClientBody, 60*time.Second)
 	def(has, "timeouts.idle_conn", &c.Timeouts.IdleConn, 90*time.Second)
 	// upstream_tls.* default to false and "", the zero values.
 

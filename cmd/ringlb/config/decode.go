@@ -793,6 +793,7 @@ func (d *decoder) timeouts(f string, n *yaml.Node, t *Timeouts) {
 		"dial":            d.toDuration(&t.Dial),
 		"response_header": d.toDuration(&t.ResponseHeader),
 		"read":            d.toDuration(&t.Read),
+		"client_body":     d.toDuration(&t.ClientBody),
 		"idle_conn":       d.toDuration(&t.IdleConn),
 	})
 }

@@ -295,8 +295,13 @@ type Timeouts struct {
 	// Read is the longest an upstream's response body may stay silent:
 	// the longest wait of one read after the head; default 60s, 0 for no
 	// limit. Streams that idle longer (SSE, long polls) need it raised.
-	Read     time.Duration
-	IdleConn time.Duration // default 90s
+	Read time.Duration
+	// ClientBody is the longest a request body may stay silent: the
+	// longest wait of one read of it (nginx's client_body_timeout);
+	// default 60s, 0 for no limit. Then 408, and the upstream request is
+	// cut.
+	ClientBody time.Duration
+	IdleConn   time.Duration // default 90s
 }
 
 // Discovery is the discovery block: ring members resolved from DNS, beside

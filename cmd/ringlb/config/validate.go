@@ -109,6 +109,9 @@ func (d *decoder) validatePool(p *Pool) {
 	if p.Timeouts.Read < 0 {
 		d.invalid("timeouts.read", "must be >= 0 (0: no limit), got %s", p.Timeouts.Read)
 	}
+	if p.Timeouts.ClientBody < 0 {
+		d.invalid("timeouts.client_body", "must be >= 0 (0: no limit), got %s", p.Timeouts.ClientBody)
+	}
 	if p.Discovery != nil {
 		d.validateDiscovery(p)
 	}
