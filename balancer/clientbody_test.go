@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ringlb/ringlb/internal/nginxtest"
 )
 
@@ -229,12 +231,13 @@ const jsonBodyHead = "POST /v1 HTTP/1.1\r\nHost: front\r\nContent-Type: applicat
 
 // TestJSONKeyClientBodyTimeout: a client whose JSON body stops before
 // the key's field is complete gets 408 once timeouts.client_body has
-// passed, without any upstream being asked.
+// passed, without any upstream being asked, and the memory the scan
+// held is given back.
 func TestJSONKeyClientBodyTimeout(t *testing.T) {
 	be := bodyEcho(t, "a")
 	opts := jsonOptions(t, DefaultBodyLimit, be)
 	opts.Timeouts.ClientBody = 300 * time.Millisecond
-	_, _, front := proxy(t, opts)
+	_, reg, front := proxy(t, opts)
 	for _, sent := range []string{`{"user":"al`, `{"pad":"` + strings.Repeat("p", 10000)} {
 		code, msg, took := startUpload(t, front.Listener.Addr().String(), jsonBodyHead, 20000, sent).status(10 * time.Second)
 		if code != http.StatusRequestTimeout || !strings.Contains(msg, "client_body") || took < 300*time.Millisecond || took > 3*time.Second {
@@ -244,4 +247,138 @@ func TestJSONKeyClientBodyTimeout(t *testing.T) {
 	if n := be.hits.Load(); n != 0 {
 		t.Errorf("the upstream got %d requests; want none", n)
 	}
+	waitGauge(t, reg, "ringlb_body_memory_bytes", 0)
+}
+
+// waitGauge waits up to 5 s for the metric name to read want.
+func waitGauge(t testing.TB, reg prometheus.Gatherer, name string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		v := metric(t, reg, name)
+		if v == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %v, want %v", name, v, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestBodyMemoryLimit: with limits.body_memory at 40 KiB, clients whose
+// JSON bodies (20 000 bytes declared) have sent 9000 bytes without the
+// key's field each hold a 16 KiB buffer: two fit, every other one gets
+// 503 at once, counted in ringlb_body_memory_refused_total, and never
+// reaches an upstream. When the clients go, the memory comes back: the
+// gauge reads 0 and a request is keyed again.
+func TestBodyMemoryLimit(t *testing.T) {
+	be := bodyEcho(t, "a")
+	opts := jsonOptions(t, DefaultBodyLimit, be)
+	opts.Limits.BodyMemory = 40 << 10
+	_, reg, front := proxy(t, opts)
+	partial := `{"pad":"` + strings.Repeat("p", 9000-8)
+	var held []*upload
+	refused := 0
+	for i := range 6 {
+		u := startUpload(t, front.Listener.Addr().String(), jsonBodyHead, 20000, partial)
+		if i < 2 {
+			held = append(held, u)
+			waitGauge(t, reg, "ringlb_body_memory_bytes", float64((i+1)*16<<10))
+			continue
+		}
+		code, msg, took := u.status(5 * time.Second)
+		if code != http.StatusServiceUnavailable || !strings.Contains(msg, "body_memory") {
+			t.Errorf("client %d: %d %q after %v; want 503 for body_memory", i, code, msg, took)
+			continue
+		}
+		refused++
+		if v := metric(t, reg, "ringlb_body_memory_bytes"); v != 32<<10 {
+			t.Errorf("after client %d was refused, ringlb_body_memory_bytes = %v, want %d", i, v, 32<<10)
+		}
+	}
+	if v := metric(t, reg, "ringlb_body_memory_refused_total"); v != float64(refused) || refused != 4 {
+		t.Errorf("ringlb_body_memory_refused_total = %v after %d refusals; want 4", v, refused)
+	}
+	if n := be.hits.Load(); n != 0 {
+		t.Errorf("the upstream got %d requests; want none", n)
+	}
+	for _, u := range held {
+		u.conn.Close()
+	}
+	waitGauge(t, reg, "ringlb_body_memory_bytes", 0)
+	res, err := front.Client().Post(front.URL+"/v1", "application/json", strings.NewReader(`{"user":"alice"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Errorf("a request after the clients left: %d, want 200", res.StatusCode)
+	}
+}
+
+// TestBodyMemoryFollowsArrival: a body that declares 64 KiB and sends 10
+// bytes holds 4 KiB, not 64: memory is taken as bytes arrive. 5000 more
+// bytes take it to 8 KiB; once the body is whole and sent upstream, it
+// is given back.
+func TestBodyMemoryFollowsArrival(t *testing.T) {
+	be := bodyEcho(t, "a")
+	_, reg, front := proxy(t, jsonOptions(t, DefaultBodyLimit, be))
+	const declared = 64 << 10
+	first := `{"pad":"p`
+	u := startUpload(t, front.Listener.Addr().String(), jsonBodyHead, declared, first)
+	waitGauge(t, reg, "ringlb_body_memory_bytes", 4<<10)
+	more := strings.Repeat("p", 5000)
+	io.WriteString(u.conn, more)
+	waitGauge(t, reg, "ringlb_body_memory_bytes", 8<<10)
+	tail := `","user":"alice"}`
+	io.WriteString(u.conn, strings.Repeat("p", declared-len(first)-len(more)-len(tail))+tail)
+	if code, msg, _ := u.status(5 * time.Second); code != 200 || len(msg) != declared {
+		t.Errorf("the whole body: %d with %d bytes echoed; want 200 with %d", code, len(msg), declared)
+	}
+	waitGauge(t, reg, "ringlb_body_memory_bytes", 0)
+}
+
+// TestBodyMemoryReleasedOnFailure: the memory a body's key scan took is
+// given back exactly once however the request ends: an upstream that
+// hangs up after reading 100 bytes of the body (the prefix not yet
+// replayed), one that reads it all (the prefix replayed, its memory
+// given back by the replay) and then hangs up, and a client that leaves
+// during the scan. The gauge comes back to 0, never below.
+func TestBodyMemoryReleasedOnFailure(t *testing.T) {
+	be := newBackend(t, "a")
+	be.handle = func(w http.ResponseWriter, r *http.Request) {
+		n := int64(100)
+		if r.URL.Path == "/whole" {
+			n = 1 << 30
+		}
+		io.Copy(io.Discard, io.LimitReader(r.Body, n))
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			c.Close()
+		}
+	}
+	_, reg, front := proxy(t, jsonOptions(t, DefaultBodyLimit, be))
+	body := `{"user":"alice","pad":"` + strings.Repeat("p", 20000) + `"}`
+	for _, path := range []string{"/part", "/whole"} {
+		for range 5 {
+			res, err := front.Client().Post(front.URL+path, "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusBadGateway {
+				t.Errorf("%s: %d, want 502 (the upstream hung up)", path, res.StatusCode)
+			}
+		}
+		waitGauge(t, reg, "ringlb_body_memory_bytes", 0)
+	}
+	for range 5 {
+		u := startUpload(t, front.Listener.Addr().String(), jsonBodyHead, 20000, `{"pad":"`+strings.Repeat("p", 9000))
+		time.Sleep(20 * time.Millisecond)
+		u.conn.Close()
+	}
+	waitGauge(t, reg, "ringlb_body_memory_bytes", 0)
 }

@@ -163,6 +163,20 @@ type KeySource struct {
 	Sources []KeySource
 }
 
+// readsBody says whether the source (or a part of it) reads the
+// request body.
+func (k KeySource) readsBody() bool {
+	if k.Kind == KeyJSON {
+		return true
+	}
+	for _, p := range k.Sources {
+		if p.readsBody() {
+			return true
+		}
+	}
+	return false
+}
+
 // KeyKind names a key source.
 type KeyKind string
 
@@ -255,6 +269,9 @@ type settings struct {
 	upstreamMax  int64         // limits.upstream_requests; 0: none
 	send         time.Duration // limits.send; 0: none
 	clientBody   time.Duration // timeouts.client_body; 0: none
+	bodyMemory   int64         // limits.body_memory; 0: none
+	bodyKeys     bool          // a key source reads the body (json)
+	bodyLimit    int           // hash.body_limit, defaulted
 }
 
 // memberSpec is what the options say about one ring member.
@@ -309,6 +326,7 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 		upstreamMax:  int64(opts.Limits.UpstreamRequests),
 		send:         opts.Limits.Send,
 		clientBody:   opts.Timeouts.ClientBody,
+		bodyMemory:   opts.Limits.BodyMemory,
 		transportCfg: transportConfig{dial: opts.Timeouts.Dial, responseHeader: opts.Timeouts.ResponseHeader, idleConn: opts.Timeouts.IdleConn, tls: opts.UpstreamTLS},
 	}
 	bo, err := opts.Breaker.validate()
@@ -344,8 +362,9 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 	if opts.Retries < 0 {
 		return settings{}, nil, fmt.Errorf("balancer: retries must be >= 0, got %d", opts.Retries)
 	}
-	if opts.Limits.UpstreamRequests < 0 || opts.Limits.Send < 0 {
-		return settings{}, nil, fmt.Errorf("balancer: limits must be >= 0, got upstream_requests %d, send %s", opts.Limits.UpstreamRequests, opts.Limits.Send)
+	if opts.Limits.UpstreamRequests < 0 || opts.Limits.Send < 0 || opts.Limits.BodyMemory < 0 {
+		return settings{}, nil, fmt.Errorf("balancer: limits must be >= 0, got upstream_requests %d, send %s, body_memory %d",
+			opts.Limits.UpstreamRequests, opts.Limits.Send, opts.Limits.BodyMemory)
 	}
 	if opts.Timeouts.ClientBody < 0 {
 		return settings{}, nil, fmt.Errorf("balancer: client_body timeout must be >= 0, got %s", opts.Timeouts.ClientBody)
@@ -366,7 +385,9 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 	if bodyLimit == 0 {
 		bodyLimit = DefaultBodyLimit
 	}
+	set.bodyLimit = bodyLimit
 	for i, k := range opts.Hash.Key {
+		set.bodyKeys = set.bodyKeys || k.readsBody()
 		ks, err := newKeySpec(k, opts.TrustedProxies, bodyLimit)
 		if err != nil {
 			return settings{}, nil, fmt.Errorf("balancer: key[%d]: %w", i, err)

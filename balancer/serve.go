@@ -58,7 +58,7 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// word ("json:prompt_cache_key") for log lines.
 	pos, src, ok := b.position(s, rw, r)
 	random := src == srcRandom
-	if p, isPrefix := r.Body.(*bodyPrefix); isPrefix && p.started && expectsContinue(r) {
+	if body != nil && body.prefix.started && expectsContinue(r) {
 		// Reading the body for the key made the server send 100
 		// Continue: the client must not get the upstream's as well.
 		rw.continued = true
@@ -66,7 +66,7 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		lr.decision = "rejected"
 		if src == srcBodyFailed {
-			lr.decision = b.bodyFailed(rw, r)
+			lr.decision = b.bodyFailed(rw, r, body)
 			src = srcRejected
 		}
 		b.accessLog(s, r, rw, nil, start, &lr, src, pos)
@@ -423,13 +423,19 @@ func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, 
 }
 
 // bodyFailed answers a request whose body the key scan could not read
-// (bodyPrefix.failed), and returns its access log decision: 408, the
-// client having left it silent for longer than timeouts.client_body. An
-// HTTP/1.1 connection is closed after the answer: what is left of the
-// body is not read.
-func (b *Balancer) bodyFailed(rw *responseWriter, r *http.Request) string {
+// (bodyPrefix.failed), and returns its access log decision: 408 when the
+// client left it silent for longer than timeouts.client_body, 503 at
+// once when limits.body_memory could not hold more of it (counted in
+// ringlb_body_memory_refused_total). An HTTP/1.1 connection is closed
+// after the answer: what is left of the body is not read.
+func (b *Balancer) bodyFailed(rw *responseWriter, r *http.Request, body *trackedBody) string {
 	if r.ProtoMajor == 1 {
 		rw.Header().Set("Connection", "close")
+	}
+	if body.prefix.refused {
+		b.metrics.proc.bodyRefused.Inc()
+		plainError(rw, http.StatusServiceUnavailable, "service unavailable: request bodies being read for keys hold limits.body_memory\n")
+		return "body-memory"
 	}
 	plainError(rw, http.StatusRequestTimeout, "request timeout: the request body was silent for longer than timeouts.client_body\n")
 	return "body-timeout"

@@ -803,6 +803,7 @@ func (d *decoder) limits(f string, n *yaml.Node, l *Limits) {
 		"upstream_requests":      d.toInt(&l.UpstreamRequests),
 		"streams_per_connection": d.toInt(&l.StreamsPerConnection),
 		"send":                   d.toDuration(&l.Send),
+		"body_memory":            d.toInt(&l.BodyMemory),
 	})
 }
 

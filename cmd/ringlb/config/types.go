@@ -122,6 +122,10 @@ type Limits struct {
 	// Send is limits.send: the longest a write to a client may make no
 	// progress before the request is cut; default 60s, 0 for no limit.
 	Send time.Duration
+	// BodyMemory is limits.body_memory: the most bytes of request bodies
+	// held at once to find json keys, all requests together; default
+	// 64 MiB, 0 for no limit. A request beyond it gets 503 at once.
+	BodyMemory int
 }
 
 // Route is one entry of routes: a request whose host and path match goes

@@ -75,6 +75,9 @@ func (d *decoder) validate(c *Config) {
 	if c.Limits.Send < 0 {
 		d.invalid("limits.send", "must be >= 0 (0: no limit), got %s", c.Limits.Send)
 	}
+	if c.Limits.BodyMemory < 0 {
+		d.invalid("limits.body_memory", "must be >= 0 (0: no limit), got %d", c.Limits.BodyMemory)
+	}
 	d.validateTLS(c)
 	if c.Pools == nil {
 		if d.has("routes") {
