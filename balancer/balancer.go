@@ -284,6 +284,7 @@ func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
 	b.countsLocked(s)
 	b.ups = ups
 	b.installHoldLocked(s)
+	b.metrics.proc.body.limit.Store(s.bodyMemory) // the process's: every pool sets the same
 	b.snap.Store(s)
 	b.installs.Add(1)
 	b.dropHeldLocked(s)

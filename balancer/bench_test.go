@@ -185,3 +185,46 @@ func BenchmarkPick(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkServeHTTPJSONKey is BenchmarkServeHTTP for POSTs of a 4 KiB
+// chat completion body keyed on its prompt_cache_key field (a json key
+// source), with timeouts.client_body and limits.body_memory at their
+// defaults: what reading the body for the key, timing its reads and
+// replaying it to the upstream cost on top of a request with a body.
+func BenchmarkServeHTTPJSONKey(b *testing.B) {
+	bes := []*backend{newBackend(b, "a"), newBackend(b, "b"), newBackend(b, "c")}
+	for _, be := range bes {
+		be.handle = func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			io.WriteString(w, "ok")
+		}
+	}
+	opts := baseOptions(upstreamsOf(b, bes...))
+	opts.Hash.Key = []KeySource{{Kind: KeyJSON, Name: "prompt_cache_key"}}
+	opts.Breaker = BreakerOptions{ConsecutiveFailures: 5, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: time.Minute}
+	opts.Timeouts.Read = time.Minute
+	opts.Timeouts.ClientBody = time.Minute
+	opts.Limits = LimitOptions{UpstreamRequests: 1024, Send: time.Minute, BodyMemory: 64 << 20}
+	opts.RequestIDHeader = "X-Request-Id"
+	bal, err := New(opts, NewRegistry(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bal.Close()
+	body := chatBody(4<<10, true, false)
+	r, _ := http.NewRequest(http.MethodPost, "http://api.example/v1/chat/completions", nil)
+	r.Header.Set("Content-Type", "application/json")
+	r.ContentLength = int64(len(body))
+	r.RemoteAddr = "192.0.2.1:5555"
+	r.RequestURI = r.URL.RequestURI()
+	rb := &rewindBody{}
+	w := &discardWriter{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		clear(w.h)
+		delete(r.Header, "X-Request-Id")
+		rb.Reset(body)
+		r.Body = rb
+		bal.ServeHTTP(w, r)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
@@ -44,14 +45,18 @@ func parseJSONPath(s string) ([]string, error) {
 // will see it (a header the Connection header names is not forwarded:
 // see dropped), is a JSON object up to the field, and the field is a
 // non-empty string (its value, unescaped) or a number (its text as
-// written). The first field of that name wins.
+// written). The first field of that name wins. A request ServeHTTP
+// serves carries its bodyPrefix already (see trackedBody), held to
+// limits.body_memory and timeouts.client_body; any other request gets
+// one of its own, held to neither.
 func jsonKey(r *http.Request, path []string, limit int) (string, bool) {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || !isJSONBody(r.Header) {
 		return "", false
 	}
 	p, ok := r.Body.(*bodyPrefix)
 	if !ok {
-		p = newBodyPrefix(r.Body, r.ContentLength, limit)
+		p = new(bodyPrefix)
+		p.init(r.Body, r.ContentLength, limit, nil)
 		p.trailers = newTrailerGate(r)
 		r.Body = p
 	}
@@ -88,25 +93,47 @@ func isJSONBody(h http.Header) bool {
 // bodyPrefix is a request body of which the first bytes were read for
 // the key: Read returns those bytes again, then the rest of the body as
 // the client sends it, and the error that ended the client's body where
-// it ended. The bytes read are not written again while the request
-// proxies (the buffer grows by copying), so keys may point into them
-// until the request is routed; once Read has returned them all, the
-// buffer goes back to prefixBufs.
+// it ended.
+//
+// Its buffer grows as the bytes arrive, never for what Content-Length
+// declares: it starts at minPrefixBuf bytes and doubles when full, up to
+// the limit (a declared length only lowers the limit). With an
+// account (mem), the buffer's bytes are counted there from the moment
+// it is taken; a buffer that would take the account beyond its limit is
+// not taken (refused: the request gets 503), and the buffer's bytes are
+// given back once (free), when Read has returned them all or when the
+// request is over, whichever comes first.
+//
+// A key may point into the buffer (lent) until the request is routed: a
+// buffer outgrown while none does goes back to prefixBufs at once, one
+// outgrown after a key pointed into it is left to the collector. Once
+// Read has returned all of it, the buffer goes back to prefixBufs. buf
+// is not written once the body is handed to a transport (Read, on the
+// transport's goroutine, then reads it while the handler's may free).
 type bodyPrefix struct {
-	rc    io.ReadCloser
-	buf   []byte // read from rc so far; at most limit bytes
+	rc  io.ReadCloser
+	buf []byte // read from rc so far; at most limit bytes
+	// limit is what may be read: the key sources' limit, or the declared
+	// length and one byte, if smaller (so the read that finds the end
+	// has room).
 	limit int
 	err   error // what ended reading rc (io.EOF at its end); nil while more may come
 	off   int   // bytes of buf Read has returned
-	// pooled is buf's array when it came from prefixBufs, class its
-	// size class.
+	// pooled is buf's array when it came from prefixBufs.
 	pooled *[]byte
-	class  int
+	// mem is the account buf is counted in; nil: none.
+	mem *bodyMemory
 	// started says rc was read from: with Expect: 100-continue, the
 	// server sent 100 Continue then.
 	started bool
 	// replaying says Read was called: the prefix no longer grows.
 	replaying bool
+	// lent says a key points into buf.
+	lent bool
+	// refused says mem refused a larger buffer.
+	refused bool
+	// freed says buf's bytes went back to mem.
+	freed atomic.Bool
 	// trailers keeps the request's declared trailers when rc ends.
 	trailers trailerGate
 }
@@ -157,6 +184,10 @@ func (g *trailerGate) close() {
 	}
 }
 
+// errBodyMemory ends the key scan of a body whose next buffer
+// limits.body_memory refused.
+var errBodyMemory = errors.New("request bodies being read for keys hold limits.body_memory")
+
 // Prefix buffers are pooled by size class: class c holds buffers of
 // minPrefixBuf<<c bytes, up to 1 MiB; larger ones are not pooled.
 const (
@@ -174,35 +205,61 @@ func prefixClass(n int) int {
 	return c
 }
 
-// setBuf gives p an empty buffer of capacity n, pooled when it can.
-func (p *bodyPrefix) setBuf(n int) {
-	p.pooled = nil
-	c := prefixClass(n)
-	if c >= prefixClasses {
-		p.buf = make([]byte, 0, n)
-		return
+// putBuf gives a pooled array back to its class.
+func putBuf(b *[]byte) { prefixBufs[prefixClass(len(*b))].Put(b) }
+
+// bufBytes is the size of the array a buffer of capacity n takes: what
+// it holds in memory, and what the account counts for it.
+func bufBytes(n int) int64 {
+	if c := prefixClass(n); c < prefixClasses {
+		return minPrefixBuf << c
 	}
-	b, _ := prefixBufs[c].Get().(*[]byte)
-	if b == nil {
-		nb := make([]byte, minPrefixBuf<<c)
-		b = &nb
-	}
-	p.pooled, p.class = b, c
-	p.buf = (*b)[:0:n]
+	return int64(n)
 }
 
-func newBodyPrefix(rc io.ReadCloser, contentLength int64, limit int) *bodyPrefix {
-	// One byte beyond a known length, so the read that finds the end
-	// has room; bodies of unknown length start small and double.
-	n := min(minPrefixBuf, limit)
+// init makes p the prefix of the body rc, of declared length
+// contentLength (-1: unknown), read up to limit bytes, its buffer
+// counted in mem (nil: none). It takes no buffer yet.
+func (p *bodyPrefix) init(rc io.ReadCloser, contentLength int64, limit int, mem *bodyMemory) {
+	p.rc, p.limit, p.mem = rc, limit, mem
 	if contentLength > 0 && contentLength < int64(limit) {
-		n = int(contentLength) + 1
-	} else if contentLength > 0 {
-		n = limit
+		p.limit = int(contentLength) + 1
 	}
-	p := &bodyPrefix{rc: rc, limit: limit}
-	p.setBuf(n)
-	return p
+}
+
+// grow gives p a buffer twice as large (the first: minPrefixBuf), within
+// the limit, holding what it read; false when the account refuses it.
+func (p *bodyPrefix) grow() bool {
+	old := p.buf
+	n := min(max(2*cap(old), minPrefixBuf), p.limit)
+	if p.mem != nil {
+		d := bufBytes(n)
+		if cap(old) > 0 {
+			d -= bufBytes(cap(old))
+		}
+		if !p.mem.take(d) {
+			p.refused, p.err = true, errBodyMemory
+			return false
+		}
+	}
+	oldPooled := p.pooled
+	p.pooled = nil
+	if c := prefixClass(n); c >= prefixClasses {
+		p.buf = make([]byte, 0, n)
+	} else {
+		b, _ := prefixBufs[c].Get().(*[]byte)
+		if b == nil {
+			nb := make([]byte, minPrefixBuf<<c)
+			b = &nb
+		}
+		p.pooled = b
+		p.buf = (*b)[:0:n]
+	}
+	p.buf = append(p.buf, old...)
+	if oldPooled != nil && !p.lent {
+		putBuf(oldPooled)
+	}
+	return true
 }
 
 // maxEmptyReads bounds the reads in a row that return nothing, from a
@@ -210,17 +267,14 @@ func newBodyPrefix(rc io.ReadCloser, contentLength int64, limit int) *bodyPrefix
 const maxEmptyReads = 100
 
 // more reads more of the body into buf; false when nothing more can
-// come: the body ended or failed, or the limit is reached.
+// come: the body ended or failed, the limit is reached, or the account
+// refused a larger buffer.
 func (p *bodyPrefix) more() bool {
 	if p.err != nil || p.replaying || len(p.buf) >= p.limit {
 		return false
 	}
-	if len(p.buf) == cap(p.buf) {
-		// The old buffer is left to the collector, not pooled: a key
-		// an earlier source took may still point into it.
-		old := p.buf
-		p.setBuf(min(max(2*cap(old), minPrefixBuf), p.limit))
-		p.buf = append(p.buf, old...)
+	if len(p.buf) == cap(p.buf) && !p.grow() {
+		return false
 	}
 	p.started = true
 	for range maxEmptyReads {
@@ -249,7 +303,13 @@ func (p *bodyPrefix) Read(b []byte) (int, error) {
 		n := copy(b, p.buf[p.off:])
 		p.off += n
 		if p.off == len(p.buf) {
-			p.release()
+			// Returned whole: the array goes back (buf, which is not
+			// read again, still points at it), and its bytes.
+			p.free()
+			if p.pooled != nil {
+				putBuf(p.pooled)
+				p.pooled = nil
+			}
 		}
 		return n, nil
 	}
@@ -265,12 +325,32 @@ func (p *bodyPrefix) Read(b []byte) (int, error) {
 
 func (p *bodyPrefix) Close() error { return p.rc.Close() }
 
-// release gives a replayed prefix's buffer back to prefixBufs.
-func (p *bodyPrefix) release() {
-	if p.pooled != nil {
-		prefixBufs[p.class].Put(p.pooled)
+// free gives buf's bytes back to the account, once: Read (on the
+// transport's goroutine) and done (on the handler's) may both call it.
+func (p *bodyPrefix) free() {
+	if p.mem != nil && cap(p.buf) > 0 && p.freed.CompareAndSwap(false, true) {
+		p.mem.put(bufBytes(cap(p.buf)))
 	}
-	p.pooled, p.buf, p.off = nil, nil, 0
+}
+
+// done ends p's part in a request that is over: buf's bytes go back to
+// the account (if Read has not given them back already) and, when no
+// upstream's transport was given the body (sent false), which could
+// still be reading it, its array goes back to prefixBufs.
+func (p *bodyPrefix) done(sent bool) {
+	p.free()
+	if !sent && p.pooled != nil {
+		putBuf(p.pooled)
+		p.pooled, p.buf = nil, nil
+	}
+}
+
+// failed says the key scan could not go on for the request's sake: the
+// body was silent for longer than timeouts.client_body, or
+// limits.body_memory refused a buffer. The request is answered at once
+// (408, 503) without a key.
+func (p *bodyPrefix) failed() bool {
+	return p.refused || p.err == errClientBodyTimeout
 }
 
 // jsonScan looks for one field of a JSON document in a bodyPrefix,
@@ -571,6 +651,7 @@ func (s *jsonScan) scalar(c byte) (string, bool) {
 			v := unescape(s.p.buf[start:end])
 			return unsafe.String(unsafe.SliceData(v), len(v)), len(v) > 0
 		}
+		s.p.lent = true
 		return unsafe.String(&s.p.buf[start], end-start), true
 	case c == '-' || '0' <= c && c <= '9':
 		start := s.pos
@@ -578,6 +659,7 @@ func (s *jsonScan) scalar(c byte) (string, bool) {
 		if !ok {
 			return "", false
 		}
+		s.p.lent = true
 		return unsafe.String(&s.p.buf[start], end-start), true
 	}
 	return "", false

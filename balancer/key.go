@@ -425,6 +425,7 @@ const (
 	srcAffinity    = -2 // the affinity cookie the request carries (on_missing cookie)
 	srcNewAffinity = -3 // a new affinity cookie (on_missing cookie)
 	srcRejected    = -4 // no key: answered 400 (on_missing reject)
+	srcBodyFailed  = -5 // no key: the body could not be scanned (bodyPrefix.failed); ServeHTTP answers
 )
 
 // keyLabel names where a request's key came from (src as position returns
@@ -445,8 +446,9 @@ func (s *snapshot) keyLabel(src int) string {
 // key came from (an index into s.keys, or one of the src constants).
 // With no key it follows on_missing: srcRandom says the position is a
 // random one (it keys nothing, so hold does not record it); false means a
-// 400 was written. A generated affinity cookie goes on the final response
-// head (see responseWriter.setCookie).
+// 400 was written or, with srcBodyFailed, that the body could not be
+// read for a key (ServeHTTP answers). A generated affinity cookie goes on
+// the final response head (see responseWriter.setCookie).
 func (b *Balancer) position(s *snapshot, w *responseWriter, r *http.Request) (pos uint64, src int, ok bool) {
 	if s.onMissing == OnMissingCookie && !dropped(r.Header, "Cookie") {
 		if v, ok := cookieValue(r.Header, s.cookie.Name); ok {
@@ -456,6 +458,9 @@ func (b *Balancer) position(s *snapshot, w *responseWriter, r *http.Request) (po
 	for i := range s.keys {
 		if h, ok := s.keys[i].hash(s.ring, r); ok {
 			return h, i, true
+		}
+		if p, ok := r.Body.(*bodyPrefix); ok && p.failed() {
+			return 0, srcBodyFailed, false
 		}
 	}
 	switch s.onMissing {

@@ -23,7 +23,38 @@ type LimitOptions struct {
 	// connection closed. Each write that completes starts the wait anew,
 	// so a slow reader that keeps reading is never cut.
 	Send time.Duration
+	// BodyMemory is the most bytes of request bodies held at once to find
+	// their keys (json sources), all requests of every Balancer sharing
+	// the process's families together (a Router's pools); 0 for no limit.
+	// Memory is taken as the bytes arrive, never for what a Content-Length
+	// declares: a buffer starts at 4 KiB and doubles when full, up to
+	// hash.body_limit (or the declared length, if smaller). A request
+	// whose buffer would take the total beyond the limit is answered 503
+	// at once, counted in ringlb_body_memory_refused_total; the bytes held
+	// are ringlb_body_memory_bytes.
+	BodyMemory int64
 }
+
+// bodyMemory is the account of limits.body_memory: the bytes of the
+// buffers request bodies are read into to find their keys, held now by
+// every Balancer that shares it (those of one process: a Router's pools
+// share their Router's, see procMetrics), and the limit (0: none). The
+// limit is the process's, which every install sets alike.
+type bodyMemory struct{ held, limit atomic.Int64 }
+
+// take counts n more bytes unless that would take the total beyond the
+// limit; it reports whether they may be held.
+func (m *bodyMemory) take(n int64) bool {
+	lim := m.limit.Load()
+	if v := m.held.Add(n); n > 0 && lim > 0 && v > lim {
+		m.held.Add(-n)
+		return false
+	}
+	return true
+}
+
+// put gives back n bytes that take counted.
+func (m *bodyMemory) put(n int64) { m.held.Add(-n) }
 
 // UpstreamCounts counts the requests in flight to each upstream URL, for
 // LimitOptions.UpstreamRequests. A process with several Balancers (one per

@@ -56,13 +56,19 @@ type metrics struct {
 }
 
 // procMetrics are the families of the whole process rather than of a
-// pool: reloads, which every pool's RecordReload counts alike.
+// pool: reloads, which every pool's RecordReload counts alike, and the
+// request-body memory of limits.body_memory, which every pool's requests
+// take from alike.
 type procMetrics struct {
 	reloads    *prometheus.CounterVec // result
 	reloadOK   prometheus.Counter
 	reloadErr  prometheus.Counter
 	reloadLast prometheus.Gauge // 1: the last reload (or the start) applied
 	lastReload atomic.Pointer[Reload]
+
+	body        bodyMemory
+	bodyRefused prometheus.Counter   // ringlb_body_memory_refused_total
+	bodyHeld    prometheus.GaugeFunc // ringlb_body_memory_bytes, read from body
 }
 
 func newMetrics(pool string) *metrics {
@@ -147,12 +153,20 @@ func newProcMetrics() *procMetrics {
 		Help: "1 if the last config reload (or, before any, the start) applied, 0 if it was rejected.",
 	})
 	m.reloadLast.Set(1)
+	m.bodyRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ringlb_body_memory_refused_total",
+		Help: "Requests answered 503 at once because reading their body for a key would have held more than limits.body_memory.",
+	})
+	m.bodyHeld = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ringlb_body_memory_bytes",
+		Help: "Bytes of request-body buffers held now to find keys (json sources), all pools together; limits.body_memory bounds it.",
+	}, func() float64 { return float64(m.body.held.Load()) })
 	return m
 }
 
 // register registers the process's families on reg, or none.
 func (m *procMetrics) register(reg prometheus.Registerer, more ...prometheus.Collector) error {
-	return registerAll(reg, append([]prometheus.Collector{m.reloads, m.reloadLast}, more...))
+	return registerAll(reg, append([]prometheus.Collector{m.reloads, m.reloadLast, m.bodyRefused, m.bodyHeld}, more...))
 }
 
 // registerAll registers every collector on reg, or none.

@@ -171,6 +171,20 @@ type KeySource struct {
 	Sources []KeySource
 }
 
+// readsBody says whether the source (or a part of it) reads the
+// request body.
+func (k KeySource) readsBody() bool {
+	if k.Kind == KeyJSON {
+		return true
+	}
+	for _, p := range k.Sources {
+		if p.readsBody() {
+			return true
+		}
+	}
+	return false
+}
+
 // KeyKind names a key source.
 type KeyKind string
 
@@ -218,11 +232,15 @@ type CookieOptions struct {
 // longest one read of an upstream's response body may wait for data: a
 // body silent for longer is cut, the client sees it truncated and the
 // upstream's breaker counts a failure (upgraded connections are not
-// limited). Its fields are in the config's order.
+// limited). ClientBody is the same for a request body, read from the
+// client (nginx's client_body_timeout): a body silent for longer gets
+// 408 and its upstream request is cut, never counted against the
+// upstream. Its fields are in the config's order.
 type TimeoutOptions struct {
 	Dial           time.Duration
 	ResponseHeader time.Duration
 	Read           time.Duration
+	ClientBody     time.Duration
 	IdleConn       time.Duration
 }
 
@@ -259,6 +277,10 @@ type settings struct {
 	holdSet      holdSettings  // zero: hold off
 	upstreamMax  int64         // limits.upstream_requests; 0: none
 	send         time.Duration // limits.send; 0: none
+	clientBody   time.Duration // timeouts.client_body; 0: none
+	bodyMemory   int64         // limits.body_memory; 0: none
+	bodyKeys     bool          // a key source reads the body (json)
+	bodyLimit    int           // hash.body_limit, defaulted
 }
 
 // memberSpec is what the options say about one ring member.
@@ -312,6 +334,8 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 		healthChecks: opts.HealthChecks,
 		upstreamMax:  int64(opts.Limits.UpstreamRequests),
 		send:         opts.Limits.Send,
+		clientBody:   opts.Timeouts.ClientBody,
+		bodyMemory:   opts.Limits.BodyMemory,
 		transportCfg: transportConfig{dial: opts.Timeouts.Dial, responseHeader: opts.Timeouts.ResponseHeader, idleConn: opts.Timeouts.IdleConn, tls: opts.UpstreamTLS},
 	}
 	bo, err := opts.Breaker.validate()
@@ -347,8 +371,12 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 	if opts.Retries < 0 {
 		return settings{}, nil, fmt.Errorf("balancer: retries must be >= 0, got %d", opts.Retries)
 	}
-	if opts.Limits.UpstreamRequests < 0 || opts.Limits.Send < 0 {
-		return settings{}, nil, fmt.Errorf("balancer: limits must be >= 0, got upstream_requests %d, send %s", opts.Limits.UpstreamRequests, opts.Limits.Send)
+	if opts.Limits.UpstreamRequests < 0 || opts.Limits.Send < 0 || opts.Limits.BodyMemory < 0 {
+		return settings{}, nil, fmt.Errorf("balancer: limits must be >= 0, got upstream_requests %d, send %s, body_memory %d",
+			opts.Limits.UpstreamRequests, opts.Limits.Send, opts.Limits.BodyMemory)
+	}
+	if opts.Timeouts.ClientBody < 0 {
+		return settings{}, nil, fmt.Errorf("balancer: client_body timeout must be >= 0, got %s", opts.Timeouts.ClientBody)
 	}
 	for _, c := range opts.RetryStatuses {
 		if c < 500 || c > 599 {
@@ -366,7 +394,9 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 	if bodyLimit == 0 {
 		bodyLimit = DefaultBodyLimit
 	}
+	set.bodyLimit = bodyLimit
 	for i, k := range opts.Hash.Key {
+		set.bodyKeys = set.bodyKeys || k.readsBody()
 		ks, err := newKeySpec(k, opts.TrustedProxies, bodyLimit)
 		if err != nil {
 			return settings{}, nil, fmt.Errorf("balancer: key[%d]: %w", i, err)

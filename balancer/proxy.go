@@ -343,15 +343,25 @@ func (b *silenceBody) Close() error {
 
 // trackedBody counts the request body bytes read, so a retry happens only
 // when nothing was sent; notes whether reading the client's body failed
-// (a malformed chunk, a connection closed short of Content-Length), which
-// is the client's fault and never the upstream's; and ignores Close, so an
-// attempt's transport cannot close the body a retry still needs (net/http
-// closes it after the handler returns). The transport reads it on its own
-// goroutine, hence the atomics.
+// (a malformed chunk, a connection closed short of Content-Length, a
+// silence longer than timeouts.client_body), which is the client's fault
+// and never the upstream's; and ignores Close, so an attempt's transport
+// cannot close the body a retry still needs (net/http closes it after the
+// handler returns). The transport reads it on its own goroutine, hence
+// the atomics.
+//
+// It holds the body's other readers, in one allocation: the client's
+// body as ringlb reads it (client), and the prefix the key scan read
+// (prefix, for a JSON body when a key source reads bodies). It reads the
+// prefix (viaPrefix) once the scan read from it, else client.
 type trackedBody struct {
-	rc  io.ReadCloser
 	n   atomic.Int64
 	bad atomic.Bool
+	// stalled says the current attempt failed while a read of the body
+	// had long waited on the client (clientBody.stalled): the upstream
+	// gave up on a body the client held back. Set by attempt.
+	stalled   bool
+	viaPrefix bool
 	// trailer is the request's trailer map, which the server fills as
 	// the body ends, before the transport writes it: the fields that must
 	// not be forwarded are dropped then (dropBadTrailers).
@@ -359,10 +369,54 @@ type trackedBody struct {
 	// trailers keeps the declared trailers of a body that no key source
 	// read (see trailerGate).
 	trailers trailerGate
+
+	client clientBody
+	prefix bodyPrefix
+}
+
+// trackBody gives r's body (which it must have) its trackedBody, and r
+// the reader the key scan reads: the prefix when it may scan the body,
+// else the client's body. Once the request is routed, routed makes the
+// trackedBody r's body.
+func (b *Balancer) trackBody(s *snapshot, w http.ResponseWriter, r *http.Request) *trackedBody {
+	t := new(trackedBody)
+	t.trailer = r.Trailer
+	t.client.init(r.Body, w, r, s.clientBody)
+	r.Body = &t.client
+	if s.bodyKeys && isJSONBody(r.Header) {
+		t.prefix.init(&t.client, r.ContentLength, s.bodyLimit, &b.metrics.proc.body)
+		t.prefix.trailers = newTrailerGate(r)
+		r.Body = &t.prefix
+	} else if len(r.Trailer) > 0 {
+		t.trailers = newTrailerGate(r)
+	}
+	return t
+}
+
+// routed makes t r's body, reading the prefix first if the key scan
+// read any of it.
+func (t *trackedBody) routed(r *http.Request) {
+	t.viaPrefix = t.prefix.started
+	r.Body = t
+}
+
+// finish ends the body's part in a request that is over: the prefix's
+// memory goes back to limits.body_memory and the client's reads are no
+// longer timed, except one an upstream's transport may still make (sent
+// says one was given the body; see bodyWatch.finish).
+func (t *trackedBody) finish(sent bool) {
+	t.prefix.done(sent)
+	t.client.finish(sent)
 }
 
 func (t *trackedBody) Read(p []byte) (int, error) {
-	n, err := t.rc.Read(p)
+	var n int
+	var err error
+	if t.viaPrefix {
+		n, err = t.prefix.Read(p)
+	} else {
+		n, err = t.client.Read(p)
+	}
 	t.n.Add(int64(n))
 	if err == io.EOF {
 		t.trailers.close()

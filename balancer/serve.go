@@ -57,19 +57,33 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b.accessLog(s, r, rw, nil, start, &lr, srcRejected, 0)
 		return
 	}
+	var body *trackedBody
+	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+		body = b.trackBody(s, w, r)
+	}
 	// src says where the key came from; s.keyLabel(src) names it in one
 	// word ("json:prompt_cache_key") for log lines.
 	pos, src, ok := b.position(s, rw, r)
 	random := src == srcRandom
-	if p, isPrefix := r.Body.(*bodyPrefix); isPrefix && p.started && expectsContinue(r) {
+	if body != nil && body.prefix.started && expectsContinue(r) {
 		// Reading the body for the key made the server send 100
 		// Continue: the client must not get the upstream's as well.
 		rw.continued = true
 	}
 	if !ok {
 		lr.decision = "rejected"
+		if src == srcBodyFailed {
+			lr.decision = b.bodyFailed(rw, r, body)
+			src = srcRejected
+		}
 		b.accessLog(s, r, rw, nil, start, &lr, src, pos)
+		if body != nil {
+			body.finish(false)
+		}
 		return
+	}
+	if body != nil {
+		body.routed(r)
 	}
 	// With hold on, q is rule 11's decision for the key (see holdBegin).
 	var hq holdReq
@@ -83,15 +97,6 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// that arrive with the body's end (trackedBody).
 	if len(r.Trailer) > 0 {
 		dropBadTrailers(r.Trailer)
-	}
-	var body *trackedBody
-	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
-		body = &trackedBody{rc: r.Body, trailer: r.Trailer}
-		if _, read := r.Body.(*bodyPrefix); !read && len(r.Trailer) > 0 {
-			// (a bodyPrefix keeps its own: see jsonKey)
-			body.trailers = newTrailerGate(r)
-		}
-		r.Body = body
 	}
 	// With retry_statuses, a bodiless GET, HEAD or OPTIONS may be retried
 	// on a listed status too. The proxies' ModifyResponse judges the
@@ -129,6 +134,9 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				sent = last.u.name
 			}
 			b.hot.add(pos, sent, b.nanotime())
+		}
+		if body != nil {
+			body.finish(last != nil)
 		}
 		rw.recycle()
 	}()
@@ -181,7 +189,7 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		attempts++
 		lr.attempts = attempts
 		if rw.err != nil {
-			lr.cause = causeOf(rw.err)
+			lr.cause = attemptCause(rw.err, r, body)
 		}
 		if !s.retry(rw, r, body, attempts) {
 			break
@@ -217,6 +225,9 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 		}
 	}
 	finished := false
+	if body != nil {
+		body.stalled = false
+	}
 	defer func() {
 		m.count.put() // taken by ServeHTTP
 		if rw.upTunnel {
@@ -229,7 +240,10 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 		if !finished {
 			// The response broke off mid-body. The upstream is charged
 			// only when ringlb was not held up by the client (see
-			// responseWriter.clientBound).
+			// responseWriter.clientBound and clientBody.stalled).
+			if body != nil {
+				body.stalled = body.client.stalled()
+			}
 			gone := clientFault(r, body) || rw.clientBound()
 			b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{status: rw.status, err: http.ErrAbortHandler, gone: gone})
 			c := causeReset
@@ -245,6 +259,12 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 	}()
 	m.proxy.ServeHTTP(rw, r)
 	finished = true
+	if body != nil && rw.err != nil {
+		// The upstream's connection ended while ringlb waited on the
+		// client for the body: it gave up on a body the client held
+		// back.
+		body.stalled = body.client.stalled()
+	}
 	// recordError stores a statusError as it is: a type assertion, as
 	// errors.As would make se escape (an allocation per request).
 	if se, ok := rw.err.(*statusError); ok {
@@ -360,6 +380,22 @@ func isTimeout(err error) bool {
 // so it can never read an empty response as a success; it is counted as
 // 499.
 func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, body *trackedBody, m *member) {
+	if body != nil && (body.client.timedOut.Load() || body.stalled) {
+		// The client held its body back: for longer than
+		// timeouts.client_body, or until the upstream gave up on it.
+		// (Over HTTP/1.1 a read timeout also cancels the request's
+		// context: the client is still there to read this.)
+		msg := "request timeout: the request body was silent for longer than timeouts.client_body\n"
+		if !body.client.timedOut.Load() {
+			msg = "request timeout: the upstream gave up waiting for the request body\n"
+			body.client.cut() // the transport may still be waiting on it
+		}
+		if r.ProtoMajor == 1 {
+			rw.Header().Set("Connection", "close")
+		}
+		plainError(rw, http.StatusRequestTimeout, msg)
+		return
+	}
 	if body != nil && body.bad.Load() {
 		rw.Header().Set("Connection", "close")
 		plainError(rw, http.StatusBadRequest, "bad request: the request body could not be read\n")
@@ -404,6 +440,25 @@ func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, 
 		rw.Header().Set(s.header, m.u.name)
 	}
 	plainError(rw, code, msg)
+}
+
+// bodyFailed answers a request whose body the key scan could not read
+// (bodyPrefix.failed), and returns its access log decision: 408 when the
+// client left it silent for longer than timeouts.client_body, 503 at
+// once when limits.body_memory could not hold more of it (counted in
+// ringlb_body_memory_refused_total). An HTTP/1.1 connection is closed
+// after the answer: what is left of the body is not read.
+func (b *Balancer) bodyFailed(rw *responseWriter, r *http.Request, body *trackedBody) string {
+	if r.ProtoMajor == 1 {
+		rw.Header().Set("Connection", "close")
+	}
+	if body.prefix.refused {
+		b.metrics.proc.bodyRefused.Inc()
+		plainError(rw, http.StatusServiceUnavailable, "service unavailable: request bodies being read for keys hold limits.body_memory\n")
+		return "body-memory"
+	}
+	plainError(rw, http.StatusRequestTimeout, "request timeout: the request body was silent for longer than timeouts.client_body\n")
+	return "body-timeout"
 }
 
 // busy answers 503 for a request whose upstream holds
@@ -678,8 +733,10 @@ func hasToken(v, token string) bool {
 func isTokenBoundary(b byte) bool { return b == ' ' || b == ',' || b == '\t' }
 
 // clientFault reports whether the current attempt failed because of the
-// client: it went away, or its request body could not be read. Such an
-// attempt says nothing about the upstream and is not retried.
+// client: it went away, its request body could not be read (or was
+// silent for longer than timeouts.client_body), or the upstream gave up
+// on a body the client held back (trackedBody.stalled). Such an attempt
+// says nothing about the upstream and is not retried.
 func clientFault(r *http.Request, body *trackedBody) bool {
-	return r.Context().Err() != nil || (body != nil && body.bad.Load())
+	return r.Context().Err() != nil || (body != nil && (body.bad.Load() || body.stalled))
 }

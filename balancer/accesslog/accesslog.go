@@ -48,7 +48,7 @@ type Entry struct {
 	Upstream  string // the upstream of the last attempt; "" for none
 	KeySource string // cookie:session, header:X-User-ID, uri, ..., random, generated
 	KeyHash   string // the key's ring position in hex; never the key
-	Decision  string // owner, overflow, held, cookie-held, retry, fail-closed, busy, no-upstream, rejected
+	Decision  string // owner, overflow, held, cookie-held, retry, fail-closed, busy, no-upstream, rejected, body-timeout, body-memory
 	Skipped   []Skip
 	Attempts  int
 	Cause     string // refused, reset, timeout, tls, bad response, local, client; "" when none failed

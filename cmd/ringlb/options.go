@@ -45,7 +45,8 @@ func balancerOptions(proc *config.Config, cfg *config.Pool) (balancer.Options, e
 				Timeout:  cfg.Hold.Share.Timeout,
 			},
 		},
-		Limits: balancer.LimitOptions{UpstreamRequests: proc.Limits.UpstreamRequests, Send: proc.Limits.Send},
+		Limits: balancer.LimitOptions{UpstreamRequests: proc.Limits.UpstreamRequests, Send: proc.Limits.Send,
+			BodyMemory: int64(proc.Limits.BodyMemory)},
 	}
 	var err error
 	if o.UpstreamTLS, err = upstreamTLS(cfg); err != nil {

@@ -288,6 +288,7 @@ const (
 	defaultUpstreamRequests     = 1024
 	defaultStreamsPerConnection = 250 // Go's own default
 	defaultSend                 = 60 * time.Second
+	defaultBodyMemory           = 64 << 20
 )
 
 // applyDefaults fills every field absent from the file (has(field) false)
@@ -311,6 +312,7 @@ func applyDefaults(c *Config, has func(field string) bool, reused map[string]boo
 	def(has, "limits.upstream_requests", &c.Limits.UpstreamRequests, defaultUpstreamRequests)
 	def(has, "limits.streams_per_connection", &c.Limits.StreamsPerConnection, defaultStreamsPerConnection)
 	def(has, "limits.send", &c.Limits.Send, defaultSend)
+	def(has, "limits.body_memory", &c.Limits.BodyMemory, defaultBodyMemory)
 
 	if c.TLS != nil {
 		def(has, "tls.min_version", &c.TLS.MinVersion, tls.VersionTLS12)
@@ -381,6 +383,7 @@ func applyPoolDefaults(c *Pool, has func(field string) bool) {
 	def(has, "timeouts.dial", &c.Timeouts.Dial, 2*time.Second)
 	def(has, "timeouts.response_header", &c.Timeouts.ResponseHeader, 30*time.Second)
 	def(has, "timeouts.read", &c.Timeouts.Read, 60*time.Second)
+	def(has, "timeouts.client_body", &c.Timeouts.ClientBody, 60*time.Second)
 	def(has, "timeouts.idle_conn", &c.Timeouts.IdleConn, 90*time.Second)
 	// upstream_tls.* default to false and "", the zero values.
 

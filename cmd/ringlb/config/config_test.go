@@ -57,7 +57,7 @@ func defaults(t *testing.T) *Config {
 		DebugPprof:      false,
 		MaxHeaderBytes:  65536,
 		HTTP2:           true,
-		Limits:          Limits{UpstreamRequests: 1024, StreamsPerConnection: 250, Send: 60 * time.Second},
+		Limits:          Limits{UpstreamRequests: 1024, StreamsPerConnection: 250, Send: 60 * time.Second, BodyMemory: 64 << 20},
 		Pool: Pool{
 			Name: "default",
 			Hash: Hash{
@@ -83,7 +83,7 @@ func defaults(t *testing.T) *Config {
 			},
 			RetryStatuses: []int{},
 			Retries:       1,
-			Timeouts:      Timeouts{Dial: 2 * time.Second, ResponseHeader: 30 * time.Second, Read: 60 * time.Second, IdleConn: 90 * time.Second},
+			Timeouts:      Timeouts{Dial: 2 * time.Second, ResponseHeader: 30 * time.Second, Read: 60 * time.Second, ClientBody: 60 * time.Second, IdleConn: 90 * time.Second},
 			Hold:          Hold{Idle: 0, MaxKeys: 1000000, Cookie: HoldCookie{Name: "", SecretFile: ""}, Share: HoldShare{Prefix: "ringlb:hold:", Timeout: 50 * time.Millisecond}},
 		},
 	}
@@ -166,9 +166,9 @@ upstreams:
 health: {path: "/ready?deep=1", interval: 10s, timeout: 9s, rise: 1, fall: 1, expect_status: 200}
 breaker: {consecutive_failures: 0, failure_statuses: [], failure_grpc_statuses: [0, 16], open_timeout: 1s, max_open_timeout: 1s}
 retries: 0
-timeouts: {dial: 100ms, response_header: 1s, read: 0s, idle_conn: 1h}
+timeouts: {dial: 100ms, response_header: 1s, read: 0s, client_body: 5s, idle_conn: 1h}
 max_header_bytes: 1024
-limits: {upstream_requests: 0, streams_per_connection: 1, send: 0s}
+limits: {upstream_requests: 0, streams_per_connection: 1, send: 0s, body_memory: 0}
 hold: {idle: 10m, max_keys: 5, cookie: {name: "", secret_file: ""}}
 http2: false
 upstream_tls: {server_name: backend.example, insecure_skip_verify: true}
@@ -202,10 +202,10 @@ upstream_tls: {server_name: backend.example, insecure_skip_verify: true}
 				want.HTTP2 = false
 				want.UpstreamTLS = UpstreamTLS{ServerName: "backend.example", InsecureSkipVerify: true}
 				want.Retries = 0
-				want.Timeouts = Timeouts{Dial: 100 * time.Millisecond, ResponseHeader: time.Second, Read: 0, IdleConn: time.Hour}
+				want.Timeouts = Timeouts{Dial: 100 * time.Millisecond, ResponseHeader: time.Second, Read: 0, ClientBody: 5 * time.Second, IdleConn: time.Hour}
 				want.MaxHeaderBytes = 1024
 				want.Hold = Hold{Idle: 10 * time.Minute, MaxKeys: 5, Share: HoldShare{Prefix: "ringlb:hold:", Timeout: 50 * time.Millisecond}}
-				want.Limits = Limits{UpstreamRequests: 0, StreamsPerConnection: 1, Send: 0}
+				want.Limits = Limits{UpstreamRequests: 0, StreamsPerConnection: 1, Send: 0, BodyMemory: 0}
 				if !reflect.DeepEqual(c, want) {
 					t.Errorf("got  %+v\nwant %+v", c, want)
 				}
@@ -558,11 +558,18 @@ var errorCases = []struct {
 		"c.yaml:1: timeouts.dial: must be > 0, got 0s\nc.yaml:1: timeouts.idle_conn: must be > 0, got -1s"},
 	{"negative read timeout", "timeouts: {read: -1s}\n" + up,
 		"c.yaml:1: timeouts.read: must be >= 0 (0: no limit), got -1s"},
+	{"negative client_body timeout", "timeouts:\n  client_body: -2s\n" + up,
+		"c.yaml:2: timeouts.client_body: must be >= 0 (0: no limit), got -2s"},
+	{"bare integer client_body timeout", "timeouts: {client_body: 60}\n" + up,
+		"c.yaml:1: timeouts.client_body: must be a duration like 2s, got 60"},
 	{"small max_header_bytes", "max_header_bytes: 100\n" + up, "c.yaml:1: max_header_bytes: must be >= 1024, got 100"},
-	{"bad limits", "limits:\n  upstream_requests: -1\n  streams_per_connection: 0\n  send: -1s\n" + up,
+	{"bad limits", "limits:\n  upstream_requests: -1\n  streams_per_connection: 0\n  send: -1s\n  body_memory: -1\n" + up,
 		"c.yaml:2: limits.upstream_requests: must be >= 0 (0: no limit), got -1\n" +
 			"c.yaml:3: limits.streams_per_connection: must be >= 1, got 0\n" +
-			"c.yaml:4: limits.send: must be >= 0 (0: no limit), got -1s"},
+			"c.yaml:4: limits.send: must be >= 0 (0: no limit), got -1s\n" +
+			"c.yaml:5: limits.body_memory: must be >= 0 (0: no limit), got -1"},
+	{"body_memory not an integer", "limits: {body_memory: 64MiB}\n" + up,
+		"c.yaml:1: limits.body_memory: must be an integer, got \"64MiB\""},
 	{"unknown limits field", "limits: {upstream: 5}\n" + up, "c.yaml:1: limits.upstream: unknown field"},
 
 	// Listeners.

@@ -794,6 +794,7 @@ func (d *decoder) timeouts(f string, n *yaml.Node, t *Timeouts) {
 		"dial":            d.toDuration(&t.Dial),
 		"response_header": d.toDuration(&t.ResponseHeader),
 		"read":            d.toDuration(&t.Read),
+		"client_body":     d.toDuration(&t.ClientBody),
 		"idle_conn":       d.toDuration(&t.IdleConn),
 	})
 }
@@ -803,6 +804,7 @@ func (d *decoder) limits(f string, n *yaml.Node, l *Limits) {
 		"upstream_requests":      d.toInt(&l.UpstreamRequests),
 		"streams_per_connection": d.toInt(&l.StreamsPerConnection),
 		"send":                   d.toDuration(&l.Send),
+		"body_memory":            d.toInt(&l.BodyMemory),
 	})
 }
 

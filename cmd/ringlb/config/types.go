@@ -122,6 +122,10 @@ type Limits struct {
 	// Send is limits.send: the longest a write to a client may make no
 	// progress before the request is cut; default 60s, 0 for no limit.
 	Send time.Duration
+	// BodyMemory is limits.body_memory: the most bytes of request bodies
+	// held at once to find json keys, all requests together; default
+	// 64 MiB, 0 for no limit. A request beyond it gets 503 at once.
+	BodyMemory int
 }
 
 // Route is one entry of routes: a request whose host and path match goes
@@ -304,8 +308,13 @@ type Timeouts struct {
 	// Read is the longest an upstream's response body may stay silent:
 	// the longest wait of one read after the head; default 60s, 0 for no
 	// limit. Streams that idle longer (SSE, long polls) need it raised.
-	Read     time.Duration
-	IdleConn time.Duration // default 90s
+	Read time.Duration
+	// ClientBody is the longest a request body may stay silent: the
+	// longest wait of one read of it (nginx's client_body_timeout);
+	// default 60s, 0 for no limit. Then 408, and the upstream request is
+	// cut.
+	ClientBody time.Duration
+	IdleConn   time.Duration // default 90s
 }
 
 // Discovery is the discovery block: ring members resolved from DNS, beside

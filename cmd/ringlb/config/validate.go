@@ -75,6 +75,9 @@ func (d *decoder) validate(c *Config) {
 	if c.Limits.Send < 0 {
 		d.invalid("limits.send", "must be >= 0 (0: no limit), got %s", c.Limits.Send)
 	}
+	if c.Limits.BodyMemory < 0 {
+		d.invalid("limits.body_memory", "must be >= 0 (0: no limit), got %d", c.Limits.BodyMemory)
+	}
 	d.validateTLS(c)
 	if c.Pools == nil {
 		if d.has("routes") {
@@ -108,6 +111,9 @@ func (d *decoder) validatePool(p *Pool) {
 	positive("timeouts.idle_conn", p.Timeouts.IdleConn, d)
 	if p.Timeouts.Read < 0 {
 		d.invalid("timeouts.read", "must be >= 0 (0: no limit), got %s", p.Timeouts.Read)
+	}
+	if p.Timeouts.ClientBody < 0 {
+		d.invalid("timeouts.client_body", "must be >= 0 (0: no limit), got %s", p.Timeouts.ClientBody)
 	}
 	if p.Discovery != nil {
 		d.validateDiscovery(p)
