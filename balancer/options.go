@@ -103,26 +103,40 @@ type UpstreamOptions struct {
 	State AdminState
 }
 
-// RingOptions is the ring block. Its fields are in the config's order, so
-// the command converts one into the other.
+// RingOptions is the ring block of the config file, which decodes into it.
+//
+// The option blocks the config file shares with the Balancer (RingOptions,
+// HashOptions, CookieOptions, TimeoutOptions, BreakerOptions, Route) are
+// documented for both: each field's comment names the field in the file,
+// its default there (what a file without the field gets) and the bounds
+// the config's validation enforces; where a library caller's zero value
+// means something else, the comment says so.
 type RingOptions struct {
-	// PointsPerWeight is the number of ring points per unit of weight;
-	// required under placement ringlb, 0 or 160 under nginx.
+	// PointsPerWeight is points_per_weight, the number of ring points per
+	// unit of weight; default 160; 1-10000. Under placement nginx it is
+	// ring.NginxPointsPerWeight, fixed: the file leaves it unset or writes
+	// 160 (for a library caller 0 means 160 there).
 	PointsPerWeight int
-	// LoadFactor is the bounded-load factor c (> 1); 0 turns bounded loads off.
+	// LoadFactor is load_factor, the bounded-load factor c; default 0,
+	// which turns bounded loads off (every request goes to its key's
+	// owner); else > 1.
 	LoadFactor float64
-	// LoadFloor is the least bounded-load cap: no upstream counts as full
-	// below this many in-flight requests (ring.Limit). Values below 1 count
-	// as 1, the proportional cap alone.
+	// LoadFloor is load_floor, the least bounded-load cap, so that a quiet
+	// fleet never splits a client's concurrent requests: no upstream
+	// counts as full below this many in-flight requests (ring.Limit);
+	// default 8; >= 1 (values below 1 count as 1, the proportional cap
+	// alone). Used only when LoadFactor > 1.
 	LoadFloor int
-	// Placement is ring.PlacementRinglb (the default when empty) or
-	// ring.PlacementNginx.
+	// Placement is placement: ring.PlacementRinglb (the default; also
+	// when empty) or ring.PlacementNginx.
 	Placement ring.Placement
-	// SlowStart, when > 0, is how long an upstream added by a reload (or
-	// readmitted after an ejection) takes to get all its points back.
+	// SlowStart is slow_start; default 0s, off; >= 0. When > 0 it is how
+	// long an upstream added by a reload (or readmitted after an
+	// ejection) takes to get all its points back.
 	SlowStart time.Duration
-	// OnUnavailable is what a request whose key's owner is unavailable
-	// gets; empty means OnUnavailableRemap.
+	// OnUnavailable is on_unavailable, what a request whose key's owner is
+	// unavailable gets: OnUnavailableRemap (the default; also when empty)
+	// or OnUnavailableFail, which needs LoadFactor 0 and SlowStart 0.
 	OnUnavailable OnUnavailable
 }
 
@@ -137,17 +151,22 @@ const (
 	OnUnavailableFail OnUnavailable = "fail"
 )
 
-// HashOptions is the hash block.
+// HashOptions is the hash block of the config file, which decodes into it
+// (see RingOptions).
 type HashOptions struct {
-	// Key lists the key sources in order; the first present gives the key.
+	// Key is key, the key sources in order: the first present on a
+	// request gives its key. Default: cookie session, header X-User-ID,
+	// query user, uri; at least one.
 	Key []KeySource
-	// OnMissing is what happens when no source is present; empty means
-	// OnMissingRandom.
+	// OnMissing is on_missing, what happens when no source is present:
+	// OnMissingRandom (the default; also when empty), OnMissingReject or
+	// OnMissingCookie.
 	OnMissing OnMissing
-	// Cookie is the affinity cookie of OnMissingCookie.
+	// Cookie is cookie, the affinity cookie of OnMissingCookie.
 	Cookie CookieOptions
-	// BodyLimit is how many bytes of a request body json key sources
-	// read at most before deciding; 0 means DefaultBodyLimit.
+	// BodyLimit is body_limit, how many bytes of a request body json key
+	// sources read at most before deciding; default 65536; >= 1 (0 means
+	// DefaultBodyLimit).
 	BodyLimit int
 }
 
@@ -196,26 +215,35 @@ const (
 	OnMissingCookie OnMissing = "cookie"
 )
 
-// CookieOptions describes the affinity cookie. A TTL of 0 makes it a
-// session cookie. Its fields are in the config's order.
+// CookieOptions is hash.cookie, the affinity cookie (see RingOptions).
 type CookieOptions struct {
-	Name     string
-	TTL      time.Duration
-	Secure   bool
+	// Name is name; default ringlb_affinity; a valid cookie name.
+	Name string
+	// TTL is ttl, the cookie's Max-Age; default 24h; > 0 (0 makes it a
+	// session cookie).
+	TTL time.Duration
+	// Secure is secure; default false.
+	Secure bool
+	// HTTPOnly is http_only; default true.
 	HTTPOnly bool
 }
 
-// TimeoutOptions is the timeouts block; 0 means no limit. Dial,
-// ResponseHeader and IdleConn tune the shared transport. Read is the
-// longest one read of an upstream's response body may wait for data: a
-// body silent for longer is cut, the client sees it truncated and the
-// upstream's breaker counts a failure (upgraded connections are not
-// limited). Its fields are in the config's order.
+// TimeoutOptions is the timeouts block of the config file, which decodes
+// into it (see RingOptions); 0 means no limit. Dial, ResponseHeader and
+// IdleConn tune the shared transport.
 type TimeoutOptions struct {
-	Dial           time.Duration
+	// Dial is dial; default 2s; > 0.
+	Dial time.Duration
+	// ResponseHeader is response_header; default 30s; > 0.
 	ResponseHeader time.Duration
-	Read           time.Duration
-	IdleConn       time.Duration
+	// Read is read, the longest one read of an upstream's response body
+	// may wait for data; default 60s; >= 0 (0: no limit). A body silent
+	// for longer is cut, the client sees it truncated and the upstream's
+	// breaker counts a failure (upgraded connections are not limited).
+	// Streams that idle longer (SSE, long polls) need it raised.
+	Read time.Duration
+	// IdleConn is idle_conn; default 90s; > 0.
+	IdleConn time.Duration
 }
 
 // settings is what compile derives from Options: everything a snapshot
@@ -465,21 +493,28 @@ func (set *settings) membership(opts Options, found []discovery.Member, prev *ri
 // A reload that changes these options keeps every breaker's state and
 // counts; the new values apply from the next trip. ConsecutiveFailures 0
 // removes the breakers (an open one closes).
+//
+// It is the breaker block of the config file, which decodes into it (see
+// RingOptions).
 type BreakerOptions struct {
-	// ConsecutiveFailures is how many failures in a row trip a breaker;
-	// 0 turns breakers off.
+	// ConsecutiveFailures is consecutive_failures, how many failures in a
+	// row trip a breaker; default 5; >= 0, 0 turning breakers off.
 	ConsecutiveFailures int
-	// FailureStatuses are the response statuses counted as failures, in
-	// addition to transport errors and timeouts. The response still
-	// reaches the client as it is.
+	// FailureStatuses is failure_statuses, the response statuses counted
+	// as failures, in addition to transport errors and timeouts; default
+	// [502, 503, 504]; each 100-599. The response still reaches the
+	// client as it is.
 	FailureStatuses []int
-	// FailureGRPCStatuses are the gRPC status codes (0-16) counted as
-	// failures when a response carries one in its grpc-status trailer, or
-	// in its headers when it has no body (a trailers-only response).
+	// FailureGRPCStatuses is failure_grpc_statuses, the gRPC status codes
+	// counted as failures when a response carries one in its grpc-status
+	// trailer, or in its headers when it has no body (a trailers-only
+	// response); default [14] (UNAVAILABLE); each 0-16.
 	FailureGRPCStatuses []int
-	// OpenTimeout is the first open period; > 0 when breakers are on.
+	// OpenTimeout is open_timeout, the first open period; default 5s;
+	// > 0.
 	OpenTimeout time.Duration
-	// MaxOpenTimeout caps the doubling; 0 means OpenTimeout (no doubling).
+	// MaxOpenTimeout is max_open_timeout, which caps the doubling;
+	// default 60s; >= OpenTimeout (0 means OpenTimeout: no doubling).
 	MaxOpenTimeout time.Duration
 }
 

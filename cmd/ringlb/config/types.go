@@ -13,7 +13,6 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/discovery"
-	"github.com/ringlb/ringlb/ring"
 )
 
 // Config is a decoded, defaulted and validated config file.
@@ -124,55 +123,24 @@ type Limits struct {
 	Send time.Duration
 }
 
-// Route is one entry of routes: a request whose host and path match goes
-// to Pool.
-type Route struct {
-	// Host is "" (any host), an exact host name, or "*.SUFFIX" (any name
-	// ending in .SUFFIX), lower-cased; a request's port is ignored.
-	Host string
-	// PathPrefix is "" (any path) or a path starting with "/", matched on
-	// whole segments: /api matches /api and /api/x, not /apix.
-	PathPrefix string
-	Pool       string
-}
-
-// Hash is the hash block.
-type Hash struct {
-	// Key is ordered: the first source present on a request gives its key.
-	// Default: cookie session, header X-User-ID, query user, uri.
-	Key []balancer.KeySource
-	// OnMissing is random (default), reject or cookie.
-	OnMissing balancer.OnMissing
-	Cookie    AffinityCookie
-	// BodyLimit is hash.body_limit: how many bytes of a request body json
-	// key sources read at most; default 65536; >= 1.
-	BodyLimit int
-}
-
-// AffinityCookie is hash.cookie, used when on_missing is cookie.
-// Its fields match balancer.CookieOptions, which the command converts it to.
-type AffinityCookie struct {
-	Name     string        // default ringlb_affinity
-	TTL      time.Duration // default 24h
-	Secure   bool          // default false
-	HTTPOnly bool          // default true
-}
-
-// Ring is the ring block.
-// Its fields match balancer.RingOptions, which the command converts it to.
-type Ring struct {
-	PointsPerWeight int // default 160
-	// LoadFactor is the bounded-load factor c; default 0, which turns
-	// bounded loads off (every request goes to its key's owner); else > 1.
-	LoadFactor float64
-	// LoadFloor is the least bounded-load cap in in-flight requests, so a
-	// quiet fleet never splits a client's concurrent requests; default 8,
-	// at least 1. Used only when LoadFactor > 1.
-	LoadFloor     int
-	Placement     ring.Placement // ringlb (default) or nginx
-	SlowStart     time.Duration
-	OnUnavailable balancer.OnUnavailable // remap (default) or fail
-}
+// The blocks the balancer reads as they are written are its own option
+// types, documented there with their fields' names, defaults and bounds:
+// the config holds them, and the command hands them over unchanged.
+type (
+	// Route is one entry of routes: a request whose host and path match
+	// goes to Pool.
+	Route = balancer.Route
+	// Hash is the hash block.
+	Hash = balancer.HashOptions
+	// AffinityCookie is hash.cookie, used when on_missing is cookie.
+	AffinityCookie = balancer.CookieOptions
+	// Ring is the ring block.
+	Ring = balancer.RingOptions
+	// Breaker is the breaker block.
+	Breaker = balancer.BreakerOptions
+	// Timeouts is the timeouts block.
+	Timeouts = balancer.TimeoutOptions
+)
 
 // Upstream is one entry of upstreams.
 // Its fields match balancer.UpstreamOptions, which the command converts it to.
@@ -219,19 +187,6 @@ func (r StatusRange) String() string {
 		return strconv.Itoa(r.Min)
 	}
 	return strconv.Itoa(r.Min) + "-" + strconv.Itoa(r.Max)
-}
-
-// Breaker is the breaker block.
-// Its fields match balancer.BreakerOptions, which the command converts it to.
-type Breaker struct {
-	ConsecutiveFailures int   // default 5; 0 turns breakers off
-	FailureStatuses     []int // default [502, 503, 504]
-	// FailureGRPCStatuses lists the gRPC status codes (0-16) that count as
-	// failures when a response carries one in its grpc-status trailer, or
-	// header of a trailers-only response. Default [14] (UNAVAILABLE).
-	FailureGRPCStatuses []int
-	OpenTimeout         time.Duration // default 5s
-	MaxOpenTimeout      time.Duration // default 60s; >= OpenTimeout
 }
 
 // Hold is the hold block: keys in use stay on the upstream that served
@@ -285,18 +240,6 @@ type HoldCookie struct {
 	// signs, all verify. Read when the config is loaded (and on every
 	// reload); nil when Name is "".
 	Secrets [][]byte
-}
-
-// Timeouts is the timeouts block.
-// Its fields match balancer.TimeoutOptions, which the command converts it to.
-type Timeouts struct {
-	Dial           time.Duration // default 2s
-	ResponseHeader time.Duration // default 30s
-	// Read is the longest an upstream's response body may stay silent:
-	// the longest wait of one read after the head; default 60s, 0 for no
-	// limit. Streams that idle longer (SSE, long polls) need it raised.
-	Read     time.Duration
-	IdleConn time.Duration // default 90s
 }
 
 // Discovery is the discovery block: ring members resolved from DNS, beside
