@@ -116,28 +116,28 @@ type RingOptions struct {
 	// unit of weight; default 160; 1-10000. Under placement nginx it is
 	// ring.NginxPointsPerWeight, fixed: the file leaves it unset or writes
 	// 160 (for a library caller 0 means 160 there).
-	PointsPerWeight int
+	PointsPerWeight int `yaml:"points_per_weight"`
 	// LoadFactor is load_factor, the bounded-load factor c; default 0,
 	// which turns bounded loads off (every request goes to its key's
 	// owner); else > 1.
-	LoadFactor float64
+	LoadFactor float64 `yaml:"load_factor"`
 	// LoadFloor is load_floor, the least bounded-load cap, so that a quiet
 	// fleet never splits a client's concurrent requests: no upstream
 	// counts as full below this many in-flight requests (ring.Limit);
 	// default 8; >= 1 (values below 1 count as 1, the proportional cap
 	// alone). Used only when LoadFactor > 1.
-	LoadFloor int
+	LoadFloor int `yaml:"load_floor"`
 	// Placement is placement: ring.PlacementRinglb (the default; also
 	// when empty) or ring.PlacementNginx.
-	Placement ring.Placement
+	Placement ring.Placement `yaml:"placement"`
 	// SlowStart is slow_start; default 0s, off; >= 0. When > 0 it is how
 	// long an upstream added by a reload (or readmitted after an
 	// ejection) takes to get all its points back.
-	SlowStart time.Duration
+	SlowStart time.Duration `yaml:"slow_start"`
 	// OnUnavailable is on_unavailable, what a request whose key's owner is
 	// unavailable gets: OnUnavailableRemap (the default; also when empty)
 	// or OnUnavailableFail, which needs LoadFactor 0 and SlowStart 0.
-	OnUnavailable OnUnavailable
+	OnUnavailable OnUnavailable `yaml:"on_unavailable"`
 }
 
 // OnUnavailable is ring.on_unavailable.
@@ -157,17 +157,17 @@ type HashOptions struct {
 	// Key is key, the key sources in order: the first present on a
 	// request gives its key. Default: cookie session, header X-User-ID,
 	// query user, uri; at least one.
-	Key []KeySource
+	Key []KeySource `yaml:"key"`
 	// OnMissing is on_missing, what happens when no source is present:
 	// OnMissingRandom (the default; also when empty), OnMissingReject or
 	// OnMissingCookie.
-	OnMissing OnMissing
+	OnMissing OnMissing `yaml:"on_missing"`
 	// Cookie is cookie, the affinity cookie of OnMissingCookie.
-	Cookie CookieOptions
+	Cookie CookieOptions `yaml:"cookie"`
 	// BodyLimit is body_limit, how many bytes of a request body json key
 	// sources read at most before deciding; default 65536; >= 1 (0 means
 	// DefaultBodyLimit).
-	BodyLimit int
+	BodyLimit int `yaml:"body_limit"`
 }
 
 // DefaultBodyLimit is HashOptions.BodyLimit's default: 64 KiB.
@@ -218,14 +218,14 @@ const (
 // CookieOptions is hash.cookie, the affinity cookie (see RingOptions).
 type CookieOptions struct {
 	// Name is name; default ringlb_affinity; a valid cookie name.
-	Name string
+	Name string `yaml:"name"`
 	// TTL is ttl, the cookie's Max-Age; default 24h; > 0 (0 makes it a
 	// session cookie).
-	TTL time.Duration
+	TTL time.Duration `yaml:"ttl"`
 	// Secure is secure; default false.
-	Secure bool
+	Secure bool `yaml:"secure"`
 	// HTTPOnly is http_only; default true.
-	HTTPOnly bool
+	HTTPOnly bool `yaml:"http_only"`
 }
 
 // TimeoutOptions is the timeouts block of the config file, which decodes
@@ -233,17 +233,17 @@ type CookieOptions struct {
 // IdleConn tune the shared transport.
 type TimeoutOptions struct {
 	// Dial is dial; default 2s; > 0.
-	Dial time.Duration
+	Dial time.Duration `yaml:"dial"`
 	// ResponseHeader is response_header; default 30s; > 0.
-	ResponseHeader time.Duration
+	ResponseHeader time.Duration `yaml:"response_header"`
 	// Read is read, the longest one read of an upstream's response body
 	// may wait for data; default 60s; >= 0 (0: no limit). A body silent
 	// for longer is cut, the client sees it truncated and the upstream's
 	// breaker counts a failure (upgraded connections are not limited).
 	// Streams that idle longer (SSE, long polls) need it raised.
-	Read time.Duration
+	Read time.Duration `yaml:"read"`
 	// IdleConn is idle_conn; default 90s; > 0.
-	IdleConn time.Duration
+	IdleConn time.Duration `yaml:"idle_conn"`
 }
 
 // settings is what compile derives from Options: everything a snapshot
@@ -499,23 +499,23 @@ func (set *settings) membership(opts Options, found []discovery.Member, prev *ri
 type BreakerOptions struct {
 	// ConsecutiveFailures is consecutive_failures, how many failures in a
 	// row trip a breaker; default 5; >= 0, 0 turning breakers off.
-	ConsecutiveFailures int
+	ConsecutiveFailures int `yaml:"consecutive_failures"`
 	// FailureStatuses is failure_statuses, the response statuses counted
 	// as failures, in addition to transport errors and timeouts; default
 	// [502, 503, 504]; each 100-599. The response still reaches the
 	// client as it is.
-	FailureStatuses []int
+	FailureStatuses []int `yaml:"failure_statuses"`
 	// FailureGRPCStatuses is failure_grpc_statuses, the gRPC status codes
 	// counted as failures when a response carries one in its grpc-status
 	// trailer, or in its headers when it has no body (a trailers-only
 	// response); default [14] (UNAVAILABLE); each 0-16.
-	FailureGRPCStatuses []int
+	FailureGRPCStatuses []int `yaml:"failure_grpc_statuses"`
 	// OpenTimeout is open_timeout, the first open period; default 5s;
 	// > 0.
-	OpenTimeout time.Duration
+	OpenTimeout time.Duration `yaml:"open_timeout"`
 	// MaxOpenTimeout is max_open_timeout, which caps the doubling;
 	// default 60s; >= OpenTimeout (0 means OpenTimeout: no doubling).
-	MaxOpenTimeout time.Duration
+	MaxOpenTimeout time.Duration `yaml:"max_open_timeout"`
 }
 
 // validate checks o and returns it with MaxOpenTimeout filled in.

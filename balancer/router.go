@@ -19,15 +19,15 @@ type Route struct {
 	// address, or "*.SUFFIX" (any name ending in ".SUFFIX"), without port,
 	// compared case-insensitively with the request's host without its
 	// port (the config lower-cases it).
-	Host string
+	Host string `yaml:"host" decode:"lower"`
 	// PathPrefix is path_prefix: "" (any path; the default) or a path
 	// starting with "/", without query or fragment, matched on whole
 	// segments: /api matches /api, /api/ and /api/x but not /apix; /api/
 	// matches /api/ and /api/x but not /api.
-	PathPrefix string
+	PathPrefix string `yaml:"path_prefix"`
 	// Pool is pool, the name of the pool the route sends requests to;
 	// required, a pool the config defines.
-	Pool string
+	Pool string `yaml:"pool"`
 }
 
 // Router is the proxy handler of a process with pools: it sends each
