@@ -116,7 +116,7 @@ type RingOptions struct {
 	// unit of weight; default 160; 1-10000. Under placement nginx it is
 	// ring.NginxPointsPerWeight, fixed: the file leaves it unset or writes
 	// 160 (for a library caller 0 means 160 there).
-	PointsPerWeight int `yaml:"points_per_weight"`
+	PointsPerWeight int `yaml:"points_per_weight" default:"160"`
 	// LoadFactor is load_factor, the bounded-load factor c; default 0,
 	// which turns bounded loads off (every request goes to its key's
 	// owner); else > 1.
@@ -126,10 +126,10 @@ type RingOptions struct {
 	// counts as full below this many in-flight requests (ring.Limit);
 	// default 8; >= 1 (values below 1 count as 1, the proportional cap
 	// alone). Used only when LoadFactor > 1.
-	LoadFloor int `yaml:"load_floor"`
+	LoadFloor int `yaml:"load_floor" default:"8"`
 	// Placement is placement: ring.PlacementRinglb (the default; also
 	// when empty) or ring.PlacementNginx.
-	Placement ring.Placement `yaml:"placement"`
+	Placement ring.Placement `yaml:"placement" default:"ringlb"`
 	// SlowStart is slow_start; default 0s, off; >= 0. When > 0 it is how
 	// long an upstream added by a reload (or readmitted after an
 	// ejection) takes to get all its points back.
@@ -137,7 +137,7 @@ type RingOptions struct {
 	// OnUnavailable is on_unavailable, what a request whose key's owner is
 	// unavailable gets: OnUnavailableRemap (the default; also when empty)
 	// or OnUnavailableFail, which needs LoadFactor 0 and SlowStart 0.
-	OnUnavailable OnUnavailable `yaml:"on_unavailable"`
+	OnUnavailable OnUnavailable `yaml:"on_unavailable" default:"remap"`
 }
 
 // OnUnavailable is ring.on_unavailable.
@@ -157,17 +157,17 @@ type HashOptions struct {
 	// Key is key, the key sources in order: the first present on a
 	// request gives its key. Default: cookie session, header X-User-ID,
 	// query user, uri; at least one.
-	Key []KeySource `yaml:"key"`
+	Key []KeySource `yaml:"key" default:"[{cookie: session}, {header: X-User-ID}, {query: user}, uri]"`
 	// OnMissing is on_missing, what happens when no source is present:
 	// OnMissingRandom (the default; also when empty), OnMissingReject or
 	// OnMissingCookie.
-	OnMissing OnMissing `yaml:"on_missing"`
+	OnMissing OnMissing `yaml:"on_missing" default:"random"`
 	// Cookie is cookie, the affinity cookie of OnMissingCookie.
 	Cookie CookieOptions `yaml:"cookie"`
 	// BodyLimit is body_limit, how many bytes of a request body json key
 	// sources read at most before deciding; default 65536; >= 1 (0 means
 	// DefaultBodyLimit).
-	BodyLimit int `yaml:"body_limit"`
+	BodyLimit int `yaml:"body_limit" default:"65536"`
 }
 
 // DefaultBodyLimit is HashOptions.BodyLimit's default: 64 KiB.
@@ -218,14 +218,14 @@ const (
 // CookieOptions is hash.cookie, the affinity cookie (see RingOptions).
 type CookieOptions struct {
 	// Name is name; default ringlb_affinity; a valid cookie name.
-	Name string `yaml:"name"`
+	Name string `yaml:"name" default:"ringlb_affinity"`
 	// TTL is ttl, the cookie's Max-Age; default 24h; > 0 (0 makes it a
 	// session cookie).
-	TTL time.Duration `yaml:"ttl"`
+	TTL time.Duration `yaml:"ttl" default:"24h"`
 	// Secure is secure; default false.
 	Secure bool `yaml:"secure"`
 	// HTTPOnly is http_only; default true.
-	HTTPOnly bool `yaml:"http_only"`
+	HTTPOnly bool `yaml:"http_only" default:"true"`
 }
 
 // TimeoutOptions is the timeouts block of the config file, which decodes
@@ -233,17 +233,17 @@ type CookieOptions struct {
 // IdleConn tune the shared transport.
 type TimeoutOptions struct {
 	// Dial is dial; default 2s; > 0.
-	Dial time.Duration `yaml:"dial"`
+	Dial time.Duration `yaml:"dial" default:"2s"`
 	// ResponseHeader is response_header; default 30s; > 0.
-	ResponseHeader time.Duration `yaml:"response_header"`
+	ResponseHeader time.Duration `yaml:"response_header" default:"30s"`
 	// Read is read, the longest one read of an upstream's response body
 	// may wait for data; default 60s; >= 0 (0: no limit). A body silent
 	// for longer is cut, the client sees it truncated and the upstream's
 	// breaker counts a failure (upgraded connections are not limited).
 	// Streams that idle longer (SSE, long polls) need it raised.
-	Read time.Duration `yaml:"read"`
+	Read time.Duration `yaml:"read" default:"60s"`
 	// IdleConn is idle_conn; default 90s; > 0.
-	IdleConn time.Duration `yaml:"idle_conn"`
+	IdleConn time.Duration `yaml:"idle_conn" default:"90s"`
 }
 
 // settings is what compile derives from Options: everything a snapshot
@@ -499,23 +499,23 @@ func (set *settings) membership(opts Options, found []discovery.Member, prev *ri
 type BreakerOptions struct {
 	// ConsecutiveFailures is consecutive_failures, how many failures in a
 	// row trip a breaker; default 5; >= 0, 0 turning breakers off.
-	ConsecutiveFailures int `yaml:"consecutive_failures"`
+	ConsecutiveFailures int `yaml:"consecutive_failures" default:"5"`
 	// FailureStatuses is failure_statuses, the response statuses counted
 	// as failures, in addition to transport errors and timeouts; default
 	// [502, 503, 504]; each 100-599. The response still reaches the
 	// client as it is.
-	FailureStatuses []int `yaml:"failure_statuses"`
+	FailureStatuses []int `yaml:"failure_statuses" default:"[502, 503, 504]"`
 	// FailureGRPCStatuses is failure_grpc_statuses, the gRPC status codes
 	// counted as failures when a response carries one in its grpc-status
 	// trailer, or in its headers when it has no body (a trailers-only
 	// response); default [14] (UNAVAILABLE); each 0-16.
-	FailureGRPCStatuses []int `yaml:"failure_grpc_statuses"`
+	FailureGRPCStatuses []int `yaml:"failure_grpc_statuses" default:"[14]"`
 	// OpenTimeout is open_timeout, the first open period; default 5s;
 	// > 0.
-	OpenTimeout time.Duration `yaml:"open_timeout"`
+	OpenTimeout time.Duration `yaml:"open_timeout" default:"5s"`
 	// MaxOpenTimeout is max_open_timeout, which caps the doubling;
 	// default 60s; >= OpenTimeout (0 means OpenTimeout: no doubling).
-	MaxOpenTimeout time.Duration `yaml:"max_open_timeout"`
+	MaxOpenTimeout time.Duration `yaml:"max_open_timeout" default:"60s"`
 }
 
 // validate checks o and returns it with MaxOpenTimeout filled in.

@@ -20,9 +20,9 @@ type Config struct {
 	// File is the path the config was read from, as given to Load.
 	File string
 
-	Listen          string        `yaml:"listen"`           // listen; default 127.0.0.1:8080
-	AdminListen     string        `yaml:"admin_listen"`     // admin_listen; default 127.0.0.1:9901
-	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"` // shutdown_timeout; default 15s
+	Listen          string        `yaml:"listen" default:"127.0.0.1:8080"`       // listen; default 127.0.0.1:8080
+	AdminListen     string        `yaml:"admin_listen" default:"127.0.0.1:9901"` // admin_listen; default 127.0.0.1:9901
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" default:"15s"`        // shutdown_timeout; default 15s
 	// ShutdownDelay is shutdown_delay; default 0s; >= 0. After a shutdown
 	// signal /readyz answers 503 at once and the proxy keeps accepting
 	// this long before draining, while load balancers in front (a
@@ -32,12 +32,12 @@ type Config struct {
 	// TrustedProxies is trusted_proxies; default none. Entries are CIDRs
 	// (host bits cleared: 10.1.2.3/8 reads as 10.0.0.0/8) or bare IPs, which
 	// stand for themselves (/32 or /128).
-	TrustedProxies []netip.Prefix `yaml:"trusted_proxies"`
+	TrustedProxies []netip.Prefix `yaml:"trusted_proxies" default:"[]"`
 	// AccessLog is access_log: {format, path}, or false (off) / true
 	// (format text); default off.
 	AccessLog AccessLog `yaml:"access_log"`
 	// RequestIDHeader is request_id_header; default X-Request-Id, "" off.
-	RequestIDHeader string `yaml:"request_id_header"`
+	RequestIDHeader string `yaml:"request_id_header" default:"X-Request-Id"`
 	// DebugPprof is debug_pprof; default false. When true the admin
 	// listener also serves net/http/pprof under /debug/pprof/.
 	DebugPprof bool `yaml:"debug_pprof"`
@@ -56,7 +56,7 @@ type Config struct {
 	// HTTP2 is http2; default true. With TLS it offers h2 beside
 	// http/1.1 by ALPN; false serves HTTP/1.1 only. Without TLS it has no
 	// effect unless H2C is set.
-	HTTP2 bool `yaml:"http2"`
+	HTTP2 bool `yaml:"http2" default:"true"`
 	// H2C is h2c; default false. Without TLS it also accepts cleartext
 	// HTTP/2 with prior knowledge beside HTTP/1.1; with TLS it is an error.
 	H2C bool `yaml:"h2c"`
@@ -67,7 +67,7 @@ type Config struct {
 	// clients decide; `ringlb validate` reports it as a problem.
 	Expired Errors
 	// MaxHeaderBytes caps request headers; larger ones get 431. Default 65536.
-	MaxHeaderBytes int `yaml:"max_header_bytes"`
+	MaxHeaderBytes int `yaml:"max_header_bytes" default:"65536"`
 	// Limits is the limits block: what one upstream, one client
 	// connection and one slow client may hold. Process-wide: not a pool's.
 	Limits Limits `yaml:"limits"`
@@ -93,11 +93,11 @@ type Pool struct {
 	Upstreams []Upstream `yaml:"upstreams"`
 	Health    *Health    `yaml:"health"` // nil when the health block is absent: no active checks
 	Breaker   Breaker    `yaml:"breaker"`
-	Retries   int        `yaml:"retries"` // retries; default 1
+	Retries   int        `yaml:"retries" default:"1"` // retries; default 1
 	// RetryStatuses is retry_statuses; default none. A bodiless GET, HEAD
 	// or OPTIONS answered with one of these (500-599) is retried on the
 	// next upstream clockwise, within Retries.
-	RetryStatuses []int    `yaml:"retry_statuses"`
+	RetryStatuses []int    `yaml:"retry_statuses" default:"[]"`
 	Timeouts      Timeouts `yaml:"timeouts"`
 	// UpstreamTLS is upstream_tls: how https upstreams are verified.
 	UpstreamTLS UpstreamTLS `yaml:"upstream_tls"`
@@ -113,14 +113,14 @@ type Limits struct {
 	// UpstreamRequests is limits.upstream_requests: the most requests in
 	// flight to one upstream URL, counted across pools; default 1024, 0
 	// for no limit. A request beyond it gets 503 at once.
-	UpstreamRequests int `yaml:"upstream_requests"`
+	UpstreamRequests int `yaml:"upstream_requests" default:"1024"`
 	// StreamsPerConnection is limits.streams_per_connection: the most
 	// concurrent HTTP/2 streams one client connection may open; default
 	// 250, >= 1. Taken at start (a change needs a restart).
-	StreamsPerConnection int `yaml:"streams_per_connection"`
+	StreamsPerConnection int `yaml:"streams_per_connection" default:"250"`
 	// Send is limits.send: the longest a write to a client may make no
 	// progress before the request is cut; default 60s, 0 for no limit.
-	Send time.Duration `yaml:"send"`
+	Send time.Duration `yaml:"send" default:"60s"`
 }
 
 // The blocks the balancer reads as they are written are its own option
@@ -152,29 +152,29 @@ type Upstream struct {
 	// (other than "/"), query or fragment; no two upstreams share one
 	// (compared as scheme://host:port, default ports filled in).
 	URL    *url.URL `yaml:"url"`
-	Weight float64  `yaml:"weight"` // default 1; > 0; whole under placement nginx
+	Weight float64  `yaml:"weight" default:"1"` // default 1; > 0; whole under placement nginx
 	// Protocol is how ringlb talks to the upstream: ProtocolHTTP1 (the
 	// default), ProtocolH2C (cleartext HTTP/2 with prior knowledge; needs
 	// an http URL) or ProtocolH2 (HTTP/2 over TLS; needs an https URL).
-	Protocol string `yaml:"protocol"`
+	Protocol string `yaml:"protocol" default:"http1"`
 	// Addr is the URL's host[:port] exactly as written (nginx placement's identity).
 	Addr string
 	// State is the admin state: StateReady (the default), StateDrain or
 	// StateMaint (routing rule 12). Applied at start and by a reload that
 	// changes it; a state set through the admin API outlives reloads that
 	// leave it alone.
-	State string `yaml:"state"`
+	State string `yaml:"state" default:"ready"`
 }
 
 // Health is the health block.
 type Health struct {
-	Path     string        `yaml:"path"`     // default /healthz
-	Interval time.Duration `yaml:"interval"` // default 2s
-	Timeout  time.Duration `yaml:"timeout"`  // default 1s; < Interval
-	Rise     int           `yaml:"rise"`     // default 2
-	Fall     int           `yaml:"fall"`     // default 3
+	Path     string        `yaml:"path" default:"/healthz"` // default /healthz
+	Interval time.Duration `yaml:"interval" default:"2s"`   // default 2s
+	Timeout  time.Duration `yaml:"timeout" default:"1s"`    // default 1s; < Interval
+	Rise     int           `yaml:"rise" default:"2"`        // default 2
+	Fall     int           `yaml:"fall" default:"3"`        // default 3
 	// ExpectStatus is the inclusive range of passing statuses; default 200-399.
-	ExpectStatus StatusRange `yaml:"expect_status"`
+	ExpectStatus StatusRange `yaml:"expect_status" default:"200-399"`
 }
 
 // StatusRange is an inclusive range of HTTP status codes.
@@ -197,7 +197,7 @@ type Hold struct {
 	Idle time.Duration `yaml:"idle"`
 	// MaxKeys is hold.max_keys; default 1000000; >= 1. Beyond it the least
 	// recently seen keys are forgotten.
-	MaxKeys int        `yaml:"max_keys"`
+	MaxKeys int        `yaml:"max_keys" default:"1000000"`
 	Cookie  HoldCookie `yaml:"cookie"`
 	Share   HoldShare  `yaml:"share"`
 }
@@ -216,9 +216,9 @@ type HoldShare struct {
 	// is loaded (and on every reload); "" without a file.
 	Password string
 	// Prefix starts every key written; default "ringlb:hold:".
-	Prefix string `yaml:"prefix"`
+	Prefix string `yaml:"prefix" default:"'ringlb:hold:'"`
 	// Timeout is the longest a request waits for a lookup; default 50ms; > 0.
-	Timeout time.Duration `yaml:"timeout"`
+	Timeout time.Duration `yaml:"timeout" default:"50ms"`
 }
 
 // On reports whether hold is turned on (Idle > 0).
@@ -248,22 +248,22 @@ type Discovery struct {
 	// Resolver is the host:port of the DNS server asked; "" (the default)
 	// uses the system's resolver configuration.
 	Resolver    string        `yaml:"resolver"`
-	Interval    time.Duration `yaml:"interval"`     // default 5s; every source is resolved again this often
-	Timeout     time.Duration `yaml:"timeout"`      // default 2s; per query; < Interval
-	RemoveAfter time.Duration `yaml:"remove_after"` // default 5m; >= 0; an absent member is removed after this
+	Interval    time.Duration `yaml:"interval" default:"5s"`     // default 5s; every source is resolved again this often
+	Timeout     time.Duration `yaml:"timeout" default:"2s"`      // default 2s; per query; < Interval
+	RemoveAfter time.Duration `yaml:"remove_after" default:"5m"` // default 5m; >= 0; an absent member is removed after this
 	// Confirm is how many identical answers in a row it takes to apply one
 	// that would leave a source with fewer than half of its present
 	// members. Default 3; >= 1 (1: apply at once).
-	Confirm int `yaml:"confirm"`
+	Confirm int `yaml:"confirm" default:"3"`
 	// Kubeconfig is the kubeconfig file of the kubernetes sources' API
 	// server, relative to the config file's directory and held resolved;
 	// "" (the default) uses the pod's service account (in-cluster).
 	Kubeconfig string `yaml:"kubeconfig" decode:"path"`
 	// ClusterDomain is the cluster's DNS domain, part of the names of
 	// endpoints with a hostname; default "cluster.local".
-	ClusterDomain string `yaml:"cluster_domain"`
+	ClusterDomain string `yaml:"cluster_domain" default:"cluster.local"`
 	// Sources lists at least one source; no two share a Name().
-	Sources []DiscoverySource `yaml:"sources"`
+	Sources []DiscoverySource `yaml:"sources" default:"[]"`
 }
 
 // DiscoverySource is one entry of discovery.sources: exactly one of SRV,
@@ -277,11 +277,11 @@ type DiscoverySource struct {
 	Kubernetes *KubernetesSource `yaml:"kubernetes"`
 	// Scheme is http (default) or https: the members' URLs are
 	// SCHEME://ADDRESS:PORT.
-	Scheme string `yaml:"scheme"`
+	Scheme string `yaml:"scheme" default:"http"`
 	// Protocol is how members are spoken to: http1 (default), h2c
 	// (cleartext HTTP/2, scheme http) or h2 (scheme https).
-	Protocol string  `yaml:"protocol"`
-	Weight   float64 `yaml:"weight"` // default 1; > 0: the ring weight of each member
+	Protocol string  `yaml:"protocol" default:"http1"`
+	Weight   float64 `yaml:"weight" default:"1"` // default 1; > 0: the ring weight of each member
 }
 
 // KubernetesSource is a source's kubernetes block.
@@ -354,7 +354,7 @@ type TLS struct {
 	KeyFile  string `yaml:"key_file" decode:"path"`  // key_file: PEM private key matching the leaf; required
 	// MinVersion is min_version, "1.2" (default) or "1.3", as
 	// tls.VersionTLS12 or tls.VersionTLS13.
-	MinVersion uint16 `yaml:"min_version" decode:"tls_version"`
+	MinVersion uint16 `yaml:"min_version" decode:"tls_version" default:"1.2"`
 }
 
 // UpstreamTLS is the upstream_tls block, used for https upstreams.
