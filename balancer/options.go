@@ -14,9 +14,15 @@ import (
 	"github.com/ringlb/ringlb/ring"
 )
 
-// Options configures a Balancer. Its blocks mirror the config file's; the
-// command fills it from a validated config, and New and Update still
-// reject values that cannot work.
+// Options configures a Balancer. Its blocks are the config file's; the
+// command fills it from a config that its validation checked, which owns
+// the bounds the fields' comments give. New and Update trust those bounds
+// and reject only what they cannot run with: unknown words, an affinity
+// cookie without a name, a load factor that leaves no upstream room,
+// discovery under placement nginx, unusable key sources, upstreams and
+// rings. Other values out of bounds are taken as the comments say (a
+// negative count or limit as none, a list entry that no response can
+// carry as never matching).
 type Options struct {
 	// Pool is the pool's name: the pool label of every per-upstream and
 	// per-ring metric. Empty means DefaultPool. It is fixed by New
@@ -165,8 +171,8 @@ type HashOptions struct {
 	// Cookie is cookie, the affinity cookie of OnMissingCookie.
 	Cookie CookieOptions `yaml:"cookie"`
 	// BodyLimit is body_limit, how many bytes of a request body json key
-	// sources read at most before deciding; default 65536; >= 1 (0 means
-	// DefaultBodyLimit).
+	// sources read at most before deciding; default 65536; >= 1 (values
+	// below 1 mean DefaultBodyLimit).
 	BodyLimit int `yaml:"body_limit" default:"65536"`
 }
 
@@ -333,11 +339,7 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 		send:         opts.Limits.Send,
 		transportCfg: transportConfig{dial: opts.Timeouts.Dial, responseHeader: opts.Timeouts.ResponseHeader, idleConn: opts.Timeouts.IdleConn, tls: opts.UpstreamTLS},
 	}
-	bo, err := opts.Breaker.validate()
-	if err != nil {
-		return settings{}, nil, err
-	}
-	if bo.ConsecutiveFailures > 0 {
+	if bo := opts.Breaker.compiled(); bo.ConsecutiveFailures > 0 {
 		set.breaker = &bo
 		set.failStatus = newStatusSet(bo.FailureStatuses)
 		set.failGRPC = newGRPCStatusSet(bo.FailureGRPCStatuses)
@@ -363,26 +365,12 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 	if opts.Ring.LoadFactor != 0 && !(opts.Ring.LoadFactor > 1) {
 		return settings{}, nil, fmt.Errorf("balancer: load_factor must be 0 or > 1, got %v", opts.Ring.LoadFactor)
 	}
-	if opts.Retries < 0 {
-		return settings{}, nil, fmt.Errorf("balancer: retries must be >= 0, got %d", opts.Retries)
-	}
-	if opts.Limits.UpstreamRequests < 0 || opts.Limits.Send < 0 {
-		return settings{}, nil, fmt.Errorf("balancer: limits must be >= 0, got upstream_requests %d, send %s", opts.Limits.UpstreamRequests, opts.Limits.Send)
-	}
-	for _, c := range opts.RetryStatuses {
-		if c < 500 || c > 599 {
-			return settings{}, nil, fmt.Errorf("balancer: retry_statuses: %d is not a status 500-599", c)
-		}
-	}
 	set.retryStatus, set.retryOn = newStatusSet(opts.RetryStatuses), len(opts.RetryStatuses) > 0
 	if opts.UpstreamHeader != "" {
 		set.header = textproto.CanonicalMIMEHeaderKey(opts.UpstreamHeader)
 	}
-	if opts.Hash.BodyLimit < 0 {
-		return settings{}, nil, fmt.Errorf("balancer: body_limit must be >= 0, got %d", opts.Hash.BodyLimit)
-	}
 	bodyLimit := opts.Hash.BodyLimit
-	if bodyLimit == 0 {
+	if bodyLimit < 1 {
 		bodyLimit = DefaultBodyLimit
 	}
 	for i, k := range opts.Hash.Key {
@@ -398,6 +386,7 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 	if opts.Discovery != nil && opts.Ring.Placement == ring.PlacementNginx {
 		return settings{}, nil, errors.New("balancer: discovery needs placement ringlb")
 	}
+	var err error
 	if set.holdSet, err = compileHold(opts.Hold, set.fail); err != nil {
 		return settings{}, nil, err
 	}
@@ -498,7 +487,8 @@ func (set *settings) membership(opts Options, found []discovery.Member, prev *ri
 // RingOptions).
 type BreakerOptions struct {
 	// ConsecutiveFailures is consecutive_failures, how many failures in a
-	// row trip a breaker; default 5; >= 0, 0 turning breakers off.
+	// row trip a breaker; default 5; >= 0, 0 (or less) turning breakers
+	// off.
 	ConsecutiveFailures int `yaml:"consecutive_failures" default:"5"`
 	// FailureStatuses is failure_statuses, the response statuses counted
 	// as failures, in addition to transport errors and timeouts; default
@@ -514,38 +504,16 @@ type BreakerOptions struct {
 	// > 0.
 	OpenTimeout time.Duration `yaml:"open_timeout" default:"5s"`
 	// MaxOpenTimeout is max_open_timeout, which caps the doubling;
-	// default 60s; >= OpenTimeout (0 means OpenTimeout: no doubling).
+	// default 60s; >= OpenTimeout (less, 0 included, means OpenTimeout:
+	// no doubling).
 	MaxOpenTimeout time.Duration `yaml:"max_open_timeout" default:"60s"`
 }
 
-// validate checks o and returns it with MaxOpenTimeout filled in.
-func (o BreakerOptions) validate() (BreakerOptions, error) {
-	if o.ConsecutiveFailures < 0 {
-		return o, fmt.Errorf("balancer: breaker consecutive_failures must be >= 0, got %d", o.ConsecutiveFailures)
-	}
-	for _, c := range o.FailureStatuses {
-		if c < 100 || c > 599 {
-			return o, fmt.Errorf("balancer: breaker failure_statuses: %d is not an HTTP status", c)
-		}
-	}
-	for _, c := range o.FailureGRPCStatuses {
-		if c < 0 || c > 16 {
-			return o, fmt.Errorf("balancer: breaker failure_grpc_statuses: %d is not a gRPC status code (0-16)", c)
-		}
-	}
-	if o.ConsecutiveFailures == 0 {
-		return o, nil
-	}
-	if o.OpenTimeout <= 0 {
-		return o, fmt.Errorf("balancer: breaker open_timeout must be > 0, got %v", o.OpenTimeout)
-	}
-	if o.MaxOpenTimeout == 0 {
-		o.MaxOpenTimeout = o.OpenTimeout
-	}
-	if o.MaxOpenTimeout < o.OpenTimeout {
-		return o, fmt.Errorf("balancer: breaker max_open_timeout (%v) must be >= open_timeout (%v)", o.MaxOpenTimeout, o.OpenTimeout)
-	}
-	return o, nil
+// compiled returns o as the breakers read it: MaxOpenTimeout at least
+// OpenTimeout.
+func (o BreakerOptions) compiled() BreakerOptions {
+	o.MaxOpenTimeout = max(o.MaxOpenTimeout, o.OpenTimeout)
+	return o
 }
 
 // openPeriod is how long the k-th consecutive trip (k >= 1) stays open.
