@@ -28,7 +28,15 @@ import (
 // Everything else about decoding a field follows from its Go type (see
 // decoder.value): the scalar kinds, lists, blocks (structs) and optional
 // blocks (pointers to structs, nil when absent), and the few types with a
-// decoder of their own (decoder.custom).
+// decoder of their own (decoder.custom). A block whose pointer has a
+// decoded method gets it called once its fields are decoded, to fill in
+// what they give (Upstream.Addr).
+//
+// So a new field of a block is its field, with its name, default and a
+// comment stating both and its bounds; its check in validate.go; and its
+// use. A field of a block the balancer reads in a shape of its own
+// (limits, hold, discovery, health, upstream_tls, upstreams) also has its
+// line in the command's conversion (cmd/ringlb/options.go).
 
 // field is one field of a block as the file names it.
 type field struct {

@@ -116,7 +116,7 @@ type Limits struct {
 	UpstreamRequests int `yaml:"upstream_requests" default:"1024"`
 	// StreamsPerConnection is limits.streams_per_connection: the most
 	// concurrent HTTP/2 streams one client connection may open; default
-	// 250, >= 1. Taken at start (a change needs a restart).
+	// 250 (Go's own), >= 1. Taken at start (a change needs a restart).
 	StreamsPerConnection int `yaml:"streams_per_connection" default:"250"`
 	// Send is limits.send: the longest a write to a client may make no
 	// progress before the request is cut; default 60s, 0 for no limit.
