@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer/accesslog"
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 // A real consumer reads the combined log: goaccess (Debian's package)

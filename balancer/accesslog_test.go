@@ -13,7 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/ringlb/ringlb/balancer/accesslog"
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 // jsonLog is an access log in JSON to a buffer, and its lines parsed.
@@ -186,7 +186,8 @@ func (e errString) Error() string { return "log: " + string(e) }
 
 // TestRequestIDsMade: a request without an id gets one made for it: 32
 // lower-case hex digits, the same upstream and on the response, different
-// for every request; one the client sent with an empty value is replaced;
+// for every request; one the client sent with an empty value, or longer
+// than 128 bytes, or not printable ASCII, is replaced;
 // an id the upstream set on its response is left as it is. Over HTTP/1.1
 // and HTTP/2 alike; the response's header map holds the id once, under
 // the canonical name over HTTP/1.1 and under the lower-case name HTTP/2
@@ -267,6 +268,28 @@ func testRequestIDsMade(t *testing.T, h2 bool) {
 	if up, res := do("/", "X-Request-Id", ""); !isHex(up) || res != up {
 		t.Errorf("empty id sent: upstream %q, response %q; want one made", up, res)
 	}
+	// A client's id is kept when it is 1-128 bytes of printable ASCII;
+	// any other is replaced, as a missing one.
+	long := strings.Repeat("0123456789abcdef", 8)
+	for _, tc := range []struct {
+		id   string
+		kept bool
+	}{
+		{long, true},
+		{"id with spaces, \"quotes\" & {json}: ok~", true},
+		{long + "x", false},
+		{strings.Repeat("x", 4000), false},
+		{"caf\u00e9", false},
+		{"a\tb", false},
+	} {
+		up, res := do("/", "X-Request-Id", tc.id)
+		switch {
+		case tc.kept && (up != tc.id || res != tc.id):
+			t.Errorf("%d-byte id %.40q: upstream %.40q, response %.40q; want it kept", len(tc.id), tc.id, up, res)
+		case !tc.kept && (!isHex(up) || res != up):
+			t.Errorf("%d-byte id %.40q: upstream %.40q, response %.40q; want one made instead", len(tc.id), tc.id, up, res)
+		}
+	}
 	if up, res := do("/own"); !isHex(up) || res != "upstream-id" {
 		t.Errorf("upstream's own id: upstream got %q, response %q; want the upstream's kept", up, res)
 	}
@@ -337,6 +360,44 @@ func TestRequestIDOwnsItsBytes(t *testing.T) {
 		rw.recycle()
 		if got := r.Header.Get("X-Request-Id"); got != id {
 			t.Errorf("HTTP/%d: after the responseWriter was recycled the request carries %q, want %q", major, got, id)
+		}
+	}
+}
+
+// TestAccessLogCombinedRequestSpaces: over HTTP/2 a client can put spaces
+// in the method and the path, which HTTP/1.1's request line cannot hold;
+// the combined format's "$request" escapes them (\x20), so it is always
+// three space-separated parts, as log parsers read it.
+func TestAccessLogCombinedRequestSpaces(t *testing.T) {
+	be := newBackend(t, "a")
+	var logBuf testenv.Buffer
+	l, err := accesslog.New(accesslog.Combined, "", &logBuf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := baseOptions(upstreamsOf(t, be))
+	opts.AccessLog = l
+	b, err := New(opts, NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	front, c := tlsFront(t, b, true)
+	for _, tc := range []struct{ method, path, want string }{
+		{"GET", "/a HTTP/1.1", `"GET /a\x20HTTP/1.1 HTTP/2.0"`},
+		{"GET /forged", "/b c", `"GET\x20/forged /b\x20c HTTP/2.0"`},
+	} {
+		before := len(logBuf.String())
+		status, _ := h2Exchange(t, front, c, ":method", tc.method, ":scheme", "https", ":authority", "front", ":path", tc.path)
+		var line string
+		testenv.Eventually(t, 5*time.Second, func() error {
+			if line = logBuf.String()[before:]; line == "" {
+				return errString("no line yet")
+			}
+			return nil
+		})
+		if !strings.Contains(line, "] "+tc.want+" ") {
+			t.Errorf("%q %q (status %s): logged\n%s\nwant the request as %s", tc.method, tc.path, status, line, tc.want)
 		}
 	}
 }

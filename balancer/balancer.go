@@ -286,7 +286,7 @@ func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
 	b.installHoldLocked(s)
 	b.snap.Store(s)
 	b.installs.Add(1)
-	b.dropHeldLocked(old, s)
+	b.dropHeldLocked(s)
 	b.recomputeLocked()
 	return s
 }

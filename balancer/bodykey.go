@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf16"
@@ -39,10 +40,11 @@ func parseJSONPath(s string) ([]string, error) {
 // jsonKey is the json source on r: the value of the field at path in
 // r's body, read from at most limit bytes of it. The source is absent
 // unless the body is declared JSON (Content-Type application/json or
-// */*+json) and not compressed (no Content-Encoding), is a JSON object
-// up to the field, and the field is a non-empty string (its value,
-// unescaped) or a number (its text as written). The first field of that
-// name wins.
+// */*+json) and not compressed (no Content-Encoding), as the upstream
+// will see it (a header the Connection header names is not forwarded:
+// see dropped), is a JSON object up to the field, and the field is a
+// non-empty string (its value, unescaped) or a number (its text as
+// written). The first field of that name wins.
 func jsonKey(r *http.Request, path []string, limit int) (string, bool) {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || !isJSONBody(r.Header) {
 		return "", false
@@ -50,6 +52,7 @@ func jsonKey(r *http.Request, path []string, limit int) (string, bool) {
 	p, ok := r.Body.(*bodyPrefix)
 	if !ok {
 		p = newBodyPrefix(r.Body, r.ContentLength, limit)
+		p.trailers = newTrailerGate(r)
 		r.Body = p
 	}
 	s := jsonScan{p: p, path: path}
@@ -58,13 +61,16 @@ func jsonKey(r *http.Request, path []string, limit int) (string, bool) {
 
 // isJSONBody reports whether h declares an uncompressed JSON body: a
 // Content-Type of application/json or any */*+json (parameters and case
-// ignored), and no Content-Encoding.
+// ignored), and no Content-Encoding. A Content-Type or Content-Encoding
+// that the Connection header names is hop-by-hop, removed before the
+// upstream sees the request, and so counts as absent: the key is read
+// only from a body the upstream will take for the same JSON.
 func isJSONBody(h http.Header) bool {
-	if v := h["Content-Encoding"]; len(v) > 0 && v[0] != "" {
+	if v := h["Content-Encoding"]; len(v) > 0 && v[0] != "" && !dropped(h, "Content-Encoding") {
 		return false
 	}
 	v := h["Content-Type"]
-	if len(v) == 0 {
+	if len(v) == 0 || dropped(h, "Content-Type") {
 		return false
 	}
 	mt, _, _ := strings.Cut(v[0], ";")
@@ -101,6 +107,54 @@ type bodyPrefix struct {
 	started bool
 	// replaying says Read was called: the prefix no longer grows.
 	replaying bool
+	// trailers keeps the request's declared trailers when rc ends.
+	trailers trailerGate
+}
+
+// trailerGate keeps a request's trailers to those its Trailer header
+// declared. When the body ends, net/http's HTTP/1.1 server adds every
+// trailer field the client sent to the request's Trailer map, declared
+// or not (Host too), and that map is what the transport sends upstream
+// after the body: close, called then, removes the fields the Trailer
+// header did not declare, and Host always (a trailer never routes). So
+// a request's trailers reach the upstream the same whether its key was
+// read from the body (which may read it to its end before the request
+// is sent) or not, and as HTTP/2 clients' do (net/http's HTTP/2 server
+// keeps only declared ones). It allocates only for a request that
+// declares trailers.
+type trailerGate struct {
+	trailer  *http.Header // the request's Trailer field
+	declared []string     // the names declared, canonical
+}
+
+// newTrailerGate is the gate of r, whose body nothing has read yet (so
+// its Trailer map holds the declared names only). A declared Host is
+// dropped at once, so that the upstream is not told of it either.
+func newTrailerGate(r *http.Request) trailerGate {
+	g := trailerGate{trailer: &r.Trailer}
+	if len(r.Trailer) == 0 {
+		return g
+	}
+	delete(r.Trailer, "Host")
+	g.declared = make([]string, 0, len(r.Trailer))
+	for k := range r.Trailer {
+		g.declared = append(g.declared, k)
+	}
+	return g
+}
+
+// close removes the undeclared fields from the trailers the server read
+// as the body ended. It edits the map in place: the request the
+// transport sends may share it.
+func (g *trailerGate) close() {
+	if g.trailer == nil {
+		return
+	}
+	for k := range *g.trailer {
+		if !slices.Contains(g.declared, k) {
+			delete(*g.trailer, k)
+		}
+	}
 }
 
 // Prefix buffers are pooled by size class: class c holds buffers of
@@ -174,6 +228,9 @@ func (p *bodyPrefix) more() bool {
 		p.buf = p.buf[:len(p.buf)+n]
 		if err != nil {
 			p.err = err
+			if err == io.EOF {
+				p.trailers.close()
+			}
 		}
 		if n > 0 {
 			return true
@@ -199,7 +256,11 @@ func (p *bodyPrefix) Read(b []byte) (int, error) {
 	if p.err != nil {
 		return 0, p.err
 	}
-	return p.rc.Read(b)
+	n, err := p.rc.Read(b)
+	if err == io.EOF {
+		p.trailers.close()
+	}
+	return n, err
 }
 
 func (p *bodyPrefix) Close() error { return p.rc.Close() }

@@ -13,7 +13,7 @@ import (
 	"testing/iotest"
 	"time"
 
-	"github.com/ringlb/ringlb/internal/testnet"
+	"github.com/ringlb/ringlb/internal/testutil/testnet"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -140,6 +140,50 @@ func TestJSONKeyNeedsJSONBody(t *testing.T) {
 	r.Header.Set("Content-Encoding", "gzip")
 	if _, ok := jsonKey(r, []string{"user"}, DefaultBodyLimit); ok {
 		t.Error("a gzip body gave a key")
+	}
+}
+
+// TestJSONKeyHopByHop: over real HTTP, a Content-Type that the
+// Connection header names is removed before the upstream sees the
+// request, so the json source takes it for absent (the upstream will not
+// read the body as JSON) and the next source keys the request; a
+// Content-Encoding so named is absent too, and the body is read.
+func TestJSONKeyHopByHop(t *testing.T) {
+	bes := []*backend{bodyEcho(t, "a"), bodyEcho(t, "b"), bodyEcho(t, "c")}
+	for _, be := range bes {
+		inner := be.handle
+		be.handle = func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Saw", fmt.Sprintf("type=%q encoding=%q", r.Header.Get("Content-Type"), r.Header.Get("Content-Encoding")))
+			inner(w, r)
+		}
+	}
+	b, _, front := proxy(t, jsonOptions(t, DefaultBodyLimit, bes...))
+	body := `{"user":"alice"}`
+	for _, tc := range []struct {
+		name, head string
+		status     int
+		key        string // its upstream is the one expected; "" for the 400
+		saw        string
+	}{
+		{"Content-Type named", "Content-Type: application/json\r\nConnection: close, Content-Type\r\n", 400, "", ""},
+		{"named in lower case, on a line of its own", "Content-Type: application/json\r\nConnection: close\r\nConnection: keep-alive, content-type\r\n", 400, "", ""},
+		{"the next source keys it", "Content-Type: application/json\r\nX-Session: s-1\r\nConnection: close, Content-Type\r\n", 200, "s-1", `type="" encoding=""`},
+		{"Content-Encoding named", "Content-Type: application/json\r\nContent-Encoding: x-unknown\r\nConnection: close, Content-Encoding\r\n", 200, "alice", `type="application/json" encoding=""`},
+		{"nothing named", "Content-Type: application/json\r\nConnection: close\r\n", 200, "alice", `type="application/json" encoding=""`},
+	} {
+		req := fmt.Sprintf("POST /v1 HTTP/1.1\r\nHost: front\r\nContent-Length: %d\r\n%s\r\n%s", len(body), tc.head, body)
+		got := testnet.RawExchange(t, front.Listener.Addr().String(), req, nil)
+		want := fmt.Sprintf("HTTP/1.1 %d ", tc.status)
+		switch {
+		case !strings.HasPrefix(got, want):
+			t.Errorf("%s: %.60q..., want %q", tc.name, got, want)
+		case tc.key != "" && !strings.Contains(got, fmt.Sprintf("X-Backend: [%q]", b.Lookup(tc.key).Chosen)):
+			t.Errorf("%s: not served by %s, the upstream of %q:\n%s", tc.name, b.Lookup(tc.key).Chosen, tc.key, got)
+		case tc.key != "" && !strings.Contains(got, fmt.Sprintf("X-Saw: [%q]", tc.saw)):
+			t.Errorf("%s: the upstream saw other headers than %s:\n%s", tc.name, tc.saw, got)
+		case tc.key != "" && !strings.Contains(got, fmt.Sprintf("body %q", body)):
+			t.Errorf("%s: the upstream did not get the body:\n%s", tc.name, got)
+		}
 	}
 }
 
@@ -280,38 +324,74 @@ func (b *trailerBody) Read(p []byte) (int, error) {
 
 func (b *trailerBody) Close() error { return nil }
 
+// TestRequestTrailers: over real HTTP, the upstream gets the trailers a
+// chunked request declared in its Trailer header, and no others (Host
+// never), whether its key came from its body (read to its end before the
+// request is sent, or only in part) or from a header.
+func TestRequestTrailers(t *testing.T) {
+	bes := []*backend{newBackend(t, "a"), newBackend(t, "b")}
+	for _, be := range bes {
+		be.handle = func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			fmt.Fprint(w, r.Trailer)
+		}
+	}
+	_, _, front := proxy(t, jsonOptions(t, 1024, bes...))
+	const sent = "X-A: 1\r\nX-B: 2\r\nHost: evil.example\r\n"
+	for _, body := range []string{`{"user":"alice"}`, `{"user":"alice","pad":"` + strings.Repeat("p", 4000) + `"}`} {
+		for _, src := range []string{"Content-Type: application/json\r\n", "Content-Type: text/plain\r\nX-Session: s-1\r\n"} {
+			for _, tc := range []struct{ declared, want string }{
+				{"Trailer: X-A\r\n", "map[X-A:[1]]"},
+				{"", "map[]"},
+				{"Trailer: X-A, Host\r\n", "map[X-A:[1]]"},
+			} {
+				req := fmt.Sprintf("POST /v1 HTTP/1.1\r\nHost: front\r\n%s%sTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n%x\r\n%s\r\n0\r\n%s\r\n",
+					src, tc.declared, len(body), body, sent)
+				got := testnet.RawExchange(t, front.Listener.Addr().String(), req, nil)
+				if !strings.HasPrefix(got, "HTTP/1.1 200 ") || !strings.Contains(got, fmt.Sprintf("body %q", tc.want)) {
+					t.Errorf("%d-byte body, %q, %q: the upstream got other trailers than %s:\n%s", len(body), src, tc.declared, tc.want, got)
+				}
+			}
+		}
+	}
+}
+
 // TestJSONKeyExpectContinue: a client that sends Expect: 100-continue
 // and waits for the 100 before its body gets it (reading the body for the
-// key needs it), exactly once, and the upstream gets the body.
+// key needs it), exactly once, and the upstream gets the body. The
+// expectation is a token, in any case, maybe among others (net/http sends
+// its 100 Continue for "100-Continue, foo" too).
 func TestJSONKeyExpectContinue(t *testing.T) {
 	be := bodyEcho(t, "a")
 	_, _, front := proxy(t, jsonOptions(t, DefaultBodyLimit, be, bodyEcho(t, "b")))
 	body := `{"user":"alice","messages":[]}`
-	for _, framing := range []string{fmt.Sprintf("Content-Length: %d", len(body)), "Transfer-Encoding: chunked"} {
-		conn, err := net.Dial("tcp", front.Listener.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn.SetDeadline(time.Now().Add(20 * time.Second))
-		fmt.Fprintf(conn, "POST /v1 HTTP/1.1\r\nHost: front\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n%s\r\nConnection: close\r\n\r\n", framing)
-		br := bufio.NewReader(conn)
-		line, err := br.ReadString('\n')
-		if err != nil || line != "HTTP/1.1 100 Continue\r\n" {
-			t.Fatalf("%s: before sending the body, read %q, %v; want 100 Continue", framing, line, err)
-		}
-		if l, _ := br.ReadString('\n'); l != "\r\n" {
-			t.Fatalf("%s: 100 Continue followed by %q", framing, l)
-		}
-		if strings.HasPrefix(framing, "Transfer") {
-			fmt.Fprintf(conn, "%x\r\n%s\r\n0\r\n\r\n", len(body), body)
-		} else {
-			io.WriteString(conn, body)
-		}
-		rest, _ := io.ReadAll(br)
-		conn.Close()
-		got := testnet.CanonicalResponse(rest, http.MethodPost)
-		if strings.Contains(got, "100 Continue") || !strings.Contains(got, "HTTP/1.1 200 OK") || !strings.Contains(got, fmt.Sprintf("body %q", body)) {
-			t.Errorf("%s: after the body:\n%s\nwant one 200 with the body, no second 100", framing, got)
+	for _, expect := range []string{"100-continue", "100-Continue", "100-Continue, foo", "foo, 100-CONTINUE"} {
+		for _, framing := range []string{fmt.Sprintf("Content-Length: %d", len(body)), "Transfer-Encoding: chunked"} {
+			conn, err := net.Dial("tcp", front.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn.SetDeadline(time.Now().Add(20 * time.Second))
+			fmt.Fprintf(conn, "POST /v1 HTTP/1.1\r\nHost: front\r\nContent-Type: application/json\r\nExpect: %s\r\n%s\r\nConnection: close\r\n\r\n", expect, framing)
+			br := bufio.NewReader(conn)
+			line, err := br.ReadString('\n')
+			if err != nil || line != "HTTP/1.1 100 Continue\r\n" {
+				t.Fatalf("Expect %q, %s: before sending the body, read %q, %v; want 100 Continue", expect, framing, line, err)
+			}
+			if l, _ := br.ReadString('\n'); l != "\r\n" {
+				t.Fatalf("Expect %q, %s: 100 Continue followed by %q", expect, framing, l)
+			}
+			if strings.HasPrefix(framing, "Transfer") {
+				fmt.Fprintf(conn, "%x\r\n%s\r\n0\r\n\r\n", len(body), body)
+			} else {
+				io.WriteString(conn, body)
+			}
+			rest, _ := io.ReadAll(br)
+			conn.Close()
+			got := testnet.CanonicalResponse(rest, http.MethodPost)
+			if strings.Contains(got, "100 Continue") || !strings.Contains(got, "HTTP/1.1 200 OK") || !strings.Contains(got, fmt.Sprintf("body %q", body)) {
+				t.Errorf("Expect %q, %s: after the body:\n%s\nwant one 200 with the body, no second 100", expect, framing, got)
+			}
 		}
 	}
 }

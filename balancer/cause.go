@@ -28,7 +28,7 @@ const (
 	causeTLS                      // the TLS handshake failed: certificate, protocol, alert
 	causeBadResponse              // the upstream answered something that is not a valid response
 	causeLocal                    // ringlb's own limits: no file descriptor, no local port, no buffer
-	causeClient                   // the client went away, or its request (body, upgrade) was at fault
+	causeClient                   // the client went away, or its request (body, upgrade, a field no transport sends) was at fault
 	numCauses
 )
 
@@ -51,7 +51,7 @@ func causeOf(err error) cause {
 	switch {
 	case err == nil:
 		return causeNone
-	case errors.Is(err, context.Canceled), byClient(err):
+	case errors.Is(err, context.Canceled), byClient(err), refused(err):
 		return causeClient
 	case isLocal(err):
 		return causeLocal

@@ -21,9 +21,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/cmd/ringlb/certs/certstest"
-	"github.com/ringlb/ringlb/internal/testenv"
-	"github.com/ringlb/ringlb/internal/testnet"
+	"github.com/ringlb/ringlb/internal/testutil/certstest"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/testnet"
 )
 
 // rawServer serves each loopback connection with serve; its URL is http.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer/discovery"
-	"github.com/ringlb/ringlb/balancer/discovery/dnstest"
+	"github.com/ringlb/ringlb/internal/testutil/dnstest"
 )
 
 // BenchmarkDiscoveryInstall1000 resolves an SRV record of 1000 targets

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/internal/testnet"
+	"github.com/ringlb/ringlb/internal/testutil/testnet"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"

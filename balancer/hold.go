@@ -85,10 +85,12 @@ type holdState struct {
 	secure   bool           // the cookie's attributes: the affinity cookie's
 	httpOnly bool
 
-	// With share on (rule 14): the client, when this ring version became
-	// the balancer's (or it started), and the keys already looked up in
-	// the store since then.
+	// With share on (rule 14): the client, the names a record read from
+	// it may carry (the members), when this ring version became the
+	// balancer's (or it started), and the keys already looked up in the
+	// store since then.
 	share   *share.Client
+	members *share.Members
 	since   int64
 	looked  *hold.Seen
 	flights *shareFlights
@@ -143,6 +145,11 @@ func (b *Balancer) installHoldLocked(s *snapshot) {
 	}
 	if b.holdShare != nil {
 		h.share, h.written = b.holdShare, b.holdWritten
+		names := make([]string, len(s.members))
+		for i := range s.members {
+			names[i] = s.members[i].u.name
+		}
+		h.members = share.NewMembers(names)
 		if old != nil && old.hold != nil && old.hold.share == h.share && old.hold.cur == h.cur {
 			h.since, h.looked, h.flights = old.hold.since, old.hold.looked, old.hold.flights
 		} else {
@@ -152,20 +159,18 @@ func (b *Balancer) installHoldLocked(s *snapshot) {
 	s.hold = h
 }
 
-// dropHeldLocked forgets the records of the members of old that s no
-// longer has: removing an upstream sends its keys along the ring at once.
-// Callers hold b.mu, after s was installed.
-func (b *Balancer) dropHeldLocked(old, s *snapshot) {
+// dropHeldLocked forgets the records of every upstream that is not a
+// member of s (the previous snapshot's members that s has not, and any
+// other name recorded meanwhile by requests that began on an older
+// snapshot): removing an upstream sends its keys along the ring at once,
+// and the store's table of names holds the members only (and those
+// dropped lately). Callers hold b.mu, after s was installed.
+func (b *Balancer) dropHeldLocked(s *snapshot) {
 	st := b.holdStore.Load()
-	if st == nil || old == nil {
+	if st == nil {
 		return
 	}
-	now := b.nanotime()
-	for i := range old.members {
-		if name := old.members[i].u.name; s.ring.Index(name) < 0 {
-			st.Drop(name, now)
-		}
-	}
+	st.Keep(func(name string) bool { return s.ring.Index(name) >= 0 }, b.nanotime())
 }
 
 // expireHold walks the store a little (hold.Store.Expire) and sets the

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer/hold/share"
-	"github.com/ringlb/ringlb/internal/redistest"
+	"github.com/ringlb/ringlb/internal/testutil/redistest"
 )
 
 // BenchmarkServeHTTPHold is BenchmarkServeHTTP (serial) with hold off, on

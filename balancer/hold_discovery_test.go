@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/balancer/discovery/dnstest"
+	"github.com/ringlb/ringlb/internal/testutil/dnstest"
 )
 
 // Hold through a discovery change: a member appearing in the SRV answer

@@ -70,10 +70,10 @@ func (b *Balancer) shareLookup(r *http.Request, hs *holdState, h uint64, mono in
 }
 
 // shareGet asks the store for the record of h and, when it holds one
-// younger than idle, makes it this process's own.
+// younger than idle on a member, makes it this process's own.
 func (b *Balancer) shareGet(r *http.Request, hs *holdState, h uint64, mono int64) (hold.Rec, bool) {
 	idle := int64(hs.rule.Idle)
-	sr, ok, err := hs.share.Get(r.Context(), h)
+	sr, ok, err := hs.share.Get(r.Context(), h, hs.members)
 	if err != nil || !ok {
 		return hold.Rec{}, false
 	}

@@ -12,9 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ringlb/ringlb/balancer/hold/share"
-	"github.com/ringlb/ringlb/cmd/ringlb/certs/certstest"
-	"github.com/ringlb/ringlb/internal/redistest"
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/certstest"
+	"github.com/ringlb/ringlb/internal/testutil/redistest"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 // shareTimeout is the lookup timeout of these tests: generous, so a busy
@@ -165,14 +165,14 @@ func TestHoldShareSteadyStateAsksNothing(t *testing.T) {
 	}
 	clk.advance(idle + time.Second)
 	before := asked()
-	gets := cmdCalls(t, srv, "get")
+	gets := cmdCalls(t, srv, "getrange")
 	for _, k := range keys("late-", 200) {
 		visit(t, rs[0].front, k)
 	}
 	if n := asked() - before; n != 0 {
 		t.Errorf("%d lookups in steady state, want 0", n)
 	}
-	if n := cmdCalls(t, srv, "get") - gets; n != 0 {
+	if n := cmdCalls(t, srv, "getrange") - gets; n != 0 {
 		t.Errorf("the server answered %d GETs in steady state, want 0", n)
 	}
 }
@@ -340,7 +340,7 @@ func TestHoldShareConcurrentFirstRequests(t *testing.T) {
 	if len(movers) < 3 {
 		t.Fatalf("the new ring moves %d of %d keys; want some", len(movers), len(live))
 	}
-	gets := cmdCalls(t, srv, "get")
+	gets := cmdCalls(t, srv, "getrange")
 	const parallel = 8
 	type answer struct {
 		key, upstream string
@@ -384,7 +384,7 @@ func TestHoldShareConcurrentFirstRequests(t *testing.T) {
 	if wrong != 0 {
 		t.Errorf("%d of %d parallel first requests left their key's upstream, want 0", wrong, len(movers)*parallel)
 	}
-	if n := cmdCalls(t, srv, "get") - gets; n != len(movers) {
+	if n := cmdCalls(t, srv, "getrange") - gets; n != len(movers) {
 		t.Errorf("the store answered %d GETs for %d keys, want one per key", n, len(movers))
 	}
 	if s := nw.b.shareCounts.Snapshot(); s.Found != uint64(len(movers)) {

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/ringlb/ringlb/balancer/keyhash"
 )
 
 // Hot keys: a consistent hash spreads keys, not work. One hot key stays on
@@ -205,8 +207,11 @@ func (w *hotWindowCounts) down(i int) {
 
 // HotKey is one of the hottest keys of a window.
 type HotKey struct {
-	Hash     uint64
-	Hex      string // Hash as /debug/lookup shows it
+	Hash uint64 // the key's ring position
+	// Hex is the key's reported hash, as the access log and LookupHash
+	// take it: Hash as /debug/lookup shows it, or with a salt
+	// (HashOptions.Salt) the salted hash.
+	Hex      string
 	Owner    string // the key's owner on the current ring ("" for an empty ring)
 	Requests uint64 // Space-Saving's estimate: at most the true count + Error
 	Error    uint64
@@ -224,6 +229,20 @@ type HotKeysWindow struct {
 // HotKeys returns the hottest keys of the current window (previous false)
 // or of the complete window before it.
 func (b *Balancer) HotKeys(previous bool) HotKeysWindow {
+	out, s := b.hotKeys(previous)
+	if s != nil {
+		// Outside the lock that requests take: salted, 100 keys cost
+		// 100 HMACs.
+		for i := range out.Keys {
+			out.Keys[i].Hex = s.reportedHash(out.Keys[i].Hash)
+		}
+	}
+	return out
+}
+
+// hotKeys is HotKeys but for the keys' Hex, and the snapshot it read
+// owners from (nil: none).
+func (b *Balancer) hotKeys(previous bool) (HotKeysWindow, *snapshot) {
 	now := b.nanotime()
 	hk := &b.hot
 	hk.mu.Lock()
@@ -236,7 +255,7 @@ func (b *Balancer) HotKeys(previous bool) HotKeysWindow {
 		w = hk.prev
 	}
 	if w == nil {
-		return HotKeysWindow{Seconds: hotWindow.Seconds()}
+		return HotKeysWindow{Seconds: hotWindow.Seconds()}, nil
 	}
 	end := w.end
 	if end == 0 {
@@ -252,11 +271,7 @@ func (b *Balancer) HotKeys(previous bool) HotKeysWindow {
 				owner = s.members[o].u.name
 			}
 		}
-		hex := ""
-		if s != nil {
-			hex = s.ring.FormatHash(c.hash)
-		}
-		out.Keys = append(out.Keys, HotKey{Hash: c.hash, Hex: hex, Owner: owner, Requests: count, Error: c.err, Share: float64(count) / float64(max(w.requests, 1)), Sent: c.sent})
+		out.Keys = append(out.Keys, HotKey{Hash: c.hash, Owner: owner, Requests: count, Error: c.err, Share: float64(count) / float64(max(w.requests, 1)), Sent: c.sent})
 	}
 	slices.SortFunc(out.Keys, func(a, b HotKey) int {
 		switch {
@@ -271,7 +286,7 @@ func (b *Balancer) HotKeys(previous bool) HotKeysWindow {
 		}
 		return 0
 	})
-	return out
+	return out, s
 }
 
 // hottestShare is ringlb_hot_key_share: the hottest key's share of the
@@ -289,4 +304,39 @@ func (b *Balancer) hottestShare() float64 {
 		top = max(top, c)
 	}
 	return float64(top) / float64(w.requests)
+}
+
+// reportedHash is the hash the balancer shows of the key at ring position
+// pos (the access log's key_hash, /debug/hotkeys): the position as
+// FormatHash writes it, or with a salt the salted hash, 16 hex digits.
+func (s *snapshot) reportedHash(pos uint64) string {
+	if s.salt == nil {
+		return s.ring.FormatHash(pos)
+	}
+	return keyhash.Hex(s.salt.Sum(pos))
+}
+
+// hotPosition finds the ring position of a hot key (of the current
+// window or the one before) whose reported hash is hex. The positions
+// are copied under the lock and hashed after it.
+func (b *Balancer) hotPosition(s *snapshot, hex string) (uint64, bool) {
+	var pos [2 * hotCounters]uint64
+	n := 0
+	hk := &b.hot
+	hk.mu.Lock()
+	for _, w := range [2]*hotWindowCounts{hk.cur, hk.prev} {
+		if w != nil {
+			for _, c := range w.slots[:w.n] {
+				pos[n] = c.hash
+				n++
+			}
+		}
+	}
+	hk.mu.Unlock()
+	for _, p := range pos[:n] {
+		if s.reportedHash(p) == hex {
+			return p, true
+		}
+	}
+	return 0, false
 }

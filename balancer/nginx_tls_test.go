@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/cmd/ringlb/certs/certstest"
-	"github.com/ringlb/ringlb/internal/nginxtest"
+	"github.com/ringlb/ringlb/internal/testutil/certstest"
+	"github.com/ringlb/ringlb/internal/testutil/nginxtest"
 )
 
 // A real nginx over TLS with keepalive_timeout 1s as the upstream (the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer/accesslog"
 	"github.com/ringlb/ringlb/balancer/discovery"
+	"github.com/ringlb/ringlb/balancer/keyhash"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -174,6 +175,19 @@ type HashOptions struct {
 	// sources read at most before deciding; default 65536; >= 1 (values
 	// below 1 mean DefaultBodyLimit).
 	BodyLimit int `yaml:"body_limit" default:"65536"`
+	// SaltFile is salt_file, the path (relative to the config file's
+	// directory) of a file holding the fleet's secret salt; default ""
+	// (reported hashes are ring positions). The config reads it into Salt
+	// (surrounding blanks and line ends removed, at least 16 bytes); the
+	// balancer reads only Salt.
+	SaltFile string `yaml:"salt_file"`
+	// Salt, when not empty (hash.salt_file's content), keys the key
+	// hashes the balancer reports: the access log's key_hash, the hashes
+	// of HotKeys (and what LookupHash takes), and the names of the shared
+	// hold store's records (see package keyhash). It never changes where
+	// a key goes, nor Lookup's Hash, the ring position. Every replica
+	// sharing a hold store needs the same salt. It is not in the file.
+	Salt []byte
 }
 
 // DefaultBodyLimit is HashOptions.BodyLimit's default: 64 KiB.
@@ -259,10 +273,11 @@ type settings struct {
 	specs []memberSpec // indexed like the ring's Members(); installLocked reads them
 
 	keys         []keySpec
-	keyNames     []string  // each key source as RingStatus.KeySources names it
-	keyLabels    []string  // each key source as KeySource.Label names it, for logs
-	keyDesc      string    // "cookie session, header X-User-ID", for 400 answers
-	onMissing    OnMissing // never empty
+	keyNames     []string        // each key source as RingStatus.KeySources names it
+	keyLabels    []string        // each key source as KeySource.Label names it, for logs
+	keyDesc      string          // "cookie session, header X-User-ID", for 400 answers
+	salt         *keyhash.Salted // HashOptions.Salt; nil: reported hashes are ring positions
+	onMissing    OnMissing       // never empty
 	cookie       CookieOptions
 	loadFactor   float64
 	loadFloor    int64 // >= 1
@@ -383,12 +398,16 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 		set.keyLabels = append(set.keyLabels, k.Label())
 	}
 	set.keyDesc = strings.Join(set.keyNames, ", ")
+	set.salt = keyhash.New(opts.Hash.Salt)
 	if opts.Discovery != nil && opts.Ring.Placement == ring.PlacementNginx {
 		return settings{}, nil, errors.New("balancer: discovery needs placement ringlb")
 	}
 	var err error
 	if set.holdSet, err = compileHold(opts.Hold, set.fail); err != nil {
 		return settings{}, nil, err
+	}
+	if set.holdSet.share.URL != "" {
+		set.holdSet.share.Salt = opts.Hash.Salt // the records' names are reported hashes
 	}
 	r, err := set.membership(opts, found, nil)
 	if err != nil {

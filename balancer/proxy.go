@@ -93,6 +93,12 @@ func (b *Balancer) newProxy(s *snapshot, u *upstream, spec memberSpec) *httputil
 			setForwarded(pr.Out.Header, pr.In)
 			setLoop(pr.Out.Header, pr.In.Header)
 			pr.Out.Host = pr.In.Host
+			if pr.Out.Host == "" {
+				// No Host (HTTP/1.0, an empty one, HTTP/2 without
+				// :authority): the address the client reached, not the
+				// upstream's own, which an empty Host would give.
+				pr.Out.Host = localAddr(pr.In)
+			}
 			// Request trailers: the server fills the inbound map when the
 			// body ends, which is when the transport reads it to send
 			// them (Clone copied it while it was still empty).
@@ -239,11 +245,21 @@ func setForwarded(h http.Header, in *http.Request) {
 	}
 }
 
+// localAddr is the address of ringlb's end of the connection r came
+// on, as host:port ("" for a request that came on none).
+func localAddr(r *http.Request) string {
+	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && a != nil {
+		return a.String()
+	}
+	return ""
+}
+
 // recordError is every ReverseProxy's ErrorHandler: it writes nothing and
-// leaves the error for ServeHTTP, which retries or answers.
+// leaves the error for ServeHTTP, which retries or answers. ReverseProxy's
+// own refusal of what the client asked for (badUpgrade) is marked here.
 func recordError(w http.ResponseWriter, r *http.Request, err error) {
 	if rw, ok := w.(*responseWriter); ok {
-		rw.err = err
+		rw.err = badUpgrade(r, err)
 		return
 	}
 	w.WriteHeader(http.StatusBadGateway)
@@ -336,12 +352,24 @@ type trackedBody struct {
 	rc  io.ReadCloser
 	n   atomic.Int64
 	bad atomic.Bool
+	// trailer is the request's trailer map, which the server fills as
+	// the body ends, before the transport writes it: the fields that must
+	// not be forwarded are dropped then (dropBadTrailers).
+	trailer http.Header
+	// trailers keeps the declared trailers of a body that no key source
+	// read (see trailerGate).
+	trailers trailerGate
 }
 
 func (t *trackedBody) Read(p []byte) (int, error) {
 	n, err := t.rc.Read(p)
 	t.n.Add(int64(n))
-	if err != nil && err != io.EOF {
+	if err == io.EOF {
+		t.trailers.close()
+		if len(t.trailer) > 0 {
+			dropBadTrailers(t.trailer)
+		}
+	} else if err != nil {
 		t.bad.Store(true)
 	}
 	return n, err

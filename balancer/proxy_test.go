@@ -2,6 +2,7 @@ package balancer
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -17,7 +18,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/internal/testenv"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/testnet"
 )
 
 // TestSetForwardedMatchesSetXForwarded: setForwarded leaves the outbound
@@ -459,4 +464,90 @@ func dialRaw(t *testing.T, front *httptest.Server, d time.Duration) net.Conn {
 	t.Cleanup(func() { conn.Close() })
 	conn.SetDeadline(time.Now().Add(d))
 	return conn
+}
+
+// TestNoHost: a request without a Host value (HTTP/1.0 without Host, an
+// empty Host, HTTP/2 without :authority) reaches the upstream with the
+// address the client reached as its Host, over every protocol, never the
+// upstream's own address; X-Forwarded-Host stays empty, as the client
+// sent it. A request with a Host keeps it.
+func TestNoHost(t *testing.T) {
+	be := newBackend(t, "a")
+	be.handle = func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "host=%q xfh=%q", r.Host, r.Header.Get("X-Forwarded-Host"))
+	}
+	b, _, front := proxy(t, baseOptions(upstreamsOf(t, be)))
+	addr := front.Listener.Addr().String()
+	for _, tc := range []struct{ name, req, want string }{
+		{"HTTP/1.0 without Host", "GET /a HTTP/1.0\r\n\r\n", fmt.Sprintf("host=%q xfh=\"\"", addr)},
+		{"HTTP/1.1, empty Host", "GET /a HTTP/1.1\r\nHost:\r\nConnection: close\r\n\r\n", fmt.Sprintf("host=%q xfh=\"\"", addr)},
+		{"HTTP/1.0 with a Host", "GET /a HTTP/1.0\r\nHost: shop.example\r\n\r\n", `host="shop.example" xfh="shop.example"`},
+	} {
+		got := testnet.RawExchange(t, addr, tc.req, nil)
+		if !strings.Contains(got, fmt.Sprintf("body %q", tc.want)) {
+			t.Errorf("%s: upstream %s saw other than %s:\n%s", tc.name, be.srv.Listener.Addr(), tc.want, got)
+		}
+	}
+
+	// HTTP/2 without :authority, over TLS.
+	tfront, c := tlsFront(t, b, true)
+	status, body := h2Exchange(t, tfront, c, ":method", "GET", ":scheme", "https", ":path", "/a")
+	if want := fmt.Sprintf("host=%q xfh=\"\"", tfront.Listener.Addr()); status != "200" || string(body) != want {
+		t.Errorf("HTTP/2 without :authority: %s, upstream saw %s, want %s", status, body, want)
+	}
+}
+
+// h2Exchange sends one HTTP/2 request made of exactly the given header
+// fields (name, value, ...), in that order and unchecked, with no body,
+// to front (a TLS server offering h2; c trusts it), and returns the
+// response's status and body ("RST" or "GOAWAY" and nil when the server
+// refused the stream).
+func h2Exchange(t *testing.T, front *httptest.Server, c *http.Client, fields ...string) (string, []byte) {
+	t.Helper()
+	conf := c.Transport.(*http.Transport).TLSClientConfig.Clone()
+	conf.NextProtos = []string{"h2"}
+	conn, err := tls.Dial("tcp", front.Listener.Addr().String(), conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	io.WriteString(conn, http2.ClientPreface)
+	fr := http2.NewFramer(conn, conn)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	fr.WriteSettings()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for i := 0; i+1 < len(fields); i += 2 {
+		enc.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
+	var status string
+	var body []byte
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("HTTP/2: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				fr.WriteSettingsAck()
+			}
+		case *http2.MetaHeadersFrame:
+			status = f.PseudoValue("status")
+			if f.StreamEnded() {
+				return status, body
+			}
+		case *http2.DataFrame:
+			body = append(body, f.Data()...)
+			if f.StreamEnded() {
+				return status, body
+			}
+		case *http2.RSTStreamFrame:
+			return "RST", nil
+		case *http2.GoAwayFrame:
+			return "GOAWAY", nil
+		}
+	}
 }

@@ -1,7 +1,9 @@
 package balancer
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -13,7 +15,9 @@ import (
 )
 
 // Route sends the requests it matches to a pool. It is an entry of the
-// config file's routes, which decodes into it (see RingOptions).
+// config file's routes, which decodes into it (see RingOptions). The path
+// it is matched with is the request's as RoutePath reads it (decoded, "//"
+// merged, dot segments removed).
 type Route struct {
 	// Host is host: "" (any host; the default), an exact host name or IP
 	// address, or "*.SUFFIX" (any name ending in ".SUFFIX"), without port,
@@ -202,9 +206,103 @@ func (rt *Router) Routes() []Route {
 }
 
 // Match returns the pool a request for host (a Host header: any port is
-// ignored) and path goes to, or nil when no route matches.
-func (rt *Router) Match(host, path string) *Balancer {
-	return rt.table.Load().match(host, path)
+// ignored) and path (percent-decoded, as a request's URL.Path) goes to,
+// or nil when no route matches. Routes see path as RoutePath makes it;
+// when it refuses the path, so does Match, with RoutePath's error (the
+// proxy answers such a request 400). With one pool and no routes, every
+// path goes to that pool, as it is.
+func (rt *Router) Match(host, path string) (*Balancer, error) {
+	t := rt.table.Load()
+	if t.only != nil {
+		return t.only, nil
+	}
+	path, err := RoutePath(path)
+	if err != nil {
+		return nil, err
+	}
+	return t.match(host, path), nil
+}
+
+// The errors RoutePath refuses a path with.
+var (
+	ErrPathAboveRoot = errors.New(`its ".." segments climb above the root`)
+	ErrPathNUL       = errors.New("it holds a NUL (%00)")
+)
+
+// RoutePath returns a request's path (percent-decoded, as URL.Path is) as
+// routes match it, which is how nginx matches its locations: runs of
+// slashes merged into one (nginx's merge_slashes, on by default), then
+// the dot segments "." and ".." removed (RFC 3986 section 5.2.4). A "/"
+// net/http decoded from %2F counts as a slash like any other, as in
+// nginx, so "/static/..%2fsecret" is "/secret", "//static/a" and
+// "/x/..//static/a" are "/static/a", and "/static/." is "/static/". It
+// fails with ErrPathAboveRoot when a ".." climbs above the root
+// ("/static/../../a") and with ErrPathNUL for a NUL in the path: nginx
+// answers both 400. A path that does not start with "/" ("*", "") is
+// returned as it is.
+//
+// A path with no "//", no "." or ".." segment and no NUL, as nearly
+// every request's, is returned as it is, without a copy.
+func RoutePath(path string) (string, error) {
+	if !needsClean(path) {
+		return path, nil
+	}
+	if strings.IndexByte(path, 0) >= 0 {
+		return "", ErrPathNUL
+	}
+	var buf [256]byte
+	out := buf[:0]
+	for i := 0; i < len(path); {
+		for i < len(path) && path[i] == '/' { // a run of slashes is one
+			i++
+		}
+		j := i
+		for j < len(path) && path[j] != '/' {
+			j++
+		}
+		switch seg := path[i:j]; seg {
+		case "", ".": // "" only at the end, after a slash
+		case "..":
+			k := bytes.LastIndexByte(out, '/')
+			if k < 0 {
+				return "", ErrPathAboveRoot
+			}
+			out = out[:k]
+		default:
+			out = append(append(out, '/'), seg...)
+			i = j
+			continue
+		}
+		if j == len(path) {
+			out = append(out, '/') // "/a/", "/a/." and "/b/a/.." end in a directory
+		}
+		i = j
+	}
+	return string(out), nil
+}
+
+// needsClean reports whether RoutePath would change or refuse path: it
+// starts with '/' and holds a NUL, "//", or a "." or ".." segment. Each
+// check is one of the strings package's searches, the fastest way
+// through a path that has none.
+func needsClean(path string) bool {
+	if len(path) == 0 || path[0] != '/' {
+		return false
+	}
+	if strings.IndexByte(path, 0) >= 0 || strings.Contains(path, "//") {
+		return true
+	}
+	for i := 0; ; {
+		j := strings.Index(path[i:], "/.")
+		if j < 0 {
+			return false
+		}
+		i += j + 2
+		rest := path[i:] // after "/.": a "." segment, a ".." one, or a name
+		if rest == "" || rest[0] == '/' || rest[0] == '.' && (len(rest) == 1 || rest[1] == '/') {
+			return true
+		}
+	}
 }
 
 func (t *routeTable) match(host, path string) *Balancer {
@@ -283,9 +381,21 @@ func routeHost(h string) string {
 }
 
 // ServeHTTP sends the request to its pool's Balancer, or answers 404
-// with a one-line reason (counted in ringlb_no_route_total).
+// with a one-line reason (counted in ringlb_no_route_total), or 400 for a
+// path RoutePath refuses. The routes match the path RoutePath makes of
+// URL.Path; the request goes on as it came, its target untouched.
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	b := rt.table.Load().match(r.Host, r.URL.Path)
+	t := rt.table.Load()
+	if t.only != nil {
+		t.only.ServeHTTP(w, r)
+		return
+	}
+	path, err := RoutePath(r.URL.Path)
+	if err != nil {
+		plainError(w, http.StatusBadRequest, "bad request path: "+err.Error()+"\n")
+		return
+	}
+	b := t.match(r.Host, path)
 	if b == nil {
 		rt.noRoute.Inc()
 		plainError(w, http.StatusNotFound, "no route for this host and path\n")

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path"
+	"strings"
 	"testing"
 )
 
@@ -68,7 +70,7 @@ func TestRouteMatch(t *testing.T) {
 		{"", "/static/x", "static"},
 	} {
 		got := ""
-		if b := rt.Match(c.host, c.path); b != nil {
+		if b, _ := rt.Match(c.host, c.path); b != nil {
 			got = b.Pool()
 		}
 		if got != c.want {
@@ -181,7 +183,7 @@ func BenchmarkRouteMatch(b *testing.B) {
 	rt, host := benchRoutes(b, 100)
 	b.ReportAllocs()
 	for b.Loop() {
-		if rt.Match(host, "/api/cart") == nil {
+		if p, _ := rt.Match(host, "/api/cart"); p == nil {
 			b.Fatal("no match")
 		}
 	}
@@ -192,4 +194,119 @@ func TestRouteMatchAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { rt.Match(host, "/api/cart") }); n != 0 {
 		t.Errorf("Match allocates %v times", n)
 	}
+}
+
+// RoutePath reads a decoded path as nginx's locations do: slashes merged,
+// dot segments removed, 400's errors for a climb above the root and a NUL.
+// cmd/ringlb's TestRoutePathsAsNginx checks the same rules against nginx.
+func TestRoutePath(t *testing.T) {
+	for _, c := range []struct {
+		in, want string
+		err      error
+	}{
+		{"/static/a", "/static/a", nil},
+		{"/", "/", nil},
+		{"", "", nil},
+		{"*", "*", nil},
+		{"/static/../secret", "/secret", nil},
+		{"/static/a/../../secret", "/secret", nil},
+		{"//static//a", "/static/a", nil},
+		{"/x/..//static/a", "/static/a", nil},
+		{"/./static/a", "/static/a", nil},
+		{"/static/.", "/static/", nil},
+		{"/static/./", "/static/", nil},
+		{"/static/..", "/", nil},
+		{"/static/a/..", "/static/", nil},
+		{"/static/a/../", "/static/", nil},
+		{"/static/a//", "/static/a/", nil},
+		{"/a/b/c/./../../d", "/a/d", nil},
+		{"/static/...", "/static/...", nil},
+		{"/.well-known/x", "/.well-known/x", nil},
+		{"/.well-known/./x", "/.well-known/x", nil},
+		{"/static/..a/.b", "/static/..a/.b", nil},
+		{"/a#/../b", "/b", nil},
+		{"/..", "", ErrPathAboveRoot},
+		{"/../static/a", "", ErrPathAboveRoot},
+		{"/static/../../a", "", ErrPathAboveRoot},
+		{"/a/b/../../..", "", ErrPathAboveRoot},
+		{"/static/\x00a", "", ErrPathNUL},
+		{"/" + strings.Repeat("a/./", 100), "/" + strings.Repeat("a/", 100), nil}, // longer than the stack buffer
+	} {
+		got, err := RoutePath(c.in)
+		if got != c.want || err != c.err {
+			t.Errorf("RoutePath(%q) = %q, %v; want %q, %v", c.in, got, err, c.want, c.err)
+		}
+	}
+}
+
+// A path with nothing to clean is not copied; Match refuses what RoutePath
+// refuses.
+func TestRoutePathAllocs(t *testing.T) {
+	for _, p := range []string{"/api/cart", "/.well-known/acme-challenge/x", "/static/v1.2/app.js", "/"} {
+		if n := testing.AllocsPerRun(100, func() { RoutePath(p) }); n != 0 {
+			t.Errorf("RoutePath(%q) allocates %v times", p, n)
+		}
+	}
+	rt, host := benchRoutes(t, 100)
+	if b, err := rt.Match(host, "/x/../api/cart"); b == nil || err != nil {
+		t.Errorf("Match(/x/../api/cart) = %v, %v", b, err)
+	}
+	if b, err := rt.Match(host, "/../api/cart"); b != nil || err != ErrPathAboveRoot {
+		t.Errorf("Match(/../api/cart) = %v, %v; want nil, ErrPathAboveRoot", b, err)
+	}
+}
+
+// BenchmarkRouteMatchDotSegments is BenchmarkRouteMatch for a path with a
+// dot segment to remove: the one copy RoutePath makes.
+func BenchmarkRouteMatchDotSegments(b *testing.B) {
+	rt, host := benchRoutes(b, 100)
+	b.ReportAllocs()
+	for b.Loop() {
+		if p, _ := rt.Match(host, "/x/../api/cart"); p == nil {
+			b.Fatal("no match")
+		}
+	}
+}
+
+// BenchmarkRoutePath is the check every routed request's path goes
+// through, for a path with nothing to clean: it must report 0 allocs/op.
+func BenchmarkRoutePath(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := RoutePath("/api/v1/users/12345/cart"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// FuzzRoutePath: what RoutePath returns has no "//" and no dot segment,
+// is its own RoutePath, and names the file path.Clean names (path.Clean
+// differs only in dropping a final slash); a path with nothing to clean
+// comes back as it is.
+func FuzzRoutePath(f *testing.F) {
+	for _, s := range []string{"/static/../secret", "//a//b/", "/a/./b/..", "/.well-known/x", "/..", "/a/..."} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		p = "/" + p
+		got, err := RoutePath(p)
+		if err != nil {
+			if err == ErrPathNUL && !strings.Contains(p, "\x00") || err != ErrPathNUL && err != ErrPathAboveRoot {
+				t.Fatalf("RoutePath(%q): %v", p, err)
+			}
+			return
+		}
+		if needsClean(got) {
+			t.Fatalf("RoutePath(%q) = %q, which still needs cleaning", p, got)
+		}
+		if again, _ := RoutePath(got); again != got {
+			t.Fatalf("RoutePath(%q) = %q, whose RoutePath is %q", p, got, again)
+		}
+		if path.Clean(got) != path.Clean(p) {
+			t.Fatalf("RoutePath(%q) = %q; path.Clean: %q", p, got, path.Clean(p))
+		}
+		if !needsClean(p) && got != p {
+			t.Fatalf("RoutePath(%q) = %q, changed a clean path", p, got)
+		}
+	})
 }

@@ -10,11 +10,12 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/textproto"
 	"strconv"
 	"strings"
 	"time"
 	"unsafe"
+
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/ringlb/ringlb/balancer/accesslog"
 	"github.com/ringlb/ringlb/ring"
@@ -44,6 +45,12 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// With an access log, lr gathers what its line says.
 	var lr logReq
+	if msg := checkH2Head(r); msg != "" {
+		plainError(rw, http.StatusBadRequest, msg)
+		lr.decision = "rejected"
+		b.accessLog(s, r, rw, nil, start, &lr, srcRejected, 0)
+		return
+	}
 	if len(r.Header["Cdn-Loop"]) > 0 && looped(r.Header) {
 		loopDetected(rw)
 		lr.decision = "loop"
@@ -71,9 +78,19 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		q = &hq
 		b.holdBegin(s, r, pos, q)
 	}
+	// Trailer fields that must not be forwarded go, from those declared
+	// (or, for a body read for the key, received) by now and from those
+	// that arrive with the body's end (trackedBody).
+	if len(r.Trailer) > 0 {
+		dropBadTrailers(r.Trailer)
+	}
 	var body *trackedBody
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
-		body = &trackedBody{rc: r.Body}
+		body = &trackedBody{rc: r.Body, trailer: r.Trailer}
+		if _, read := r.Body.(*bodyPrefix); !read && len(r.Trailer) > 0 {
+			// (a bodyPrefix keeps its own: see jsonKey)
+			body.trailers = newTrailerGate(r)
+		}
 		r.Body = body
 	}
 	// With retry_statuses, a bodiless GET, HEAD or OPTIONS may be retried
@@ -272,14 +289,15 @@ func countChoice(s *snapshot, choice ring.Choice, last *member) {
 // retry decides, after an attempt, whether the request goes on to the
 // next upstream: only when the attempt failed before anything of a
 // response reached the client, not because of the client (it left, its
-// body could not be read, it asked for a list of upgrade protocols),
-// under on_unavailable remap, with retries left, and when the request
-// may be repeated (retryable). A failed attempt leaves nothing in the
-// response header map: ReverseProxy writes a head whenever it fills the
-// map, and clears it after a 1xx head, so the next attempt starts clean.
+// body could not be read, it asked for a list of upgrade protocols, a
+// transport refused what it sent: refusal), under on_unavailable remap,
+// with retries left, and when the request may be repeated (retryable).
+// A failed attempt leaves nothing in the response header map:
+// ReverseProxy writes a head whenever it fills the map, and clears it
+// after a 1xx head, so the next attempt starts clean.
 func (s *snapshot) retry(rw *responseWriter, r *http.Request, body *trackedBody, attempts int) bool {
 	switch {
-	case rw.err == nil, rw.wroteHeader, clientFault(r, body), byClient(rw.err):
+	case rw.err == nil, rw.wroteHeader, clientFault(r, body), byClient(rw.err), refused(rw.err):
 		return false
 	case isLocal(rw.err):
 		return false // ringlb's own limit: another upstream would only move the key
@@ -336,9 +354,11 @@ func isTimeout(err error) bool {
 
 // writeError answers a request whose last attempt failed before any byte
 // of a response was written: 400 when the client's request body could not
-// be read, 504 for a timeout, 502 otherwise (always 502 under
-// on_unavailable fail). A departed client's connection is aborted, so it
-// can never read an empty response as a success; it is counted as 499.
+// be read, the refusal's status (400, 501, 431) when a transport refused
+// what the client sent, 504 for a timeout, 502 otherwise (always 502
+// under on_unavailable fail). A departed client's connection is aborted,
+// so it can never read an empty response as a success; it is counted as
+// 499.
 func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, body *trackedBody, m *member) {
 	if body != nil && body.bad.Load() {
 		rw.Header().Set("Connection", "close")
@@ -348,6 +368,10 @@ func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, 
 	if r.Context().Err() != nil {
 		rw.status = 499
 		panic(http.ErrAbortHandler)
+	}
+	if code, msg, ok := refusal(rw.err); ok {
+		plainError(rw, code, msg)
+		return
 	}
 	if se, ok := rw.err.(*statusError); ok {
 		// The retry found nowhere to go after all (the other upstreams
@@ -509,7 +533,7 @@ func (b *Balancer) accessLog(s *snapshot, r *http.Request, rw *responseWriter, m
 		e.KeySource = s.keyLabel(src) // "" for srcRejected
 	}
 	if src != srcRandom && src != srcRejected {
-		e.KeyHash = s.ring.FormatHash(pos)
+		e.KeyHash = s.reportedHash(pos)
 	}
 	for _, sk := range lr.skipped {
 		e.Skipped = append(e.Skipped, accesslog.Skip{Name: s.members[sk.Member].u.name, Reason: sk.Reason.String()})
@@ -567,7 +591,10 @@ func (lr *logReq) decide(q *holdReq, last *member, s *snapshot) {
 
 // requestID passes the request's id on, or makes one (16 random bytes,
 // hex) and sets it on the request, for the upstream; the response gets it
-// too (responseWriter.head). A made id costs one allocation (madeID) and
+// too (responseWriter.head). A client's id is taken only when it is at
+// most maxRequestID bytes of printable ASCII (validRequestID); another is
+// replaced like a missing one, so that neither the log nor the upstream
+// gets a value of the client's making of any length or content. A made id costs one allocation (madeID) and
 // no system call: its bytes come from the runtime's per-thread generator
 // (math/rand/v2's ChaCha8, seeded by the kernel). Neither the string nor
 // the request's value may alias the responseWriter: HTTP/2's HPACK tables
@@ -576,7 +603,7 @@ func (lr *logReq) decide(q *holdReq, last *member, s *snapshot) {
 // over (recycle).
 func requestID(s *snapshot, rw *responseWriter, r *http.Request) {
 	h := s.requestID
-	if vs := r.Header[h]; len(vs) > 0 && vs[0] != "" {
+	if vs := r.Header[h]; len(vs) > 0 && validRequestID(vs[0]) {
 		rw.requestID[0] = vs[0]
 	} else {
 		var raw [16]byte
@@ -594,6 +621,23 @@ func requestID(s *snapshot, rw *responseWriter, r *http.Request) {
 	}
 }
 
+// maxRequestID is the longest request id taken from a client, in bytes.
+const maxRequestID = 128
+
+// validRequestID reports whether a client's request id is taken as it
+// is: 1 to maxRequestID bytes, each printable ASCII (space to '~').
+func validRequestID(v string) bool {
+	if v == "" || len(v) > maxRequestID {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < ' ' || v[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
 // madeID is a made request id: its digits, and the one-element value the
 // request's header map holds, in one allocation.
 type madeID struct {
@@ -601,15 +645,37 @@ type madeID struct {
 	v [1]string
 }
 
-// expectsContinue reports whether the client sent Expect: 100-continue.
+// expectsContinue reports whether the server took r for one that
+// expects 100-continue, and so sent 100 Continue when the body was first
+// read: as net/http decides it, the token 100-continue in any case, among
+// others, in the first Expect line (HTTP/1.1: "100-Continue, foo" is one)
+// or in any of them (HTTP/2).
 func expectsContinue(r *http.Request) bool {
-	for _, v := range r.Header["Expect"] {
-		if strings.EqualFold(textproto.TrimString(v), "100-continue") {
+	vs := r.Header["Expect"]
+	if r.ProtoMajor >= 2 {
+		return httpguts.HeaderValuesContainsToken(vs, "100-continue")
+	}
+	return len(vs) > 0 && hasToken(vs[0], "100-continue")
+}
+
+// hasToken is net/http's: whether token (lower case) is in v, in any
+// case, between spaces, tabs, commas or v's ends.
+func hasToken(v, token string) bool {
+	for sp := 0; sp+len(token) <= len(v); sp++ {
+		if sp > 0 && !isTokenBoundary(v[sp-1]) {
+			continue
+		}
+		if end := sp + len(token); end != len(v) && !isTokenBoundary(v[end]) {
+			continue
+		}
+		if strings.EqualFold(v[sp:sp+len(token)], token) {
 			return true
 		}
 	}
 	return false
 }
+
+func isTokenBoundary(b byte) bool { return b == ' ' || b == ',' || b == '\t' }
 
 // clientFault reports whether the current attempt failed because of the
 // client: it went away, or its request body could not be read. Such an

@@ -165,6 +165,9 @@ type Skipped struct {
 type LookupResult struct {
 	Key  string
 	Hash string // the key's ring position in hex (16 digits; 8 under nginx)
+	// KeyHash is the key's hash as the access log, HotKeys and the shared
+	// hold store report it: Hash, or with a salt the salted hash.
+	KeyHash string
 	// Owner owns the key's position, ignoring availability and load.
 	Owner string
 	// Held is the upstream a request with this key (and no hold cookie)
@@ -188,11 +191,29 @@ func (b *Balancer) Lookup(key string) LookupResult {
 }
 
 // LookupHash is Lookup for a key known only by its hash, as
-// /debug/hotkeys lists it: the hex the lookup's Hash shows (16 digits; 8
-// under placement nginx). ok is false when hash is not such a number.
+// /debug/hotkeys and the access log show it: the hex the lookup's Hash
+// shows (16 digits; 8 under placement nginx). ok is false when hash is
+// not such a number. With a salt (HashOptions.Salt) those show the
+// salted hash, which cannot be turned back into a position: it is looked
+// for among the hot keys (HotKeys, this window and the one before), and
+// ok is false when none has it.
 func (b *Balancer) LookupHash(hash string) (res LookupResult, ok bool) {
+	return b.lookupHash(hash)
+}
+
+// SaltedKeyHashes reports whether the key hashes the balancer reports
+// are salted (HashOptions.Salt), and so cannot be turned back into ring
+// positions (see LookupHash).
+func (b *Balancer) SaltedKeyHashes() bool { return b.snap.Load().salt != nil }
+
+func (b *Balancer) lookupHash(hash string) (res LookupResult, ok bool) {
 	s := b.snap.Load()
-	pos, ok := parseHash(s.ring, hash)
+	var pos uint64
+	if s.salt != nil {
+		pos, ok = b.hotPosition(s, strings.ToLower(hash))
+	} else {
+		pos, ok = parseHash(s.ring, hash)
+	}
 	if !ok {
 		return LookupResult{}, false
 	}
@@ -222,6 +243,7 @@ func (b *Balancer) lookupAt(s *snapshot, key string, pos uint64) LookupResult {
 	res := LookupResult{
 		Key:        key,
 		Hash:       s.ring.FormatHash(pos),
+		KeyHash:    s.reportedHash(pos),
 		Preference: make([]string, 0, len(s.members)),
 		Skipped:    []Skipped{},
 		Held:       b.heldOf(s, pos),

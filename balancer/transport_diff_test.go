@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
-	"fmt"
 	"io"
 	"log"
 	"net"
@@ -17,126 +16,38 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer/h1"
-	"github.com/ringlb/ringlb/cmd/ringlb/certs/certstest"
-	"github.com/ringlb/ringlb/internal/testnet"
+	"github.com/ringlb/ringlb/internal/testutil/certstest"
+	"github.com/ringlb/ringlb/internal/testutil/diffcases"
+	"github.com/ringlb/ringlb/internal/testutil/testnet"
 )
 
 // transportCase is one upstream behaviour and one client request, sent
 // through a Balancer.
-type transportCase struct {
-	name string
-	// The upstream: a handler, or raw for one that gets the connection.
-	handler http.Handler
-	raw     func(c net.Conn, br *bufio.Reader)
-	// request is what the client sends, raw; "{host}" is the front's
-	// address. It asks to close, so that the client reads to EOF.
-	request string
-	body    []byte // sent after request, while the response is read
-	// then, if set, is a second raw request sent on a new client
-	// connection once the first is answered and wait (if set) returned:
-	// it may reuse the first's upstream connection.
-	then string
-	wait func(t *testing.T)
-}
+type transportCase = diffcases.Case
 
+// transportCases are the differential cases with a richer "get" and the
+// failures that only a Balancer answers (its timeouts, its 502s).
 func transportCases() []transportCase {
-	big := bytes.Repeat([]byte("abcdefghij"), 100_000)
-	ok := func(c net.Conn, br *bufio.Reader, answer string) {
-		if _, err := http.ReadRequest(br); err == nil {
-			io.WriteString(c, answer)
-		}
-	}
-	sent := make(chan struct{}, 1)
-	return []transportCase{
-		{name: "get", handler: testnet.EchoRequest, request: "GET /get?q=1;x=%zz HTTP/1.1\r\nHost: {host}\r\nX-A: 1\r\nX-A: 2\r\nX-Forwarded-For: 203.0.113.9\r\nConnection: close\r\n\r\n"},
-		{name: "head", handler: testnet.EchoRequest, request: "HEAD /head HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
-		{name: "204", handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }),
-			request: "GET /204 HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
-		{name: "304", handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Etag", `"v1"`)
-			w.WriteHeader(304)
-		}), request: "GET /304 HTTP/1.1\r\nHost: {host}\r\nIf-None-Match: \"v1\"\r\nConnection: close\r\n\r\n"},
-		{name: "post-length", handler: testnet.EchoRequest, request: "POST /post-length HTTP/1.1\r\nHost: {host}\r\nContent-Length: 11\r\nConnection: close\r\n\r\nhello world"},
-		{name: "post-chunked-trailers", handler: testnet.EchoRequest, request: "POST /post-chunked-trailers HTTP/1.1\r\nHost: {host}\r\nTransfer-Encoding: chunked\r\nTrailer: X-Check\r\nConnection: close\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\nX-Check: 42\r\n\r\n"},
-		{name: "expect-continue", handler: testnet.EchoRequest, request: "PUT /expect-continue HTTP/1.1\r\nHost: {host}\r\nContent-Length: 7\r\nExpect: 100-continue\r\nConnection: close\r\n\r\npayload"},
-		{name: "early-hints", handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Link", "</a.css>; rel=preload")
-			w.WriteHeader(http.StatusEarlyHints)
-			io.WriteString(w, "after hints")
-		}), request: "GET /early-hints HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
-		{name: "upstream-close", handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Connection", "close")
-			io.WriteString(w, "bye")
-		}), request: "GET /upstream-close HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
-		{name: "http10-until-eof", raw: func(c net.Conn, br *bufio.Reader) {
-			ok(c, br, "HTTP/1.0 200 OK\r\nContent-Type: application/x-test\r\nX-Old: yes\r\n\r\nbody until the end")
-		}, request: "GET /http10-until-eof HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
-		{name: "chunked-trailers-raw", raw: func(c net.Conn, br *bufio.Reader) {
-			ok(c, br, "HTTP/1.1 200 OK\r\nContent-Type: application/x-test\r\nTrailer: X-T1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nX-T1: one\r\nX-Unannounced: two\r\n\r\n")
-		}, request: "GET /chunked-trailers-raw HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
-		{name: "413-early", handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			http.Error(w, "too big", http.StatusRequestEntityTooLarge)
-		}), request: fmt.Sprintf("POST /413-early HTTP/1.1\r\nHost: {host}\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", len(big)), body: big},
-		{name: "big-response", handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Write(big)
-		}), request: "GET /big-response HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
-		{name: "upgrade", raw: func(c net.Conn, br *bufio.Reader) {
-			if r, err := http.ReadRequest(br); err == nil && r.Header.Get("Upgrade") == "echo" {
-				io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\nupgraded and done")
-			}
-		}, request: "GET /upgrade HTTP/1.1\r\nHost: {host}\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n"},
-		{name: "upgrade-mismatch", raw: func(c net.Conn, br *bufio.Reader) {
-			ok(c, br, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
-		}, request: "GET /upgrade-mismatch HTTP/1.1\r\nHost: {host}\r\nConnection: Upgrade, close\r\nUpgrade: websocket, foo\r\n\r\n"},
-		{name: "garbage", raw: func(c net.Conn, br *bufio.Reader) {
-			ok(c, br, "this is not http\r\n\r\n")
-		}, request: "GET /garbage HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
-		{name: "no-answer", raw: func(c net.Conn, br *bufio.Reader) {
+	cs := []transportCase{{Name: "get", Handler: testnet.EchoRequest, Request: "GET /get?q=1;x=%zz HTTP/1.1\r\nHost: {host}\r\nX-A: 1\r\nX-A: 2\r\nX-Forwarded-For: 203.0.113.9\r\nConnection: close\r\n\r\n"}}
+	cs = append(cs, diffcases.Common()...)
+	return append(cs,
+		transportCase{Name: "upgrade-mismatch", Raw: diffcases.Answer("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"),
+			Request: "GET /upgrade-mismatch HTTP/1.1\r\nHost: {host}\r\nConnection: Upgrade, close\r\nUpgrade: websocket, foo\r\n\r\n"},
+		transportCase{Name: "no-answer", Raw: func(c net.Conn, br *bufio.Reader) {
 			http.ReadRequest(br) // and close
-		}, request: "POST /no-answer HTTP/1.1\r\nHost: {host}\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi"},
-		{name: "slow-head", raw: func(c net.Conn, br *bufio.Reader) {
+		}, Request: "POST /no-answer HTTP/1.1\r\nHost: {host}\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi"},
+		transportCase{Name: "slow-head", Raw: func(c net.Conn, br *bufio.Reader) {
 			if _, err := http.ReadRequest(br); err == nil {
 				br.ReadByte() // never answers: the response header timeout
 			}
-		}, request: "GET /slow-head HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
-		{name: "head-then-body", raw: func(c net.Conn, br *bufio.Reader) {
-			// A body after the head of a HEAD's answer (some frameworks
-			// send one), holding a forged response: the next request,
-			// whoever sends it, must get its own answer.
-			forged := "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 15\r\n\r\nyou are mallory"
-			for {
-				req, err := http.ReadRequest(br)
-				if err != nil {
-					return
-				}
-				if req.Method == "HEAD" {
-					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n", len(forged))
-					io.WriteString(c, forged)
-					sent <- struct{}{}
-					continue
-				}
-				you := "you are " + req.URL.Query().Get("tag")
-				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s", len(you), you)
-			}
-		}, request: "HEAD /headbody HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n",
-			then: "GET /account?tag=victim HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n",
-			wait: func(t *testing.T) {
-				select {
-				case <-sent:
-				case <-time.After(10 * time.Second):
-					t.Fatal("the body after the HEAD was not sent")
-				}
-			}},
-		{name: "truncated", raw: func(c net.Conn, br *bufio.Reader) {
-			ok(c, br, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort")
-		}, request: "GET /truncated HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
-		{name: "silent-body", raw: func(c net.Conn, br *bufio.Reader) {
+		}, Request: "GET /slow-head HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
+		transportCase{Name: "silent-body", Raw: func(c net.Conn, br *bufio.Reader) {
 			if _, err := http.ReadRequest(br); err == nil {
 				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789")
 				br.ReadByte() // then nothing: timeouts.read cuts it
 			}
-		}, request: "GET /silent-body HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
-	}
+		}, Request: "GET /silent-body HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"},
+	)
 }
 
 // TestTransportsAgree sends the same requests through a Balancer whose
@@ -155,14 +66,14 @@ func TestTransportsAgree(t *testing.T) {
 			srv, roots, scheme = &tls.Config{Certificates: []tls.Certificate{leaf.Pair(t)}}, ca.Pool(), "https"
 		}
 		for _, c := range transportCases() {
-			t.Run(scheme+"/"+c.name, func(t *testing.T) {
+			t.Run(scheme+"/"+c.Name, func(t *testing.T) {
 				target := caseUpstream(t, c, srv)
 				got := throughBalancer(t, target, roots, c, false)
 				want := throughBalancer(t, target, roots, c, true)
 				// net/http's reader may still be decrypting the bytes sent after the
 				// first answer when the second request comes, which it then takes
 				// for that request's answer (a loaded machine shows it): try again.
-				for i := 0; i < 3 && c.then != "" && !strings.Contains(want, "you are victim"); i++ {
+				for i := 0; i < 3 && c.Then != "" && !strings.Contains(want, "you are victim"); i++ {
 					t.Logf("net/http gave the second request the stray bytes; again")
 					want = throughBalancer(t, target, roots, c, true)
 				}
@@ -181,7 +92,7 @@ func agree(t *testing.T, c transportCase, got, want string) {
 	if got != want {
 		t.Errorf("responses differ\nh1:\n%s\nnet/http:\n%s", got, want)
 	}
-	if c.then != "" && !strings.Contains(want, "you are victim") {
+	if c.Then != "" && !strings.Contains(want, "you are victim") {
 		t.Errorf("net/http's second response:\n%s", want)
 	}
 }
@@ -190,8 +101,8 @@ func agree(t *testing.T, c transportCase, got, want string) {
 // and returns its URL.
 func caseUpstream(t *testing.T, c transportCase, srv *tls.Config) string {
 	t.Helper()
-	if c.handler != nil {
-		u := httptest.NewUnstartedServer(c.handler)
+	if c.Handler != nil {
+		u := httptest.NewUnstartedServer(c.Handler)
 		t.Cleanup(u.Close)
 		if srv != nil {
 			u.TLS = srv
@@ -229,10 +140,10 @@ func caseUpstream(t *testing.T, c transportCase, srv *tls.Config) string {
 						return
 					}
 					defer tc.Close()
-					c.raw(tc, bufio.NewReader(tc))
+					c.Raw(tc, bufio.NewReader(tc))
 					return
 				}
-				c.raw(conn, bufio.NewReader(conn))
+				c.Raw(conn, bufio.NewReader(conn))
 			}()
 		}
 	}()
@@ -253,7 +164,7 @@ func caseUpstream(t *testing.T, c transportCase, srv *tls.Config) string {
 
 // throughBalancer serves a Balancer with target as its one upstream,
 // sends c's request to it and returns the response as
-// testnet.CanonicalResponse renders it (and then c.then's response, if
+// testnet.CanonicalResponse renders it (and then c.Then's response, if
 // any). std picks net/http's Transport for the upstream; roots verify an
 // https upstream.
 func throughBalancer(t *testing.T, target string, roots *x509.CertPool, c transportCase, std bool) string {
@@ -287,15 +198,15 @@ func throughBalancer(t *testing.T, target string, roots *x509.CertPool, c transp
 	front.Start()
 	defer front.Close()
 	var body io.Reader
-	if c.body != nil {
-		body = bytes.NewReader(c.body)
+	if c.Body != nil {
+		body = bytes.NewReader(c.Body)
 	}
-	out := testnet.RawExchange(t, front.Listener.Addr().String(), strings.ReplaceAll(c.request, "{host}", "front.example"), body)
-	if c.then != "" {
-		if c.wait != nil {
-			c.wait(t)
+	out := testnet.RawExchange(t, front.Listener.Addr().String(), strings.ReplaceAll(c.Request, "{host}", "front.example"), body)
+	if c.Then != "" {
+		if c.Wait != nil {
+			c.Wait(t)
 		}
-		out += "\nthen:\n" + testnet.RawExchange(t, front.Listener.Addr().String(), strings.ReplaceAll(c.then, "{host}", "front.example"), nil)
+		out += "\nthen:\n" + testnet.RawExchange(t, front.Listener.Addr().String(), strings.ReplaceAll(c.Then, "{host}", "front.example"), nil)
 	}
 	return out
 }

@@ -85,7 +85,10 @@ type Transports struct {
 }
 
 // NewTransports builds the three transports: HTTP/1.1 through
-// h1.Transport (see newHTTP1RoundTripper), HTTP/2 through net/http's.
+// h1.Transport (see newHTTP1RoundTripper), HTTP/2 through net/http's
+// (h2Transport marks the requests it refuses). A request a transport
+// refuses for what it holds, before sending anything of it, fails with
+// an error that refusal recognises.
 func NewTransports(o TransportOptions) *Transports {
 	ts := &Transports{}
 	for p := range ts.byProto {
@@ -93,7 +96,7 @@ func NewTransports(o TransportOptions) *Transports {
 			ts.byProto[p] = newHTTP1RoundTripper(o)
 			continue
 		}
-		ts.byProto[p] = newProtocolTransport(o, Protocol(p))
+		ts.byProto[p] = h2Transport{newProtocolTransport(o, Protocol(p))}
 	}
 	return ts
 }

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/balancer/discovery/dnstest"
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/dnstest"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 // Every ring version change logs one line, msg="ring version", with the

@@ -22,23 +22,12 @@
 # BASE+1..BASE+5, the proxy on BASE+8, the admin listener on BASE+9.
 set -euo pipefail
 
-base=${CHURN_PORT_BASE:-19200}
-proxy_port=$((base + 8))
-admin_port=$((base + 9))
-proxy=http://127.0.0.1:$proxy_port
-admin=http://127.0.0.1:$admin_port
 users=(alice bob carol dave erin frank grace heidi ivan judy mallory oscar)
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-work=$(mktemp -d "${TMPDIR:-/tmp}/ringlb-churn.XXXXXX")
-declare -A pid=() # process name -> pid
-
-port_base=CHURN_PORT_BASE
 # shellcheck source=examples/lib.sh
 . "$repo/examples/lib.sh"
-
-now_ms() { local t=${EPOCHREALTIME/[.,]/}; echo $((t / 1000)); }
-since() { local ms=$(($(now_ms) - $1)); printf '%d.%ds' $((ms / 1000)) $((ms % 1000 / 100)); }
+example_init churn CHURN_PORT_BASE 19200
 
 # available NAME: prints what /debug/ring says of NAME's availability
 # (true or false; nothing if NAME is not on the ring).
@@ -59,22 +48,9 @@ share() {
 
 
 write_config() { # N: a config with upstreams app-1..app-N
-  local i
   {
-    cat <<EOF
-# Written by examples/churn.sh.
-listen: 127.0.0.1:$proxy_port
-admin_listen: 127.0.0.1:$admin_port
-upstream_header: X-Upstream
-hash:
-  key:
-    - query: user
-  on_missing: reject
-upstreams:
-EOF
-    for ((i = 1; i <= $1; i++)); do
-      printf '  - name: app-%d\n    url: http://127.0.0.1:%d\n' "$i" $((base + i))
-    done
+    config_head churn.sh "$proxy_port" "$admin_port"
+    upstream_entries "$1"
     cat <<EOF
 health:
   path: /healthz
@@ -87,15 +63,6 @@ EOF
   } >"$work/ringlb.yaml"
 }
 
-
-# round: one request per user (visit), keeping the previous round's
-# upstream and count in prev_up and prev_visit.
-round() {
-  local u
-  for u in "${users[@]}"; do
-    visit "$u"
-  done
-}
 
 table() {
   local u
@@ -124,8 +91,8 @@ echo "   proxy $proxy, admin $admin; the key is the query parameter user,"
 echo "   health checks every 200ms (2 failures eject, 2 passes readmit)."
 
 say "Twelve users visit twice: each sticks to one upstream, whose count goes 1, 2"
-round
-round
+round "${users[@]}"
+round "${users[@]}"
 for u in "${users[@]}"; do
   check "$u" "expected ${prev_up[$u]}, visit $((${prev_visit[$u]} + 1)): nothing changed" stayed "$u"
 done
@@ -156,7 +123,7 @@ wait_until 20 "/debug/ring showing $victim ejected" is_ejected "$victim"
 echo "   /debug/ring shows $victim ejected by the health check $(since "$start") after the kill"
 
 say "Everyone visits again: only $victim's users move; every other count goes on"
-round
+round "${users[@]}"
 for u in "${users[@]}"; do
   if [ "${prev_up[$u]}" = "$victim" ]; then
     check "$u" "still reported on the dead $victim" test "${up[$u]}" != "$victim"
@@ -174,7 +141,7 @@ wait_until 20 "/debug/ring showing $victim available" is_available "$victim"
 echo "   /debug/ring shows $victim available again $(since "$start") after it started answering"
 
 say "Everyone visits again: exactly $victim's users come home"
-round
+round "${users[@]}"
 for u in "${users[@]}"; do
   if [ "${home[$u]}" = "$victim" ]; then
     check "$u" "not home on $victim" test "${up[$u]}" = "$victim"
@@ -188,13 +155,11 @@ report
 say "Add app-5: start it, add it to the config, POST /reload"
 start_upstream app-5 $((base + 5))
 write_config 5
-reply=$(curl -sS -m 5 -w ' %{http_code}' -X POST "$admin/reload") || fail "POST /reload: no answer"
-reply=$(tr -d '\n ' <<<"$reply")
-[[ $reply == *200 ]] || fail "POST /reload: $reply"
-echo "   POST /reload: ${reply%200}; app-5 owns $(share app-5) of the ring"
+reload "$admin"
+echo "   POST /reload: $reply; app-5 owns $(share app-5) of the ring"
 
 say "Everyone visits again: about a fifth of the users move, all of them to app-5"
-round
+round "${users[@]}"
 moved=0
 for u in "${users[@]}"; do
   if [ "${up[$u]}" != "${prev_up[$u]}" ]; then

@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 // End-to-end tests: the churn demo script, and a real Prometheus scraping

@@ -25,57 +25,27 @@
 # proxies on BASE+7..BASE+9 and their admin listeners on BASE+10..BASE+12.
 set -euo pipefail
 
-base=${SHARE_PORT_BASE:-19400}
-redis_port=$((base + 6))
 idle=30 # seconds: hold.idle
 users=(alice bob carol dave erin frank grace heidi ivan judy mallory oscar)
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-work=$(mktemp -d "${TMPDIR:-/tmp}/ringlb-hold-shared.XXXXXX")
-declare -A pid=() # process name -> pid
-
-port_base=SHARE_PORT_BASE
-# lib.sh's start_ringlb and fail read these; each replica has its own.
-proxy_port=$((base + 7))
-admin_port=$((base + 10))
-proxy=http://127.0.0.1:$proxy_port
-admin=http://127.0.0.1:$admin_port
 # shellcheck source=examples/lib.sh
 . "$repo/examples/lib.sh"
+# The first replica's listeners: proxy and admin (lib.sh's fail reads
+# them) are replica 0's; each replica has its own.
+proxy_port=$((${SHARE_PORT_BASE:-19400} + 7))
+admin_port=$((${SHARE_PORT_BASE:-19400} + 10))
+example_init hold-shared SHARE_PORT_BASE 19400
+redis_port=$((base + 6))
 
 proxy_of() { echo "http://127.0.0.1:$((base + 7 + $1))"; }
 admin_of() { echo "http://127.0.0.1:$((base + 10 + $1))"; }
 
-# metric R NAME: the sum of NAME's series on replica R.
-metric() { curl -fsS -m 5 "$(admin_of "$1")/metrics" | awk -v want="$2" '{ n = $1; sub(/\{.*/, "", n) } n == want { s += $2; f = 1 } END { print (f ? s : 0) }'; }
-
-# lookup USER: the ring's owner of USER's key (the same on every replica).
-lookup() {
-  curl -fsS -m 5 "$(admin_of 0)/debug/lookup?key=$1" |
-    grep -o '"owner": *[^,}]*' | head -n 1 | sed 's/^[^:]*: *//; s/"//g'
-}
-
 write_config() { # R N: replica R's config with upstreams app-1..app-N
-  local i
   {
-    cat <<EOF
-# Written by examples/hold-shared.sh.
-listen: 127.0.0.1:$((base + 7 + $1))
-admin_listen: 127.0.0.1:$((base + 10 + $1))
-upstream_header: X-Upstream
-hash:
-  key:
-    - query: user
-  on_missing: reject
-hold:
-  idle: ${idle}s
-  share:
-    redis: redis://127.0.0.1:$redis_port
-upstreams:
-EOF
-    for ((i = 1; i <= $2; i++)); do
-      printf '  - name: app-%d\n    url: http://127.0.0.1:%d\n' "$i" $((base + i))
-    done
+    config_head hold-shared.sh $((base + 7 + $1)) $((base + 10 + $1))
+    printf 'hold:\n  idle: %ss\n  share:\n    redis: redis://127.0.0.1:%s\n' "$idle" "$redis_port"
+    upstream_entries "$2"
   } >"$work/ringlb-$1.yaml"
 }
 
@@ -142,27 +112,17 @@ done
 table "${users[@]}"
 
 say "Background load: 20 other users on every replica in turn, from now to the end"
-(
-  ok=0 failed=0
-  trap 'echo "$ok $failed" >"$work/load"; exit 0' TERM
-  while :; do
-    for i in $(seq 20); do
-      if curl -fsS -m 5 -o /dev/null "$(proxy_of $((i % 3)))/?user=load-$i"; then ok=$((ok + 1)); else failed=$((failed + 1)); fi
-    done
-  done
-) &
-pid[load]=$!
+load_url() { echo "$(proxy_of $(($1 % 3)))/?user=load-$1"; }
+start_load
 
 sleep 0.5 # the records of the last visits reach the store (within 100 ms)
 say "Scale-out: start app-5 and add it on every replica (POST /reload)"
 start_upstream app-5 $((base + 5))
 for r in 0 1 2; do
   write_config "$r" 5
-  reply=$(curl -sS -m 5 -w ' %{http_code}' -X POST "$(admin_of "$r")/reload") || fail "POST /reload on r$((r + 1)): no answer"
-  reply=$(tr -d '\n ' <<<"$reply")
-  [[ $reply == *200 ]] || fail "POST /reload on r$((r + 1)): $reply"
+  reload "$(admin_of "$r")" "r$((r + 1))"
 done
-echo "   every replica reloaded: ${reply%200}"
+echo "   every replica reloaded: $reply"
 
 turn=$((turn + 1)) # the rotation shifts: each user now reaches a replica that never served it
 say "The users visit again, each on a replica that never served it: the ring gives some to app-5, yet nobody moves"
@@ -174,7 +134,7 @@ for pass in 1 2 3; do
   done
 done
 for u in "${users[@]}"; do
-  owner[$u]=$(lookup "$u")
+  owner[$u]=$(lookup "$u" owner) # the same on every replica
   if [ "${owner[$u]}" != "${up[$u]}" ]; then
     moved=$((moved + 1))
     note[$u]="held: the ring says ${owner[$u]}"
@@ -184,13 +144,10 @@ table "${users[@]}"
 [ "$moved" -ge 1 ] || fail "the new ring moved none of the users; the demo needs one"
 echo "   without share $moved of ${#users[@]} users would have moved; with it, none did."
 
-kill "${pid[load]}"
-wait "${pid[load]}" 2>/dev/null || true
-unset "pid[load]"
-read -r load_ok load_failed <"$work/load"
+stop_load
 found=0
 for r in 0 1 2; do
-  found=$((found + $(metric "$r" ringlb_hold_share_lookups_total | cut -d. -f1)))
+  found=$((found + $(metric ringlb_hold_share_lookups_total "$(admin_of "$r")" | cut -d. -f1)))
 done
 echo
 echo "   background load: $load_ok requests answered, $load_failed failed"

@@ -26,54 +26,20 @@
 # BASE+1..BASE+5, the proxy on BASE+8, the admin listener on BASE+9.
 set -euo pipefail
 
-base=${HOLD_PORT_BASE:-19300}
-proxy_port=$((base + 8))
-admin_port=$((base + 9))
-proxy=http://127.0.0.1:$proxy_port
-admin=http://127.0.0.1:$admin_port
 idle=6 # seconds: hold.idle
 users=(alice bob carol dave erin frank grace heidi ivan judy mallory oscar)
 newcomers=(peggy rupert sybil trent victor walter xavier yvonne zoe quentin nadia otto)
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-work=$(mktemp -d "${TMPDIR:-/tmp}/ringlb-hold.XXXXXX")
-declare -A pid=() # process name -> pid
-
-port_base=HOLD_PORT_BASE
 # shellcheck source=examples/lib.sh
 . "$repo/examples/lib.sh"
-
-# lookup USER FIELD: FIELD ("owner" or "held") of /debug/lookup for USER's
-# key; "null" when held is null.
-lookup() {
-  curl -fsS -m 5 "$admin/debug/lookup?key=$1" |
-    grep -o "\"$2\": *[^,}]*" | head -n 1 | sed 's/^[^:]*: *//; s/"//g'
-}
-
-# metric NAME: the value of an unlabelled metric on /metrics.
-# metric NAME: the sum of NAME's series (every pool's).
-metric() { curl -fsS -m 5 "$admin/metrics" | awk -v want="$1" '{ n = $1; sub(/\{.*/, "", n) } n == want { s += $2; f = 1 } END { if (f) print s }'; }
-
+example_init hold HOLD_PORT_BASE 19300
 
 write_config() { # N: a config with upstreams app-1..app-N
-  local i
   {
-    cat <<EOF
-# Written by examples/hold.sh.
-listen: 127.0.0.1:$proxy_port
-admin_listen: 127.0.0.1:$admin_port
-upstream_header: X-Upstream
-hash:
-  key:
-    - query: user
-  on_missing: reject
-hold:
-  idle: ${idle}s
-upstreams:
-EOF
-    for ((i = 1; i <= $1; i++)); do
-      printf '  - name: app-%d\n    url: http://127.0.0.1:%d\n' "$i" $((base + i))
-    done
+    config_head hold.sh "$proxy_port" "$admin_port"
+    printf 'hold:\n  idle: %ss\n' "$idle"
+    upstream_entries "$1"
     cat <<EOF
 health:
   path: /healthz
@@ -84,13 +50,6 @@ EOF
   } >"$work/ringlb.yaml"
 }
 
-
-round() {
-  local u
-  for u in "$@"; do
-    visit "$u"
-  done
-}
 
 table() {
   local u
@@ -127,24 +86,13 @@ done
 report "${users[@]}"
 
 say "Background load: a loop of requests for 20 other users, from now to the end"
-(
-  ok=0 failed=0
-  trap 'echo "$ok $failed" >"$work/load"; exit 0' TERM
-  while :; do
-    for i in $(seq 20); do
-      if curl -fsS -m 5 -o /dev/null "$proxy/?user=load-$i"; then ok=$((ok + 1)); else failed=$((failed + 1)); fi
-    done
-  done
-) &
-pid[load]=$!
+start_load
 
 say "Add app-5 under load: start it, add it to the config, POST /reload"
 start_upstream app-5 $((base + 5))
 write_config 5
-reply=$(curl -sS -m 5 -w ' %{http_code}' -X POST "$admin/reload") || fail "POST /reload: no answer"
-reply=$(tr -d '\n ' <<<"$reply")
-[[ $reply == *200 ]] || fail "POST /reload: $reply"
-echo "   POST /reload: ${reply%200}"
+reload "$admin"
+echo "   POST /reload: $reply"
 
 say "The users in use visit again: the ring gives some of them to app-5, yet nobody moves"
 round "${users[@]}"
@@ -233,10 +181,7 @@ for u in "${sleepers[@]}"; do
 done
 report "${moved[@]}"
 
-kill "${pid[load]}"
-wait "${pid[load]}" 2>/dev/null || true
-unset "pid[load]"
-read -r load_ok load_failed <"$work/load"
+stop_load
 echo
 echo "   background load: $load_ok requests answered, $load_failed failed"
 [ "$load_failed" -eq 0 ] || fail "$load_failed background requests failed"

@@ -1,12 +1,30 @@
-# lib.sh: what examples/churn.sh and examples/hold.sh share. Sourced, not
-# run. Before sourcing, a script sets:
+# lib.sh: what the example scripts (churn.sh, hold.sh, hold-shared.sh,
+# rolling-restart.sh) share. Sourced, not run: a script sets repo (the
+# repository's root), sources this file and calls
+#
+#   example_init NAME PORT_VAR DEFAULT_BASE
+#
+# which sets
+#   base       the first port: $PORT_VAR, else DEFAULT_BASE
+#   port_base  PORT_VAR, the name of the variable that moves the ports
 #   work       a temporary directory (removed on exit)
-#   pid        an associative array, process name -> pid (killed on exit)
-#   port_base  the name of the variable that moves the script's ports
+#   proxy_port, admin_port  BASE+8 and BASE+9 unless the script set them
 #   proxy      the proxy's base URL, on proxy_port
 #   admin      the admin listener's base URL, on admin_port
+# pid, an associative array of process name -> pid, is killed on exit.
 # shellcheck shell=bash
 
+declare -A pid=()
+
+example_init() {
+  port_base=$2
+  base=${!2:-$3}
+  proxy_port=${proxy_port:-$((base + 8))}
+  admin_port=${admin_port:-$((base + 9))}
+  proxy=http://127.0.0.1:$proxy_port
+  admin=http://127.0.0.1:$admin_port
+  work=$(mktemp -d "${TMPDIR:-/tmp}/ringlb-$1.XXXXXX")
+}
 cleanup() {
   local name p
   for name in "${!pid[@]}"; do
@@ -21,7 +39,7 @@ cleanup() {
     kill -9 "$p" 2>/dev/null || true
     wait "$p" 2>/dev/null || true
   done
-  rm -rf "$work"
+  [ -z "${work:-}" ] || rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -114,4 +132,91 @@ check() {
     bad+=("$1")
     note[$1]="${note[$1]}  <-- WRONG: $2"
   fi
+}
+
+now_ms() { local t=${EPOCHREALTIME/[.,]/}; echo $((t / 1000)); }
+# secs MS: MS milliseconds as "1.2s"; since START: the time since START (now_ms).
+secs() { printf '%d.%ds' $(($1 / 1000)) $((($1 % 1000) / 100)); }
+since() { secs $(($(now_ms) - $1)); }
+
+# field JSON NAME: the value of NAME in a flat JSON object ("null" for null).
+field() { grep -o "\"$2\": *[^,}]*" <<<"$1" | head -n 1 | sed 's/^[^:]*: *//; s/"//g'; }
+
+# lookup KEY FIELD: FIELD ("owner", "held", "chosen", ...) of
+# /debug/lookup for KEY.
+lookup() { field "$(curl -fsS -m 5 "$admin/debug/lookup?key=$1")" "$2"; }
+
+# metric NAME [ADMIN]: the sum of NAME's series (every pool's) on ADMIN
+# (default $admin); 0 when there is none.
+metric() {
+  curl -fsS -m 5 "${2:-$admin}/metrics" |
+    awk -v want="$1" '{ n = $1; sub(/\{.*/, "", n) } n == want { s += $2; f = 1 } END { print (f ? s : 0) }'
+}
+
+# config_head NAME LISTEN_PORT ADMIN_PORT: the start of a script's config:
+# listeners, the upstream header, and users keyed on the query parameter
+# user (a request without one gets 400).
+config_head() {
+  cat <<EOF
+# Written by examples/$1.
+listen: 127.0.0.1:$2
+admin_listen: 127.0.0.1:$3
+upstream_header: X-Upstream
+hash:
+  key:
+    - query: user
+  on_missing: reject
+EOF
+}
+
+# upstream_entries N: the upstreams app-1..app-N on BASE+1..BASE+N.
+upstream_entries() {
+  local i
+  echo "upstreams:"
+  for ((i = 1; i <= $1; i++)); do
+    printf '  - name: app-%d\n    url: http://127.0.0.1:%d\n' "$i" $((base + i))
+  done
+}
+
+# reload ADMIN [WHERE]: POST ADMIN/reload, failing unless 200; sets reply
+# to the answer without its status.
+reload() {
+  reply=$(curl -sS -m 5 -w ' %{http_code}' -X POST "$1/reload") || fail "POST /reload${2:+ on $2}: no answer"
+  reply=$(tr -d '\n ' <<<"$reply")
+  [[ $reply == *200 ]] || fail "POST /reload${2:+ on $2}: $reply"
+  reply=${reply%200}
+}
+
+# load_url I: where background request I goes (a script may redefine it).
+load_url() { echo "$proxy/?user=load-$1"; }
+
+# start_load: a loop of requests for 20 other users until stop_load.
+start_load() {
+  (
+    ok=0 failed=0
+    trap 'echo "$ok $failed" >"$work/load"; exit 0' TERM
+    while :; do
+      for i in $(seq 20); do
+        if curl -fsS -m 5 -o /dev/null "$(load_url "$i")"; then ok=$((ok + 1)); else failed=$((failed + 1)); fi
+      done
+    done
+  ) &
+  pid[load]=$!
+}
+
+# stop_load: stops the loop; sets load_ok and load_failed.
+stop_load() {
+  kill "${pid[load]}"
+  wait "${pid[load]}" 2>/dev/null || true
+  unset "pid[load]"
+  read -r load_ok load_failed <"$work/load"
+}
+
+# round USERS...: one request per user (visit), keeping the previous
+# upstream and count in prev_up and prev_visit.
+round() {
+  local u
+  for u in "$@"; do
+    visit "$u"
+  done
 }

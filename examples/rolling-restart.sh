@@ -30,28 +30,14 @@
 # listener on BASE+9.
 set -euo pipefail
 
-base=${ROLL_PORT_BASE:-19400}
-proxy_port=$((base + 8))
-admin_port=$((base + 9))
-proxy=http://127.0.0.1:$proxy_port
-admin=http://127.0.0.1:$admin_port
 idle=2        # seconds: hold.idle
 per_session=5 # visits per session
 users=(alice bob carol dave erin frank grace heidi ivan judy mallory oscar)
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-work=$(mktemp -d "${TMPDIR:-/tmp}/ringlb-roll.XXXXXX")
-declare -A pid=() # process name -> pid
-
-port_base=ROLL_PORT_BASE
 # shellcheck source=examples/lib.sh
 . "$repo/examples/lib.sh"
-
-now_ms() { local t=${EPOCHREALTIME/[.,]/}; echo $((t / 1000)); }
-secs() { printf '%d.%ds' $(($1 / 1000)) $((($1 % 1000) / 100)); }
-
-# field JSON NAME: the value of NAME in a flat JSON object.
-field() { grep -o "\"$2\": *[^,}]*" <<<"$1" | head -n 1 | sed 's/^[^:]*: *//; s/"//g'; }
+example_init roll ROLL_PORT_BASE 19400
 
 state_of() { curl -fsS -m 5 "$admin/upstreams/$1"; }
 
@@ -64,24 +50,10 @@ post_state() {
 }
 
 write_config() {
-  local i
   {
-    cat <<EOF
-# Written by examples/rolling-restart.sh.
-listen: 127.0.0.1:$proxy_port
-admin_listen: 127.0.0.1:$admin_port
-upstream_header: X-Upstream
-hash:
-  key:
-    - query: user
-  on_missing: reject
-hold:
-  idle: ${idle}s
-upstreams:
-EOF
-    for i in 1 2 3 4; do
-      printf '  - name: app-%d\n    url: http://127.0.0.1:%d\n' "$i" $((base + i))
-    done
+    config_head rolling-restart.sh "$proxy_port" "$admin_port"
+    printf 'hold:\n  idle: %ss\n' "$idle"
+    upstream_entries 4
     cat <<EOF
 health:
   path: /healthz
@@ -141,7 +113,7 @@ available() { [ "$(field "$(state_of "$1")" available)" = true ]; }
 new_key_of() {
   local i
   for i in $(seq 1000); do
-    if [ "$(curl -fsS -m 5 "$admin/debug/lookup?key=probe-$i" | grep -o '"owner": *"[^"]*"' | sed 's/.*: *"//; s/"$//')" = "$1" ]; then
+    if [ "$(lookup "probe-$i" owner)" = "$1" ]; then
       echo "probe-$i"
       return
     fi

@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/ringlb/ringlb/cmd/ringlb/certs/certstest"
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
+	"github.com/ringlb/ringlb/internal/testutil/certstest"
 )
 
 // tlsFiles returns the tls block's cert_file and key_file of the config

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/internal/testenv"
-	"github.com/ringlb/ringlb/internal/testnet"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/testnet"
 )
 
 // wait bounds every wait for something that should happen.

@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/internal/nginxtest"
+	"github.com/ringlb/ringlb/internal/testutil/nginxtest"
 )
 
 // backend serves its own identity on l.

@@ -369,11 +369,11 @@ func appendCombined(b []byte, e *Entry, sc *secondCache) []byte {
 	b = append(b, " - - ["...)
 	b = sc.appendSecond(b, e.Time, "02/Jan/2006:15:04:05 -0700")
 	b = append(b, `] "`...)
-	b = appendEscaped(b, e.Method)
+	b = appendRequestPart(b, e.Method)
 	b = append(b, ' ')
-	b = appendEscaped(b, e.URI)
+	b = appendRequestPart(b, e.URI)
 	b = append(b, ' ')
-	b = appendEscaped(b, e.Proto)
+	b = appendRequestPart(b, e.Proto)
 	b = append(b, `" `...)
 	b = strconv.AppendInt(b, int64(e.Status), 10)
 	b = append(b, ' ')
@@ -447,10 +447,20 @@ func needsQuote(s string) bool {
 
 // appendEscaped appends s with quotes, backslashes and bytes outside
 // printable ASCII as \xHH, as nginx escapes variables in its logs.
-func appendEscaped(b []byte, s string) []byte {
+func appendEscaped(b []byte, s string) []byte { return appendEscapedSet(b, s, false) }
+
+// appendRequestPart appends the method, target or protocol of the
+// "$request" field, escaped as appendEscaped does and its spaces too, as
+// \x20: HTTP/1.1 cannot put a space in them, but an HTTP/2 client can
+// (":path: /a HTTP/1.1\" 200 ..." is a valid path to net/http), and a
+// log parser that splits the field on spaces would read a forged
+// protocol or status.
+func appendRequestPart(b []byte, s string) []byte { return appendEscapedSet(b, s, true) }
+
+func appendEscapedSet(b []byte, s string, space bool) []byte {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c == '"' || c == '\\' || c < 0x20 || c >= 0x7f {
+		if c == '"' || c == '\\' || c < 0x20 || c >= 0x7f || (space && c == ' ') {
 			b = append(b, '\\', 'x', hexDigits[c>>4], hexDigits[c&0xf])
 			continue
 		}

@@ -67,7 +67,7 @@ func TestCombined(t *testing.T) {
 	var out bytes.Buffer
 	l, _ := New(Combined, "", &out, nil)
 	l.Log(entry())
-	want := `2001:db8::1 - - [01/Dec/2026:09:08:07 +0100] "GET /a b?\x22q\x22=\x01\xff HTTP/1.1" 200 345 "-" "curl/8"` +
+	want := `2001:db8::1 - - [01/Dec/2026:09:08:07 +0100] "GET /a\x20b?\x22q\x22=\x01\xff HTTP/1.1" 200 345 "-" "curl/8"` +
 		` host=shop.example bytes_received=12 duration=0.001500 upstream_ttfb=0.001000 pool=default upstream=app-1` +
 		` key_source=header:X-User-ID key_hash=00000000deadbeef decision=overflow skipped=app-2:full attempts=1 cause=- request_id=r1 trace_id=4bf92f3577b34da6a3ce929d0e0e4736` + "\n"
 	if got := out.String(); got != want {

@@ -80,7 +80,10 @@ type Options struct {
 	// Addr's port. That keeps a browser tricked by DNS rebinding (a name
 	// of the attacker's that resolves to the listener) out. POST also
 	// refuses an Origin other than such a Host, so a web page cannot
-	// make a browser reload. Empty Addr: any port, any IP.
+	// make a browser reload; that Origin must be the listener's own
+	// address: Addr's IP exactly (any IP when it is a wildcard), localhost
+	// or Name, with Addr's port, never another loopback address or a name
+	// under localhost. Empty Addr: any port, any IP.
 	Addr string
 	Name string
 	// Certificate, if set, describes the certificate the proxy listener
@@ -172,7 +175,9 @@ func (h *handler) readyz(w http.ResponseWriter, _ *http.Request) {
 // poolFor returns the pool a /debug request names: ?pool=NAME, else (for
 // /debug/lookup, byRoute) the pool the routes give ?host= and ?path=,
 // else the only pool. On failure it has answered: 404 for an unknown pool
-// or a request no route matches, 400 when several pools leave it open.
+// or a request no route matches, 400 when several pools leave it open or
+// for a path the proxy would refuse (a bad encoding, dot segments above
+// the root: see balancer.RoutePath).
 func (h *handler) poolFor(w http.ResponseWriter, q url.Values, byRoute bool) (*balancer.Balancer, bool) {
 	pools := h.rt.Pools()
 	if q.Has("pool") {
@@ -190,10 +195,18 @@ func (h *handler) poolFor(w http.ResponseWriter, q url.Values, byRoute bool) (*b
 		if path == "" {
 			path = "/"
 		}
-		if u, err := url.ParseRequestURI(path); err == nil {
-			path = u.Path
+		u, err := url.ParseRequestURI(path)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "path: " + err.Error()})
+			return nil, false
 		}
-		if b := h.rt.Match(q.Get("host"), path); b != nil {
+		path = u.Path
+		b, err := h.rt.Match(q.Get("host"), path)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "path " + quote(path) + ": " + err.Error() + "; the proxy answers such a request 400"})
+			return nil, false
+		}
+		if b != nil {
 			return b, true
 		}
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no route matches host " + quote(q.Get("host")) + " and path " + quote(path)})
@@ -291,6 +304,7 @@ type lookupJSON struct {
 	Pool       string        `json:"pool,omitempty"`
 	Key        string        `json:"key"`
 	Hash       string        `json:"hash"`
+	KeyHash    string        `json:"key_hash"` // as the access log and /debug/hotkeys show it
 	Owner      string        `json:"owner"`
 	Held       *string       `json:"held"`
 	Preference []string      `json:"preference"`
@@ -349,6 +363,7 @@ func toLookupJSON(res balancer.LookupResult) lookupJSON {
 	out := lookupJSON{
 		Key:        res.Key,
 		Hash:       res.Hash,
+		KeyHash:    res.KeyHash,
 		Owner:      res.Owner,
 		Preference: res.Preference,
 		Skipped:    make([]skippedJSON, 0, len(res.Skipped)),
@@ -435,9 +450,22 @@ func newHostGuard(addr, name string) *hostGuard {
 	return g
 }
 
-// allowed reports whether hostport (a Host header, or an Origin's host)
-// names the listener.
+// allowed reports whether hostport (a Host header) names the listener:
+// with the listener's port, its IP (any loopback IP for a loopback
+// listener, any IP for a wildcard), localhost or a name under it, or
+// Name.
 func (g *hostGuard) allowed(hostport string, defaultPort string) bool {
+	return g.names(hostport, defaultPort, false)
+}
+
+// names reports whether hostport names the listener, as allowed says,
+// or, own set, as its own origin does: only the listener's address as
+// bound (any IP for a wildcard), localhost or Name, each with its port.
+// An Origin needs the narrower rule: another loopback address, or a
+// name under localhost (which a browser resolves to one, ::1 or
+// 127.0.0.1, its own choice), with the same port can be another
+// program's, whose page would then make a browser POST here.
+func (g *hostGuard) names(hostport, defaultPort string, own bool) bool {
 	host, port, err := net.SplitHostPort(hostport)
 	if err != nil {
 		host, port = strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]"), defaultPort
@@ -448,9 +476,15 @@ func (g *hostGuard) allowed(hostport string, defaultPort string) bool {
 	host = strings.ToLower(strings.TrimSuffix(host, "."))
 	if ip, err := netip.ParseAddr(host); err == nil {
 		ip = ip.Unmap()
-		return !g.ip.IsValid() || g.ip.IsUnspecified() || ip == g.ip || (ip.IsLoopback() && g.ip.IsLoopback())
+		if !g.ip.IsValid() || g.ip.IsUnspecified() || ip == g.ip {
+			return true
+		}
+		return !own && ip.IsLoopback() && g.ip.IsLoopback()
 	}
-	return host == "localhost" || strings.HasSuffix(host, ".localhost") || (g.name != "" && host == g.name)
+	if host == "localhost" || (g.name != "" && host == g.name) {
+		return true
+	}
+	return !own && strings.HasSuffix(host, ".localhost")
 }
 
 // anyHost lists the routes any Host may read: probes, whose Host is often
@@ -475,7 +509,8 @@ func (g *hostGuard) middleware(next http.Handler) http.Handler {
 	})
 }
 
-// sameOrigin reports whether an Origin header names the listener.
+// sameOrigin reports whether an Origin header is the listener's own:
+// http or https, and a host:port that names it strictly (see names).
 func (g *hostGuard) sameOrigin(origin string) bool {
 	u, err := url.Parse(origin)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
@@ -485,5 +520,5 @@ func (g *hostGuard) sameOrigin(origin string) bool {
 	if u.Scheme == "https" {
 		def = "443"
 	}
-	return g.allowed(u.Host, def)
+	return g.names(u.Host, def, true)
 }

@@ -114,8 +114,11 @@ func TestDebugLookupShape(t *testing.T) {
 		t.Fatalf("%d %s", code, body)
 	}
 	m := decode(t, body)
-	if got, want := keys(m), []string{"chosen", "hash", "held", "key", "owner", "preference", "skipped"}; !slices.Equal(got, want) {
+	if got, want := keys(m), []string{"chosen", "hash", "held", "key", "key_hash", "owner", "preference", "skipped"}; !slices.Equal(got, want) {
 		t.Errorf("keys %v, want %v", got, want)
+	}
+	if m["key_hash"] != m["hash"] {
+		t.Errorf("key_hash %v without a salt, want the hash %v", m["key_hash"], m["hash"])
 	}
 	if m["held"] != nil {
 		t.Errorf("held %v with hold off, want null", m["held"])
@@ -313,12 +316,60 @@ func TestAdminRefusesForeignHostAndOrigin(t *testing.T) {
 		{"POST", "/reload", "rebind.attacker.example:9901", "", 403},
 		{"POST", "/reload", "127.0.0.1:9901", "http://127.0.0.1:9901", 200},
 		{"POST", "/reload", "localhost:9901", "", 200},
+		// An Origin is the listener's own address, or localhost, with its
+		// port: another loopback address or a name under localhost with
+		// that port may be another program's.
+		{"POST", "/reload", "127.0.0.1:9901", "http://localhost:9901", 200},
+		{"POST", "/reload", "127.0.0.1:9901", "http://127.0.0.2:9901", 403},
+		{"POST", "/reload", "127.0.0.1:9901", "http://[::1]:9901", 403},
+		{"POST", "/reload", "127.0.0.1:9901", "http://evil.localhost:9901", 403},
+		{"POST", "/reload", "127.0.0.1:9901", "http://127.0.0.1:9902", 403},
+		{"POST", "/reload", "127.0.0.1:9901", "http://127.0.0.1", 403},
+		// As a Host they name the listener still (a browser sends the
+		// URL's host; no rebinding there).
+		{"GET", "/debug/ring", "127.0.0.2:9901", "", 200},
+		{"GET", "/debug/ring", "app.localhost:9901", "", 200},
 	} {
 		if got := do(c.method, c.path, c.host, c.origin); got != c.want {
 			t.Errorf("%s %s Host %q Origin %q: %d, want %d", c.method, c.path, c.host, c.origin, got, c.want)
 		}
 	}
-	if reloads != 2 {
-		t.Errorf("%d reloads, want the 2 allowed", reloads)
+	if reloads != 3 {
+		t.Errorf("%d reloads, want the 3 allowed", reloads)
+	}
+}
+
+// TestAdminOriginByBoundAddress: the Origin a POST may carry follows the
+// address the admin listener is bound to: [::1] only when bound there,
+// any IP for a wildcard, and admin_listen's name.
+func TestAdminOriginByBoundAddress(t *testing.T) {
+	reload := func() ([]PoolVersion, []string, error) { return []PoolVersion{{"default", "v1"}}, nil, nil }
+	for _, c := range []struct {
+		addr, name, origin string
+		want               int
+	}{
+		{"[::1]:9901", "", "http://[::1]:9901", 200},
+		{"[::1]:9901", "", "http://localhost:9901", 200},
+		{"[::1]:9901", "", "http://127.0.0.1:9901", 403},
+		{"[::1]:9901", "", "http://[::2]:9901", 403},
+		{"0.0.0.0:9901", "", "http://10.1.2.3:9901", 200},
+		{"[::]:9901", "", "http://[2001:db8::7]:9901", 200},
+		{"0.0.0.0:9901", "", "http://10.1.2.3:9902", 403},
+		{"127.0.0.1:9901", "admin.internal", "https://admin.internal:9901", 200},
+		{"127.0.0.1:9901", "admin.internal", "https://x.admin.internal:9901", 403},
+	} {
+		_, srv := setupWith(t, reload, Options{Addr: c.addr, Name: c.name})
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/reload", nil)
+		req.Host = "localhost:9901"
+		req.Header.Set("Origin", c.origin)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != c.want {
+			t.Errorf("bound to %s (name %q), Origin %q: %d, want %d", c.addr, c.name, c.origin, res.StatusCode, c.want)
+		}
 	}
 }

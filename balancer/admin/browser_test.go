@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer"
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 // The status page is checked in a real browser: headless Chromium loads

@@ -11,7 +11,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/discovery"
-	"github.com/ringlb/ringlb/balancer/discovery/dnstest"
+	"github.com/ringlb/ringlb/internal/testutil/dnstest"
 )
 
 type discRing struct {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/hold/share"
-	"github.com/ringlb/ringlb/internal/redistest"
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/redistest"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 // With hold on, /debug/lookup's "held" names the upstream a key in use is

@@ -51,9 +51,15 @@ func toHotKeysJSON(hk balancer.HotKeysWindow) hotKeysJSON {
 }
 
 // lookupHash answers /debug/lookup?hash=HEX: the placement of a key known
-// by its hash (as /debug/hotkeys lists it); "key" is then null.
+// by its hash (as /debug/hotkeys lists it); "key" is then null. With
+// hash.salt_file the hash is a salted key hash, found only among the hot
+// keys: 404 for another.
 func (h *handler) lookupHash(w http.ResponseWriter, b *balancer.Balancer, hash string) {
 	res, ok := b.LookupHash(hash)
+	if !ok && b.SaltedKeyHashes() {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "hash " + hash + " is not the key hash of a hot key: with hash.salt_file, key hashes cannot be turned back into ring positions; ?hash= places a key that /debug/hotkeys lists, ?key= any key"})
+		return
+	}
 	if !ok {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "hash must be the hex of a ring position as /debug/lookup and /debug/hotkeys show it, got " + hash})
 		return

@@ -70,6 +70,46 @@ func TestHotKeysEndpoint(t *testing.T) {
 	}
 }
 
+// With hash.salt_file, /debug/hotkeys lists salted key hashes, the status
+// page's links place them through /debug/lookup?hash=, and /debug/lookup
+// shows the ring position as "hash" and the salted one as "key_hash".
+func TestHotKeysSalted(t *testing.T) {
+	b, front, admin := serveKeyedWith(t, func(o *balancer.Options) { o.Hash.Salt = []byte("fleet-salt-0123456789") }, "a", "b", "c")
+	for range 3 {
+		req, _ := http.NewRequest(http.MethodGet, front.URL, nil)
+		req.Header.Set("X-User-ID", "4242")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+	}
+	lk := b.Lookup("4242")
+	if lk.KeyHash == lk.Hash || len(lk.KeyHash) != 16 {
+		t.Fatalf("lookup of 4242: hash %s, key_hash %s; want a salted key_hash", lk.Hash, lk.KeyHash)
+	}
+	_, _, body := fetch(t, http.MethodGet, admin.URL+"/debug/hotkeys")
+	keys, _ := decode(t, body)["keys"].([]any)
+	if len(keys) != 1 || keys[0].(map[string]any)["hash"] != lk.KeyHash {
+		t.Fatalf("hotkeys %s; want the one key as %s", body, lk.KeyHash)
+	}
+	_, _, page := fetch(t, http.MethodGet, admin.URL+"/")
+	if !strings.Contains(page, "hash="+lk.KeyHash) || strings.Contains(page, lk.Hash) {
+		t.Errorf("status page: no link to hash=%s, or the ring position %s shown", lk.KeyHash, lk.Hash)
+	}
+	code, _, body := fetch(t, http.MethodGet, admin.URL+"/debug/lookup?hash="+lk.KeyHash)
+	if l := decode(t, body); code != http.StatusOK || l["key"] != nil || l["hash"] != lk.Hash || l["key_hash"] != lk.KeyHash || l["owner"] != lk.Owner {
+		t.Errorf("lookup by the salted hash: %d %s", code, body)
+	}
+	_, _, body = fetch(t, http.MethodGet, admin.URL+"/debug/lookup?key=4242")
+	if l := decode(t, body); l["hash"] != lk.Hash || l["key_hash"] != lk.KeyHash {
+		t.Errorf("lookup by key: %s", body)
+	}
+	if code, _, body := fetch(t, http.MethodGet, admin.URL+"/debug/lookup?hash="+lk.Hash); code != http.StatusNotFound || !strings.Contains(body, "salt_file") {
+		t.Errorf("lookup by the ring position with a salt: %d %s; want 404 saying why", code, body)
+	}
+}
+
 // The status page lists the hottest keys with their owner and where they went.
 func TestHotKeysOnStatusPage(t *testing.T) {
 	b, front, admin := serveKeyed(t, balancer.OnMissingRandom, balancer.HoldOptions{}, "a")
@@ -95,6 +135,12 @@ func TestHotKeysOnStatusPage(t *testing.T) {
 // answer their own name, with its admin handler, on loopback.
 func serveKeyed(t *testing.T, onMissing balancer.OnMissing, hold balancer.HoldOptions, names ...string) (b *balancer.Balancer, front, admin *httptest.Server) {
 	t.Helper()
+	return serveKeyedWith(t, func(o *balancer.Options) { o.Hash.OnMissing, o.Hold = onMissing, hold }, names...)
+}
+
+// serveKeyedWith is serveKeyed with the options as mut leaves them.
+func serveKeyedWith(t *testing.T, mut func(*balancer.Options), names ...string) (b *balancer.Balancer, front, admin *httptest.Server) {
+	t.Helper()
 	var ups []balancer.UpstreamOptions
 	for _, n := range names {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, n) }))
@@ -104,10 +150,10 @@ func serveKeyed(t *testing.T, onMissing balancer.OnMissing, hold balancer.HoldOp
 	}
 	opts := balancer.Options{
 		Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160},
-		Hash:     balancer.HashOptions{Key: []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}}, OnMissing: onMissing},
+		Hash:     balancer.HashOptions{Key: []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}}},
 		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
-		Hold:     hold,
 	}
+	mut(&opts)
 	reg := balancer.NewRegistry()
 	b, err := balancer.New(opts, reg, nil)
 	if err != nil {

@@ -77,6 +77,12 @@ func TestAdminPools(t *testing.T) {
 		{"/debug/lookup?pool=sessions&key=k1", 200, `"owner": "` + rt.Pool("sessions").Lookup("k1").Owner + `"`},
 		{"/debug/lookup?host=img.cdn.example&path=/x&header=X-User-ID:%20u1", 200, `"owner": "` + rt.Pool("assets").Lookup("u1").Owner + `"`},
 		{"/debug/lookup?path=/static/app.css&header=X-User-ID:%20u2", 200, `"owner": "` + rt.Pool("assets").Lookup("u2").Owner + `"`},
+		// Routes read the path as the proxy does: decoded, dot segments
+		// removed (the query escapes the path's own %).
+		{"/debug/lookup?path=/%2573tatic/app.css&header=X-User-ID:%20u2", 200, `"pool": "assets"`},
+		{"/debug/lookup?path=/static/..%252Fsecret&header=X-User-ID:%20u2", 200, `"pool": "sessions"`},
+		{"/debug/lookup?path=/static/../../secret", 400, `climb above the root; the proxy answers such a request 400`},
+		{"/debug/lookup?path=/static/%25zz", 400, `path: parse`},
 		{"/upstreams/a", 409, "is in pools assets, sessions: use /pools/POOL/upstreams/a"},
 		{"/pools/assets/upstreams/c", 200, `"name": "c"`},
 		{"/pools/sessions/upstreams/c", 404, `no upstream \"c\"`},

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/balancer/discovery/dnstest"
+	"github.com/ringlb/ringlb/internal/testutil/dnstest"
 
 	"github.com/miekg/dns"
 )

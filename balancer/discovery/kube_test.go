@@ -14,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 
-	"github.com/ringlb/ringlb/balancer/discovery/dnstest"
-	"github.com/ringlb/ringlb/balancer/discovery/kubetest"
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/dnstest"
+	"github.com/ringlb/ringlb/internal/testutil/kubetest"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 var appPort = KubeService{Service: "app", Namespace: "prod", Port: "http"}

@@ -62,15 +62,21 @@ func (r *connReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// connWriter counts the bytes written to the connection.
+// connWriter counts the bytes written to the connection and keeps the
+// first error writing them: an error of (*http.Request).Write that is not
+// this one (nor the request body's) is Write refusing the request.
 type connWriter struct {
-	c net.Conn
-	n int64
+	c   net.Conn
+	n   int64
+	err error
 }
 
 func (w *connWriter) Write(p []byte) (int, error) {
 	n, err := w.c.Write(p)
 	w.n += int64(n)
+	if err != nil && w.err == nil {
+		w.err = err
+	}
 	return n, err
 }
 
@@ -155,7 +161,7 @@ func (pc *persistConn) roundTrip(req *http.Request, hd *head) (*http.Response, e
 		e.stop = context.AfterFunc(ctx, pc.abort)
 	}
 	pc.takeReader()
-	pc.cr.n, pc.cw.n = 0, 0
+	pc.cr.n, pc.cw.n, pc.cw.err = 0, 0, nil
 	pc.cr.limit = pc.t.maxHeaderBytes()
 	trace := traceOf(req)
 
@@ -172,6 +178,10 @@ func (pc *persistConn) roundTrip(req *http.Request, hd *head) (*http.Response, e
 		pc.putWriter(bw)
 		if err != nil {
 			e.finish(readDone|writeDone, false, true)
+			if pc.cw.err == nil {
+				// Write refused the request: it would refuse it again.
+				return nil, &invalidRequestError{err}
+			}
 			if pc.reused && (pc.cw.n == 0 || replayable(req) || isClosed(err)) && ctx.Err() == nil {
 				return nil, retryError{err}
 			}
@@ -183,6 +193,13 @@ func (pc *persistConn) roundTrip(req *http.Request, hd *head) (*http.Response, e
 	res, err := e.readHead(trace)
 	if err != nil {
 		e.finish(readDone, false, true)
+		if hasBody && e.w.refused.Load() {
+			// Write refused the request and the writer closed the
+			// connection, which ended the read (with an EOF, over TLS,
+			// when the upstream answered the close_notify first).
+			<-e.w.done
+			return nil, e.w.err
+		}
 		// On a reused connection, an end before any byte of a response
 		// means the upstream closed it while idle and the request
 		// crossed the close: the request is sent again on a fresh
@@ -515,6 +532,9 @@ type bodyWriter struct {
 	// otherwise the writer closes a kept rc itself.
 	kept bool
 	held atomic.Bool
+	// refused: Write refused the request; set before the writer closes
+	// the connection, so the reader, whose read that ends, returns err.
+	refused atomic.Bool
 }
 
 // abandon tells a writer waiting for 100 Continue not to send, because
@@ -559,21 +579,28 @@ func (w *bodyWriter) run() {
 		err = bw.Flush()
 	}
 	pc.putWriter(bw)
+	refused := false
 	switch {
 	case w.notSent:
 		err = nil
 	case w.readErr != nil:
 		err = w.readErr
+	case err != nil && pc.cw.err == nil:
+		// Neither the body nor the connection failed: Write refused the
+		// request (see ErrInvalidRequest).
+		err, refused = &invalidRequestError{err}, true
+		w.refused.Store(true)
 	}
 	w.err = err
 	if w.kept && !w.held.Load() {
 		w.rc.Close()
 	}
 	w.e.bodyWritten()
-	// A failed body read leaves the request unfinished: the upstream will
-	// not answer, so close now. A failed connection write leaves the
-	// response to be read (the upstream may have answered already).
-	w.e.finish(writeDone, err == nil && !w.notSent, w.readErr != nil)
+	// A failed body read or a refused request leaves the request
+	// unfinished: the upstream will not answer, so close now (the reader,
+	// its read ended, returns w.err). A failed connection write leaves
+	// the response to be read (the upstream may have answered already).
+	w.e.finish(writeDone, err == nil && !w.notSent, w.readErr != nil || refused)
 	close(w.done)
 }
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/cmd/ringlb/certs/certstest"
+	"github.com/ringlb/ringlb/internal/testutil/certstest"
 )
 
 // checkLeaks fails the test if, once its other cleanups have run,

@@ -227,21 +227,41 @@ func validate(req *http.Request, hd *head) error {
 		return errors.New("h1: no Host in request URL")
 	}
 	if req.Method != "" && !isToken(req.Method) {
-		return fmt.Errorf("h1: invalid method %q", req.Method)
+		return &invalidRequestError{fmt.Errorf("h1: invalid method %q", req.Method)}
 	}
 	if err := gather(req.Header, hd); err != nil {
-		return err
+		return &invalidRequestError{err}
 	}
 	if len(req.Trailer) == 0 {
 		return nil // (a range over an empty map is not free)
 	}
 	for k := range req.Trailer {
 		if !isToken(k) {
-			return fmt.Errorf("h1: invalid trailer field name %q", k)
+			return &invalidRequestError{fmt.Errorf("h1: invalid trailer field name %q", k)}
 		}
 	}
 	return nil
 }
+
+// ErrInvalidRequest is what the error of a request the Transport refused
+// to send matches with errors.Is: its method, a field of its header or
+// trailer, or its framing cannot be written as HTTP/1.1, by the
+// Transport's own checks or by (*http.Request).Write's (a Trailer naming
+// Content-Length, Transfer-Encoding or Trailer, say). Such a request was
+// not sent: nothing of it reached the connection, or, when Write refused
+// it after a buffer's worth of its head had gone out, the connection was
+// closed under the part sent. Either way the upstream was asked nothing
+// it could answer, and the request is the caller's to fix; it is not
+// sent again on another connection.
+var ErrInvalidRequest = errors.New("h1: invalid request, not sent")
+
+// invalidRequestError is a refusal that matches ErrInvalidRequest; its
+// text is the refusal's own.
+type invalidRequestError struct{ err error }
+
+func (e *invalidRequestError) Error() string        { return e.err.Error() }
+func (e *invalidRequestError) Unwrap() error        { return e.err }
+func (e *invalidRequestError) Is(target error) bool { return target == ErrInvalidRequest }
 
 // gather checks the header map h and gathers it into hd (a zero head),
 // for writeRequest: validate's one pass over the map. The error is that

@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/internal/testnet"
+	"github.com/ringlb/ringlb/internal/testutil/testnet"
 )
 
 func get(t *testing.T, tr http.RoundTripper, method, url string, body io.Reader) (*http.Response, string) {

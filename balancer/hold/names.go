@@ -103,19 +103,37 @@ func (n *names) intern(upstream string, now, idle int64) (uint32, bool) {
 
 // drop retires upstream's id, if it has one.
 func (n *names) drop(upstream string, now int64) {
+	n.keep(func(name string) bool { return name != upstream }, now)
+}
+
+// keep retires the id of every name for which member is false. The new
+// snapshot's map is built afresh with the names kept (a map that only
+// had names deleted would keep its size), and a retired entry keeps no
+// name.
+func (n *names) keep(member func(string) bool, now int64) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	old := n.cur.Load()
 	if old == nil {
 		return
 	}
-	id, ok := old.ids[upstream]
-	if !ok {
+	kept := 0
+	for name := range old.ids {
+		if member(name) {
+			kept++
+		}
+	}
+	if kept == len(old.ids) {
 		return
 	}
-	s := &nameSnap{ids: maps.Clone(old.ids), entries: slices.Clone(old.entries)}
-	delete(s.ids, upstream)
-	e := &s.entries[id&idIndex]
-	e.live, e.diedAt = false, now
+	s := &nameSnap{ids: make(map[string]uint32, kept), entries: slices.Clone(old.entries)}
+	for name, id := range old.ids {
+		if member(name) {
+			s.ids[name] = id
+			continue
+		}
+		e := &s.entries[id&idIndex]
+		e.name, e.live, e.diedAt = "", false, now
+	}
 	n.cur.Store(s)
 }

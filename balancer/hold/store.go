@@ -551,6 +551,13 @@ func (s *Store) Len() int {
 // record on the same name starts afresh.
 func (s *Store) Drop(upstream string, now int64) { s.names.drop(upstream, now) }
 
+// Keep drops, as Drop does, every upstream the store knows for which
+// member returns false. Call it after every membership change with the
+// new members: the store's table of names then holds only members, and
+// the names dropped lately (see Names), whatever names were recorded
+// meanwhile by requests that began before the change.
+func (s *Store) Keep(member func(upstream string) bool, now int64) { s.names.keep(member, now) }
+
 // Range calls fn for every record live at now (younger than idle, its
 // upstream not dropped), one shard at a time under that shard's lock, in
 // no particular order, until fn returns false. fn must not call the
@@ -615,4 +622,15 @@ func (s *Store) CountByUpstream(now int64) map[string]int {
 		}
 	}
 	return out
+}
+
+// Names returns the size of the store's table of upstream names: the
+// names its records may carry, and those dropped less than twice the idle
+// time ago (a later new name reuses such an entry, not before: no record
+// made on the dropped name may read as the new one).
+func (s *Store) Names() int {
+	if t := s.names.cur.Load(); t != nil {
+		return len(t.entries)
+	}
+	return 0
 }

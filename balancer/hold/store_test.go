@@ -2,6 +2,7 @@ package hold
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -117,6 +118,61 @@ func TestStoreDrop(t *testing.T) {
 	}
 	if _, ok := s.Lookup(2, 4*sec); ok {
 		t.Fatal("an old record of a dropped upstream came back with its name")
+	}
+}
+
+// Keep drops every name but the members', whatever was recorded: their
+// records are void at once, the table keeps nothing of the names (their
+// strings are not held), and a name dropped long enough ago gives its
+// entry to the next new one, so a churn of names keeps the table at the
+// members and those dropped within twice idle.
+func TestStoreKeep(t *testing.T) {
+	idle := 10 * time.Second
+	s := NewStore(Options{MaxKeys: 10_000, Idle: idle})
+	const n, long = 1000, 8 << 10
+	runtime.GC()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	for k := range uint64(n) {
+		s.Record(k, fmt.Sprintf("%0*d", long, k), 7, sec) // 8 MiB of names
+	}
+	s.Record(n, "a", 7, sec)
+	s.Keep(func(name string) bool { return name == "a" }, 2*sec)
+	for k := range uint64(n) {
+		if r, ok := s.Lookup(k, 3*sec); ok {
+			t.Fatalf("key %d on a name not kept: %+v", k, r)
+		}
+	}
+	if r, ok := s.Lookup(n, 3*sec); !ok || r.Upstream != "a" {
+		t.Fatalf("key %d on a: %+v, %v", n, r, ok)
+	}
+	for s.Expire(3*sec, 1024) > 0 {
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	if d := int64(m1.HeapAlloc) - int64(m0.HeapAlloc); d > n*long/4 {
+		t.Errorf("%d bytes more on the heap once %d names of %d bytes were dropped", d, n, long)
+	}
+	// Churn: one name replaced by another every second for 20×idle. The
+	// 1000 names dropped at 2s give their entries from 22s on; until then
+	// each second's dropped name takes a new one: about 2×idle's worth.
+	now := 3 * sec
+	churn := func(from int) {
+		for i := range 200 {
+			name := fmt.Sprint("pod-", from+i)
+			s.Record(uint64(i), name, 7, now)
+			s.Keep(func(up string) bool { return up == "a" || up == name }, now)
+			now += sec
+		}
+	}
+	churn(0)
+	first := s.Names()
+	if want := n + 1 + int(2*idle/time.Second) + 2; first > want {
+		t.Errorf("the name table grew to %d entries through a churn, want at most %d", first, want)
+	}
+	churn(1000)
+	if got := s.Names(); got != first {
+		t.Errorf("the name table grew from %d to %d entries through a second churn, want no growth", first, got)
 	}
 }
 

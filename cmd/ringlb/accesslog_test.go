@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 // serve writes a JSON access log to a file, and on SIGUSR1 (logrotate's

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/cmd/ringlb/demo"
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 var (

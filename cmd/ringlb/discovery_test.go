@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/balancer/discovery/dnstest"
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/dnstest"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 // discoveredBackend is an upstream that names itself in X-Backend; its

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 // TestEndToEndKillAndReturn runs the real binaries: four examples/upstream

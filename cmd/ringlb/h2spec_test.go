@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/cmd/ringlb/certs/certstest"
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/certstest"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 // h2specMinPassed is how many of h2spec's tests (145, as go install

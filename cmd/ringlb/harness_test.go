@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 func TestMain(m *testing.M) {

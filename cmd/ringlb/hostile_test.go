@@ -6,18 +6,23 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // echoBackend is an upstream that counts its requests, remembers each
@@ -555,6 +560,77 @@ func TestHostileHeaderLimitIsExact(t *testing.T) {
 		}
 		if n := be.sawPath("/sized"); n != 1 {
 			t.Errorf("limit %d: upstream saw %d requests, want only the one under the limit", limit, n)
+		}
+	}
+}
+
+// h2cStatus sends one request over a new cleartext HTTP/2 connection to
+// addr (prior knowledge) as raw frames, HEADERS with fields (name, value
+// pairs): Go's HTTP/2 client refuses to send a :method that is not a
+// token. It returns the response status, or 0 for a reset stream.
+func h2cStatus(t *testing.T, addr string, fields ...string) int {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, http2.ClientPreface)
+	fr := http2.NewFramer(c, c)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	fr.WriteSettings()
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for i := 0; i+1 < len(fields); i += 2 {
+		enc.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true})
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("reading the response: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				fr.WriteSettingsAck()
+			}
+		case *http2.MetaHeadersFrame:
+			if n, _ := strconv.Atoi(f.PseudoValue("status")); f.StreamID == 1 && n >= 200 {
+				return n
+			}
+		case *http2.RSTStreamFrame:
+			return 0
+		}
+	}
+}
+
+// TestHostileH2MethodDoesNotEjectUpstreams: an HTTP/2 client sending a
+// :method that is not a token (HTTP/1.1's server refuses those itself)
+// gets 400, however often; no upstream is ejected, /readyz stays 200 and
+// the key's requests still reach their upstream. (Before: each got 502
+// and counted against the key's owner and, retried, the next upstream:
+// ten requests took the fleet down, 503 for everyone and /readyz 503.)
+func TestHostileH2MethodDoesNotEjectUpstreams(t *testing.T) {
+	a, b := startEchoBackend(t), startEchoBackend(t)
+	r := startServe(t, writeConfig(t, listenersYAML+"h2c: true\nhash:\n  key:\n    - header: X-User\n"+
+		"upstreams:\n  - name: u1\n    url: "+a.URL+"\n  - name: u2\n    url: "+b.URL+"\n"))
+	addr := strings.TrimPrefix(r.proxy, "http://")
+	for i := range 10 {
+		if code := h2cStatus(t, addr, ":method", "G(T", ":scheme", "http", ":authority", addr, ":path", "/p", "x-user", "alice"); code != http.StatusBadRequest {
+			t.Errorf("request %d with :method G(T: %d, want 400", i+1, code)
+		}
+	}
+	if a.hits.Load()+b.hits.Load() != 0 {
+		t.Errorf("the upstreams got %d and %d requests", a.hits.Load(), b.hits.Load())
+	}
+	if code, body := get(t, r.admin+"/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz: %d %q", code, body)
+	}
+	for _, user := range []string{"alice", "bob", "carol", "dave"} {
+		if code := h2cStatus(t, addr, ":method", "GET", ":scheme", "http", ":authority", addr, ":path", "/p", "x-user", user); code != http.StatusOK {
+			t.Errorf("a well-formed request for %s afterwards: %d", user, code)
 		}
 	}
 }

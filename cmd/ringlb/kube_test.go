@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/balancer/discovery/kubetest"
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/kubetest"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 // kubeFleet is n backends on loopback, each the one endpoint of its own

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/balancer/discovery/dnstest"
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/dnstest"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 // openFDs counts this process's open file descriptors.

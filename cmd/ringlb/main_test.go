@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/cmd/ringlb/certs/certstest"
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/certstest"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 // runCmd runs a command line in-process and returns its exit code and output.

@@ -76,7 +76,8 @@ func serve(ctx context.Context, path string, cfg *config.Config, logger *slog.Lo
 }
 
 // serveWatching is serve that also looks at the config file every watch
-// and reloads it when it changed on disk; 0 turns that off.
+// and reloads it when it changed on disk and the change looks complete
+// (server.reloadIfChanged); 0 turns that off.
 func serveWatching(ctx context.Context, path string, cfg *config.Config, logger *slog.Logger, ready func(proxy, admin net.Addr), watch time.Duration) int {
 	srv, err := newServer(path, cfg, logger)
 	if err != nil {
@@ -120,10 +121,11 @@ func serveWatching(ctx context.Context, path string, cfg *config.Config, logger 
 	go func() { errc <- adminSrv.Serve(al) }()
 
 	var look <-chan time.Time // the config file's watch; nil when off
+	var lookTicker *time.Ticker
 	if watch > 0 {
-		t := time.NewTicker(watch)
-		defer t.Stop()
-		look = t.C
+		lookTicker = time.NewTicker(watch)
+		defer lookTicker.Stop()
+		look = lookTicker.C
 	}
 	code := exitOK
 	stop := ctx.Done()
@@ -136,7 +138,11 @@ loop:
 		case <-usr1:
 			srv.reopenLog()
 		case <-look:
-			srv.reloadIfChanged()
+			srv.reloadIfChanged(watch)
+			// The next look comes a whole interval after this one ended,
+			// however long a reload took: two looks in a row are never
+			// closer, as reloadIfChanged's "looked the same twice" needs.
+			lookTicker.Reset(watch)
 		case err := <-errc:
 			logger.Error("listener failed", "err", err)
 			code = exitFail

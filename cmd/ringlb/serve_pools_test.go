@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 // poolsConfig is a config with a sessions pool (backends s) and an assets

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 // namedBackend answers with its name and can hold requests until released.

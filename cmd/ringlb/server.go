@@ -297,9 +297,12 @@ func (s *server) reload() (versions []admin.PoolVersion, problems []string, err 
 // reloadIfChanged reloads the config file if it changed on disk since it
 // was last read (by the start, a reload or a previous look), as SIGHUP
 // does: a file that does not load keeps the old config serving, and is
-// tried again when it changes again.
-func (s *server) reloadIfChanged() {
-	if _, changed := s.file.Changed(); !changed {
+// tried again when it changes again. A change is taken once it looks
+// complete (certs.Files.Changed): the file is as the previous look saw
+// it, or was last modified settle (the look interval) or longer ago, so
+// that a file still being written in place is not applied half-way.
+func (s *server) reloadIfChanged(settle time.Duration) {
+	if _, changed := s.file.Changed(settle); !changed {
 		return
 	}
 	s.log.Info("config file changed on disk: reloading", "config", s.path)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 // startRinglbArgs runs the ringlb binary with args (a serve command line

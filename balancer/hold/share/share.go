@@ -13,13 +13,18 @@
 //     While the server is known to be unreachable Get answers at once with
 //     an error, without touching the network; the writer probes the server
 //     with backoff in the background and clears that state when it answers.
+//     Only a failure to answer marks it so: what the server answers about
+//     one key (a value that is not a record naming a member of the pool,
+//     a key of another type) is that key's "no record".
 //
-// Records are keyed by the key's 64-bit ring hash (prefix + 16 hex digits)
-// and hold the upstream's name, the ring version's hash and the time they
+// Records are keyed by the key's 64-bit ring hash (prefix + 16 hex digits),
+// or with a salt (Options.Salt) by its salted hash (package keyhash), and
+// hold the upstream's name, the ring version's hash and the time they
 // were written: never the key itself.
 package share
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -35,6 +40,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ringlb/ringlb/balancer/hold"
+	"github.com/ringlb/ringlb/balancer/keyhash"
 )
 
 // Batching and queueing bounds of the writer.
@@ -58,6 +64,11 @@ type Options struct {
 	Password string
 	// Prefix starts every key the client writes.
 	Prefix string
+	// Salt, when not empty (hash.salt_file), names each record by the
+	// salted hash of its key's ring hash instead of the ring hash, so
+	// that a reader of the server cannot recover ip or numeric keys from
+	// the names. Replicas sharing records must have the same salt.
+	Salt []byte
 	// Timeout is the longest Get waits.
 	Timeout time.Duration
 	// Idle is how long a record lives in the server without a rewrite.
@@ -80,7 +91,7 @@ type Counters struct {
 	Dropped      atomic.Uint64 // writes dropped because the queue was full (also in Errors)
 	Written      atomic.Uint64 // records written
 	Found        atomic.Uint64 // lookups that found a record
-	None         atomic.Uint64 // lookups that found none
+	None         atomic.Uint64 // lookups that found none (or no record naming a member: see Get)
 	LookupErrors atomic.Uint64 // lookups that failed, timed out, or were not tried (server down)
 }
 
@@ -107,7 +118,7 @@ func Check(o Options) error {
 // keeps them keeps the client and its queue).
 func (o Options) Same(p Options) bool {
 	return o.URL == p.URL && o.Password == p.Password && o.Prefix == p.Prefix &&
-		o.Timeout == p.Timeout && o.Idle == p.Idle && o.TLS == p.TLS
+		o.Timeout == p.Timeout && o.Idle == p.Idle && o.TLS == p.TLS && bytes.Equal(o.Salt, p.Salt)
 }
 
 // Record is a hold record as the server keeps it.
@@ -127,6 +138,7 @@ type write struct {
 type Client struct {
 	rdb     *redis.Client
 	prefix  string
+	salted  *keyhash.Salted // nil: records are named by ring hash
 	timeout time.Duration
 	idle    time.Duration
 	log     *slog.Logger
@@ -193,6 +205,7 @@ func New(o Options) (*Client, error) {
 	c := &Client{
 		rdb:     redis.NewClient(ro),
 		prefix:  o.Prefix,
+		salted:  keyhash.New(o.Salt),
 		timeout: o.Timeout,
 		idle:    o.Idle,
 		log:     o.Logger,
@@ -263,10 +276,38 @@ func (c *Client) pop() (w write, ok, more bool) {
 	return w, true, c.head < len(c.q)
 }
 
+// Members are the upstream names a record may name: the pool's current
+// members. A record read from the server that names another upstream is
+// no record, so what others write there cannot make the process keep
+// names it does not serve (nor records on them).
+type Members struct {
+	names   map[string]string // a member's name → the member's own string
+	longest int               // bytes of the longest name
+}
+
+// NewMembers returns the Members of these names.
+func NewMembers(names []string) *Members {
+	m := &Members{names: make(map[string]string, len(names))}
+	for _, n := range names {
+		m.names[n] = n
+		m.longest = max(m.longest, len(n))
+	}
+	return m
+}
+
+// maxValue is the longest value a record naming one of m can have:
+// "VERSION(16 hex) UNIXMILLI(at most 20 characters) UPSTREAM".
+func (m *Members) maxValue() int { return 16 + 1 + 20 + 1 + m.longest }
+
 // Get looks the record of ring hash h up, waiting at most the timeout
 // (ctx may end it sooner). ok is false when there is none; err is set when
 // the server could not answer (then ok is false too).
-func (c *Client) Get(ctx context.Context, h uint64) (r Record, ok bool, err error) {
+//
+// A value that is not a record naming one of m is none: one longer than
+// any such record (it is not read past that length), one that does not
+// decode, and a key holding another type than a string (WRONGTYPE: the
+// server answered, about that key only; the key's next write replaces it).
+func (c *Client) Get(ctx context.Context, h uint64, m *Members) (r Record, ok bool, err error) {
 	if c.down.Load() {
 		c.n.LookupErrors.Add(1)
 		c.n.Errors.Add(1)
@@ -275,12 +316,16 @@ func (c *Client) Get(ctx context.Context, h uint64) (r Record, ok bool, err erro
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	var kb [64]byte
-	v, err := c.rdb.Get(ctx, string(c.key(kb[:0], h))).Result()
+	limit := m.maxValue()
+	// GETRANGE reads at most limit+1 bytes (a missing key is ""), so a
+	// value longer than any record is known as such without reading it.
+	v, err := c.rdb.GetRange(ctx, string(c.key(kb[:0], h)), 0, int64(limit)).Result()
 	switch {
-	case errors.Is(err, redis.Nil):
+	case err == nil:
+	case errors.Is(err, redis.Nil), redis.HasErrorPrefix(err, "WRONGTYPE"):
 		c.n.None.Add(1)
 		return Record{}, false, nil
-	case err != nil:
+	default:
 		c.n.LookupErrors.Add(1)
 		c.n.Errors.Add(1)
 		if !errors.Is(err, context.Canceled) {
@@ -288,7 +333,14 @@ func (c *Client) Get(ctx context.Context, h uint64) (r Record, ok bool, err erro
 		}
 		return Record{}, false, err
 	}
+	if len(v) > limit {
+		c.n.None.Add(1)
+		return Record{}, false, nil
+	}
 	r, ok = decode(v)
+	if ok {
+		r.Upstream, ok = m.names[r.Upstream] // the member's string: v is not kept
+	}
 	if !ok {
 		c.n.None.Add(1) // not a record of ours: as if there were none
 		return Record{}, false, nil
@@ -322,14 +374,14 @@ func (c *Client) Close() {
 	})
 }
 
-// key appends the server key of ring hash h to b.
+// key appends the server key of ring hash h to b: the prefix, then h,
+// or with a salt h's salted hash, in 16 hex digits.
 func (c *Client) key(b []byte, h uint64) []byte {
 	b = append(b, c.prefix...)
-	const hex = "0123456789abcdef"
-	for i := 60; i >= 0; i -= 4 {
-		b = append(b, hex[(h>>uint(i))&0xf])
+	if c.salted != nil {
+		h = c.salted.Sum(h)
 	}
-	return b
+	return keyhash.AppendHex(b, h)
 }
 
 // encode renders a record as "VERSION(hex) UNIXMILLI UPSTREAM".

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer/hold"
-	"github.com/ringlb/ringlb/internal/redistest"
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/redistest"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 func newClient(t *testing.T, srv *redistest.Server, prefix string) *Client {
@@ -26,6 +26,9 @@ func newClient(t *testing.T, srv *redistest.Server, prefix string) *Client {
 	return c
 }
 
+// members are the upstreams the records of these tests name.
+var members = NewMembers([]string{"a", "app-1", "app-0.app.default.svc.cluster.local:8080"})
+
 func TestPutGet(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	c := newClient(t, srv, "p:")
@@ -37,14 +40,14 @@ func TestPutGet(t *testing.T) {
 		}
 		return nil
 	})
-	r, ok, err := c.Get(context.Background(), 0xfeedface)
+	r, ok, err := c.Get(context.Background(), 0xfeedface, members)
 	if err != nil || !ok {
 		t.Fatalf("Get: %v %v", ok, err)
 	}
 	if want := (Record{Upstream: "app-0.app.default.svc.cluster.local:8080", Version: 0xabc, At: at}); r != want {
 		t.Errorf("Get = %+v, want %+v", r, want)
 	}
-	if _, ok, err := c.Get(context.Background(), 1); ok || err != nil {
+	if _, ok, err := c.Get(context.Background(), 1, members); ok || err != nil {
 		t.Errorf("Get of an unknown hash: %v %v", ok, err)
 	}
 	if got := srv.Do("KEYS", "*"); !slices.Equal(got, []string{"p:00000000feedface"}) {
@@ -60,8 +63,52 @@ func TestPutGet(t *testing.T) {
 	}
 	// A value that is not a record of ours reads as none.
 	srv.Do("SET", "p:0000000000000002", "garbage")
-	if _, ok, err := c.Get(context.Background(), 2); ok || err != nil {
+	if _, ok, err := c.Get(context.Background(), 2, members); ok || err != nil {
 		t.Errorf("Get of garbage: %v %v", ok, err)
+	}
+}
+
+// What the server answers about one key is that key's answer: a value
+// that is not a record naming a member (another upstream, one longer than
+// any such record, a key of another type) is none, counted as none, and
+// never marks the server down. A write replaces a key of another type.
+func TestGetNotARecord(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	c := newClient(t, srv, "n:")
+	at := time.Now().UnixMilli()
+	srv.Do("SET", "n:0000000000000001", fmt.Sprintf("abc %d not-a-member", at))
+	srv.Do("SET", "n:0000000000000002", fmt.Sprintf("abc %d a%s", at, strings.Repeat("x", 1<<20)))
+	srv.Do("RPUSH", "n:0000000000000003", "x")
+	srv.Do("SET", "n:0000000000000004", fmt.Sprintf("abc %d app-1", at))
+	for h := uint64(1); h <= 3; h++ {
+		if r, ok, err := c.Get(context.Background(), h, members); ok || err != nil {
+			t.Errorf("Get(%d) = %+v %v %v, want none", h, r, ok, err)
+		}
+	}
+	if r, ok, err := c.Get(context.Background(), 4, members); !ok || err != nil || r.Upstream != "app-1" {
+		t.Errorf("Get(4) = %+v %v %v, want app-1's record", r, ok, err)
+	}
+	if s := c.Counters().Snapshot(); s.Found != 1 || s.None != 3 || s.Errors != 0 || s.LookupErrors != 0 || c.Down() {
+		t.Errorf("counters %+v, down %v; want 1 found, 3 none, no error, not down", s, c.Down())
+	}
+	// The longest member's record is read whole.
+	long := NewMembers([]string{strings.Repeat("y", 300)})
+	srv.Do("SET", "n:0000000000000005", fmt.Sprintf("%x %d %s", uint64(1<<64-1), int64(-1<<63), strings.Repeat("y", 300)))
+	if r, ok, err := c.Get(context.Background(), 5, long); !ok || err != nil || len(r.Upstream) != 300 {
+		t.Errorf("Get of the longest record: %v %v (%d bytes of name)", ok, err, len(r.Upstream))
+	}
+	c.Put(3, Record{Upstream: "a", Version: 1, At: time.Now()})
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if typ := srv.Do("TYPE", "n:0000000000000003"); len(typ) != 1 || typ[0] != "string" {
+			return fmt.Errorf("the list is still a %v", typ)
+		}
+		return nil
+	})
+	if _, ok, err := c.Get(context.Background(), 3, members); !ok || err != nil {
+		t.Errorf("Get after the write over the list: %v %v", ok, err)
+	}
+	if s := c.Counters().Snapshot(); s.Errors != 0 || c.Down() {
+		t.Errorf("after the write over the list: %+v, down %v", s, c.Down())
 	}
 }
 
@@ -123,7 +170,7 @@ func TestDown(t *testing.T) {
 	defer c.Close()
 	srv.Stop()
 	start := time.Now()
-	if _, ok, err := c.Get(context.Background(), 1); ok || err == nil {
+	if _, ok, err := c.Get(context.Background(), 1, members); ok || err == nil {
 		t.Fatalf("Get with the server down: %v %v", ok, err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
@@ -149,7 +196,7 @@ func TestDown(t *testing.T) {
 		return nil
 	})
 	testenv.Eventually(t, 10*time.Second, func() error {
-		if _, ok, err := c.Get(context.Background(), 7); !ok || err != nil {
+		if _, ok, err := c.Get(context.Background(), 7, members); !ok || err != nil {
 			return fmt.Errorf("record not there after the server returned: %v %v", ok, err)
 		}
 		return nil
@@ -251,7 +298,7 @@ func BenchmarkGet(b *testing.B) {
 	ctx := context.Background()
 	for i := 0; b.Loop(); i++ {
 		t0 := time.Now()
-		if _, ok, err := c.Get(ctx, uint64(i&2047)); err != nil || ok != (i&2047 < 1024) {
+		if _, ok, err := c.Get(ctx, uint64(i&2047), members); err != nil || ok != (i&2047 < 1024) {
 			b.Fatalf("Get: %v %v", ok, err)
 		}
 		lat = append(lat, time.Since(t0))

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/ringlb/ringlb/cmd/ringlb/certs"
-	"github.com/ringlb/ringlb/cmd/ringlb/certs/certstest"
+	"github.com/ringlb/ringlb/internal/testutil/certstest"
 )
 
 // h2cClient speaks only cleartext HTTP/2 with prior knowledge.

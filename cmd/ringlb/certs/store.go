@@ -110,24 +110,26 @@ type WatchOptions struct {
 }
 
 // Watch reloads the pair whenever either file changes on disk (as Files
-// tells changes), until ctx is done. A change is acted on once: a pair
-// that does not load is tried again only when a file changes again (or
-// on Reload).
+// tells changes: once they look the same on two looks in a row, or were
+// last modified an Interval ago), until ctx is done. A change is acted on
+// once: a pair that does not load is tried again only when a file changes
+// again (or on Reload).
 func (s *Store) Watch(ctx context.Context, o WatchOptions) {
 	if o.Interval <= 0 {
 		o.Interval = 2 * time.Second
 	}
 	Poll(ctx, o.Interval, o.tick, func() {
-		if changed, err := s.reloadIfChanged(); changed && o.OnReload != nil {
+		if changed, err := s.reloadIfChanged(o.Interval); changed && o.OnReload != nil {
 			o.OnReload(err, s.Info())
 		}
 	})
 }
 
 // reloadIfChanged reloads the pair if either file changed since it was
-// last read, and reports whether it did.
-func (s *Store) reloadIfChanged() (changed bool, err error) {
-	st, changed := s.files.Changed()
+// last read and the change looks complete (Files.Changed, with settle the
+// look interval), and reports whether it did.
+func (s *Store) reloadIfChanged(settle time.Duration) (changed bool, err error) {
+	st, changed := s.files.Changed(settle)
 	if !changed {
 		return false, nil
 	}

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/cmd/ringlb/certs"
-	"github.com/ringlb/ringlb/cmd/ringlb/certs/certstest"
+	"github.com/ringlb/ringlb/internal/testutil/certstest"
 )
 
 // serve runs an http.Server on loopback with the listener options and

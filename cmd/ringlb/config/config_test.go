@@ -1177,6 +1177,79 @@ current-context: x
 	}
 }
 
+// TestHashSaltFile: hash.salt_file is read beside the config, its
+// surrounding blanks and line ends removed; a file that cannot be read or
+// holds less than 16 bytes is an error naming the field and its line (and
+// never quoting the salt); with pools each pool has its own.
+func TestHashSaltFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	config := func(saltFile string) string {
+		p := filepath.Join(dir, "c.yaml")
+		write("c.yaml", "hash:\n  key: [ip]\n  salt_file: "+saltFile+"\n"+up)
+		return p
+	}
+	for _, tt := range []struct{ name, data, want string }{
+		{"exactly 16 bytes", "0123456789abcdef", "0123456789abcdef"},
+		{"trailing newline", "0123456789abcdef\n", "0123456789abcdef"},
+		{"blanks around, CRLF", "  \tsalt-of-the-fleet-2026\r\n\n", "salt-of-the-fleet-2026"},
+		{"binary, line ends inside", "\x00\x01\n\xff0123456789abcdef", "\x00\x01\n\xff0123456789abcdef"},
+	} {
+		write("salt", tt.data)
+		c, err := Load(config("salt"))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if string(c.Hash.Salt) != tt.want || c.Hash.SaltFile != "salt" {
+			t.Errorf("%s: Salt %q, SaltFile %q; want %q", tt.name, c.Hash.Salt, c.Hash.SaltFile, tt.want)
+		}
+	}
+	for _, tt := range []struct{ name, data, want string }{
+		{"empty", "", `"salt": holds a salt of 0 bytes, want at least 16 (e.g. head -c 32 /dev/urandom | base64 > FILE)`},
+		{"short", "short-salt-15b\n\n", `"salt": holds a salt of 14 bytes, want at least 16 (e.g. head -c 32 /dev/urandom | base64 > FILE)`},
+		{"too large", strings.Repeat("s", 70000), `"salt": larger than 64 KiB; want one salt of at least 16 bytes`},
+	} {
+		write("salt", tt.data)
+		p := config("salt")
+		_, err := Load(p)
+		if want := p + ":3: hash.salt_file: " + tt.want; err == nil || err.Error() != want {
+			t.Errorf("%s: err = %v\nwant %s", tt.name, err, want)
+		}
+		if err != nil && strings.Contains(err.Error(), "short-salt") {
+			t.Errorf("%s: the error quotes the salt: %v", tt.name, err)
+		}
+	}
+	if p := config("nope"); true {
+		if _, err := Load(p); err == nil || err.Error() != p+`:3: hash.salt_file: "nope": cannot read: no such file or directory` {
+			t.Errorf("missing: err = %v", err)
+		}
+	}
+	if c := mustParse(t, "hash: {key: [ip]}\n"+up); c.Hash.Salt != nil {
+		t.Errorf("no salt_file: Salt %q", c.Hash.Salt)
+	}
+
+	// Per pool: the field is the pool's.
+	write("salt-a", "salt-of-pool-a-0123")
+	p := filepath.Join(dir, "pools.yaml")
+	write("pools.yaml", "pools:\n  a:\n    hash: {key: [ip], salt_file: salt-a}\n    upstreams: [{name: x, url: http://127.0.0.1:1}]\n"+
+		"  b:\n    hash:\n      key: [ip]\n      salt_file: salt-b\n    upstreams: [{name: x, url: http://127.0.0.1:2}]\nroutes: [{path_prefix: /b, pool: b}, {pool: a}]\n")
+	if _, err := Load(p); err == nil || err.Error() != p+`:8: pools.b.hash.salt_file: "salt-b": cannot read: no such file or directory` {
+		t.Errorf("pools: err = %v", err)
+	}
+	write("salt-b", "salt-of-pool-b-0123")
+	c, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(c.Pools[0].Hash.Salt) != "salt-of-pool-a-0123" || string(c.Pools[1].Hash.Salt) != "salt-of-pool-b-0123" {
+		t.Errorf("pools' salts %q, %q", c.Pools[0].Hash.Salt, c.Pools[1].Hash.Salt)
+	}
+}
+
 func TestHoldSecretFile(t *testing.T) {
 	dir := t.TempDir()
 	s1 := strings.Repeat("a", 32)

@@ -104,7 +104,7 @@ func (d *decoder) keepSums(c *Config) map[string]poolSum {
 // namesFiles reports whether the pool names a file that validation or
 // serving reads (its content can change while the config does not).
 func (p *Pool) namesFiles() bool {
-	return p.UpstreamTLS.CAFile != "" || p.Hold.Cookie.SecretFile != "" || p.Hold.Share.PasswordFile != "" ||
+	return p.UpstreamTLS.CAFile != "" || p.Hash.SaltFile != "" || p.Hold.Cookie.SecretFile != "" || p.Hold.Share.PasswordFile != "" ||
 		(p.Discovery != nil && p.Discovery.Kubeconfig != "")
 }
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ringlb/ringlb/cmd/ringlb/certs/certstest"
+	"github.com/ringlb/ringlb/internal/testutil/certstest"
 )
 
 // reuseBase is a config of three pools: a and c name no file, b names
@@ -194,5 +194,37 @@ func TestLoaderSameBytes(t *testing.T) {
 	write("ca.pem", "not a certificate\n")
 	if _, err := l.Load(); err == nil || !strings.Contains(err.Error(), "c.yaml:9: pools.b.upstream_tls.ca_file: ") {
 		t.Errorf("an unchanged file naming a broken CA file loaded: %v", err)
+	}
+}
+
+// A pool naming hash.salt_file is decoded again on every load, so a new
+// salt in an unchanged config is read (as the other files are).
+func TestLoaderReadsSaltAgain(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := strings.Replace(strings.Replace(reuseBase, "    ring: {points_per_weight: 40}\n", "    ring: {points_per_weight: 40}\n    hash: {key: [ip], salt_file: salt}\n", 1),
+		"    upstream_tls: {ca_file: ca.pem}\n", "", 1)
+	src = strings.Replace(src, "    hold: {idle: 5m, cookie: {name: ringlb_hold, secret_file: secret}}\n", "", 1)
+	src = strings.Replace(src, "https://127.0.0.1:9101", "http://127.0.0.1:9101", 1)
+	write("salt", "the-first-salt-0123\n")
+	path := filepath.Join(dir, "c.yaml")
+	write("c.yaml", src)
+	first, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewLoader(path, first)
+	write("salt", "the-second-salt-456\n")
+	next := sameAsLoad(t, l, path)
+	if next == nil || string(next.Pools[2].Hash.Salt) != "the-second-salt-456" || next.SamePool(first, "c") {
+		t.Errorf("after the salt changed: pool c's salt %q", next.Pools[2].Hash.Salt)
+	}
+	if !next.SamePool(first, "a") || !next.SamePool(first, "b") {
+		t.Error("pools naming no file were decoded again")
 	}
 }

@@ -329,6 +329,33 @@ func (d *decoder) validateHash(h *Hash) {
 	if h.BodyLimit < 1 {
 		d.invalid("hash.body_limit", "must be >= 1, got %d", h.BodyLimit)
 	}
+	if h.SaltFile != "" {
+		salt, msg := readSalt(resolvePath(d.file, h.SaltFile))
+		if msg != "" {
+			d.invalid("hash.salt_file", "%q: %s", short(h.SaltFile), msg)
+			return
+		}
+		h.Salt = salt
+	}
+}
+
+// MinSaltBytes is the shortest salt hash.salt_file may hold: 128 bits.
+const MinSaltBytes = 16
+
+// readSalt reads a salt file: its bytes, surrounding spaces, tabs and
+// line ends removed (so a trailing newline, or none, gives one salt on
+// every replica), at least MinSaltBytes of them. On failure it returns a
+// message that never quotes the salt.
+func readSalt(path string) ([]byte, string) {
+	data, msg := readSmall(path, "want one salt of at least "+strconv.Itoa(MinSaltBytes)+" bytes")
+	if msg != "" {
+		return nil, msg
+	}
+	salt := bytes.Trim(data, " \t\r\n")
+	if len(salt) < MinSaltBytes {
+		return nil, fmt.Sprintf("holds a salt of %d bytes, want at least %d (e.g. head -c 32 /dev/urandom | base64 > FILE)", len(salt), MinSaltBytes)
+	}
+	return bytes.Clone(salt), ""
 }
 
 // validateKeySource checks one hash.key entry, f being its field.

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/internal/testenv"
+	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 // Binary returns the nginx to run: the one on PATH, else Debian's
