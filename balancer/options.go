@@ -15,9 +15,15 @@ import (
 	"github.com/ringlb/ringlb/ring"
 )
 
-// Options configures a Balancer. Its blocks mirror the config file's; the
-// command fills it from a validated config, and New and Update still
-// reject values that cannot work.
+// Options configures a Balancer. Its blocks are the config file's; the
+// command fills it from a config that its validation checked, which owns
+// the bounds the fields' comments give. New and Update trust those bounds
+// and reject only what they cannot run with: unknown words, an affinity
+// cookie without a name, a load factor that leaves no upstream room,
+// discovery under placement nginx, unusable key sources, upstreams and
+// rings. Other values out of bounds are taken as the comments say (a
+// negative count or limit as none, a list entry that no response can
+// carry as never matching).
 type Options struct {
 	// Pool is the pool's name: the pool label of every per-upstream and
 	// per-ring metric. Empty means DefaultPool. It is fixed by New
@@ -104,27 +110,41 @@ type UpstreamOptions struct {
 	State AdminState
 }
 
-// RingOptions is the ring block. Its fields are in the config's order, so
-// the command converts one into the other.
+// RingOptions is the ring block of the config file, which decodes into it.
+//
+// The option blocks the config file shares with the Balancer (RingOptions,
+// HashOptions, CookieOptions, TimeoutOptions, BreakerOptions, Route) are
+// documented for both: each field's comment names the field in the file,
+// its default there (what a file without the field gets) and the bounds
+// the config's validation enforces; where a library caller's zero value
+// means something else, the comment says so.
 type RingOptions struct {
-	// PointsPerWeight is the number of ring points per unit of weight;
-	// required under placement ringlb, 0 or 160 under nginx.
-	PointsPerWeight int
-	// LoadFactor is the bounded-load factor c (> 1); 0 turns bounded loads off.
-	LoadFactor float64
-	// LoadFloor is the least bounded-load cap: no upstream counts as full
-	// below this many in-flight requests (ring.Limit). Values below 1 count
-	// as 1, the proportional cap alone.
-	LoadFloor int
-	// Placement is ring.PlacementRinglb (the default when empty) or
-	// ring.PlacementNginx.
-	Placement ring.Placement
-	// SlowStart, when > 0, is how long an upstream added by a reload (or
-	// readmitted after an ejection) takes to get all its points back.
-	SlowStart time.Duration
-	// OnUnavailable is what a request whose key's owner is unavailable
-	// gets; empty means OnUnavailableRemap.
-	OnUnavailable OnUnavailable
+	// PointsPerWeight is points_per_weight, the number of ring points per
+	// unit of weight; default 160; 1-10000. Under placement nginx it is
+	// ring.NginxPointsPerWeight, fixed: the file leaves it unset or writes
+	// 160 (for a library caller 0 means 160 there).
+	PointsPerWeight int `yaml:"points_per_weight" default:"160"`
+	// LoadFactor is load_factor, the bounded-load factor c; default 0,
+	// which turns bounded loads off (every request goes to its key's
+	// owner); else > 1.
+	LoadFactor float64 `yaml:"load_factor"`
+	// LoadFloor is load_floor, the least bounded-load cap, so that a quiet
+	// fleet never splits a client's concurrent requests: no upstream
+	// counts as full below this many in-flight requests (ring.Limit);
+	// default 8; >= 1 (values below 1 count as 1, the proportional cap
+	// alone). Used only when LoadFactor > 1.
+	LoadFloor int `yaml:"load_floor" default:"8"`
+	// Placement is placement: ring.PlacementRinglb (the default; also
+	// when empty) or ring.PlacementNginx.
+	Placement ring.Placement `yaml:"placement" default:"ringlb"`
+	// SlowStart is slow_start; default 0s, off; >= 0. When > 0 it is how
+	// long an upstream added by a reload (or readmitted after an
+	// ejection) takes to get all its points back.
+	SlowStart time.Duration `yaml:"slow_start"`
+	// OnUnavailable is on_unavailable, what a request whose key's owner is
+	// unavailable gets: OnUnavailableRemap (the default; also when empty)
+	// or OnUnavailableFail, which needs LoadFactor 0 and SlowStart 0.
+	OnUnavailable OnUnavailable `yaml:"on_unavailable" default:"remap"`
 }
 
 // OnUnavailable is ring.on_unavailable.
@@ -138,24 +158,35 @@ const (
 	OnUnavailableFail OnUnavailable = "fail"
 )
 
-// HashOptions is the hash block.
+// HashOptions is the hash block of the config file, which decodes into it
+// (see RingOptions).
 type HashOptions struct {
-	// Key lists the key sources in order; the first present gives the key.
-	Key []KeySource
-	// OnMissing is what happens when no source is present; empty means
-	// OnMissingRandom.
-	OnMissing OnMissing
-	// Cookie is the affinity cookie of OnMissingCookie.
-	Cookie CookieOptions
-	// BodyLimit is how many bytes of a request body json key sources
-	// read at most before deciding; 0 means DefaultBodyLimit.
-	BodyLimit int
+	// Key is key, the key sources in order: the first present on a
+	// request gives its key. Default: cookie session, header X-User-ID,
+	// query user, uri; at least one.
+	Key []KeySource `yaml:"key" default:"[{cookie: session}, {header: X-User-ID}, {query: user}, uri]"`
+	// OnMissing is on_missing, what happens when no source is present:
+	// OnMissingRandom (the default; also when empty), OnMissingReject or
+	// OnMissingCookie.
+	OnMissing OnMissing `yaml:"on_missing" default:"random"`
+	// Cookie is cookie, the affinity cookie of OnMissingCookie.
+	Cookie CookieOptions `yaml:"cookie"`
+	// BodyLimit is body_limit, how many bytes of a request body json key
+	// sources read at most before deciding; default 65536; >= 1 (values
+	// below 1 mean DefaultBodyLimit).
+	BodyLimit int `yaml:"body_limit" default:"65536"`
+	// SaltFile is salt_file, the path (relative to the config file's
+	// directory) of a file holding the fleet's secret salt; default ""
+	// (reported hashes are ring positions). The config reads it into Salt
+	// (surrounding blanks and line ends removed, at least 16 bytes); the
+	// balancer reads only Salt.
+	SaltFile string `yaml:"salt_file"`
 	// Salt, when not empty (hash.salt_file's content), keys the key
 	// hashes the balancer reports: the access log's key_hash, the hashes
 	// of HotKeys (and what LookupHash takes), and the names of the shared
 	// hold store's records (see package keyhash). It never changes where
 	// a key goes, nor Lookup's Hash, the ring position. Every replica
-	// sharing a hold store needs the same salt.
+	// sharing a hold store needs the same salt. It is not in the file.
 	Salt []byte
 }
 
@@ -218,30 +249,40 @@ const (
 	OnMissingCookie OnMissing = "cookie"
 )
 
-// CookieOptions describes the affinity cookie. A TTL of 0 makes it a
-// session cookie. Its fields are in the config's order.
+// CookieOptions is hash.cookie, the affinity cookie (see RingOptions).
 type CookieOptions struct {
-	Name     string
-	TTL      time.Duration
-	Secure   bool
-	HTTPOnly bool
+	// Name is name; default ringlb_affinity; a valid cookie name.
+	Name string `yaml:"name" default:"ringlb_affinity"`
+	// TTL is ttl, the cookie's Max-Age; default 24h; > 0 (0 makes it a
+	// session cookie).
+	TTL time.Duration `yaml:"ttl" default:"24h"`
+	// Secure is secure; default false.
+	Secure bool `yaml:"secure"`
+	// HTTPOnly is http_only; default true.
+	HTTPOnly bool `yaml:"http_only" default:"true"`
 }
 
-// TimeoutOptions is the timeouts block; 0 means no limit. Dial,
-// ResponseHeader and IdleConn tune the shared transport. Read is the
-// longest one read of an upstream's response body may wait for data: a
-// body silent for longer is cut, the client sees it truncated and the
-// upstream's breaker counts a failure (upgraded connections are not
-// limited). ClientBody is the same for a request body, read from the
-// client (nginx's client_body_timeout): a body silent for longer gets
-// 408 and its upstream request is cut, never counted against the
-// upstream. Its fields are in the config's order.
+// TimeoutOptions is the timeouts block of the config file, which decodes
+// into it (see RingOptions); 0 means no limit. Dial, ResponseHeader and
+// IdleConn tune the shared transport.
 type TimeoutOptions struct {
-	Dial           time.Duration
-	ResponseHeader time.Duration
-	Read           time.Duration
-	ClientBody     time.Duration
-	IdleConn       time.Duration
+	// Dial is dial; default 2s; > 0.
+	Dial time.Duration `yaml:"dial" default:"2s"`
+	// ResponseHeader is response_header; default 30s; > 0.
+	ResponseHeader time.Duration `yaml:"response_header" default:"30s"`
+	// Read is read, the longest one read of an upstream's response body
+	// may wait for data; default 60s; >= 0 (0: no limit). A body silent
+	// for longer is cut, the client sees it truncated and the upstream's
+	// breaker counts a failure (upgraded connections are not limited).
+	// Streams that idle longer (SSE, long polls) need it raised.
+	Read time.Duration `yaml:"read" default:"60s"`
+	// ClientBody is client_body, the same for a request body, read from
+	// the client (nginx's client_body_timeout); default 60s; >= 0 (0: no
+	// limit). A body silent for longer gets 408 and its upstream request
+	// is cut, never counted against the upstream.
+	ClientBody time.Duration `yaml:"client_body" default:"60s"`
+	// IdleConn is idle_conn; default 90s; > 0.
+	IdleConn time.Duration `yaml:"idle_conn" default:"90s"`
 }
 
 // settings is what compile derives from Options: everything a snapshot
@@ -338,11 +379,7 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 		bodyMemory:   opts.Limits.BodyMemory,
 		transportCfg: transportConfig{dial: opts.Timeouts.Dial, responseHeader: opts.Timeouts.ResponseHeader, idleConn: opts.Timeouts.IdleConn, tls: opts.UpstreamTLS},
 	}
-	bo, err := opts.Breaker.validate()
-	if err != nil {
-		return settings{}, nil, err
-	}
-	if bo.ConsecutiveFailures > 0 {
+	if bo := opts.Breaker.compiled(); bo.ConsecutiveFailures > 0 {
 		set.breaker = &bo
 		set.failStatus = newStatusSet(bo.FailureStatuses)
 		set.failGRPC = newGRPCStatusSet(bo.FailureGRPCStatuses)
@@ -368,30 +405,12 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 	if opts.Ring.LoadFactor != 0 && !(opts.Ring.LoadFactor > 1) {
 		return settings{}, nil, fmt.Errorf("balancer: load_factor must be 0 or > 1, got %v", opts.Ring.LoadFactor)
 	}
-	if opts.Retries < 0 {
-		return settings{}, nil, fmt.Errorf("balancer: retries must be >= 0, got %d", opts.Retries)
-	}
-	if opts.Limits.UpstreamRequests < 0 || opts.Limits.Send < 0 || opts.Limits.BodyMemory < 0 {
-		return settings{}, nil, fmt.Errorf("balancer: limits must be >= 0, got upstream_requests %d, send %s, body_memory %d",
-			opts.Limits.UpstreamRequests, opts.Limits.Send, opts.Limits.BodyMemory)
-	}
-	if opts.Timeouts.ClientBody < 0 {
-		return settings{}, nil, fmt.Errorf("balancer: client_body timeout must be >= 0, got %s", opts.Timeouts.ClientBody)
-	}
-	for _, c := range opts.RetryStatuses {
-		if c < 500 || c > 599 {
-			return settings{}, nil, fmt.Errorf("balancer: retry_statuses: %d is not a status 500-599", c)
-		}
-	}
 	set.retryStatus, set.retryOn = newStatusSet(opts.RetryStatuses), len(opts.RetryStatuses) > 0
 	if opts.UpstreamHeader != "" {
 		set.header = textproto.CanonicalMIMEHeaderKey(opts.UpstreamHeader)
 	}
-	if opts.Hash.BodyLimit < 0 {
-		return settings{}, nil, fmt.Errorf("balancer: body_limit must be >= 0, got %d", opts.Hash.BodyLimit)
-	}
 	bodyLimit := opts.Hash.BodyLimit
-	if bodyLimit == 0 {
+	if bodyLimit < 1 {
 		bodyLimit = DefaultBodyLimit
 	}
 	set.bodyLimit = bodyLimit
@@ -410,6 +429,7 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 	if opts.Discovery != nil && opts.Ring.Placement == ring.PlacementNginx {
 		return settings{}, nil, errors.New("balancer: discovery needs placement ringlb")
 	}
+	var err error
 	if set.holdSet, err = compileHold(opts.Hold, set.fail); err != nil {
 		return settings{}, nil, err
 	}
@@ -508,52 +528,38 @@ func (set *settings) membership(opts Options, found []discovery.Member, prev *ri
 // A reload that changes these options keeps every breaker's state and
 // counts; the new values apply from the next trip. ConsecutiveFailures 0
 // removes the breakers (an open one closes).
+//
+// It is the breaker block of the config file, which decodes into it (see
+// RingOptions).
 type BreakerOptions struct {
-	// ConsecutiveFailures is how many failures in a row trip a breaker;
-	// 0 turns breakers off.
-	ConsecutiveFailures int
-	// FailureStatuses are the response statuses counted as failures, in
-	// addition to transport errors and timeouts. The response still
-	// reaches the client as it is.
-	FailureStatuses []int
-	// FailureGRPCStatuses are the gRPC status codes (0-16) counted as
-	// failures when a response carries one in its grpc-status trailer, or
-	// in its headers when it has no body (a trailers-only response).
-	FailureGRPCStatuses []int
-	// OpenTimeout is the first open period; > 0 when breakers are on.
-	OpenTimeout time.Duration
-	// MaxOpenTimeout caps the doubling; 0 means OpenTimeout (no doubling).
-	MaxOpenTimeout time.Duration
+	// ConsecutiveFailures is consecutive_failures, how many failures in a
+	// row trip a breaker; default 5; >= 0, 0 (or less) turning breakers
+	// off.
+	ConsecutiveFailures int `yaml:"consecutive_failures" default:"5"`
+	// FailureStatuses is failure_statuses, the response statuses counted
+	// as failures, in addition to transport errors and timeouts; default
+	// [502, 503, 504]; each 100-599. The response still reaches the
+	// client as it is.
+	FailureStatuses []int `yaml:"failure_statuses" default:"[502, 503, 504]"`
+	// FailureGRPCStatuses is failure_grpc_statuses, the gRPC status codes
+	// counted as failures when a response carries one in its grpc-status
+	// trailer, or in its headers when it has no body (a trailers-only
+	// response); default [14] (UNAVAILABLE); each 0-16.
+	FailureGRPCStatuses []int `yaml:"failure_grpc_statuses" default:"[14]"`
+	// OpenTimeout is open_timeout, the first open period; default 5s;
+	// > 0.
+	OpenTimeout time.Duration `yaml:"open_timeout" default:"5s"`
+	// MaxOpenTimeout is max_open_timeout, which caps the doubling;
+	// default 60s; >= OpenTimeout (less, 0 included, means OpenTimeout:
+	// no doubling).
+	MaxOpenTimeout time.Duration `yaml:"max_open_timeout" default:"60s"`
 }
 
-// validate checks o and returns it with MaxOpenTimeout filled in.
-func (o BreakerOptions) validate() (BreakerOptions, error) {
-	if o.ConsecutiveFailures < 0 {
-		return o, fmt.Errorf("balancer: breaker consecutive_failures must be >= 0, got %d", o.ConsecutiveFailures)
-	}
-	for _, c := range o.FailureStatuses {
-		if c < 100 || c > 599 {
-			return o, fmt.Errorf("balancer: breaker failure_statuses: %d is not an HTTP status", c)
-		}
-	}
-	for _, c := range o.FailureGRPCStatuses {
-		if c < 0 || c > 16 {
-			return o, fmt.Errorf("balancer: breaker failure_grpc_statuses: %d is not a gRPC status code (0-16)", c)
-		}
-	}
-	if o.ConsecutiveFailures == 0 {
-		return o, nil
-	}
-	if o.OpenTimeout <= 0 {
-		return o, fmt.Errorf("balancer: breaker open_timeout must be > 0, got %v", o.OpenTimeout)
-	}
-	if o.MaxOpenTimeout == 0 {
-		o.MaxOpenTimeout = o.OpenTimeout
-	}
-	if o.MaxOpenTimeout < o.OpenTimeout {
-		return o, fmt.Errorf("balancer: breaker max_open_timeout (%v) must be >= open_timeout (%v)", o.MaxOpenTimeout, o.OpenTimeout)
-	}
-	return o, nil
+// compiled returns o as the breakers read it: MaxOpenTimeout at least
+// OpenTimeout.
+func (o BreakerOptions) compiled() BreakerOptions {
+	o.MaxOpenTimeout = max(o.MaxOpenTimeout, o.OpenTimeout)
+	return o
 }
 
 // openPeriod is how long the k-th consecutive trip (k >= 1) stays open.

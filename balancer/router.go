@@ -14,17 +14,24 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Route sends the requests it matches to a pool. Host is "" (any host),
-// an exact host name, or "*.SUFFIX" (any name ending in ".SUFFIX"),
-// compared case-insensitively with the request's host without its port.
-// PathPrefix is "" (any path) or a path matched on whole segments: /api
-// matches /api, /api/ and /api/x but not /apix; /api/ matches /api/ and
-// /api/x but not /api. The path it is matched with is the request's as
-// RoutePath reads it (decoded, "//" merged, dot segments removed).
+// Route sends the requests it matches to a pool. It is an entry of the
+// config file's routes, which decodes into it (see RingOptions). The path
+// it is matched with is the request's as RoutePath reads it (decoded, "//"
+// merged, dot segments removed).
 type Route struct {
-	Host       string
-	PathPrefix string
-	Pool       string
+	// Host is host: "" (any host; the default), an exact host name or IP
+	// address, or "*.SUFFIX" (any name ending in ".SUFFIX"), without port,
+	// compared case-insensitively with the request's host without its
+	// port (the config lower-cases it).
+	Host string `yaml:"host" decode:"lower"`
+	// PathPrefix is path_prefix: "" (any path; the default) or a path
+	// starting with "/", without query or fragment, matched on whole
+	// segments: /api matches /api, /api/ and /api/x but not /apix; /api/
+	// matches /api/ and /api/x but not /api.
+	PathPrefix string `yaml:"path_prefix"`
+	// Pool is pool, the name of the pool the route sends requests to;
+	// required, a pool the config defines.
+	Pool string `yaml:"pool"`
 }
 
 // Router is the proxy handler of a process with pools: it sends each

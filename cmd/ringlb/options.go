@@ -10,27 +10,22 @@ import (
 
 // balancerOptions converts one pool of a config (&cfg.Pool without pools)
 // to the balancer's options: the pool's blocks and the process's settings
-// the request path reads. The blocks that share their shape convert as
-// they are. It reads upstream_tls.ca_file, which config.Load has checked:
-// it fails, with a *certs.FileError, only if the file changed since.
+// the request path reads. The blocks that are the balancer's own types
+// (hash, ring, breaker, timeouts) are handed over as they are. It reads
+// upstream_tls.ca_file, which config.Load has checked: it fails, with a
+// *certs.FileError, only if the file changed since.
 func balancerOptions(proc *config.Config, cfg *config.Pool) (balancer.Options, error) {
 	o := balancer.Options{
-		Pool: cfg.Name,
-		Ring: balancer.RingOptions(cfg.Ring),
-		Hash: balancer.HashOptions{
-			Key:       cfg.Hash.Key,
-			OnMissing: cfg.Hash.OnMissing,
-			Cookie:    balancer.CookieOptions(cfg.Hash.Cookie),
-			BodyLimit: cfg.Hash.BodyLimit,
-			Salt:      cfg.Hash.Salt,
-		},
+		Pool:            cfg.Name,
+		Ring:            cfg.Ring,
+		Hash:            cfg.Hash,
 		TrustedProxies:  proc.TrustedProxies,
 		UpstreamHeader:  proc.UpstreamHeader,
 		Retries:         cfg.Retries,
 		RetryStatuses:   cfg.RetryStatuses,
-		Timeouts:        balancer.TimeoutOptions(cfg.Timeouts),
+		Timeouts:        cfg.Timeouts,
 		RequestIDHeader: proc.RequestIDHeader,
-		Breaker:         balancer.BreakerOptions(cfg.Breaker),
+		Breaker:         cfg.Breaker,
 		HealthChecks:    cfg.Health != nil,
 		Discovery:       discoveryOptions(cfg.Discovery),
 		Hold: balancer.HoldOptions{

@@ -117,15 +117,6 @@ func sameOptions(a, b balancer.Options) bool {
 	return reflect.DeepEqual(a, b)
 }
 
-// routes converts the config's routes.
-func routes(cfg *config.Config) []balancer.Route {
-	out := make([]balancer.Route, len(cfg.Routes))
-	for i, r := range cfg.Routes {
-		out[i] = balancer.Route(r)
-	}
-	return out
-}
-
 // newServer builds the router and each pool's balancer for cfg, read from
 // path, and starts their health checks: every upstream counts as up until
 // it fails `fall` probes.
@@ -161,7 +152,7 @@ func newServer(path string, cfg *config.Config, logger *slog.Logger) (*server, e
 		s.mu.Unlock()
 		bs = append(bs, pr.b)
 	}
-	if err := rt.Install(routes(cfg), bs); err != nil {
+	if err := rt.Install(cfg.Routes, bs); err != nil {
 		s.close()
 		return nil, err
 	}
@@ -474,7 +465,7 @@ func (s *server) applyPools(next *config.Config, opts []balancer.Options, kept [
 	for i, pr := range runs {
 		bs[i] = pr.b
 	}
-	if err := s.rt.Install(routes(next), bs); err != nil {
+	if err := s.rt.Install(next.Routes, bs); err != nil {
 		return err
 	}
 	for _, pr := range old { // no longer configured

@@ -2,15 +2,13 @@ package config
 
 import (
 	"bytes"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"net"
-	"net/netip"
-	"net/textproto"
 	"os"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,9 +16,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/ringlb/ringlb/balancer"
-	"github.com/ringlb/ringlb/balancer/discovery"
-	"github.com/ringlb/ringlb/healthcheck"
 	"github.com/ringlb/ringlb/ring"
 	"gopkg.in/yaml.v3"
 )
@@ -275,144 +270,54 @@ func lineOfBadChar(data []byte) int {
 	return 0
 }
 
-// Defaults for fields absent from the file. See applyDefaults.
-const (
-	defaultListen          = "127.0.0.1:8080"
-	defaultAdminListen     = "127.0.0.1:9901"
-	defaultShutdownTimeout = 15 * time.Second
-	defaultPointsPerWeight = 160
-	defaultLoadFloor       = 8
-	defaultMaxHeaderBytes  = 65536
-	defaultHoldMaxKeys     = 1_000_000
-
-	defaultUpstreamRequests     = 1024
-	defaultStreamsPerConnection = 250 // Go's own default
-	defaultSend                 = 60 * time.Second
-	defaultBodyMemory           = 64 << 20
-)
-
 // applyDefaults fills every field absent from the file (has(field) false)
-// with its default; present fields are kept as written, even when zero,
-// so validation sees an explicit 0 or "" and can reject it. It is the only
+// with its default, which the default tag on the field gives (see
+// schema.go); present fields are kept as written, even when zero, so
+// validation sees an explicit 0 or "" and can reject it. It is the only
 // place defaults are set.
 //
 // The pools in reused were taken whole from an earlier config, defaults
 // and all, and are left as they are.
 func applyDefaults(c *Config, has func(field string) bool, reused map[string]bool) {
-	def(has, "listen", &c.Listen, defaultListen)
-	def(has, "admin_listen", &c.AdminListen, defaultAdminListen)
-	def(has, "shutdown_timeout", &c.ShutdownTimeout, defaultShutdownTimeout)
-	// upstream_header defaults to "" (off), the zero value: upstream names
-	// stay internal unless a config shows them.
-	def(has, "trusted_proxies", &c.TrustedProxies, []netip.Prefix{})
-	// access_log defaults to off and debug_pprof to false, the zero values.
-	def(has, "request_id_header", &c.RequestIDHeader, "X-Request-Id")
-
-	def(has, "max_header_bytes", &c.MaxHeaderBytes, defaultMaxHeaderBytes)
-	def(has, "limits.upstream_requests", &c.Limits.UpstreamRequests, defaultUpstreamRequests)
-	def(has, "limits.streams_per_connection", &c.Limits.StreamsPerConnection, defaultStreamsPerConnection)
-	def(has, "limits.send", &c.Limits.Send, defaultSend)
-	def(has, "limits.body_memory", &c.Limits.BodyMemory, defaultBodyMemory)
-
-	if c.TLS != nil {
-		def(has, "tls.min_version", &c.TLS.MinVersion, tls.VersionTLS12)
-	}
-	def(has, "http2", &c.HTTP2, true)
-	// h2c defaults to false, the zero value.
-
+	fill("", reflect.ValueOf(c).Elem(), has)
 	if c.Pools == nil {
 		c.Pool.Name = DefaultPool
-		applyPoolDefaults(&c.Pool, has)
+		fill("", reflect.ValueOf(&c.Pool).Elem(), has)
 	}
 	for i := range c.Pools {
 		if reused[c.Pools[i].Name] {
 			continue
 		}
 		p := poolPath(c.Pools[i].Name) + "."
-		applyPoolDefaults(&c.Pools[i], func(f string) bool { return has(p + f) })
+		fill("", reflect.ValueOf(&c.Pools[i]).Elem(), func(f string) bool { return has(p + f) })
 	}
 }
 
-// applyPoolDefaults fills the absent fields of a pool's blocks; has takes
-// paths relative to the pool (ring.placement).
-func applyPoolDefaults(c *Pool, has func(field string) bool) {
-	def(has, "hash.key", &c.Hash.Key, []balancer.KeySource{
-		{Kind: balancer.KeyCookie, Name: "session"},
-		{Kind: balancer.KeyHeader, Name: textproto.CanonicalMIMEHeaderKey("X-User-ID")},
-		{Kind: balancer.KeyQuery, Name: "user"},
-		{Kind: balancer.KeyURI},
-	})
-	def(has, "hash.on_missing", &c.Hash.OnMissing, balancer.OnMissingRandom)
-	def(has, "hash.body_limit", &c.Hash.BodyLimit, balancer.DefaultBodyLimit)
-	def(has, "hash.cookie.name", &c.Hash.Cookie.Name, "ringlb_affinity")
-	def(has, "hash.cookie.ttl", &c.Hash.Cookie.TTL, 24*time.Hour)
-	def(has, "hash.cookie.http_only", &c.Hash.Cookie.HTTPOnly, true)
-
-	// Under placement nginx an absent points_per_weight is also 160, nginx's
-	// fixed value; an explicit other value is a validation error.
-	def(has, "ring.points_per_weight", &c.Ring.PointsPerWeight, defaultPointsPerWeight)
-	// load_factor defaults to 0 (bounded loads off), the zero value.
-	def(has, "ring.load_floor", &c.Ring.LoadFloor, defaultLoadFloor)
-	def(has, "ring.placement", &c.Ring.Placement, ring.PlacementRinglb)
-	def(has, "ring.on_unavailable", &c.Ring.OnUnavailable, balancer.OnUnavailableRemap)
-	// slow_start defaults to 0s, the zero value.
-
-	for i := range c.Upstreams {
-		def(has, index("upstreams", i)+".weight", &c.Upstreams[i].Weight, 1)
-		def(has, index("upstreams", i)+".protocol", &c.Upstreams[i].Protocol, ProtocolHTTP1)
-		def(has, index("upstreams", i)+".state", &c.Upstreams[i].State, StateReady)
-	}
-
-	if hb := c.Health; hb != nil { // present: fill its absent fields
-		def(has, "health.path", &hb.Path, healthcheck.DefaultPath)
-		def(has, "health.interval", &hb.Interval, healthcheck.DefaultInterval)
-		def(has, "health.timeout", &hb.Timeout, healthcheck.DefaultTimeout)
-		def(has, "health.rise", &hb.Rise, healthcheck.DefaultRise)
-		def(has, "health.fall", &hb.Fall, healthcheck.DefaultFall)
-		def(has, "health.expect_status", &hb.ExpectStatus, StatusRange{Min: healthcheck.DefaultExpectMin, Max: healthcheck.DefaultExpectMax})
-	}
-
-	def(has, "breaker.consecutive_failures", &c.Breaker.ConsecutiveFailures, 5)
-	def(has, "breaker.failure_statuses", &c.Breaker.FailureStatuses, []int{502, 503, 504})
-	def(has, "breaker.failure_grpc_statuses", &c.Breaker.FailureGRPCStatuses, []int{14}) // UNAVAILABLE
-	def(has, "breaker.open_timeout", &c.Breaker.OpenTimeout, 5*time.Second)
-	def(has, "breaker.max_open_timeout", &c.Breaker.MaxOpenTimeout, 60*time.Second)
-
-	def(has, "retries", &c.Retries, 1)
-	def(has, "retry_statuses", &c.RetryStatuses, []int{})
-	def(has, "timeouts.dial", &c.Timeouts.Dial, 2*time.Second)
-	def(has, "timeouts.response_header", &c.Timeouts.ResponseHeader, 30*time.Second)
-	def(has, "timeouts.read", &c.Timeouts.Read, 60*time.Second)
-	def(has, "timeouts.client_body", &c.Timeouts.ClientBody, 60*time.Second)
-	def(has, "timeouts.idle_conn", &c.Timeouts.IdleConn, 90*time.Second)
-	// upstream_tls.* default to false and "", the zero values.
-
-	if disc := c.Discovery; disc != nil { // present: fill its absent fields
-		// resolver defaults to "", the system's.
-		def(has, "discovery.interval", &disc.Interval, 5*time.Second)
-		def(has, "discovery.timeout", &disc.Timeout, 2*time.Second)
-		def(has, "discovery.remove_after", &disc.RemoveAfter, 5*time.Minute)
-		def(has, "discovery.confirm", &disc.Confirm, 3)
-		def(has, "discovery.cluster_domain", &disc.ClusterDomain, discovery.DefaultClusterDomain)
-		def(has, "discovery.sources", &disc.Sources, []DiscoverySource{})
-		for i := range disc.Sources {
-			s, f := &disc.Sources[i], index("discovery.sources", i)
-			def(has, f+".scheme", &s.Scheme, "http")
-			def(has, f+".protocol", &s.Protocol, ProtocolHTTP1)
-			def(has, f+".weight", &s.Weight, 1)
+// fill gives each field of block v (at path p) that the file does not have
+// its default, and fills the blocks under it alike: the blocks, the
+// optional blocks that are present and each entry of a list of blocks.
+// It leaves the pools to applyDefaults, which fills each with its own
+// paths, and a config's top-level pool: its fields are filled as a
+// pool's, and only without pools.
+func fill(p string, v reflect.Value, has func(field string) bool) {
+	for _, f := range schemaOf(v.Type()).fields {
+		if f.inline {
+			continue
 		}
-	}
-
-	// hold.idle defaults to 0s (off), hold.cookie.name and secret_file to "".
-	def(has, "hold.max_keys", &c.Hold.MaxKeys, defaultHoldMaxKeys)
-	def(has, "hold.share.prefix", &c.Hold.Share.Prefix, "ringlb:hold:")
-	def(has, "hold.share.timeout", &c.Hold.Share.Timeout, 50*time.Millisecond)
-}
-
-// def sets *dst to v when the file has no field (a dotted path).
-func def[T any](has func(field string) bool, field string, dst *T, v T) {
-	if !has(field) {
-		*dst = v
+		path, fv := join(p, f.key), v.FieldByIndex(f.index)
+		if f.def.IsValid() && !has(path) {
+			f.setDefault(fv)
+		}
+		switch t := fv.Type(); {
+		case t.Kind() == reflect.Struct:
+			fill(path, fv, has)
+		case t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct && !fv.IsNil():
+			fill(path, fv.Elem(), has)
+		case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct && t != reflect.TypeFor[[]Pool]():
+			for i := range fv.Len() {
+				fill(index(path, i), fv.Index(i), has)
+			}
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,11 +21,12 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// The file is decoded into a yaml.Node and walked by hand against a small
-// schema (a map from key to handler per mapping) rather than with
-// yaml.Decoder.KnownFields: custom UnmarshalYAML methods lose KnownFields
-// (go-yaml issue 460), and walking the tree lets us report every problem,
-// with its line and full field path, instead of stopping at the first.
+// The file is decoded into a yaml.Node and walked by hand, against a
+// schema read from the struct tags of the types it decodes into (see
+// schema.go), rather than with yaml.Decoder.KnownFields: custom
+// UnmarshalYAML methods lose KnownFields (go-yaml issue 460), and walking
+// the tree lets us report every problem, with its line and full field
+// path, instead of stopping at the first.
 //
 // The decoder records the line of every field present in the file; a
 // field's presence is what the defaults look at (absent fields only) and
@@ -219,12 +221,10 @@ func quoteKey(k string) string {
 	return k
 }
 
-type handler func(field string, v *yaml.Node)
-
-// mapping walks mapping n at path p, calling the handler of each known key
-// and reporting unknown and repeated keys. It returns false when n is not a
-// mapping.
-func (d *decoder) mapping(p string, n *yaml.Node, fields map[string]handler) bool {
+// mapping walks mapping n at path p, calling value for each key fields
+// knows and reporting unknown and repeated keys. It returns false when n
+// is not a mapping.
+func (d *decoder) mapping(p string, n *yaml.Node, fields map[string]*field, value func(f string, fd *field, v *yaml.Node)) bool {
 	n = resolve(n)
 	if n.Kind != yaml.MappingNode {
 		d.typeErr(p, n, "a mapping")
@@ -242,7 +242,7 @@ func (d *decoder) mapping(p string, n *yaml.Node, fields map[string]handler) boo
 			continue
 		}
 		f := join(p, quoteKey(k.Value))
-		h, ok := fields[k.Value]
+		fd, ok := fields[k.Value]
 		if !ok {
 			if s := suggest(k.Value, fields); s != "" {
 				d.errorAt(nodePos(k), f, "unknown field (did you mean %s?)", s)
@@ -257,7 +257,7 @@ func (d *decoder) mapping(p string, n *yaml.Node, fields map[string]handler) boo
 		}
 		seen[k.Value] = k.Line
 		d.lines[f] = nodePos(k)
-		h(f, v)
+		value(f, fd, v)
 	}
 	return true
 }
@@ -335,105 +335,132 @@ func (d *decoder) duration(f string, n *yaml.Node) (time.Duration, bool) {
 	return v, true
 }
 
-// Handler constructors: decode the value into dst when it has the right type.
-
-// into makes a handler that parses a value with parse and, when it has the
-// right type, stores it in dst (parse reports the problem otherwise).
-func into[T any](parse func(string, *yaml.Node) (T, bool), dst *T) handler {
-	return func(f string, n *yaml.Node) {
-		if v, ok := parse(f, n); ok {
-			*dst = v
-		}
-	}
-}
-
-func (d *decoder) toStr(dst *string) handler             { return into(d.str, dst) }
-func (d *decoder) toInt(dst *int) handler                { return into(d.integer, dst) }
-func (d *decoder) toFloat(dst *float64) handler          { return into(d.number, dst) }
-func (d *decoder) toBool(dst *bool) handler              { return into(d.boolean, dst) }
-func (d *decoder) toDuration(dst *time.Duration) handler { return into(d.duration, dst) }
-
-// toWord decodes a string into a string type of another package (a
-// placement, an on_missing mode), as written; validation checks it.
-func toWord[T ~string](d *decoder, dst *T) handler {
-	return func(f string, n *yaml.Node) {
-		if v, ok := d.str(f, n); ok {
-			*dst = T(v)
-		}
-	}
-}
-
 // decode fills c from the root mapping. Absent fields stay zero; see
 // applyDefaults.
 func (d *decoder) decode(root *yaml.Node, c *Config) {
-	fields := d.poolFields(&c.Pool)
-	for k, h := range map[string]handler{
-		"listen":            d.toStr(&c.Listen),
-		"admin_listen":      d.toStr(&c.AdminListen),
-		"shutdown_timeout":  d.toDuration(&c.ShutdownTimeout),
-		"shutdown_delay":    d.toDuration(&c.ShutdownDelay),
-		"upstream_header":   d.toStr(&c.UpstreamHeader),
-		"trusted_proxies":   func(f string, n *yaml.Node) { d.trustedProxies(f, n, c) },
-		"access_log":        func(f string, n *yaml.Node) { d.accessLog(f, n, &c.AccessLog) },
-		"request_id_header": d.toStr(&c.RequestIDHeader),
-		"debug_pprof":       d.toBool(&c.DebugPprof),
-		"max_header_bytes":  d.toInt(&c.MaxHeaderBytes),
-		"limits":            func(f string, n *yaml.Node) { d.limits(f, n, &c.Limits) },
-		"tls": func(f string, n *yaml.Node) {
-			c.TLS = &TLS{}
-			d.tls(f, n, c.TLS)
-		},
-		"http2":  d.toBool(&c.HTTP2),
-		"h2c":    d.toBool(&c.H2C),
-		"pools":  func(f string, n *yaml.Node) { d.pools(f, n, c) },
-		"routes": func(f string, n *yaml.Node) { d.routes(f, n, c) },
-	} {
-		fields[k] = h
-	}
-	d.mapping("", root, fields)
+	d.block("", root, reflect.ValueOf(c).Elem())
 }
 
-// poolFields are the handlers of a pool's blocks: those of an entry of
-// pools, and those of a config without pools at its top level.
-func (d *decoder) poolFields(p *Pool) map[string]handler {
-	return map[string]handler{
-		"hash":      func(f string, n *yaml.Node) { d.hash(f, n, &p.Hash) },
-		"ring":      func(f string, n *yaml.Node) { d.ring(f, n, &p.Ring) },
-		"upstreams": func(f string, n *yaml.Node) { d.upstreams(f, n, p) },
-		"health": func(f string, n *yaml.Node) {
-			p.Health = &Health{}
-			d.health(f, n, p.Health)
-		},
-		"breaker": func(f string, n *yaml.Node) { d.breaker(f, n, &p.Breaker) },
-		"retries": d.toInt(&p.Retries),
-		"retry_statuses": func(f string, n *yaml.Node) {
-			p.RetryStatuses = []int{}
-			d.sequence(f, n, func(_ int, f string, n *yaml.Node) {
-				v, _ := d.integer(f, n)
-				p.RetryStatuses = append(p.RetryStatuses, v)
-			})
-		},
-		"timeouts": func(f string, n *yaml.Node) { d.timeouts(f, n, &p.Timeouts) },
-		"discovery": func(f string, n *yaml.Node) {
-			p.Discovery = &Discovery{}
-			d.discovery(f, n, p.Discovery)
-		},
-		"hold":         func(f string, n *yaml.Node) { d.hold(f, n, &p.Hold) },
-		"upstream_tls": func(f string, n *yaml.Node) { d.upstreamTLS(f, n, &p.UpstreamTLS) },
+// block decodes mapping n, the value of field f, into v, a struct: the
+// value of each key its schema knows into its field.
+func (d *decoder) block(f string, n *yaml.Node, v reflect.Value) {
+	s := schemaOf(v.Type())
+	d.mapping(f, n, s.byKey, func(f string, fd *field, n *yaml.Node) {
+		d.value(f, n, v.FieldByIndex(fd.index), fd.how)
+	})
+	if b, ok := v.Addr().Interface().(interface{ decoded() }); ok {
+		b.decoded()
 	}
+}
+
+// durationType is the type of the fields decoded as durations.
+var durationType = reflect.TypeFor[time.Duration]()
+
+// value decodes n, the value of field f, into v, by v's type (how is the
+// field's decode tag). A value of the wrong type is reported and leaves v
+// zero; a list is an empty one, then gets an item for each entry (zero
+// for one of the wrong type, except where custom says otherwise), and an
+// optional block is allocated, then decoded as a block.
+func (d *decoder) value(f string, n *yaml.Node, v reflect.Value, how string) {
+	switch how {
+	case "":
+	case "path":
+		if s, ok := d.path(f, n); ok {
+			v.SetString(s)
+		}
+		return
+	case "lower":
+		if s, ok := d.str(f, n); ok {
+			v.SetString(strings.ToLower(s))
+		}
+		return
+	case "tls_version":
+		if ver, ok := d.tlsVersion(f, n); ok {
+			v.SetUint(uint64(ver))
+		}
+		return
+	default:
+		panic("config: " + f + ": unknown decode tag " + how)
+	}
+	if d.custom(f, n, v) {
+		return
+	}
+	t := v.Type()
+	switch k := t.Kind(); {
+	case t == durationType:
+		if x, ok := d.duration(f, n); ok {
+			v.SetInt(int64(x))
+		}
+	case k == reflect.String:
+		if x, ok := d.str(f, n); ok {
+			v.SetString(x)
+		}
+	case k == reflect.Int:
+		if x, ok := d.integer(f, n); ok {
+			v.SetInt(int64(x))
+		}
+	case k == reflect.Float64:
+		if x, ok := d.number(f, n); ok {
+			v.SetFloat(x)
+		}
+	case k == reflect.Bool:
+		if x, ok := d.boolean(f, n); ok {
+			v.SetBool(x)
+		}
+	case k == reflect.Slice:
+		v.Set(reflect.MakeSlice(t, 0, 0))
+		d.sequence(f, n, func(i int, f string, n *yaml.Node) {
+			v.Set(reflect.Append(v, reflect.Zero(t.Elem())))
+			d.value(f, n, v.Index(i), "")
+		})
+	case k == reflect.Pointer && t.Elem().Kind() == reflect.Struct:
+		v.Set(reflect.New(t.Elem()))
+		d.block(f, n, v.Elem())
+	case k == reflect.Struct:
+		d.block(f, n, v)
+	default:
+		panic(fmt.Sprintf("config: %s: cannot decode a %s", f, t))
+	}
+}
+
+// custom decodes n into v when v's type has a decoder of its own, and
+// reports whether it did.
+func (d *decoder) custom(f string, n *yaml.Node, v reflect.Value) bool {
+	switch p := v.Addr().Interface().(type) {
+	case *balancer.KeySource:
+		*p = d.keySource(f, n)
+	case **url.URL:
+		d.upstreamURL(f, n, p)
+	case *[]netip.Prefix:
+		d.trustedProxies(f, n, p)
+	case *StatusRange:
+		r, ok := parseStatusRange(resolve(n))
+		if !ok {
+			d.typeErr(f, n, `a status like 200 or a range like "200-399"`)
+			return true
+		}
+		*p = r
+	case *AccessLog:
+		d.accessLog(f, n, p)
+	case *[]Pool:
+		d.pools(f, n, p)
+	default:
+		return false
+	}
+	return true
 }
 
 // poolKeys are the names of a pool's blocks, sorted.
 func poolKeys() []string {
-	keys := slices.Collect(maps.Keys((&decoder{}).poolFields(&Pool{})))
+	keys := slices.Collect(maps.Keys(schemaOf(reflect.TypeFor[Pool]()).byKey))
 	slices.Sort(keys)
 	return keys
 }
 
 // pools decodes the pools mapping: pool name → a pool's blocks, in file
 // order. Names are checked by validation.
-func (d *decoder) pools(f string, n *yaml.Node, c *Config) {
-	c.Pools = []Pool{}
+func (d *decoder) pools(f string, n *yaml.Node, pools *[]Pool) {
+	*pools = []Pool{}
 	n = resolve(n)
 	if n.Kind != yaml.MappingNode {
 		d.typeErr(f, n, "a mapping of pool names to pools, like `sessions: {upstreams: [...]}`")
@@ -453,33 +480,15 @@ func (d *decoder) pools(f string, n *yaml.Node, c *Config) {
 		}
 		seen[k.Value] = k.Line
 		d.lines[pf] = nodePos(k)
-		if d.reuse(k.Value, v, c) {
+		if d.reuse(k.Value, v, pools) {
 			continue
 		}
 		p := &Pool{Name: k.Value}
 		if !isNull(resolve(v)) { // an empty pool: validation says what it lacks
-			d.mapping(pf, v, d.poolFields(p))
+			d.block(pf, v, reflect.ValueOf(p).Elem())
 		}
-		c.Pools = append(c.Pools, *p)
+		*pools = append(*pools, *p)
 	}
-}
-
-// routes decodes the routes list.
-func (d *decoder) routes(f string, n *yaml.Node, c *Config) {
-	c.Routes = []Route{}
-	d.sequence(f, n, func(i int, f string, n *yaml.Node) {
-		c.Routes = append(c.Routes, Route{})
-		r := &c.Routes[i]
-		d.mapping(f, n, map[string]handler{
-			"host": func(f string, n *yaml.Node) {
-				if s, ok := d.str(f, n); ok {
-					r.Host = strings.ToLower(s)
-				}
-			},
-			"path_prefix": d.toStr(&r.PathPrefix),
-			"pool":        d.toStr(&r.Pool),
-		})
-	})
 }
 
 // poolPath is the field path of pools' entry name.
@@ -496,38 +505,26 @@ func (d *decoder) path(f string, n *yaml.Node) (string, bool) {
 	return filepath.Join(filepath.Dir(d.file), s), true
 }
 
-func (d *decoder) tls(f string, n *yaml.Node, t *TLS) {
-	d.mapping(f, n, map[string]handler{
-		"cert_file": into(d.path, &t.CertFile),
-		"key_file":  into(d.path, &t.KeyFile),
-		"min_version": func(f string, n *yaml.Node) {
-			n = resolve(n)
-			// Unquoted, 1.2 is a YAML float; its text is what counts.
-			if n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!str" || n.ShortTag() == "!!float") {
-				switch n.Value {
-				case "1.2":
-					t.MinVersion = tls.VersionTLS12
-					return
-				case "1.3":
-					t.MinVersion = tls.VersionTLS13
-					return
-				}
-			}
-			d.badValue(f, n, `must be "1.2" or "1.3", got %s`, describe(n))
-		},
-	})
+// tlsVersion decodes tls.min_version: "1.2" or "1.3".
+func (d *decoder) tlsVersion(f string, n *yaml.Node) (uint16, bool) {
+	n = resolve(n)
+	// Unquoted, 1.2 is a YAML float; its text is what counts.
+	if n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!str" || n.ShortTag() == "!!float") {
+		switch n.Value {
+		case "1.2":
+			return tls.VersionTLS12, true
+		case "1.3":
+			return tls.VersionTLS13, true
+		}
+	}
+	d.badValue(f, n, `must be "1.2" or "1.3", got %s`, describe(n))
+	return 0, false
 }
 
-func (d *decoder) upstreamTLS(f string, n *yaml.Node, t *UpstreamTLS) {
-	d.mapping(f, n, map[string]handler{
-		"ca_file":              into(d.path, &t.CAFile),
-		"server_name":          d.toStr(&t.ServerName),
-		"insecure_skip_verify": d.toBool(&t.InsecureSkipVerify),
-	})
-}
-
-func (d *decoder) trustedProxies(f string, n *yaml.Node, c *Config) {
-	c.TrustedProxies = []netip.Prefix{}
+// trustedProxies decodes trusted_proxies: entries that are not a CIDR or an
+// IP address are reported and left out.
+func (d *decoder) trustedProxies(f string, n *yaml.Node, ps *[]netip.Prefix) {
+	*ps = []netip.Prefix{}
 	d.sequence(f, n, func(_ int, f string, n *yaml.Node) {
 		s, ok := d.str(f, n)
 		if !ok {
@@ -538,7 +535,7 @@ func (d *decoder) trustedProxies(f string, n *yaml.Node, c *Config) {
 			d.badValue(f, n, "must be a CIDR like 10.0.0.0/8 or an IP address, got %s", describe(n))
 			return
 		}
-		c.TrustedProxies = append(c.TrustedProxies, p)
+		*ps = append(*ps, p)
 	})
 }
 
@@ -557,28 +554,6 @@ func parsePrefix(s string) (netip.Prefix, bool) {
 		return netip.Prefix{}, false
 	}
 	return netip.PrefixFrom(a, a.BitLen()), true
-}
-
-func (d *decoder) hash(f string, n *yaml.Node, h *Hash) {
-	d.mapping(f, n, map[string]handler{
-		"key": func(f string, n *yaml.Node) {
-			h.Key = []balancer.KeySource{}
-			d.sequence(f, n, func(_ int, f string, n *yaml.Node) {
-				h.Key = append(h.Key, d.keySource(f, n))
-			})
-		},
-		"on_missing": toWord(d, &h.OnMissing),
-		"body_limit": d.toInt(&h.BodyLimit),
-		"salt_file":  d.toStr(&h.SaltFile),
-		"cookie": func(f string, n *yaml.Node) {
-			d.mapping(f, n, map[string]handler{
-				"name":      d.toStr(&h.Cookie.Name),
-				"ttl":       d.toDuration(&h.Cookie.TTL),
-				"secure":    d.toBool(&h.Cookie.Secure),
-				"http_only": d.toBool(&h.Cookie.HTTPOnly),
-			})
-		},
-	})
 }
 
 // keySourceKinds are the kinds of key source, for "did you mean".
@@ -674,63 +649,30 @@ func (d *decoder) keySourceIn(f string, n *yaml.Node, combine bool) balancer.Key
 	return balancer.KeySource{}
 }
 
-func (d *decoder) ring(f string, n *yaml.Node, r *Ring) {
-	d.mapping(f, n, map[string]handler{
-		"points_per_weight": d.toInt(&r.PointsPerWeight),
-		"load_factor":       d.toFloat(&r.LoadFactor),
-		"load_floor":        d.toInt(&r.LoadFloor),
-		"placement":         toWord(d, &r.Placement),
-		"slow_start":        d.toDuration(&r.SlowStart),
-		"on_unavailable":    toWord(d, &r.OnUnavailable),
-	})
+// upstreamURL decodes upstreams[].url; see Upstream.decoded.
+func (d *decoder) upstreamURL(f string, n *yaml.Node, u **url.URL) {
+	s, ok := d.str(f, n)
+	if !ok {
+		return
+	}
+	p, err := url.Parse(s)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		d.badValue(f, n, "must be an absolute http:// or https:// URL, got %q: %v", short(redactURL(s)), err)
+		return
+	}
+	*u = p
 }
 
-func (d *decoder) upstreams(f string, n *yaml.Node, c *Pool) {
-	c.Upstreams = []Upstream{}
-	d.sequence(f, n, func(i int, f string, n *yaml.Node) {
-		c.Upstreams = append(c.Upstreams, Upstream{})
-		u := &c.Upstreams[i]
-		d.mapping(f, n, map[string]handler{
-			"name": d.toStr(&u.Name),
-			"url": func(f string, n *yaml.Node) {
-				s, ok := d.str(f, n)
-				if !ok {
-					return
-				}
-				p, err := url.Parse(s)
-				if err != nil {
-					var ue *url.Error
-					if errors.As(err, &ue) {
-						err = ue.Err
-					}
-					d.badValue(f, n, "must be an absolute http:// or https:// URL, got %q: %v", short(redactURL(s)), err)
-					return
-				}
-				u.URL, u.Addr = p, p.Host
-			},
-			"weight":   d.toFloat(&u.Weight),
-			"protocol": d.toStr(&u.Protocol),
-			"state":    d.toStr(&u.State),
-		})
-	})
-}
-
-func (d *decoder) health(f string, n *yaml.Node, h *Health) {
-	d.mapping(f, n, map[string]handler{
-		"path":     d.toStr(&h.Path),
-		"interval": d.toDuration(&h.Interval),
-		"timeout":  d.toDuration(&h.Timeout),
-		"rise":     d.toInt(&h.Rise),
-		"fall":     d.toInt(&h.Fall),
-		"expect_status": func(f string, n *yaml.Node) {
-			r, ok := parseStatusRange(resolve(n))
-			if !ok {
-				d.typeErr(f, n, `a status like 200 or a range like "200-399"`)
-				return
-			}
-			h.ExpectStatus = r
-		},
-	})
+// decoded fills in what an upstream's fields give: Addr is the URL's host
+// as written.
+func (u *Upstream) decoded() {
+	if u.URL != nil {
+		u.Addr = u.URL.Host
+	}
 }
 
 // parseStatusRange reads 200, "200" or "200-399". Bounds are checked by
@@ -767,103 +709,6 @@ func statusCode(s string) (int, bool) {
 	return v, true
 }
 
-func (d *decoder) breaker(f string, n *yaml.Node, b *Breaker) {
-	d.mapping(f, n, map[string]handler{
-		"consecutive_failures": d.toInt(&b.ConsecutiveFailures),
-		"failure_statuses": func(f string, n *yaml.Node) {
-			b.FailureStatuses = []int{}
-			d.sequence(f, n, func(_ int, f string, n *yaml.Node) {
-				v, _ := d.integer(f, n)
-				b.FailureStatuses = append(b.FailureStatuses, v)
-			})
-		},
-		"failure_grpc_statuses": func(f string, n *yaml.Node) {
-			b.FailureGRPCStatuses = []int{}
-			d.sequence(f, n, func(_ int, f string, n *yaml.Node) {
-				v, _ := d.integer(f, n)
-				b.FailureGRPCStatuses = append(b.FailureGRPCStatuses, v)
-			})
-		},
-		"open_timeout":     d.toDuration(&b.OpenTimeout),
-		"max_open_timeout": d.toDuration(&b.MaxOpenTimeout),
-	})
-}
-
-func (d *decoder) timeouts(f string, n *yaml.Node, t *Timeouts) {
-	d.mapping(f, n, map[string]handler{
-		"dial":            d.toDuration(&t.Dial),
-		"response_header": d.toDuration(&t.ResponseHeader),
-		"read":            d.toDuration(&t.Read),
-		"client_body":     d.toDuration(&t.ClientBody),
-		"idle_conn":       d.toDuration(&t.IdleConn),
-	})
-}
-
-func (d *decoder) limits(f string, n *yaml.Node, l *Limits) {
-	d.mapping(f, n, map[string]handler{
-		"upstream_requests":      d.toInt(&l.UpstreamRequests),
-		"streams_per_connection": d.toInt(&l.StreamsPerConnection),
-		"send":                   d.toDuration(&l.Send),
-		"body_memory":            d.toInt(&l.BodyMemory),
-	})
-}
-
-func (d *decoder) discovery(f string, n *yaml.Node, disc *Discovery) {
-	d.mapping(f, n, map[string]handler{
-		"resolver":       d.toStr(&disc.Resolver),
-		"interval":       d.toDuration(&disc.Interval),
-		"timeout":        d.toDuration(&disc.Timeout),
-		"remove_after":   d.toDuration(&disc.RemoveAfter),
-		"confirm":        d.toInt(&disc.Confirm),
-		"kubeconfig":     into(d.path, &disc.Kubeconfig),
-		"cluster_domain": d.toStr(&disc.ClusterDomain),
-		"sources": func(f string, n *yaml.Node) {
-			disc.Sources = []DiscoverySource{}
-			d.sequence(f, n, func(i int, f string, n *yaml.Node) {
-				disc.Sources = append(disc.Sources, DiscoverySource{})
-				s := &disc.Sources[i]
-				d.mapping(f, n, map[string]handler{
-					"srv":      d.toStr(&s.SRV),
-					"host":     d.toStr(&s.Host),
-					"port":     d.toInt(&s.Port),
-					"scheme":   d.toStr(&s.Scheme),
-					"protocol": d.toStr(&s.Protocol),
-					"weight":   d.toFloat(&s.Weight),
-					"kubernetes": func(f string, n *yaml.Node) {
-						s.Kubernetes = &KubernetesSource{}
-						d.mapping(f, n, map[string]handler{
-							"service":   d.toStr(&s.Kubernetes.Service),
-							"namespace": d.toStr(&s.Kubernetes.Namespace),
-							"port":      d.toStr(&s.Kubernetes.Port),
-						})
-					},
-				})
-			})
-		},
-	})
-}
-
-func (d *decoder) hold(f string, n *yaml.Node, h *Hold) {
-	d.mapping(f, n, map[string]handler{
-		"idle":     d.toDuration(&h.Idle),
-		"max_keys": d.toInt(&h.MaxKeys),
-		"cookie": func(f string, n *yaml.Node) {
-			d.mapping(f, n, map[string]handler{
-				"name":        d.toStr(&h.Cookie.Name),
-				"secret_file": d.toStr(&h.Cookie.SecretFile),
-			})
-		},
-		"share": func(f string, n *yaml.Node) {
-			d.mapping(f, n, map[string]handler{
-				"redis":         d.toStr(&h.Share.Redis),
-				"password_file": d.toStr(&h.Share.PasswordFile),
-				"prefix":        d.toStr(&h.Share.Prefix),
-				"timeout":       d.toDuration(&h.Share.Timeout),
-			})
-		},
-	})
-}
-
 // accessLog decodes access_log: true (format text), false (off), or a
 // mapping {format, path}.
 func (d *decoder) accessLog(f string, n *yaml.Node, a *AccessLog) {
@@ -876,8 +721,5 @@ func (d *decoder) accessLog(f string, n *yaml.Node, a *AccessLog) {
 		}
 		return
 	}
-	d.mapping(f, n, map[string]handler{
-		"format": d.toStr(&a.Format),
-		"path":   d.toStr(&a.Path),
-	})
+	d.block(f, n, reflect.ValueOf(a).Elem())
 }

@@ -60,10 +60,10 @@ func appendString(b []byte, s string) []byte {
 	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }
 
-// reuse takes the pool name, whose value is n, from the previous config
-// when it is unchanged there; it reports whether it did. It notes the
-// pool's fingerprint either way.
-func (d *decoder) reuse(name string, n *yaml.Node, c *Config) bool {
+// reuse appends the pool name, whose value is n, from the previous config
+// to pools when it is unchanged there; it reports whether it did. It notes
+// the pool's fingerprint either way.
+func (d *decoder) reuse(name string, n *yaml.Node, pools *[]Pool) bool {
 	sum, ok := d.sumPool(n)
 	if !ok {
 		return false
@@ -77,7 +77,7 @@ func (d *decoder) reuse(name string, n *yaml.Node, c *Config) bool {
 	}
 	for i := range d.prev.Pools {
 		if p := &d.prev.Pools[i]; p.Name == name {
-			c.Pools = append(c.Pools, *p)
+			*pools = append(*pools, *p)
 			d.reused[name] = true
 			return true
 		}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/discovery"
-	"github.com/ringlb/ringlb/ring"
 )
 
 // Config is a decoded, defaulted and validated config file.
@@ -21,46 +20,46 @@ type Config struct {
 	// File is the path the config was read from, as given to Load.
 	File string
 
-	Listen          string        // listen; default 127.0.0.1:8080
-	AdminListen     string        // admin_listen; default 127.0.0.1:9901
-	ShutdownTimeout time.Duration // shutdown_timeout; default 15s
+	Listen          string        `yaml:"listen" default:"127.0.0.1:8080"`       // listen; default 127.0.0.1:8080
+	AdminListen     string        `yaml:"admin_listen" default:"127.0.0.1:9901"` // admin_listen; default 127.0.0.1:9901
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" default:"15s"`        // shutdown_timeout; default 15s
 	// ShutdownDelay is shutdown_delay; default 0s; >= 0. After a shutdown
 	// signal /readyz answers 503 at once and the proxy keeps accepting
 	// this long before draining, while load balancers in front (a
 	// Kubernetes Service's endpoints) stop sending.
-	ShutdownDelay  time.Duration
-	UpstreamHeader string // upstream_header; default "" (off); e.g. X-Upstream names the upstream
+	ShutdownDelay  time.Duration `yaml:"shutdown_delay"`
+	UpstreamHeader string        `yaml:"upstream_header"` // upstream_header; default "" (off); e.g. X-Upstream names the upstream
 	// TrustedProxies is trusted_proxies; default none. Entries are CIDRs
 	// (host bits cleared: 10.1.2.3/8 reads as 10.0.0.0/8) or bare IPs, which
 	// stand for themselves (/32 or /128).
-	TrustedProxies []netip.Prefix
+	TrustedProxies []netip.Prefix `yaml:"trusted_proxies" default:"[]"`
 	// AccessLog is access_log: {format, path}, or false (off) / true
 	// (format text); default off.
-	AccessLog AccessLog
+	AccessLog AccessLog `yaml:"access_log"`
 	// RequestIDHeader is request_id_header; default X-Request-Id, "" off.
-	RequestIDHeader string
+	RequestIDHeader string `yaml:"request_id_header" default:"X-Request-Id"`
 	// DebugPprof is debug_pprof; default false. When true the admin
 	// listener also serves net/http/pprof under /debug/pprof/.
-	DebugPprof bool
+	DebugPprof bool `yaml:"debug_pprof"`
 
 	// Pool is the top-level pool blocks (hash, ring, upstreams, ...): the
 	// one pool, named DefaultPool, of a config without pools. With pools it
 	// is unused (those blocks at the top level are errors).
 	Pool
 	// Pools is the pools block in file order; nil without one. See Serving.
-	Pools []Pool
+	Pools []Pool `yaml:"pools"`
 	// Routes is the routes block in order (the first match wins); nil
 	// without pools.
-	Routes []Route
+	Routes []Route `yaml:"routes"`
 	// TLS is the tls block; nil when absent: plain HTTP on Listen.
-	TLS *TLS
+	TLS *TLS `yaml:"tls"`
 	// HTTP2 is http2; default true. With TLS it offers h2 beside
 	// http/1.1 by ALPN; false serves HTTP/1.1 only. Without TLS it has no
 	// effect unless H2C is set.
-	HTTP2 bool
+	HTTP2 bool `yaml:"http2" default:"true"`
 	// H2C is h2c; default false. Without TLS it also accepts cleartext
 	// HTTP/2 with prior knowledge beside HTTP/1.1; with TLS it is an error.
-	H2C bool
+	H2C bool `yaml:"h2c"`
 
 	// Expired holds, for tls.cert_file, a problem saying that the
 	// certificate had expired (or was not valid yet) when the config was
@@ -68,10 +67,10 @@ type Config struct {
 	// clients decide; `ringlb validate` reports it as a problem.
 	Expired Errors
 	// MaxHeaderBytes caps request headers; larger ones get 431. Default 65536.
-	MaxHeaderBytes int
+	MaxHeaderBytes int `yaml:"max_header_bytes" default:"65536"`
 	// Limits is the limits block: what one upstream, one client
 	// connection and one slow client may hold. Process-wide: not a pool's.
-	Limits Limits
+	Limits Limits `yaml:"limits"`
 
 	// sums are the fingerprints of the pools that a later load may take
 	// as they are (see SamePool); nil without pools.
@@ -89,24 +88,24 @@ type Pool struct {
 	// DefaultPool.
 	Name string
 
-	Hash      Hash
-	Ring      Ring
-	Upstreams []Upstream
-	Health    *Health // nil when the health block is absent: no active checks
-	Breaker   Breaker
-	Retries   int // retries; default 1
+	Hash      Hash       `yaml:"hash"`
+	Ring      Ring       `yaml:"ring"`
+	Upstreams []Upstream `yaml:"upstreams"`
+	Health    *Health    `yaml:"health"` // nil when the health block is absent: no active checks
+	Breaker   Breaker    `yaml:"breaker"`
+	Retries   int        `yaml:"retries" default:"1"` // retries; default 1
 	// RetryStatuses is retry_statuses; default none. A bodiless GET, HEAD
 	// or OPTIONS answered with one of these (500-599) is retried on the
 	// next upstream clockwise, within Retries.
-	RetryStatuses []int
-	Timeouts      Timeouts
+	RetryStatuses []int    `yaml:"retry_statuses" default:"[]"`
+	Timeouts      Timeouts `yaml:"timeouts"`
 	// UpstreamTLS is upstream_tls: how https upstreams are verified.
-	UpstreamTLS UpstreamTLS
+	UpstreamTLS UpstreamTLS `yaml:"upstream_tls"`
 	// Discovery is nil when the discovery block is absent: the ring's
 	// members are the static Upstreams only.
-	Discovery *Discovery
+	Discovery *Discovery `yaml:"discovery"`
 	// Hold is the hold block; its zero Idle turns hold off.
-	Hold Hold
+	Hold Hold `yaml:"hold"`
 }
 
 // Limits is the limits block.
@@ -114,112 +113,72 @@ type Limits struct {
 	// UpstreamRequests is limits.upstream_requests: the most requests in
 	// flight to one upstream URL, counted across pools; default 1024, 0
 	// for no limit. A request beyond it gets 503 at once.
-	UpstreamRequests int
+	UpstreamRequests int `yaml:"upstream_requests" default:"1024"`
 	// StreamsPerConnection is limits.streams_per_connection: the most
 	// concurrent HTTP/2 streams one client connection may open; default
-	// 250, >= 1. Taken at start (a change needs a restart).
-	StreamsPerConnection int
+	// 250 (Go's own), >= 1. Taken at start (a change needs a restart).
+	StreamsPerConnection int `yaml:"streams_per_connection" default:"250"`
 	// Send is limits.send: the longest a write to a client may make no
 	// progress before the request is cut; default 60s, 0 for no limit.
-	Send time.Duration
+	Send time.Duration `yaml:"send" default:"60s"`
 	// BodyMemory is limits.body_memory: the most bytes of request bodies
 	// held at once to find json keys, all requests together; default
 	// 64 MiB, 0 for no limit. A request beyond it gets 503 at once.
-	BodyMemory int
+	BodyMemory int `yaml:"body_memory" default:"67108864"`
 }
 
-// Route is one entry of routes: a request whose host and path match goes
-// to Pool.
-type Route struct {
-	// Host is "" (any host), an exact host name, or "*.SUFFIX" (any name
-	// ending in .SUFFIX), lower-cased; a request's port is ignored.
-	Host string
-	// PathPrefix is "" (any path) or a path starting with "/", matched on
-	// whole segments: /api matches /api and /api/x, not /apix.
-	PathPrefix string
-	Pool       string
-}
-
-// Hash is the hash block.
-type Hash struct {
-	// Key is ordered: the first source present on a request gives its key.
-	// Default: cookie session, header X-User-ID, query user, uri.
-	Key []balancer.KeySource
-	// OnMissing is random (default), reject or cookie.
-	OnMissing balancer.OnMissing
-	Cookie    AffinityCookie
-	// BodyLimit is hash.body_limit: how many bytes of a request body json
-	// key sources read at most; default 65536; >= 1.
-	BodyLimit int
-	// SaltFile is hash.salt_file: the path (relative to the config
-	// file's directory) of a file holding the fleet's secret salt, which
-	// keys the key hashes ringlb reports (the access log's key_hash,
-	// /debug/hotkeys, the shared hold store's record names) and never
-	// placement; default "" (reported hashes are ring positions).
-	SaltFile string
-	// Salt is the salt file's content, surrounding blanks and line ends
-	// removed, at least MinSaltBytes; read by validation.
-	Salt []byte
-}
-
-// AffinityCookie is hash.cookie, used when on_missing is cookie.
-// Its fields match balancer.CookieOptions, which the command converts it to.
-type AffinityCookie struct {
-	Name     string        // default ringlb_affinity
-	TTL      time.Duration // default 24h
-	Secure   bool          // default false
-	HTTPOnly bool          // default true
-}
-
-// Ring is the ring block.
-// Its fields match balancer.RingOptions, which the command converts it to.
-type Ring struct {
-	PointsPerWeight int // default 160
-	// LoadFactor is the bounded-load factor c; default 0, which turns
-	// bounded loads off (every request goes to its key's owner); else > 1.
-	LoadFactor float64
-	// LoadFloor is the least bounded-load cap in in-flight requests, so a
-	// quiet fleet never splits a client's concurrent requests; default 8,
-	// at least 1. Used only when LoadFactor > 1.
-	LoadFloor     int
-	Placement     ring.Placement // ringlb (default) or nginx
-	SlowStart     time.Duration
-	OnUnavailable balancer.OnUnavailable // remap (default) or fail
-}
+// The blocks the balancer reads as they are written are its own option
+// types, documented there with their fields' names, defaults and bounds:
+// the config holds them, and the command hands them over unchanged.
+type (
+	// Route is one entry of routes: a request whose host and path match
+	// goes to Pool.
+	Route = balancer.Route
+	// Hash is the hash block.
+	Hash = balancer.HashOptions
+	// AffinityCookie is hash.cookie, used when on_missing is cookie.
+	AffinityCookie = balancer.CookieOptions
+	// Ring is the ring block.
+	Ring = balancer.RingOptions
+	// Breaker is the breaker block.
+	Breaker = balancer.BreakerOptions
+	// Timeouts is the timeouts block.
+	Timeouts = balancer.TimeoutOptions
+)
 
 // Upstream is one entry of upstreams.
 // Its fields match balancer.UpstreamOptions, which the command converts it to.
 type Upstream struct {
 	// Name is the upstream's identity on the ring under placement ringlb:
 	// non-empty, unique, made of ASCII letters, digits and "-_.:".
-	Name string
+	Name string `yaml:"name"`
 	// URL is absolute http or https with a host and no user info, path
 	// (other than "/"), query or fragment; no two upstreams share one
 	// (compared as scheme://host:port, default ports filled in).
-	URL    *url.URL
-	Weight float64 // default 1; > 0; whole under placement nginx
+	URL    *url.URL `yaml:"url"`
+	Weight float64  `yaml:"weight" default:"1"` // default 1; > 0; whole under placement nginx
 	// Protocol is how ringlb talks to the upstream: ProtocolHTTP1 (the
 	// default), ProtocolH2C (cleartext HTTP/2 with prior knowledge; needs
 	// an http URL) or ProtocolH2 (HTTP/2 over TLS; needs an https URL).
-	Protocol string
+	Protocol string `yaml:"protocol" default:"http1"`
 	// Addr is the URL's host[:port] exactly as written (nginx placement's identity).
 	Addr string
 	// State is the admin state: StateReady (the default), StateDrain or
 	// StateMaint (routing rule 12). Applied at start and by a reload that
 	// changes it; a state set through the admin API outlives reloads that
 	// leave it alone.
-	State string
+	State string `yaml:"state" default:"ready"`
 }
 
 // Health is the health block.
 type Health struct {
-	Path     string        // default /healthz
-	Interval time.Duration // default 2s
-	Timeout  time.Duration // default 1s; < Interval
-	Rise     int           // default 2
-	Fall     int           // default 3
+	Path     string        `yaml:"path" default:"/healthz"` // default /healthz
+	Interval time.Duration `yaml:"interval" default:"2s"`   // default 2s
+	Timeout  time.Duration `yaml:"timeout" default:"1s"`    // default 1s; < Interval
+	Rise     int           `yaml:"rise" default:"2"`        // default 2
+	Fall     int           `yaml:"fall" default:"3"`        // default 3
 	// ExpectStatus is the inclusive range of passing statuses; default 200-399.
-	ExpectStatus StatusRange
+	ExpectStatus StatusRange `yaml:"expect_status" default:"200-399"`
 }
 
 // StatusRange is an inclusive range of HTTP status codes.
@@ -234,30 +193,17 @@ func (r StatusRange) String() string {
 	return strconv.Itoa(r.Min) + "-" + strconv.Itoa(r.Max)
 }
 
-// Breaker is the breaker block.
-// Its fields match balancer.BreakerOptions, which the command converts it to.
-type Breaker struct {
-	ConsecutiveFailures int   // default 5; 0 turns breakers off
-	FailureStatuses     []int // default [502, 503, 504]
-	// FailureGRPCStatuses lists the gRPC status codes (0-16) that count as
-	// failures when a response carries one in its grpc-status trailer, or
-	// header of a trailers-only response. Default [14] (UNAVAILABLE).
-	FailureGRPCStatuses []int
-	OpenTimeout         time.Duration // default 5s
-	MaxOpenTimeout      time.Duration // default 60s; >= OpenTimeout
-}
-
 // Hold is the hold block: keys in use stay on the upstream that served
 // them through membership changes.
 type Hold struct {
 	// Idle is hold.idle; default 0s, which turns hold off. A key seen within
 	// Idle stays where it is across a membership change.
-	Idle time.Duration
+	Idle time.Duration `yaml:"idle"`
 	// MaxKeys is hold.max_keys; default 1000000; >= 1. Beyond it the least
 	// recently seen keys are forgotten.
-	MaxKeys int
-	Cookie  HoldCookie
-	Share   HoldShare
+	MaxKeys int        `yaml:"max_keys" default:"1000000"`
+	Cookie  HoldCookie `yaml:"cookie"`
+	Share   HoldShare  `yaml:"share"`
 }
 
 // HoldShare is hold.share: the records shared between replicas through a
@@ -266,17 +212,17 @@ type HoldShare struct {
 	// Redis is the server's URL, redis://[user@]host:port[/db] or
 	// rediss:// for TLS; default "", meaning records stay in this process.
 	// A password in the URL is an error: it belongs in PasswordFile.
-	Redis string
+	Redis string `yaml:"redis"`
 	// PasswordFile is the password file's path as written; default "". A
 	// relative path is read from the config file's directory.
-	PasswordFile string
+	PasswordFile string `yaml:"password_file"`
 	// Password is the password file's first line, read when the config
 	// is loaded (and on every reload); "" without a file.
 	Password string
 	// Prefix starts every key written; default "ringlb:hold:".
-	Prefix string
+	Prefix string `yaml:"prefix" default:"'ringlb:hold:'"`
 	// Timeout is the longest a request waits for a lookup; default 50ms; > 0.
-	Timeout time.Duration
+	Timeout time.Duration `yaml:"timeout" default:"50ms"`
 }
 
 // On reports whether hold is turned on (Idle > 0).
@@ -288,11 +234,11 @@ type HoldCookie struct {
 	// Name is the cookie's name; default "", meaning no cookie: the hold
 	// is per process. Else a valid cookie name distinct from the cookies
 	// the key is read from.
-	Name string
+	Name string `yaml:"name"`
 	// SecretFile is the path of the secret file as written; default "".
 	// Required when Name is set; a relative path is read from the config
 	// file's directory.
-	SecretFile string
+	SecretFile string `yaml:"secret_file"`
 	// Secrets are the secret file's non-blank lines, surrounding spaces
 	// and tabs removed, in file order, each at least 32 bytes: the first
 	// signs, all verify. Read when the config is loaded (and on every
@@ -300,73 +246,56 @@ type HoldCookie struct {
 	Secrets [][]byte
 }
 
-// Timeouts is the timeouts block.
-// Its fields match balancer.TimeoutOptions, which the command converts it to.
-type Timeouts struct {
-	Dial           time.Duration // default 2s
-	ResponseHeader time.Duration // default 30s
-	// Read is the longest an upstream's response body may stay silent:
-	// the longest wait of one read after the head; default 60s, 0 for no
-	// limit. Streams that idle longer (SSE, long polls) need it raised.
-	Read time.Duration
-	// ClientBody is the longest a request body may stay silent: the
-	// longest wait of one read of it (nginx's client_body_timeout);
-	// default 60s, 0 for no limit. Then 408, and the upstream request is
-	// cut.
-	ClientBody time.Duration
-	IdleConn   time.Duration // default 90s
-}
-
 // Discovery is the discovery block: ring members resolved from DNS, beside
 // (or instead of) the static upstreams. Validation resolves nothing.
 type Discovery struct {
 	// Resolver is the host:port of the DNS server asked; "" (the default)
 	// uses the system's resolver configuration.
-	Resolver    string
-	Interval    time.Duration // default 5s; every source is resolved again this often
-	Timeout     time.Duration // default 2s; per query; < Interval
-	RemoveAfter time.Duration // default 5m; >= 0; an absent member is removed after this
+	Resolver    string        `yaml:"resolver"`
+	Interval    time.Duration `yaml:"interval" default:"5s"`     // default 5s; every source is resolved again this often
+	Timeout     time.Duration `yaml:"timeout" default:"2s"`      // default 2s; per query; < Interval
+	RemoveAfter time.Duration `yaml:"remove_after" default:"5m"` // default 5m; >= 0; an absent member is removed after this
 	// Confirm is how many identical answers in a row it takes to apply one
 	// that would leave a source with fewer than half of its present
 	// members. Default 3; >= 1 (1: apply at once).
-	Confirm int
+	Confirm int `yaml:"confirm" default:"3"`
 	// Kubeconfig is the kubeconfig file of the kubernetes sources' API
 	// server, relative to the config file's directory and held resolved;
 	// "" (the default) uses the pod's service account (in-cluster).
-	Kubeconfig string
+	Kubeconfig string `yaml:"kubeconfig" decode:"path"`
 	// ClusterDomain is the cluster's DNS domain, part of the names of
 	// endpoints with a hostname; default "cluster.local".
-	ClusterDomain string
+	ClusterDomain string `yaml:"cluster_domain" default:"cluster.local"`
 	// Sources lists at least one source; no two share a Name().
-	Sources []DiscoverySource
+	Sources []DiscoverySource `yaml:"sources" default:"[]"`
 }
 
 // DiscoverySource is one entry of discovery.sources: exactly one of SRV,
 // Host and Kubernetes is set.
 type DiscoverySource struct {
-	SRV  string // srv: a DNS name whose SRV records give one member per target
-	Host string // host: a DNS name whose A and AAAA records give one member per address
-	Port int    // port: 1-65535, with Host only (SRV records carry their ports)
+	SRV  string `yaml:"srv"`  // srv: a DNS name whose SRV records give one member per target
+	Host string `yaml:"host"` // host: a DNS name whose A and AAAA records give one member per address
+	Port int    `yaml:"port"` // port: 1-65535, with Host only (SRV records carry their ports)
 	// Kubernetes is the kubernetes block: a Service port whose
 	// EndpointSlices give the members; nil when absent.
-	Kubernetes *KubernetesSource
+	Kubernetes *KubernetesSource `yaml:"kubernetes"`
 	// Scheme is http (default) or https: the members' URLs are
 	// SCHEME://ADDRESS:PORT.
-	Scheme string
+	Scheme string `yaml:"scheme" default:"http"`
 	// Protocol is how members are spoken to: http1 (default), h2c
 	// (cleartext HTTP/2, scheme http) or h2 (scheme https).
-	Protocol string
-	Weight   float64 // default 1; > 0: the ring weight of each member
+	Protocol string  `yaml:"protocol" default:"http1"`
+	Weight   float64 `yaml:"weight" default:"1"` // default 1; > 0: the ring weight of each member
 }
 
 // KubernetesSource is a source's kubernetes block.
 type KubernetesSource struct {
-	Service string // service: the Service's name; required
+	Service string `yaml:"service"` // service: the Service's name; required
 	// Namespace is the Service's namespace; "" is the namespace ringlb's
 	// pod runs in (in-cluster, read from its service account), else
 	// "default". Use Resolved for the one that applies.
-	Namespace string
-	Port      string // port: the EndpointSlice port's name or number; required
+	Namespace string `yaml:"namespace"`
+	Port      string `yaml:"port"` // port: the EndpointSlice port's name or number; required
 }
 
 // Name returns the source as configured: its srv or host value, or for a
@@ -425,34 +354,34 @@ const (
 // Relative paths are read from the config file's directory; CertFile and
 // KeyFile hold them resolved.
 type TLS struct {
-	CertFile string // cert_file: PEM, the leaf first, then any chain; required
-	KeyFile  string // key_file: PEM private key matching the leaf; required
+	CertFile string `yaml:"cert_file" decode:"path"` // cert_file: PEM, the leaf first, then any chain; required
+	KeyFile  string `yaml:"key_file" decode:"path"`  // key_file: PEM private key matching the leaf; required
 	// MinVersion is min_version, "1.2" (default) or "1.3", as
 	// tls.VersionTLS12 or tls.VersionTLS13.
-	MinVersion uint16
+	MinVersion uint16 `yaml:"min_version" decode:"tls_version" default:"1.2"`
 }
 
 // UpstreamTLS is the upstream_tls block, used for https upstreams.
 type UpstreamTLS struct {
 	// CAFile is ca_file: PEM roots to verify upstreams against; "" uses
 	// the system's. Relative to the config file's directory; held resolved.
-	CAFile string
+	CAFile string `yaml:"ca_file" decode:"path"`
 	// ServerName is server_name: sent as SNI and verified in the
 	// upstream's certificate; "" uses each URL's host.
-	ServerName string
+	ServerName string `yaml:"server_name"`
 	// InsecureSkipVerify is insecure_skip_verify; default false. True
 	// accepts any certificate (for tests and private networks only).
-	InsecureSkipVerify bool
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
 }
 
 // AccessLog is the access_log block.
 type AccessLog struct {
 	// Format is "" (off), text (slog, as ringlb's other lines), json or
 	// combined (nginx's combined format, then ringlb's fields).
-	Format string
+	Format string `yaml:"format"`
 	// Path is the file written to, "" for standard output; reopened on
 	// SIGUSR1. A relative path is the config file's directory's.
-	Path string
+	Path string `yaml:"path"`
 }
 
 // On reports whether the access log is on.

@@ -400,8 +400,8 @@ func (d *decoder) validateRing(r *Ring) {
 	}
 	switch {
 	case r.Placement == "nginx" && !d.isBad("ring.placement"):
-		if r.PointsPerWeight != defaultPointsPerWeight {
-			d.invalid("ring.points_per_weight", "must be unset or %d under placement nginx, got %d", defaultPointsPerWeight, r.PointsPerWeight)
+		if r.PointsPerWeight != ring.NginxPointsPerWeight {
+			d.invalid("ring.points_per_weight", "must be unset or %d under placement nginx, got %d", ring.NginxPointsPerWeight, r.PointsPerWeight)
 		}
 	case r.PointsPerWeight <= 0:
 		d.invalid("ring.points_per_weight", "must be > 0, got %d", r.PointsPerWeight)
