@@ -2,7 +2,6 @@ package balancer
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -13,13 +12,11 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 	"github.com/ringlb/ringlb/internal/testutil/testnet"
@@ -511,43 +508,12 @@ func h2Exchange(t *testing.T, front *httptest.Server, c *http.Client, fields ...
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(20 * time.Second))
-	io.WriteString(conn, http2.ClientPreface)
-	fr := http2.NewFramer(conn, conn)
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	fr.WriteSettings()
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for i := 0; i+1 < len(fields); i += 2 {
-		enc.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
+	status, body, ended := testnet.H2Request(t, conn, fields...)
+	switch {
+	case strings.HasPrefix(ended, "stream reset"):
+		return "RST", nil
+	case ended != "":
+		return "GOAWAY", nil
 	}
-	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
-	var status string
-	var body []byte
-	for {
-		f, err := fr.ReadFrame()
-		if err != nil {
-			t.Fatalf("HTTP/2: %v", err)
-		}
-		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				fr.WriteSettingsAck()
-			}
-		case *http2.MetaHeadersFrame:
-			status = f.PseudoValue("status")
-			if f.StreamEnded() {
-				return status, body
-			}
-		case *http2.DataFrame:
-			body = append(body, f.Data()...)
-			if f.StreamEnded() {
-				return status, body
-			}
-		case *http2.RSTStreamFrame:
-			return "RST", nil
-		case *http2.GoAwayFrame:
-			return "GOAWAY", nil
-		}
-	}
+	return strconv.Itoa(status), body
 }

@@ -2,7 +2,6 @@ package balancer
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -12,17 +11,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
-
 	"github.com/ringlb/ringlb/internal/testutil/certstest"
+	"github.com/ringlb/ringlb/internal/testutil/testnet"
 )
 
 // refusalUpstream is a test upstream that counts what reaches it and
@@ -218,61 +214,11 @@ func h2Request(t *testing.T, front *httptest.Server, fields ...string) (int, str
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(20 * time.Second))
-	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
-		t.Fatal(err)
+	code, body, ended := testnet.H2Request(t, c, fields...)
+	if ended != "" {
+		return 0, ended
 	}
-	fr := http2.NewFramer(c, c)
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	if err := fr.WriteSettings(); err != nil {
-		t.Fatal(err)
-	}
-	var block bytes.Buffer
-	enc := hpack.NewEncoder(&block)
-	for i := 0; i+1 < len(fields); i += 2 {
-		enc.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
-	}
-	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
-		t.Fatal(err)
-	}
-	code := 0
-	var body bytes.Buffer
-	for {
-		f, err := fr.ReadFrame()
-		if err != nil {
-			t.Fatalf("reading the response to %q: %v", fields, err)
-		}
-		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				fr.WriteSettingsAck()
-			}
-		case *http2.MetaHeadersFrame:
-			if f.StreamID != 1 {
-				continue
-			}
-			if s := f.PseudoValue("status"); s != "" {
-				if n, _ := strconv.Atoi(s); n >= 200 {
-					code = n
-				}
-			}
-			if f.StreamEnded() {
-				return code, body.String()
-			}
-		case *http2.DataFrame:
-			if f.StreamID != 1 {
-				continue
-			}
-			body.Write(f.Data())
-			if f.StreamEnded() {
-				return code, body.String()
-			}
-		case *http2.RSTStreamFrame:
-			return 0, "stream reset: " + f.ErrCode.String()
-		case *http2.GoAwayFrame:
-			return 0, "connection ended: " + f.ErrCode.String()
-		}
-	}
+	return code, string(body)
 }
 
 // http1Request sends raw bytes to front over a connection of its own

@@ -6,14 +6,12 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,8 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
+	"github.com/ringlb/ringlb/internal/testutil/testnet"
 )
 
 // echoBackend is an upstream that counts its requests, remembers each
@@ -575,35 +572,8 @@ func h2cStatus(t *testing.T, addr string, fields ...string) int {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	io.WriteString(c, http2.ClientPreface)
-	fr := http2.NewFramer(c, c)
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	fr.WriteSettings()
-	var block bytes.Buffer
-	enc := hpack.NewEncoder(&block)
-	for i := 0; i+1 < len(fields); i += 2 {
-		enc.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
-	}
-	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true})
-	for {
-		f, err := fr.ReadFrame()
-		if err != nil {
-			t.Fatalf("reading the response: %v", err)
-		}
-		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				fr.WriteSettingsAck()
-			}
-		case *http2.MetaHeadersFrame:
-			if n, _ := strconv.Atoi(f.PseudoValue("status")); f.StreamID == 1 && n >= 200 {
-				return n
-			}
-		case *http2.RSTStreamFrame:
-			return 0
-		}
-	}
+	code, _, _ := testnet.H2Request(t, c, fields...)
+	return code
 }
 
 // TestHostileH2MethodDoesNotEjectUpstreams: an HTTP/2 client sending a
