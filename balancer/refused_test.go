@@ -196,23 +196,7 @@ func h2Fields(front *httptest.Server, method, authority string, more ...string) 
 // response's status and body, or 0 and the reason for a reset stream.
 func h2Request(t *testing.T, front *httptest.Server, fields ...string) (int, string) {
 	t.Helper()
-	addr := front.Listener.Addr().String()
-	var c net.Conn
-	var err error
-	if front.TLS != nil {
-		roots := x509.NewCertPool()
-		roots.AddCert(front.Certificate())
-		tc, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, NextProtos: []string{"h2"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p := tc.ConnectionState().NegotiatedProtocol; p != "h2" {
-			t.Fatalf("TLS front negotiated %q, want h2", p)
-		}
-		c = tc
-	} else if c, err = net.Dial("tcp", addr); err != nil {
-		t.Fatal(err)
-	}
+	c := dialFront(t, front, "h2")
 	defer c.Close()
 	code, body, ended := testnet.H2Request(t, c, fields...)
 	if ended != "" {
@@ -226,19 +210,7 @@ func h2Request(t *testing.T, front *httptest.Server, fields ...string) (int, str
 // status and body.
 func http1Request(t *testing.T, front *httptest.Server, raw string) (int, string) {
 	t.Helper()
-	addr := front.Listener.Addr().String()
-	var c net.Conn
-	var err error
-	if front.TLS != nil {
-		roots := x509.NewCertPool()
-		roots.AddCert(front.Certificate())
-		c, err = tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, NextProtos: []string{"http/1.1"}})
-	} else {
-		c, err = net.Dial("tcp", addr)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := dialFront(t, front, "http/1.1")
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(20 * time.Second))
 	if _, err := io.WriteString(c, raw); err != nil {
@@ -251,6 +223,31 @@ func http1Request(t *testing.T, front *httptest.Server, raw string) (int, string
 	defer res.Body.Close()
 	body, _ := io.ReadAll(res.Body)
 	return res.StatusCode, string(body)
+}
+
+// dialFront opens a connection of its own to front: plain TCP, or TLS
+// offering proto by ALPN on the TLS front (which must take h2 when that
+// is asked for; a front without ALPN serves HTTP/1.1).
+func dialFront(t *testing.T, front *httptest.Server, proto string) net.Conn {
+	t.Helper()
+	addr := front.Listener.Addr().String()
+	if front.TLS == nil {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(front.Certificate())
+	c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, NextProtos: []string{proto}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.ConnectionState().NegotiatedProtocol; proto == "h2" && p != proto {
+		t.Fatalf("TLS front negotiated %q, want %s", p, proto)
+	}
+	return c
 }
 
 // sixTimes sends a request six times (more than the breaker's five
