@@ -33,6 +33,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/hold/share"
+	"github.com/ringlb/ringlb/balancer/hotkeys"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -88,7 +89,7 @@ type Balancer struct {
 	holdStore atomic.Pointer[hold.Store] // the process's hold records; nil when hold is off
 	holdTimer timer                      // the hold store's expiry pass; nil when none runs
 	heldTotal atomic.Uint64              // ringlb_held_total
-	hot       hotKeys                    // the hottest keys (see hotkeys.go)
+	hot       hotkeys.Counter            // the hottest keys (see hotkeys.go)
 	// holdShare is the shared store's client while hold.share is on
 	// (written under mu; snapshots carry it); holdWritten says when each
 	// key's record was last written to it.

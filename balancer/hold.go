@@ -399,7 +399,7 @@ func (c *holdCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.shareLookups, prometheus.CounterValue, float64(sc.Found), "found")
 	ch <- prometheus.MustNewConstMetric(m.shareLookups, prometheus.CounterValue, float64(sc.None), "none")
 	ch <- prometheus.MustNewConstMetric(m.shareLookups, prometheus.CounterValue, float64(sc.LookupErrors), "error")
-	ch <- prometheus.MustNewConstMetric(m.hotShare, prometheus.GaugeValue, c.b.hottestShare())
+	ch <- prometheus.MustNewConstMetric(m.hotShare, prometheus.GaugeValue, c.b.hot.HottestShare())
 }
 
 // HoldStatus is the hold block in force, for the status page.

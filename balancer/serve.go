@@ -133,7 +133,7 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if last != nil {
 				sent = last.u.name
 			}
-			b.hot.add(pos, sent, b.nanotime())
+			b.hot.Add(pos, sent, b.nanotime())
 		}
 		if body != nil {
 			body.finish(last != nil)

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/hotkeys"
 )
 
 // hotKeysJSON is /debug/hotkeys' answer.
@@ -42,7 +43,7 @@ func (h *handler) hotkeys(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toHotKeysJSON(b.HotKeys(prev)))
 }
 
-func toHotKeysJSON(hk balancer.HotKeysWindow) hotKeysJSON {
+func toHotKeysJSON(hk hotkeys.Window) hotKeysJSON {
 	out := hotKeysJSON{WindowSeconds: hk.Seconds, Requests: hk.Requests, Keys: []hotKeyJSON{}}
 	for _, k := range hk.Keys {
 		out.Keys = append(out.Keys, hotKeyJSON{Hash: k.Hex, Requests: k.Requests, Share: k.Share, Owner: nullable(k.Owner), Chosen: nullable(k.Sent), Error: k.Error})

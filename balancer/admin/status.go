@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/hotkeys"
 )
 
 // The status page (GET /) is one self-contained HTML document: status.html
@@ -167,7 +168,7 @@ type poolSection struct {
 	HoldKeys  float64
 	HeldShare string
 	// HotKeys are the current window's ten hottest keys.
-	HotKeys        []balancer.HotKey
+	HotKeys        []hotkeys.Key
 	HotWindow      float64 // seconds the window covers so far
 	HotRequests    uint64
 	KeySources     string // "cookie session, header X-User-Id, ..."
