@@ -206,7 +206,6 @@ func (w *window) down(i int) {
 	w.pos[s0] = uint8(i)
 }
 
-
 // Key is one of the hottest keys of a window.
 type Key struct {
 	Hash uint64 // the key's ring position
