@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer/accesslog"
+	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
@@ -29,7 +30,7 @@ func TestAccessLogGoaccess(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := baseOptions(upstreamsOf(t, newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c")))
-	opts.Hash.Key = []KeySource{{Kind: KeyHeader, Name: "X-User-ID"}}
+	opts.Hash.Key = []key.Source{{Kind: key.Header, Name: "X-User-ID"}}
 	opts.Hash.OnMissing = OnMissingReject
 	opts.AccessLog, opts.RequestIDHeader = l, "X-Request-Id"
 	_, _, front := proxy(t, opts)

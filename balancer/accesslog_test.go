@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/ringlb/ringlb/balancer/accesslog"
+	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
@@ -67,7 +68,7 @@ func TestAccessLogDecisions(t *testing.T) {
 	ups = append(ups, UpstreamOptions{Name: "dead", URL: deadURL(t), Weight: 1})
 	opts := baseOptions(ups)
 	opts.Ring.LoadFactor = 0
-	opts.Hash.Key = []KeySource{{Kind: KeyHeader, Name: "X-User-ID"}}
+	opts.Hash.Key = []key.Source{{Kind: key.Header, Name: "X-User-ID"}}
 	opts.Hash.OnMissing = OnMissingReject
 	opts.AccessLog = jl.l
 	opts.RequestIDHeader = "X-Request-Id"

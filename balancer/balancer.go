@@ -285,7 +285,7 @@ func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
 	b.countsLocked(s)
 	b.ups = ups
 	b.installHoldLocked(s)
-	b.metrics.proc.body.limit.Store(s.bodyMemory) // the process's: every pool sets the same
+	b.metrics.proc.body.SetLimit(s.bodyMemory) // the process's: every pool sets the same
 	b.snap.Store(s)
 	b.installs.Add(1)
 	b.dropHeldLocked(s)

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/balancer/key"
 )
 
 func TestReloadUnderLoad(t *testing.T) {
@@ -234,8 +236,8 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	reg := NewRegistry()
 	for name, mut := range map[string]func(*Options){
 		"no upstreams":   func(o *Options) { o.Upstreams = nil },
-		"unknown key":    func(o *Options) { o.Hash.Key = []KeySource{{Kind: "body"}} },
-		"nameless query": func(o *Options) { o.Hash.Key = []KeySource{{Kind: KeyQuery}} },
+		"unknown key":    func(o *Options) { o.Hash.Key = []key.Source{{Kind: "body"}} },
+		"nameless query": func(o *Options) { o.Hash.Key = []key.Source{{Kind: key.Query}} },
 		"load factor":    func(o *Options) { o.Ring.LoadFactor = 0.5 },
 		"on_missing":     func(o *Options) { o.Hash.OnMissing = "guess" },
 		"cookie name":    func(o *Options) { o.Hash.OnMissing = "cookie"; o.Hash.Cookie.Name = "" },

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/internal/testutil/chat"
 )
 
 // discardWriter is the cheapest ResponseWriter, so the benchmark measures
@@ -200,7 +202,7 @@ func BenchmarkServeHTTPJSONKey(b *testing.B) {
 		}
 	}
 	opts := baseOptions(upstreamsOf(b, bes...))
-	opts.Hash.Key = []KeySource{{Kind: KeyJSON, Name: "prompt_cache_key"}}
+	opts.Hash.Key = []key.Source{{Kind: key.JSON, Name: "prompt_cache_key"}}
 	opts.Breaker = BreakerOptions{ConsecutiveFailures: 5, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: time.Minute}
 	opts.Timeouts.Read = time.Minute
 	opts.Timeouts.ClientBody = time.Minute
@@ -211,13 +213,13 @@ func BenchmarkServeHTTPJSONKey(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer bal.Close()
-	body := chatBody(4<<10, true, false)
+	body := chat.Body(4<<10, true, false)
 	r, _ := http.NewRequest(http.MethodPost, "http://api.example/v1/chat/completions", nil)
 	r.Header.Set("Content-Type", "application/json")
 	r.ContentLength = int64(len(body))
 	r.RemoteAddr = "192.0.2.1:5555"
 	r.RequestURI = r.URL.RequestURI()
-	rb := &rewindBody{}
+	rb := &chat.Rewind{}
 	w := &discardWriter{h: http.Header{}}
 	b.ReportAllocs()
 	for b.Loop() {

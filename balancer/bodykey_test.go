@@ -3,145 +3,21 @@ package balancer
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
-	"syscall"
 	"testing"
-	"testing/iotest"
 	"time"
+	"unicode/utf8"
 
+	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/internal/testutil/chat"
 	"github.com/ringlb/ringlb/internal/testutil/testnet"
-	"github.com/ringlb/ringlb/ring"
 )
-
-// jsonRequest is a request with a JSON body as a server hands it over.
-func jsonRequest(body string) *http.Request {
-	r, _ := http.NewRequest(http.MethodPost, "http://front.example/v1/chat/completions", strings.NewReader(body))
-	r.Header.Set("Content-Type", "application/json")
-	return r
-}
-
-// TestJSONKey: what the json source takes from a body and what makes it
-// absent, read whole and one byte at a time (a body that arrives slowly).
-func TestJSONKey(t *testing.T) {
-	long := strings.Repeat("x", 70000)
-	for _, tc := range []struct {
-		name, path, body string
-		want             string // "" for absent
-	}{
-		{"string", "user", `{"user":"alice"}`, "alice"},
-		{"blanks everywhere", "user", " \n\t{ \r\"user\" :\n \"alice\" } ", "alice"},
-		{"after other members", "user", `{"model":"m","messages":[{"role":"user","content":"hi \"there\" \\ \u00e9"}],"n":-1.5e+3,"ok":true,"no":false,"z":null,"user":"bob"}`, "bob"},
-		{"integer", "user", `{"user":42}`, "42"},
-		{"numbers as written", "user", `{"user":1.0}`, "1.0"},
-		{"exponent kept", "user", `{"user":-1E-7 }`, "-1E-7"},
-		{"zero", "user", `{"user":0,"x":1}`, "0"},
-		{"escapes decoded", "user", `{"user":"a\"b\\c\/d\n\u00e9\ud83d\ude00"}`, "a\"b\\c/d\né😀"},
-		{"lone surrogate", "user", `{"user":"x\ud800y"}`, "x\ufffdy"},
-		{"escaped field name", "user", `{"us\u0065r":"carol"}`, "carol"},
-		{"not UTF-8 kept", "user", "{\"user\":\"caf\xe9\"}", "caf\xe9"},
-		{"nested", "metadata.session", `{"user":"u","metadata":{"a":[1,{"session":"no"}],"session":"s-1"}}`, "s-1"},
-		{"deeper", "a.b.c", `{"a":{"x":{"c":"no"},"b":{"c":7}}}`, "7"},
-		{"first wins", "user", `{"user":"first","user":"second"}`, "first"},
-		{"first wins even when not a string", "user", `{"user":null,"user":"second"}`, ""},
-		{"first parent wins", "m.s", `{"m":{"t":1},"m":{"s":"later"}}`, ""},
-		{"same name deeper is not it", "user", `{"meta":{"user":"inner"}}`, ""},
-		{"array is not an object", "m.s", `{"m":[{"s":"x"}]}`, ""},
-		{"empty string", "user", `{"user":""}`, ""},
-		{"null", "user", `{"user":null}`, ""},
-		{"bool", "user", `{"user":true}`, ""},
-		{"object", "user", `{"user":{"id":1}}`, ""},
-		{"array", "user", `{"user":["a"]}`, ""},
-		{"missing", "user", `{"model":"m"}`, ""},
-		{"empty object", "user", `{}`, ""},
-		{"top-level array", "user", `[{"user":"a"}]`, ""},
-		{"top-level string", "user", `"user"`, ""},
-		{"not JSON", "user", `user=alice`, ""},
-		{"empty body", "user", ``, ""},
-		{"truncated before", "user", `{"model":"m",`, ""},
-		{"truncated number", "user", `{"user":12`, ""},
-		{"number with garbage", "user", `{"user":12x}`, ""},
-		{"leading zero", "user", `{"user":012}`, ""},
-		{"bare dot", "user", `{"user":1.}`, ""},
-		{"bad escape", "user", `{"user":"a\qb"}`, ""},
-		{"bad escape before", "user", `{"x":"\x","user":"a"}`, ""},
-		{"control byte in the value", "user", "{\"user\":\"a\tb\"}", ""},
-		{"control byte in the name", "user", "{\"user\n\":\"a\",\"user\":\"b\"}", "b"},
-		{"control byte in a string passed over", "user", "{\"x\":\"a\tb\",\"user\":\"a\"}", "a"},
-		{"escaped quotes and backslashes passed over", "user", `{"x":"\\\"\\","y":"\\","user":"a"}`, "a"},
-		{"missing colon", "user", `{"x" 1,"user":"a"}`, ""},
-		{"missing comma", "user", `{"x":1 "user":"a"}`, ""},
-		{"trailing comma", "user", `{"x":1,,"user":"a"}`, ""},
-		{"mismatched bracket", "user", `{"x":[1},"user":"a"}`, ""},
-		{"bad literal", "user", `{"x":nul,"user":"a"}`, ""},
-		{"single quotes", "user", `{'user':'a'}`, ""},
-		{"nesting passed over", "user", `{"x":` + strings.Repeat("[", 500) + strings.Repeat("]", 500) + `,"user":"a"}`, "a"},
-		{"nesting too deep", "user", `{"x":` + strings.Repeat("[", 600) + strings.Repeat("]", 600) + `,"user":"a"}`, ""},
-		{"invalid after the field is not read", "user", `{"user":"a", this is not JSON`, "a"},
-		{"beyond the limit", "user", `{"pad":"` + long + `","user":"late"}`, ""},
-		{"within the limit after a long string", "user", `{"pad":"` + long[:60000] + `","user":"early"}`, "early"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			path, err := parseJSONPath(tc.path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, slow := range []bool{false, true} {
-				r := jsonRequest(tc.body)
-				if slow {
-					r.Body = io.NopCloser(iotest.OneByteReader(strings.NewReader(tc.body)))
-				}
-				got, ok := jsonKey(r, path, DefaultBodyLimit)
-				if got != tc.want || ok != (tc.want != "") {
-					t.Errorf("slow %v: %q, %v; want %q", slow, got, ok, tc.want)
-				}
-				// The body still reads whole, byte for byte.
-				if b, err := io.ReadAll(r.Body); err != nil || string(b) != tc.body {
-					t.Errorf("slow %v: body read back %d bytes (%v), want the %d sent", slow, len(b), err, len(tc.body))
-				}
-			}
-		})
-	}
-}
-
-// TestJSONKeyNeedsJSONBody: only an uncompressed body declared JSON is
-// read; any other leaves the body untouched.
-func TestJSONKeyNeedsJSONBody(t *testing.T) {
-	body := `{"user":"alice"}`
-	for ct, want := range map[string]bool{
-		"application/json":                  true,
-		"Application/JSON; charset=utf-8":   true,
-		"application/vnd.api+json":          true,
-		"application/merge-patch+JSON":      true,
-		"text/json":                         false,
-		"text/plain":                        false,
-		"application/x-www-form-urlencoded": false,
-		"+json":                             false,
-		"":                                  false,
-	} {
-		r := jsonRequest(body)
-		r.Header.Set("Content-Type", ct)
-		if ct == "" {
-			r.Header.Del("Content-Type")
-		}
-		orig := r.Body
-		got, ok := jsonKey(r, []string{"user"}, DefaultBodyLimit)
-		if ok != want || (ok && got != "alice") {
-			t.Errorf("Content-Type %q: %q, %v; want present %v", ct, got, ok, want)
-		}
-		if !want && r.Body != orig {
-			t.Errorf("Content-Type %q: the body was replaced", ct)
-		}
-	}
-	r := jsonRequest(body)
-	r.Header.Set("Content-Encoding", "gzip")
-	if _, ok := jsonKey(r, []string{"user"}, DefaultBodyLimit); ok {
-		t.Error("a gzip body gave a key")
-	}
-}
 
 // TestJSONKeyHopByHop: over real HTTP, a Content-Type that the
 // Connection header names is removed before the upstream sees the
@@ -187,38 +63,6 @@ func TestJSONKeyHopByHop(t *testing.T) {
 	}
 }
 
-// TestJSONKeyLimit: the limit bounds what is read. A string is taken when
-// its closing quote is within the limit; a number only when the byte
-// after it is (a number cut by the limit is not taken for a shorter one).
-func TestJSONKeyLimit(t *testing.T) {
-	for _, tc := range []struct {
-		body  string
-		limit int
-		want  bool
-	}{
-		{`{"user":"abc","x":1}`, 20, true},
-		{`{"user":"abc","x":1}`, 13, true},
-		{`{"user":"abc","x":1}`, 12, false},
-		{`{"user":"abc","x":1}`, 8, false},
-		{`{"user":123,"x":1}`, 12, true},
-		{`{"user":123,"x":1}`, 11, false},
-		{`{"user":123,"x":1}`, 10, false},
-	} {
-		r := jsonRequest(tc.body)
-		r.ContentLength = -1 // read as if chunked
-		_, ok := jsonKey(r, []string{"user"}, tc.limit)
-		if ok != tc.want {
-			t.Errorf("%s, limit %d: present %v, want %v", tc.body, tc.limit, ok, tc.want)
-		}
-		if p := r.Body.(*bodyPrefix); len(p.buf) > tc.limit {
-			t.Errorf("%s, limit %d: read %d bytes", tc.body, tc.limit, len(p.buf))
-		}
-		if b, _ := io.ReadAll(r.Body); !bytes.Equal(b, []byte(tc.body)) {
-			t.Errorf("%s, limit %d: body read back as %q", tc.body, tc.limit, b)
-		}
-	}
-}
-
 // bodyEcho is an upstream that answers with the request body it received,
 // byte for byte, its framing (len=, chunked=) in headers and its
 // trailers, and that names itself in X-Backend.
@@ -241,7 +85,7 @@ func bodyEcho(t testing.TB, name string) *backend {
 // X-Session header; a request with none gets 400.
 func jsonOptions(t testing.TB, limit int, bes ...*backend) Options {
 	opts := baseOptions(upstreamsOf(t, bes...))
-	opts.Hash.Key = []KeySource{{Kind: KeyJSON, Name: "user"}, {Kind: KeyJSON, Name: "metadata.session"}, {Kind: KeyHeader, Name: "X-Session"}}
+	opts.Hash.Key = []key.Source{{Kind: key.JSON, Name: "user"}, {Kind: key.JSON, Name: "metadata.session"}, {Kind: key.Header, Name: "X-Session"}}
 	opts.Hash.OnMissing = OnMissingReject
 	opts.Hash.BodyLimit = limit
 	return opts
@@ -431,125 +275,121 @@ func TestJSONKeyRetryReplaysBody(t *testing.T) {
 	}
 }
 
-// rewindBody is a request body that a benchmark rewinds between runs.
-type rewindBody struct{ bytes.Reader }
+// FuzzJSONBodyReplay sends arbitrary bodies, declared JSON, through
+// balancers keyed by json sources (with a header after them, so every
+// request has a key), framed by Content-Length or chunked, and checks:
+// the upstream receives exactly the bytes the client sent; the request
+// goes where /debug/lookup's reading of the same request says; and, for
+// a valid JSON document within the limit, the json source reads what
+// encoding/json's tokenizer reads (the first member of that name). Run it
+// with
+//
+//	go test ./balancer -run '^$' -fuzz FuzzJSONBodyReplay -fuzztime 60s
+func FuzzJSONBodyReplay(f *testing.F) {
+	f.Add([]byte(`{"user":"alice","messages":[{"role":"user","content":"hi"}]}`), false, uint8(2))
+	f.Add([]byte(`{"model":"m","metadata":{"session":"s-1"},"user":12.50}`), true, uint8(1))
+	f.Add([]byte(`{"user":"a\u0000b\ud83d\ude00","user":"second"}`), false, uint8(0))
+	f.Add([]byte(`{"pad":"`+strings.Repeat("x", 300)+`","user":"late"}`), true, uint8(1))
+	f.Add([]byte(`{"a":[1,2,{"b":null}],"user":-0.0e+1}`), false, uint8(2))
+	f.Add([]byte(`not json at all`), true, uint8(2))
+	f.Add([]byte(`{"user":"truncated`), false, uint8(2))
+	f.Add([]byte{}, true, uint8(2))
+	f.Add([]byte("{\"x\":\"\xff\xfe\",\"user\":\"\xc3\"}"), false, uint8(2))
 
-func (*rewindBody) Close() error { return nil }
-
-// benchJSONKey measures the json source on one body: the request as a
-// server hands it over, read up to the field (or the limit), and then
-// the body read through as the transport reads it (which gives the
-// prefix buffer back to its pool).
-func benchJSONKey(b *testing.B, body []byte, want bool) {
-	ks, err := newKeySpec(KeySource{Kind: KeyJSON, Name: "prompt_cache_key"}, nil, DefaultBodyLimit)
-	if err != nil {
-		b.Fatal(err)
+	bes := []*backend{bodyEcho(f, "a"), bodyEcho(f, "b"), bodyEcho(f, "c")}
+	type front struct {
+		b   *Balancer
+		url string
+		c   *http.Client
 	}
-	rg := benchRing(b)
-	rb := &rewindBody{}
-	r, _ := http.NewRequest(http.MethodPost, "http://front.example/v1/chat/completions", nil)
-	r.Header.Set("Content-Type", "application/json")
-	r.ContentLength = int64(len(body))
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	defer reportCPU(b)()
-	for b.Loop() {
-		rb.Reset(body)
-		r.Body = rb
-		if _, ok := ks.hash(rg, r); ok != want {
-			b.Fatalf("present %v, want %v", ok, want)
-		}
-		io.Copy(io.Discard, r.Body) // as the upstream's transport reads it
-	}
-}
-
-// chatBody is an OpenAI-style chat completion body of about size bytes;
-// first puts prompt_cache_key before the messages, absent leaves it out.
-func chatBody(size int, first, absent bool) []byte {
-	key := `"prompt_cache_key":"conv-7f3a9c","user":"u-42",`
-	if absent {
-		key = `"user":"u-42",`
-	}
-	var sb strings.Builder
-	sb.WriteString(`{"model":"llama-3.1-70b-instruct",`)
-	if first {
-		sb.WriteString(key)
-	}
-	sb.WriteString(`"messages":[`)
-	for i := 0; sb.Len() < size-200; i++ {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		fmt.Fprintf(&sb, `{"role":"user","content":"Turn %d: summarise the \"quarterly\" report, section %d.\nKeep it short; list the risks.%s"}`, i, i, strings.Repeat(" lorem ipsum dolor sit amet", 8))
-	}
-	sb.WriteString(`],"temperature":0.7,"max_tokens":512,"stream":true`)
-	if !first && !absent {
-		sb.WriteString("," + strings.TrimSuffix(key, ","))
-	}
-	sb.WriteString("}")
-	return []byte(sb.String())
-}
-
-// BenchmarkJSONKey: the json source on a 4 KiB body with the field first
-// (the target is at most 2 µs) and on a 64 KiB body without it (at most
-// 60 µs: the whole limit is read and checked).
-func BenchmarkJSONKey(b *testing.B) {
-	b.Run("4KiB-field-first", func(b *testing.B) { benchJSONKey(b, chatBody(4<<10, true, false), true) })
-	b.Run("64KiB-field-absent", func(b *testing.B) { benchJSONKey(b, chatBody(64<<10-1, false, true), false) })
-}
-
-// BenchmarkKey: extracting and hashing a host and a combined key (no
-// allocation).
-func BenchmarkKey(b *testing.B) {
-	rg := benchRing(b)
-	r, _ := http.NewRequest(http.MethodGet, "http://shop.example:8443/item/7?id=42&user=alice", nil)
-	r.RequestURI = "/item/7?id=42&user=alice"
-	for _, src := range []KeySource{
-		{Kind: KeyHost},
-		{Kind: KeyCombine, Sources: []KeySource{{Kind: KeyHost}, {Kind: KeyURI}}},
-	} {
-		ks, err := newKeySpec(src, nil, DefaultBodyLimit)
+	var fronts []front
+	var userKeys []key.Spec // the json source of field user, at each limit
+	for _, limit := range fuzzLimits {
+		ks, err := key.New(key.Source{Kind: key.JSON, Name: "user"}, nil, limit)
 		if err != nil {
-			b.Fatal(err)
+			f.Fatal(err)
 		}
-		b.Run(string(src.Kind), func(b *testing.B) {
-			b.ReportAllocs()
-			defer reportCPU(b)()
-			for b.Loop() {
-				if _, ok := ks.hash(rg, r); !ok {
-					b.Fatal("no key")
-				}
+		userKeys = append(userKeys, ks)
+		b, _, srv := proxy(f, jsonOptions(f, limit, bes...))
+		fronts = append(fronts, front{b, srv.URL, srv.Client()})
+	}
+	f.Fuzz(func(t *testing.T, body []byte, chunked bool, sel uint8) {
+		i := int(sel) % len(fronts)
+		fr, limit := fronts[i], fuzzLimits[i]
+
+		// The json source against encoding/json, where both must agree.
+		got, ok := userKeys[i].Value(chat.Request(string(body)))
+		if json.Valid(body) && utf8.Valid(body) && len(body) <= limit && bytes.Count(body, []byte("[")) < key.MaxDepth-1 {
+			if want, wantOK := refJSONKey(body, "user"); got != want || ok != wantOK {
+				t.Fatalf("json user from %q: %q, %v; encoding/json reads %q, %v", body, got, ok, want, wantOK)
 			}
-		})
-	}
-}
-
-func benchRing(b *testing.B) *ring.Ring {
-	rg, err := ring.New([]ring.Member{{Name: "a", Weight: 1}, {Name: "b", Weight: 1}}, ring.Options{PointsPerWeight: 160})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return rg
-}
-
-// reportCPU adds the metric cpu-ns/op: the process's CPU time (user and
-// system, all threads, the collector's included) per iteration. On a
-// machine other work shares, ns/op counts the time spent waiting for a
-// CPU too; cpu-ns/op does not. Call the function it returns when the
-// loop is done.
-func reportCPU(b *testing.B) func() {
-	start := cpuTime()
-	return func() {
-		if b.N > 0 {
-			b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
 		}
-	}
+
+		// Through the proxy: the body arrives byte for byte, and the key
+		// is the one KeyOf finds in the same request.
+		probe := chat.Request(string(body))
+		probe.Header.Set("X-Session", "fallback")
+		key, _, ok := fr.b.KeyOf(probe)
+		if !ok {
+			t.Fatal("no key, though X-Session is set")
+		}
+		var rd io.Reader = bytes.NewReader(body)
+		if chunked {
+			rd = io.MultiReader(rd)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, fr.url+"/v1", rd)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Session", "fallback")
+		res, err := fr.c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		echoed, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil || res.StatusCode != 200 || !bytes.Equal(echoed, body) || res.Header.Get("X-Read-Error") != "" {
+			t.Fatalf("limit %d, chunked %v: %d, upstream got %q (%v %s); sent %q", limit, chunked, res.StatusCode, echoed, err, res.Header.Get("X-Read-Error"), body)
+		}
+		if want := fr.b.Lookup(key).Chosen; res.Header.Get("X-Backend") != want {
+			t.Fatalf("limit %d: %q went to %q, want %q (key %q)", limit, body, res.Header.Get("X-Backend"), want, key)
+		}
+	})
 }
 
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
+// fuzzLimits are the body limits FuzzJSONBodyReplay's balancers read up
+// to: one below most bodies, one around them, the default.
+var fuzzLimits = []int{16, 256, DefaultBodyLimit}
+
+// refJSONKey is an independent reading of the json source for a valid
+// JSON document, with encoding/json's tokenizer: the first top-level
+// member called name, when it is a non-empty string or a number (as
+// written).
+func refJSONKey(body []byte, name string) (string, bool) {
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return "", false
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	for d.More() {
+		t, err := d.Token()
+		if err != nil {
+			return "", false
+		}
+		if t != name {
+			var skip json.RawMessage
+			if d.Decode(&skip) != nil {
+				return "", false
+			}
+			continue
+		}
+		switch v, _ := d.Token(); v := v.(type) {
+		case string:
+			return v, v != ""
+		case json.Number:
+			return string(v), true
+		}
+		return "", false
+	}
+	return "", false
 }

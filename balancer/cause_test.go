@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/internal/testutil/certstest"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 	"github.com/ringlb/ringlb/internal/testutil/testnet"
@@ -239,7 +240,7 @@ func localErrorsChild(t *testing.T) {
 		ups = append(ups, UpstreamOptions{Name: name, URL: u, Addr: u.Host, Weight: 1})
 	}
 	opts := baseOptions(ups)
-	opts.Hash.Key = []KeySource{{Kind: KeyQuery, Name: "user"}}
+	opts.Hash.Key = []key.Source{{Kind: key.Query, Name: "user"}}
 	opts.Hash.OnMissing = "reject"
 	opts.Breaker = BreakerOptions{ConsecutiveFailures: 2, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 30 * time.Second, MaxOpenTimeout: 60 * time.Second}
 	logs := &logBuffer{}

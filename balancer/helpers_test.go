@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/internal/testutil/testnet"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -77,7 +78,7 @@ func baseOptions(ups []UpstreamOptions) Options {
 		Upstreams: ups,
 		Ring:      RingOptions{PointsPerWeight: 160, LoadFactor: 1.25},
 		Hash: HashOptions{
-			Key:       []KeySource{{Kind: KeyCookie, Name: "session"}, {Kind: KeyHeader, Name: "X-User-ID"}, {Kind: KeyQuery, Name: "user"}, {Kind: KeyURI}},
+			Key:       []key.Source{{Kind: key.Cookie, Name: "session"}, {Kind: key.Header, Name: "X-User-ID"}, {Kind: key.Query, Name: "user"}, {Kind: key.URI}},
 			OnMissing: "random",
 		},
 		UpstreamHeader: "X-Upstream",

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/hold/share"
+	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -228,8 +229,8 @@ func (b *Balancer) holdBegin(s *snapshot, r *http.Request, h uint64, q *holdReq)
 	}
 	if hs.codec != nil {
 		q.wall = b.clk.Now()
-		if !dropped(r.Header, "Cookie") {
-			if v, present := cookieValue(r.Header, hs.cookie); present {
+		if !key.Dropped(r.Header, "Cookie") {
+			if v, present := key.CookieValue(r.Header, hs.cookie); present {
 				if ck, cok := hs.codec.Decode(v, h, q.wall); cok {
 					rec, ok = ck.Rec(q.wall, mono, hs.rule.Idle), true
 					q.ck, q.ckOK = ck, true

@@ -38,7 +38,7 @@ func perRequest(t *testing.T, r replica, ks []string) reqCost {
 	runtime.GC()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
-	cpu0 := cpuTime()
+	cpu0 := testenv.CPUTime()
 	const clients = 4
 	var wg sync.WaitGroup
 	for c := range clients {
@@ -53,7 +53,7 @@ func perRequest(t *testing.T, r replica, ks []string) reqCost {
 		})
 	}
 	wg.Wait()
-	cpu := cpuTime() - cpu0
+	cpu := testenv.CPUTime() - cpu0
 	runtime.ReadMemStats(&m1)
 	n := float64(len(ks))
 	return reqCost{bytes: float64(m1.TotalAlloc-m0.TotalAlloc) / n, cpu: float64(cpu.Microseconds()) / n}

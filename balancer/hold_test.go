@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ringlb/ringlb/balancer/hold"
+	"github.com/ringlb/ringlb/balancer/key"
 )
 
 // holdProxy serves a Balancer over loopback whose clock c drives, with
@@ -40,7 +41,7 @@ func holdProxy(t testing.TB, c *fakeClock, opts Options) (*Balancer, *prometheus
 func holdOptions(ups []UpstreamOptions, idle time.Duration) Options {
 	opts := baseOptions(ups)
 	opts.Ring.LoadFactor = 0
-	opts.Hash.Key = []KeySource{{Kind: KeyHeader, Name: "X-User-ID"}}
+	opts.Hash.Key = []key.Source{{Kind: key.Header, Name: "X-User-ID"}}
 	opts.Hash.OnMissing = OnMissingReject
 	opts.Hold = HoldOptions{Idle: idle, MaxKeys: 100_000}
 	return opts
@@ -828,21 +829,21 @@ func TestHoldEveryKeySource(t *testing.T) {
 	bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c")}
 	e := newBackend(t, "e")
 	cases := []struct {
-		src KeySource
+		src key.Source
 		req func(front, key string) (string, []string)
 	}{
-		{KeySource{Kind: KeyCookie, Name: "session"}, func(f, k string) (string, []string) { return f + "/x", []string{"Cookie", "session=" + k} }},
-		{KeySource{Kind: KeyHeader, Name: "X-User-ID"}, func(f, k string) (string, []string) { return f + "/x", []string{"X-User-ID", k} }},
-		{KeySource{Kind: KeyQuery, Name: "user"}, func(f, k string) (string, []string) { return f + "/x?user=" + k, nil }},
-		{KeySource{Kind: KeyURI}, func(f, k string) (string, []string) { return f + "/p/" + k + "?q=1", nil }},
-		{KeySource{Kind: KeyPath}, func(f, k string) (string, []string) { return f + "/p/" + k, nil }},
-		{KeySource{Kind: KeyIP}, func(f, k string) (string, []string) { return f + "/x", []string{"X-Forwarded-For", "10.1.0." + k} }},
+		{key.Source{Kind: key.Cookie, Name: "session"}, func(f, k string) (string, []string) { return f + "/x", []string{"Cookie", "session=" + k} }},
+		{key.Source{Kind: key.Header, Name: "X-User-ID"}, func(f, k string) (string, []string) { return f + "/x", []string{"X-User-ID", k} }},
+		{key.Source{Kind: key.Query, Name: "user"}, func(f, k string) (string, []string) { return f + "/x?user=" + k, nil }},
+		{key.Source{Kind: key.URI}, func(f, k string) (string, []string) { return f + "/p/" + k + "?q=1", nil }},
+		{key.Source{Kind: key.Path}, func(f, k string) (string, []string) { return f + "/p/" + k, nil }},
+		{key.Source{Kind: key.IP}, func(f, k string) (string, []string) { return f + "/x", []string{"X-Forwarded-For", "10.1.0." + k} }},
 	}
 	for _, tc := range cases {
 		t.Run(string(tc.src.Kind), func(t *testing.T) {
 			clk := newFakeClock()
 			opts := holdOptions(upstreamsOf(t, bes...), time.Hour)
-			opts.Hash.Key = []KeySource{tc.src}
+			opts.Hash.Key = []key.Source{tc.src}
 			opts.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 			b, reg, front := holdProxy(t, clk, opts)
 			where := map[string]string{}

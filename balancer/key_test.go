@@ -5,83 +5,20 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/internal/testutil/chat"
 )
-
-func TestQueryValue(t *testing.T) {
-	for _, tc := range []struct {
-		raw, v string
-		ok     bool
-	}{
-		{"user=42", "42", true},
-		{"a=1&user=x%20y&user=z", "x y", true},
-		{"us%65r=a+b", "a b", true},
-		{"username=1&user", "", false},
-		{"user=&x=1", "", false},
-		{"user=%zz&user=ok", "ok", true},
-		{"", "", false},
-	} {
-		v, ok := queryValue(tc.raw, "user")
-		if v != tc.v || ok != tc.ok {
-			t.Errorf("queryValue(%q) = %q, %v; want %q, %v", tc.raw, v, ok, tc.v, tc.ok)
-		}
-	}
-}
-
-func TestCookieValue(t *testing.T) {
-	h := http.Header{"Cookie": {"a=1; session=\x01", "x=2;session=\"s1\"; session=s2"}}
-	if v, ok := cookieValue(h, "session"); v != "s1" || !ok {
-		t.Errorf("got %q %v", v, ok)
-	}
-	// The first valid pair decides, empty or not, as http.Request.Cookie.
-	h = http.Header{"Cookie": {"a=1; session=", "x=2;session=\"s1\"; session=s2"}}
-	if v, ok := cookieValue(h, "session"); v != "" || ok {
-		t.Errorf("empty first session cookie: got %q %v, want absent", v, ok)
-	}
-	if _, ok := cookieValue(h, "none"); ok {
-		t.Error("found a missing cookie")
-	}
-}
-
-func TestClientIP(t *testing.T) {
-	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}
-	for _, tc := range []struct {
-		name, remote string
-		xff          []string
-		want         string
-	}{
-		{"untrusted peer ignores XFF", "203.0.113.9:5000", []string{"1.1.1.1"}, "203.0.113.9"},
-		{"trusted peer, no XFF", "127.0.0.1:5000", nil, "127.0.0.1"},
-		{"first untrusted from the right", "127.0.0.1:5000", []string{"6.6.6.6, 198.51.100.7, 10.0.0.2"}, "198.51.100.7"},
-		{"spoofed leftmost over lines", "10.1.1.1:80", []string{"6.6.6.6", "198.51.100.7 , 10.0.0.3"}, "198.51.100.7"},
-		{"all trusted: leftmost", "127.0.0.1:1", []string{"10.0.0.5, 10.0.0.6"}, "10.0.0.5"},
-		{"garbage is the client", "127.0.0.1:1", []string{"1.2.3.4, nonsense, 10.0.0.1"}, "nonsense"},
-		{"v6 peer", "[fd00::1]:443", []string{"2001:db8::5"}, "2001:db8::5"},
-		{"mapped v4", "[::ffff:127.0.0.1]:1", []string{"::ffff:198.51.100.8"}, "198.51.100.8"},
-	} {
-		r := &http.Request{RemoteAddr: tc.remote, Header: http.Header{}}
-		for _, v := range tc.xff {
-			r.Header.Add("X-Forwarded-For", v)
-		}
-		if got, ok := clientIP(r, trusted); got != tc.want || !ok {
-			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
-		}
-	}
-	r := &http.Request{RemoteAddr: "127.0.0.1:9", Header: http.Header{"X-Forwarded-For": {"1.2.3.4"}}}
-	if got, _ := clientIP(r, nil); got != "127.0.0.1" {
-		t.Errorf("no trusted proxies: got %q", got)
-	}
-}
 
 // TestIPKeyIgnoresSpoofedEntries: behind a trusted proxy, whatever a client
 // puts in front of its own X-Forwarded-For entry does not move it.
 func TestIPKeyIgnoresSpoofedEntries(t *testing.T) {
 	bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c")}
 	opts := baseOptions(upstreamsOf(t, bes...))
-	opts.Hash.Key = []KeySource{{Kind: KeyIP}}
+	opts.Hash.Key = []key.Source{{Kind: key.IP}}
 	opts.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.0.0.0/8")}
 	b, _, front := proxy(t, opts)
 	for i := range 20 {
@@ -118,73 +55,43 @@ func TestNginxPlacementLookup(t *testing.T) {
 	}
 }
 
-// TestHopByHopHeadersAreNoKey: a header the request's Connection header
-// lists is removed before the upstream sees it, as are the hop-by-hop
-// headers themselves, so none of them gives a key: the key is taken from
-// what is forwarded.
-func TestHopByHopHeadersAreNoKey(t *testing.T) {
-	hdr, _ := newKeyFunc(KeySource{Kind: KeyHeader, Name: "X-User-ID"}, nil, DefaultBodyLimit)
-	ck, _ := newKeyFunc(KeySource{Kind: KeyCookie, Name: "session"}, nil, DefaultBodyLimit)
-	te, _ := newKeyFunc(KeySource{Kind: KeyHeader, Name: "Te"}, nil, DefaultBodyLimit)
-	for _, c := range []struct {
-		name string
-		f    keyFunc
-		h    http.Header
-		want string // "" for absent
-	}{
-		{"header", hdr, http.Header{"X-User-Id": {"alice"}}, "alice"},
-		{"header listed in Connection", hdr, http.Header{"X-User-Id": {"alice"}, "Connection": {"keep-alive, x-user-id"}}, ""},
-		{"header listed on a second Connection line", hdr, http.Header{"X-User-Id": {"alice"}, "Connection": {"keep-alive", "X-User-ID"}}, ""},
-		{"other header listed", hdr, http.Header{"X-User-Id": {"alice"}, "Connection": {"x-user"}}, "alice"},
-		{"cookie", ck, http.Header{"Cookie": {"session=s1"}}, "s1"},
-		{"Cookie listed in Connection", ck, http.Header{"Cookie": {"session=s1"}, "Connection": {"Cookie"}}, ""},
-		{"hop-by-hop header", te, http.Header{"Te": {"trailers"}}, ""},
-	} {
-		r := &http.Request{Header: c.h, URL: &url.URL{}}
-		v, ok := c.f(r)
-		if (c.want == "") == ok || v != c.want {
-			t.Errorf("%s: %q, %v; want %q", c.name, v, ok, c.want)
-		}
-	}
-}
-
 // TestAffinityPerSource checks, for each key source, that one key always
 // reaches the same upstream and that different keys spread.
 func TestAffinityPerSource(t *testing.T) {
 	bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c")}
 	cases := []struct {
-		src KeySource
+		src key.Source
 		req func(front, key string) (string, []string)
 	}{
-		{KeySource{Kind: KeyCookie, Name: "session"}, func(f, k string) (string, []string) {
+		{key.Source{Kind: key.Cookie, Name: "session"}, func(f, k string) (string, []string) {
 			return f + "/x", []string{"Cookie", "other=1; session=" + k}
 		}},
-		{KeySource{Kind: KeyHeader, Name: "x-user-id"}, func(f, k string) (string, []string) {
+		{key.Source{Kind: key.Header, Name: "x-user-id"}, func(f, k string) (string, []string) {
 			return f + "/x", []string{"X-User-ID", k}
 		}},
-		{KeySource{Kind: KeyQuery, Name: "user"}, func(f, k string) (string, []string) {
+		{key.Source{Kind: key.Query, Name: "user"}, func(f, k string) (string, []string) {
 			return f + "/x?a=1&user=" + k + "&b=2", nil
 		}},
-		{KeySource{Kind: KeyURI}, func(f, k string) (string, []string) {
+		{key.Source{Kind: key.URI}, func(f, k string) (string, []string) {
 			return f + "/p/" + k + "?q=1", nil
 		}},
-		{KeySource{Kind: KeyPath}, func(f, k string) (string, []string) {
+		{key.Source{Kind: key.Path}, func(f, k string) (string, []string) {
 			return f + "/p/" + k, nil
 		}},
-		{KeySource{Kind: KeyIP}, func(f, k string) (string, []string) {
+		{key.Source{Kind: key.IP}, func(f, k string) (string, []string) {
 			return f + "/x", []string{"X-Forwarded-For", "10.1.0." + k}
 		}},
-		{KeySource{Kind: KeyHost}, func(f, k string) (string, []string) {
+		{key.Source{Kind: key.Host}, func(f, k string) (string, []string) {
 			return f + "/x", []string{"Host", "Shop-" + k + ".example:8080"}
 		}},
-		{KeySource{Kind: KeyCombine, Sources: []KeySource{{Kind: KeyHost}, {Kind: KeyURI}}}, func(f, k string) (string, []string) {
+		{key.Source{Kind: key.Combine, Sources: []key.Source{{Kind: key.Host}, {Kind: key.URI}}}, func(f, k string) (string, []string) {
 			return f + "/p/" + k, []string{"Host", "shop.example"}
 		}},
 	}
 	for _, tc := range cases {
 		t.Run(string(tc.src.Kind), func(t *testing.T) {
 			opts := baseOptions(upstreamsOf(t, bes...))
-			opts.Hash.Key = []KeySource{tc.src}
+			opts.Hash.Key = []key.Source{tc.src}
 			opts.Hash.OnMissing = "reject" // a missing key would show as 400
 			opts.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 			_, _, front := proxy(t, opts)
@@ -212,7 +119,7 @@ func TestAffinityPerSource(t *testing.T) {
 func TestAffinityCookie(t *testing.T) {
 	bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c")}
 	opts := baseOptions(upstreamsOf(t, bes...))
-	opts.Hash.Key = []KeySource{{Kind: KeyHeader, Name: "X-User-ID"}}
+	opts.Hash.Key = []key.Source{{Kind: key.Header, Name: "X-User-ID"}}
 	opts.Hash.OnMissing = "cookie"
 	opts.Hash.Cookie.Name = "ringlb_affinity"
 	opts.Hash.Cookie.TTL = 24 * time.Hour
@@ -266,7 +173,7 @@ func TestAffinityCookie(t *testing.T) {
 func TestOnMissingReject(t *testing.T) {
 	be := newBackend(t, "a")
 	opts := baseOptions(upstreamsOf(t, be))
-	opts.Hash.Key = []KeySource{{Kind: KeyCookie, Name: "session"}, {Kind: KeyHeader, Name: "X-User-ID"}}
+	opts.Hash.Key = []key.Source{{Kind: key.Cookie, Name: "session"}, {Kind: key.Header, Name: "X-User-ID"}}
 	opts.Hash.OnMissing = "reject"
 	_, _, front := proxy(t, opts)
 	code, _, body := get(t, front.Client(), front.URL+"/")
@@ -302,7 +209,7 @@ func TestAffinityCookieSurvives1xx(t *testing.T) {
 		io.WriteString(w, "b")
 	}
 	opts := baseOptions(upstreamsOf(t, a, bb))
-	opts.Hash.Key = []KeySource{{Kind: KeyHeader, Name: "X-User-ID"}}
+	opts.Hash.Key = []key.Source{{Kind: key.Header, Name: "X-User-ID"}}
 	opts.Hash.OnMissing = "cookie"
 	opts.Hash.Cookie.Name = "ringlb_affinity"
 	_, _, front := proxy(t, opts)
@@ -326,28 +233,6 @@ func TestAffinityCookieSurvives1xx(t *testing.T) {
 	}
 }
 
-// TestHostKey: the host source is the Host lowercased, without port and
-// trailing dot (nginx's $host); an IPv6 literal keeps its brackets; no
-// host is no key.
-func TestHostKey(t *testing.T) {
-	for _, tc := range []struct{ host, want string }{
-		{"shop.example", "shop.example"},
-		{"Shop.EXAMPLE:8443", "shop.example"},
-		{"shop.example.", "shop.example"},
-		{"shop.example.:80", "shop.example"},
-		{"[::1]:8080", "[::1]"},
-		{"[FD00::A]", "[fd00::a]"},
-		{"10.0.0.1:80", "10.0.0.1"},
-		{"", ""},
-		{":80", ""},
-	} {
-		got, ok := hostKey(&http.Request{Host: tc.host, URL: &url.URL{}})
-		if got != tc.want || ok != (tc.want != "") {
-			t.Errorf("host %q: key %q, %v; want %q", tc.host, got, ok, tc.want)
-		}
-	}
-}
-
 // TestCombinePresence: a combine is present only when every part is, and
 // then its key is the parts joined, hashed as one; when a part is absent
 // the next source in hash.key is tried. Each request must reach the
@@ -356,9 +241,9 @@ func TestHostKey(t *testing.T) {
 func TestCombinePresence(t *testing.T) {
 	bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c")}
 	opts := baseOptions(upstreamsOf(t, bes...))
-	opts.Hash.Key = []KeySource{
-		{Kind: KeyCombine, Sources: []KeySource{{Kind: KeyHeader, Name: "X-Tenant"}, {Kind: KeyQuery, Name: "user"}, {Kind: KeyHost}}},
-		{Kind: KeyQuery, Name: "user"},
+	opts.Hash.Key = []key.Source{
+		{Kind: key.Combine, Sources: []key.Source{{Kind: key.Header, Name: "X-Tenant"}, {Kind: key.Query, Name: "user"}, {Kind: key.Host}}},
+		{Kind: key.Query, Name: "user"},
 	}
 	opts.Hash.OnMissing = OnMissingReject
 	b, _, front := proxy(t, opts)
@@ -385,41 +270,15 @@ func TestCombinePresence(t *testing.T) {
 	}
 }
 
-// TestCombineJoinIsInjective: different lists of values never join to the
-// same key, NUL and 0x01 bytes (a query value can hold them) included.
-func TestCombineJoinIsInjective(t *testing.T) {
-	ks, err := newKeySpec(KeySource{Kind: KeyCombine, Sources: []KeySource{{Kind: KeyQuery, Name: "a"}, {Kind: KeyQuery, Name: "b"}}}, nil, DefaultBodyLimit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]string{}
-	for _, q := range []string{
-		"a=x&b=y", "a=x%00&b=y", "a=x&b=%00y", "a=x%01&b=y", "a=x&b=%01y",
-		"a=x%01%02&b=y", "a=x%00%02&b=y", "a=x%01%01&b=y", "a=%00&b=%00", "a=%00%00&b=%01",
-	} {
-		v, ok := ks.value(&http.Request{URL: &url.URL{RawQuery: q}})
-		if !ok {
-			t.Fatalf("%s: absent", q)
-		}
-		if prev, dup := seen[v]; dup {
-			t.Errorf("%s and %s join to the same key %q", prev, q, v)
-		}
-		seen[v] = q
-	}
-	if v, _ := ks.value(&http.Request{URL: &url.URL{RawQuery: "a=x&b=y"}}); v != "x\x00y" {
-		t.Errorf("plain values joined as %q, want x\\x00y", v)
-	}
-}
-
 // TestKeyLabel: position says which source gave the key, and keyLabel
 // names it in one word, for log lines.
 func TestKeyLabel(t *testing.T) {
 	u := mustURL(t, "http://a.internal")
 	opts := baseOptions([]UpstreamOptions{{Name: "a", URL: u, Weight: 1}})
-	opts.Hash.Key = []KeySource{
-		{Kind: KeyJSON, Name: "prompt_cache_key"},
-		{Kind: KeyCombine, Sources: []KeySource{{Kind: KeyHost}, {Kind: KeyHeader, Name: "X-Tenant"}}},
-		{Kind: KeyCookie, Name: "session"},
+	opts.Hash.Key = []key.Source{
+		{Kind: key.JSON, Name: "prompt_cache_key"},
+		{Kind: key.Combine, Sources: []key.Source{{Kind: key.Host}, {Kind: key.Header, Name: "X-Tenant"}}},
+		{Kind: key.Cookie, Name: "session"},
 	}
 	b, err := New(opts, nil, nil)
 	if err != nil {
@@ -431,7 +290,7 @@ func TestKeyLabel(t *testing.T) {
 		r    *http.Request
 		want string
 	}{
-		{jsonRequest(`{"prompt_cache_key":"c"}`), "json:prompt_cache_key"},
+		{chat.Request(`{"prompt_cache_key":"c"}`), "json:prompt_cache_key"},
 		{&http.Request{Host: "h", URL: u, Header: http.Header{"X-Tenant": {"t"}}}, "combine:[host,header:X-Tenant]"},
 		{&http.Request{URL: u, Header: http.Header{"Cookie": {"session=s"}}}, "cookie:session"},
 		{&http.Request{URL: u, Header: http.Header{}}, ""},

@@ -35,27 +35,6 @@ type LimitOptions struct {
 	BodyMemory int64
 }
 
-// bodyMemory is the account of limits.body_memory: the bytes of the
-// buffers request bodies are read into to find their keys, held now by
-// every Balancer that shares it (those of one process: a Router's pools
-// share their Router's, see procMetrics), and the limit (0: none). The
-// limit is the process's, which every install sets alike.
-type bodyMemory struct{ held, limit atomic.Int64 }
-
-// take counts n more bytes unless that would take the total beyond the
-// limit; it reports whether they may be held.
-func (m *bodyMemory) take(n int64) bool {
-	lim := m.limit.Load()
-	if v := m.held.Add(n); n > 0 && lim > 0 && v > lim {
-		m.held.Add(-n)
-		return false
-	}
-	return true
-}
-
-// put gives back n bytes that take counted.
-func (m *bodyMemory) put(n int64) { m.held.Add(-n) }
-
 // UpstreamCounts counts the requests in flight to each upstream URL, for
 // LimitOptions.UpstreamRequests. A process with several Balancers (one per
 // pool) gives them one UpstreamCounts, so that an upstream serving several

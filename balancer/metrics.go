@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/ringlb/ringlb/balancer/reqbody"
 )
 
 // NewRegistry returns a registry holding the Go runtime and process
@@ -66,7 +67,7 @@ type procMetrics struct {
 	reloadLast prometheus.Gauge // 1: the last reload (or the start) applied
 	lastReload atomic.Pointer[Reload]
 
-	body        bodyMemory
+	body        reqbody.Memory
 	bodyRefused prometheus.Counter   // ringlb_body_memory_refused_total
 	bodyHeld    prometheus.GaugeFunc // ringlb_body_memory_bytes, read from body
 }
@@ -160,7 +161,7 @@ func newProcMetrics() *procMetrics {
 	m.bodyHeld = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ringlb_body_memory_bytes",
 		Help: "Bytes of request-body buffers held now to find keys (json sources), all pools together; limits.body_memory bounds it.",
-	}, func() float64 { return float64(m.body.held.Load()) })
+	}, func() float64 { return float64(m.body.Held()) })
 	return m
 }
 

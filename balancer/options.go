@@ -11,6 +11,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer/accesslog"
 	"github.com/ringlb/ringlb/balancer/discovery"
+	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/balancer/keyhash"
 	"github.com/ringlb/ringlb/ring"
 )
@@ -164,7 +165,7 @@ type HashOptions struct {
 	// Key is key, the key sources in order: the first present on a
 	// request gives its key. Default: cookie session, header X-User-ID,
 	// query user, uri; at least one.
-	Key []KeySource `yaml:"key" default:"[{cookie: session}, {header: X-User-ID}, {query: user}, uri]"`
+	Key []key.Source `yaml:"key" default:"[{cookie: session}, {header: X-User-ID}, {query: user}, uri]"`
 	// OnMissing is on_missing, what happens when no source is present:
 	// OnMissingRandom (the default; also when empty), OnMissingReject or
 	// OnMissingCookie.
@@ -192,49 +193,6 @@ type HashOptions struct {
 
 // DefaultBodyLimit is HashOptions.BodyLimit's default: 64 KiB.
 const DefaultBodyLimit = 64 << 10
-
-// KeySource is one entry of hash.key: Name is the cookie, header or query
-// parameter name, or the json source's dotted path (empty for the
-// others). Sources are a combine source's parts, none of them a combine.
-type KeySource struct {
-	Kind    KeyKind
-	Name    string
-	Sources []KeySource
-}
-
-// readsBody says whether the source (or a part of it) reads the
-// request body.
-func (k KeySource) readsBody() bool {
-	if k.Kind == KeyJSON {
-		return true
-	}
-	for _, p := range k.Sources {
-		if p.readsBody() {
-			return true
-		}
-	}
-	return false
-}
-
-// KeyKind names a key source.
-type KeyKind string
-
-// The key sources.
-const (
-	KeyCookie KeyKind = "cookie"
-	KeyHeader KeyKind = "header"
-	KeyQuery  KeyKind = "query"
-	KeyURI    KeyKind = "uri"
-	KeyPath   KeyKind = "path"
-	KeyIP     KeyKind = "ip"
-	// KeyHost is the request's host, lowercased, without port.
-	KeyHost KeyKind = "host"
-	// KeyJSON is a string or number field of a JSON request body, Name
-	// being its dotted path.
-	KeyJSON KeyKind = "json"
-	// KeyCombine is several sources at once, all present.
-	KeyCombine KeyKind = "combine"
-)
 
 // OnMissing is hash.on_missing.
 type OnMissing string
@@ -291,9 +249,9 @@ type TimeoutOptions struct {
 type settings struct {
 	specs []memberSpec // indexed like the ring's Members(); installLocked reads them
 
-	keys         []keySpec
+	keys         []key.Spec
 	keyNames     []string        // each key source as RingStatus.KeySources names it
-	keyLabels    []string        // each key source as KeySource.Label names it, for logs
+	keyLabels    []string        // each key source as key.Source.Label names it, for logs
 	keyDesc      string          // "cookie session, header X-User-ID", for 400 answers
 	salt         *keyhash.Salted // HashOptions.Salt; nil: reported hashes are ring positions
 	onMissing    OnMissing       // never empty
@@ -415,8 +373,8 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 	}
 	set.bodyLimit = bodyLimit
 	for i, k := range opts.Hash.Key {
-		set.bodyKeys = set.bodyKeys || k.readsBody()
-		ks, err := newKeySpec(k, opts.TrustedProxies, bodyLimit)
+		set.bodyKeys = set.bodyKeys || k.ReadsBody()
+		ks, err := key.New(k, opts.TrustedProxies, bodyLimit)
 		if err != nil {
 			return settings{}, nil, fmt.Errorf("balancer: key[%d]: %w", i, err)
 		}

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/reqbody"
 	"github.com/ringlb/ringlb/internal/sendlimit"
 )
 
@@ -358,7 +360,7 @@ type trackedBody struct {
 	n   atomic.Int64
 	bad atomic.Bool
 	// stalled says the current attempt failed while a read of the body
-	// had long waited on the client (clientBody.stalled): the upstream
+	// had long waited on the client (reqbody.ClientBody.stalled): the upstream
 	// gave up on a body the client held back. Set by attempt.
 	stalled   bool
 	viaPrefix bool
@@ -367,11 +369,11 @@ type trackedBody struct {
 	// not be forwarded are dropped then (dropBadTrailers).
 	trailer http.Header
 	// trailers keeps the declared trailers of a body that no key source
-	// read (see trailerGate).
-	trailers trailerGate
+	// read (see reqbody.TrailerGate).
+	trailers reqbody.TrailerGate
 
-	client clientBody
-	prefix bodyPrefix
+	client reqbody.ClientBody
+	prefix reqbody.Prefix
 }
 
 // trackBody gives r's body (which it must have) its trackedBody, and r
@@ -381,14 +383,14 @@ type trackedBody struct {
 func (b *Balancer) trackBody(s *snapshot, w http.ResponseWriter, r *http.Request) *trackedBody {
 	t := new(trackedBody)
 	t.trailer = r.Trailer
-	t.client.init(r.Body, w, r, s.clientBody)
+	t.client.Init(r.Body, w, r, s.clientBody)
 	r.Body = &t.client
-	if s.bodyKeys && isJSONBody(r.Header) {
-		t.prefix.init(&t.client, r.ContentLength, s.bodyLimit, &b.metrics.proc.body)
-		t.prefix.trailers = newTrailerGate(r)
+	if s.bodyKeys && key.IsJSONBody(r.Header) {
+		t.prefix.Init(&t.client, r.ContentLength, s.bodyLimit, &b.metrics.proc.body)
+		t.prefix.Trailers = reqbody.NewTrailerGate(r)
 		r.Body = &t.prefix
 	} else if len(r.Trailer) > 0 {
-		t.trailers = newTrailerGate(r)
+		t.trailers = reqbody.NewTrailerGate(r)
 	}
 	return t
 }
@@ -396,7 +398,7 @@ func (b *Balancer) trackBody(s *snapshot, w http.ResponseWriter, r *http.Request
 // routed makes t r's body, reading the prefix first if the key scan
 // read any of it.
 func (t *trackedBody) routed(r *http.Request) {
-	t.viaPrefix = t.prefix.started
+	t.viaPrefix = t.prefix.Started()
 	r.Body = t
 }
 
@@ -405,8 +407,8 @@ func (t *trackedBody) routed(r *http.Request) {
 // longer timed, except one an upstream's transport may still make (sent
 // says one was given the body; see bodyWatch.finish).
 func (t *trackedBody) finish(sent bool) {
-	t.prefix.done(sent)
-	t.client.finish(sent)
+	t.prefix.Done(sent)
+	t.client.Finish(sent)
 }
 
 func (t *trackedBody) Read(p []byte) (int, error) {
@@ -419,7 +421,7 @@ func (t *trackedBody) Read(p []byte) (int, error) {
 	}
 	t.n.Add(int64(n))
 	if err == io.EOF {
-		t.trailers.close()
+		t.trailers.Close()
 		if len(t.trailer) > 0 {
 			dropBadTrailers(t.trailer)
 		}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/internal/testutil/certstest"
 	"github.com/ringlb/ringlb/internal/testutil/testnet"
 )
@@ -110,7 +111,7 @@ func newRefusalRigMax(t *testing.T, p1, p2 Protocol, max int, mut func(*Options)
 	}
 	opts := baseOptions(ups)
 	opts.UpstreamTLS.RootCAs = ca.Pool()
-	opts.Hash.Key = []KeySource{{Kind: KeyJSON, Name: "user"}, {Kind: KeyHeader, Name: "X-User"}}
+	opts.Hash.Key = []key.Source{{Kind: key.JSON, Name: "user"}, {Kind: key.Header, Name: "X-User"}}
 	opts.Ring.LoadFactor = 0
 	opts.Retries = 1
 	opts.Timeouts.ResponseHeader = 2 * time.Second

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/balancer/keyhash"
 	"github.com/ringlb/ringlb/internal/testutil/redistest"
 )
@@ -26,7 +27,7 @@ func TestSaltedKeyHashes(t *testing.T) {
 		jl := newJSONLog(t)
 		opts := baseOptions(upstreamsOf(t, bes...))
 		opts.Ring.LoadFactor = 0
-		opts.Hash.Key = []KeySource{{Kind: KeyHeader, Name: "X-User-ID"}}
+		opts.Hash.Key = []key.Source{{Kind: key.Header, Name: "X-User-ID"}}
 		opts.Hash.Salt = []byte(salt)
 		opts.AccessLog = jl.l
 		b, _, front := proxy(t, opts)

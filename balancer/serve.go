@@ -65,7 +65,7 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// word ("json:prompt_cache_key") for log lines.
 	pos, src, ok := b.position(s, rw, r)
 	random := src == srcRandom
-	if body != nil && body.prefix.started && expectsContinue(r) {
+	if body != nil && body.prefix.Started() && expectsContinue(r) {
 		// Reading the body for the key made the server send 100
 		// Continue: the client must not get the upstream's as well.
 		rw.continued = true
@@ -240,9 +240,9 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 		if !finished {
 			// The response broke off mid-body. The upstream is charged
 			// only when ringlb was not held up by the client (see
-			// responseWriter.clientBound and clientBody.stalled).
+			// responseWriter.clientBound and reqbody.ClientBody.stalled).
 			if body != nil {
-				body.stalled = body.client.stalled()
+				body.stalled = body.client.Stalled()
 			}
 			gone := clientFault(r, body) || rw.clientBound()
 			b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{status: rw.status, err: http.ErrAbortHandler, gone: gone})
@@ -263,7 +263,7 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 		// The upstream's connection ended while ringlb waited on the
 		// client for the body: it gave up on a body the client held
 		// back.
-		body.stalled = body.client.stalled()
+		body.stalled = body.client.Stalled()
 	}
 	// recordError stores a statusError as it is: a type assertion, as
 	// errors.As would make se escape (an allocation per request).
@@ -380,15 +380,15 @@ func isTimeout(err error) bool {
 // so it can never read an empty response as a success; it is counted as
 // 499.
 func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, body *trackedBody, m *member) {
-	if body != nil && (body.client.timedOut.Load() || body.stalled) {
+	if body != nil && (body.client.TimedOut() || body.stalled) {
 		// The client held its body back: for longer than
 		// timeouts.client_body, or until the upstream gave up on it.
 		// (Over HTTP/1.1 a read timeout also cancels the request's
 		// context: the client is still there to read this.)
 		msg := "request timeout: the request body was silent for longer than timeouts.client_body\n"
-		if !body.client.timedOut.Load() {
+		if !body.client.TimedOut() {
 			msg = "request timeout: the upstream gave up waiting for the request body\n"
-			body.client.cut() // the transport may still be waiting on it
+			body.client.Cut() // the transport may still be waiting on it
 		}
 		if r.ProtoMajor == 1 {
 			rw.Header().Set("Connection", "close")
@@ -443,7 +443,7 @@ func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, 
 }
 
 // bodyFailed answers a request whose body the key scan could not read
-// (bodyPrefix.failed), and returns its access log decision: 408 when the
+// (reqbody.Prefix.failed), and returns its access log decision: 408 when the
 // client left it silent for longer than timeouts.client_body, 503 at
 // once when limits.body_memory could not hold more of it (counted in
 // ringlb_body_memory_refused_total). An HTTP/1.1 connection is closed
@@ -452,7 +452,7 @@ func (b *Balancer) bodyFailed(rw *responseWriter, r *http.Request, body *tracked
 	if r.ProtoMajor == 1 {
 		rw.Header().Set("Connection", "close")
 	}
-	if body.prefix.refused {
+	if body.prefix.Refused() {
 		b.metrics.proc.bodyRefused.Inc()
 		plainError(rw, http.StatusServiceUnavailable, "service unavailable: request bodies being read for keys hold limits.body_memory\n")
 		return "body-memory"

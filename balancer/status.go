@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -123,15 +124,15 @@ func (s *snapshot) activeFraction(u *upstream, now int64) float64 {
 // hash.key source as KeySources names it. ok is false when the request has
 // none, and then on_missing decides (a random position, 400, or a new
 // affinity cookie).
-func (b *Balancer) KeyOf(r *http.Request) (key, source string, ok bool) {
+func (b *Balancer) KeyOf(r *http.Request) (k, source string, ok bool) {
 	s := b.snap.Load()
 	if s.onMissing == OnMissingCookie {
-		if v, ok := cookieValue(r.Header, s.cookie.Name); ok {
+		if v, ok := key.CookieValue(r.Header, s.cookie.Name); ok {
 			return v, "cookie " + s.cookie.Name + " (affinity)", true
 		}
 	}
 	for i := range s.keys {
-		if v, ok := s.keys[i].value(r); ok {
+		if v, ok := s.keys[i].Value(r); ok {
 			return strings.Clone(v), s.keyNames[i], true // a json key points into the body's buffer
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/key"
 )
 
 func setup(t *testing.T, reload ReloadFunc) (*balancer.Balancer, *httptest.Server) {
@@ -31,7 +32,7 @@ func setupWith(t *testing.T, reload ReloadFunc, opts Options) (*balancer.Balance
 	reg := balancer.NewRegistry()
 	b, err := balancer.New(balancer.Options{
 		Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160, LoadFactor: 1.25},
-		Hash:     balancer.HashOptions{Key: []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}}},
+		Hash:     balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
 		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
 	}, reg, nil)
 	if err != nil {

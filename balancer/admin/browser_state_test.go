@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/key"
 )
 
 // pressPage is served beside the status page, on the admin listener's own
@@ -148,7 +149,7 @@ func TestStatusPageStateButtonsInBrowser(t *testing.T) {
 	reg := balancer.NewRegistry()
 	b, err := balancer.New(balancer.Options{
 		Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160},
-		Hash:     balancer.HashOptions{Key: []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}}},
+		Hash:     balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
 		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
 		Hold:     balancer.HoldOptions{Idle: time.Hour, MaxKeys: 100},
 	}, reg, nil)

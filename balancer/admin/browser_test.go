@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
@@ -193,7 +194,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	reg := balancer.NewRegistry()
 	opts := balancer.Options{
 		Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160, LoadFactor: 1.25, SlowStart: 10 * time.Minute},
-		Hash:           balancer.HashOptions{Key: []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}}},
+		Hash:           balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
 		UpstreamHeader: "X-Upstream", Retries: 1, Timeouts: balancer.TimeoutOptions{Dial: time.Second},
 	}
 	b, err := balancer.New(opts, reg, nil)

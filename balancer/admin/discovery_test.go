@@ -11,6 +11,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/discovery"
+	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/internal/testutil/dnstest"
 )
 
@@ -61,7 +62,7 @@ func TestDiscoveryViews(t *testing.T) {
 	reg := balancer.NewRegistry()
 	b, err := balancer.New(balancer.Options{
 		Ring:     balancer.RingOptions{PointsPerWeight: 160},
-		Hash:     balancer.HashOptions{Key: []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}}},
+		Hash:     balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
 		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
 		Discovery: &balancer.DiscoveryOptions{
 			Resolver: z.Addr, Interval: 50 * time.Millisecond, Timeout: 40 * time.Millisecond, RemoveAfter: time.Hour, Confirm: 3,

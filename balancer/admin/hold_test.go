@@ -12,6 +12,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/hold/share"
+	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/internal/testutil/redistest"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
@@ -29,7 +30,7 @@ func TestHoldLookupAndStatus(t *testing.T) {
 	}
 	opts := balancer.Options{
 		Upstreams: ups[:3], Ring: balancer.RingOptions{PointsPerWeight: 160},
-		Hash:     balancer.HashOptions{Key: []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}}, OnMissing: balancer.OnMissingReject},
+		Hash:     balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: balancer.OnMissingReject},
 		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
 		Hold:     balancer.HoldOptions{Idle: time.Hour, MaxKeys: 1000},
 	}

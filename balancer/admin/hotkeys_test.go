@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/key"
 )
 
 // /debug/hotkeys lists the hottest keys by hash, with their owner and
@@ -150,7 +151,7 @@ func serveKeyedWith(t *testing.T, mut func(*balancer.Options), names ...string) 
 	}
 	opts := balancer.Options{
 		Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160},
-		Hash:     balancer.HashOptions{Key: []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}}},
+		Hash:     balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
 		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
 	}
 	mut(&opts)

@@ -3,9 +3,10 @@ package admin
 import (
 	"net/http"
 
-	"github.com/ringlb/ringlb/balancer"
 	"net/url"
 	"strings"
+
+	"github.com/ringlb/ringlb/balancer"
 )
 
 // requestLookupJSON is /debug/lookup's answer for a described request: the

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/key"
 )
 
 // /debug/lookup with a described request takes its key as the proxy
@@ -54,8 +55,8 @@ func TestLookupRequestBody(t *testing.T) {
 	b, err := balancer.New(balancer.Options{
 		Upstreams: []balancer.UpstreamOptions{{Name: "a", URL: u, Addr: u.Host, Weight: 1}, {Name: "b", URL: u, Addr: u.Host, Weight: 1}},
 		Ring:      balancer.RingOptions{PointsPerWeight: 160},
-		Hash: balancer.HashOptions{Key: []balancer.KeySource{
-			{Kind: balancer.KeyJSON, Name: "prompt_cache_key"}, {Kind: balancer.KeyJSON, Name: "user"}, {Kind: balancer.KeyHost},
+		Hash: balancer.HashOptions{Key: []key.Source{
+			{Kind: key.JSON, Name: "prompt_cache_key"}, {Kind: key.JSON, Name: "user"}, {Kind: key.Host},
 		}},
 	}, reg, nil)
 	if err != nil {

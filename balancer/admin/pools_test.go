@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/key"
 )
 
 // setupPools serves the admin handler of a router with pools sessions
@@ -43,7 +44,7 @@ func poolsRouter(t *testing.T) (*balancer.Router, *prometheus.Registry, func(poo
 		}
 		return balancer.Options{
 			Pool: pool, Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160},
-			Hash:     balancer.HashOptions{Key: []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}}},
+			Hash:     balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
 			Timeouts: balancer.TimeoutOptions{Dial: time.Second},
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/key"
 )
 
 // arcPath draws each run of owned samples as one closed annular sector,
@@ -160,7 +161,7 @@ func BenchmarkStatusPagePools(b *testing.B) {
 		}
 		pb, err := rt.NewPool(balancer.Options{
 			Pool: fmt.Sprintf("pool-%d", p), Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160},
-			Hash: balancer.HashOptions{Key: []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}}},
+			Hash: balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
 		}, nil)
 		if err != nil {
 			b.Fatal(err)

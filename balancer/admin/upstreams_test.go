@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/key"
 )
 
 // stateProxy serves a Balancer with hold on in front of real backends a,
@@ -30,7 +31,7 @@ func stateProxy(t *testing.T) (*balancer.Balancer, *httptest.Server, *httptest.S
 	reg := balancer.NewRegistry()
 	b, err := balancer.New(balancer.Options{
 		Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160},
-		Hash:     balancer.HashOptions{Key: []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}}, OnMissing: balancer.OnMissingReject},
+		Hash:     balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: balancer.OnMissingReject},
 		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
 		Hold:     balancer.HoldOptions{Idle: time.Hour, MaxKeys: 1000},
 	}, reg, nil)
@@ -200,7 +201,7 @@ func TestUpstreamsAPIEscapedName(t *testing.T) {
 	b, err := balancer.New(balancer.Options{
 		Upstreams: []balancer.UpstreamOptions{{Name: "[::1]:8080", URL: u, Addr: u.Host, Weight: 1}},
 		Ring:      balancer.RingOptions{PointsPerWeight: 160},
-		Hash:      balancer.HashOptions{Key: []balancer.KeySource{{Kind: balancer.KeyURI}}},
+		Hash:      balancer.HashOptions{Key: []key.Source{{Kind: key.URI}}},
 	}, reg, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
 	"github.com/ringlb/ringlb/cmd/ringlb/demo"
 	"github.com/ringlb/ringlb/ring"
@@ -143,17 +143,17 @@ func demoUser(cfg *config.Config) func(*http.Request) string {
 		for _, k := range h.Key {
 			var v string
 			switch k.Kind {
-			case balancer.KeyCookie:
+			case key.Cookie:
 				v = cookie(k.Name)
-			case balancer.KeyHeader:
+			case key.Header:
 				v = r.Header.Get(k.Name)
-			case balancer.KeyQuery:
+			case key.Query:
 				v = r.URL.Query().Get(k.Name)
-			case balancer.KeyURI:
+			case key.URI:
 				v = r.RequestURI
-			case balancer.KeyPath:
+			case key.Path:
 				v = r.URL.Path
-			case balancer.KeyIP:
+			case key.IP:
 				xff := strings.Split(r.Header.Get("X-Forwarded-For"), ",")
 				v = strings.TrimSpace(xff[len(xff)-1])
 			}
@@ -183,16 +183,16 @@ func firstDemoKey(cfg *config.Config) demoKey {
 	return demoKeyOf(cfg.Hash.Key[0])
 }
 
-func demoKeyOf(k balancer.KeySource) demoKey {
+func demoKeyOf(k key.Source) demoKey {
 	d := demoKey{desc: k.String()}
 	d.key = func(u string) string { return u }
 	switch k.Kind {
-	case balancer.KeyHost:
+	case key.Host:
 		d.curl = func(u string) (string, string) {
 			return fmt.Sprintf("-H %s ", shellQuote("Host: user-"+u+".example")), "/"
 		}
 		d.key = func(u string) string { return "user-" + u + ".example" }
-	case balancer.KeyJSON:
+	case key.JSON:
 		body := `"$U"`
 		fields := strings.Split(k.Name, ".")
 		for i := len(fields) - 1; i >= 0; i-- {
@@ -202,7 +202,7 @@ func demoKeyOf(k balancer.KeySource) demoKey {
 			b := strings.ReplaceAll(strings.ReplaceAll(body, `"`, `\"`), "$U", u)
 			return `-H 'Content-Type: application/json' -d "` + b + `" `, "/"
 		}
-	case balancer.KeyCombine:
+	case key.Combine:
 		parts := make([]demoKey, len(k.Sources))
 		for i, p := range k.Sources {
 			parts[i] = demoKeyOf(p)
@@ -226,16 +226,16 @@ func demoKeyOf(k balancer.KeySource) demoKey {
 			}
 			return strings.Join(ks, "\x00")
 		}
-	case balancer.KeyCookie:
+	case key.Cookie:
 		d.curl = func(u string) (string, string) { return fmt.Sprintf("-b %s ", shellQuote(k.Name+"="+u)), "/" }
-	case balancer.KeyHeader:
+	case key.Header:
 		d.curl = func(u string) (string, string) { return fmt.Sprintf("-H %s ", shellQuote(k.Name+": "+u)), "/" }
-	case balancer.KeyQuery:
+	case key.Query:
 		d.curl = func(u string) (string, string) { return "", "/?" + url.QueryEscape(k.Name) + "=" + u }
-	case balancer.KeyURI, balancer.KeyPath:
+	case key.URI, key.Path:
 		d.curl = func(u string) (string, string) { return "", "/users/" + u }
 		d.key = func(u string) string { return "/users/" + u }
-	case balancer.KeyIP:
+	case key.IP:
 		d.curl = func(string) (string, string) { return "", "/" }
 		d.key = func(string) string { return "127.0.0.1" }
 		d.shared = true

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/discovery"
+	"github.com/ringlb/ringlb/balancer/key"
 )
 
 // A 1 000-endpoint Service (10 slices of 100, written as a controller
@@ -50,7 +51,7 @@ func TestPerf1000(t *testing.T) {
 
 	opts := balancer.Options{
 		Ring:     balancer.RingOptions{PointsPerWeight: 160},
-		Hash:     balancer.HashOptions{Key: []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-ID"}}, OnMissing: "random"},
+		Hash:     balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: "random"},
 		Timeouts: balancer.TimeoutOptions{Dial: time.Second, ResponseHeader: time.Second, IdleConn: time.Second},
 		Discovery: &balancer.DiscoveryOptions{
 			Interval: time.Hour, Timeout: 5 * time.Second, RemoveAfter: time.Hour, Confirm: 3,

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -61,11 +61,11 @@ func defaults(t *testing.T) *Config {
 		Pool: Pool{
 			Name: "default",
 			Hash: Hash{
-				Key: []balancer.KeySource{
-					{Kind: balancer.KeyCookie, Name: "session"},
-					{Kind: balancer.KeyHeader, Name: "X-User-Id"},
-					{Kind: balancer.KeyQuery, Name: "user"},
-					{Kind: balancer.KeyURI},
+				Key: []key.Source{
+					{Kind: key.Cookie, Name: "session"},
+					{Kind: key.Header, Name: "X-User-Id"},
+					{Kind: key.Query, Name: "user"},
+					{Kind: key.URI},
 				},
 				OnMissing: "random",
 				Cookie:    AffinityCookie{Name: "ringlb_affinity", TTL: 24 * time.Hour, Secure: false, HTTPOnly: true},
@@ -187,7 +187,7 @@ upstream_tls: {server_name: backend.example, insecure_skip_verify: true}
 				want.AccessLog = AccessLog{Format: "text"}
 				want.DebugPprof = true
 				want.Hash = Hash{
-					Key:       []balancer.KeySource{{Kind: balancer.KeyHeader, Name: "X-User-Id"}, {Kind: balancer.KeyIP}, {Kind: balancer.KeyPath}},
+					Key:       []key.Source{{Kind: key.Header, Name: "X-User-Id"}, {Kind: key.IP}, {Kind: key.Path}},
 					OnMissing: "cookie",
 					Cookie:    AffinityCookie{Name: "aff", TTL: time.Hour, Secure: true, HTTPOnly: false},
 					BodyLimit: 1 << 20,
@@ -228,12 +228,12 @@ upstream_tls: {server_name: backend.example, insecure_skip_verify: true}
   body_limit: 4096
 ` + up,
 			check: func(t *testing.T, c *Config) {
-				want := []balancer.KeySource{
-					{Kind: balancer.KeyCombine, Sources: []balancer.KeySource{{Kind: balancer.KeyHost}, {Kind: balancer.KeyURI}}},
-					{Kind: balancer.KeyCombine, Sources: []balancer.KeySource{{Kind: balancer.KeyCookie, Name: "session"}, {Kind: balancer.KeyHeader, Name: "X-Tenant"}}},
-					{Kind: balancer.KeyHost},
-					{Kind: balancer.KeyJSON, Name: "metadata.session"},
-					{Kind: balancer.KeyCombine, Sources: []balancer.KeySource{{Kind: balancer.KeyJSON, Name: "user"}, {Kind: balancer.KeyHost}}},
+				want := []key.Source{
+					{Kind: key.Combine, Sources: []key.Source{{Kind: key.Host}, {Kind: key.URI}}},
+					{Kind: key.Combine, Sources: []key.Source{{Kind: key.Cookie, Name: "session"}, {Kind: key.Header, Name: "X-Tenant"}}},
+					{Kind: key.Host},
+					{Kind: key.JSON, Name: "metadata.session"},
+					{Kind: key.Combine, Sources: []key.Source{{Kind: key.JSON, Name: "user"}, {Kind: key.Host}}},
 				}
 				if c.Hash.BodyLimit != 4096 {
 					t.Errorf("BodyLimit = %d, want 4096", c.Hash.BodyLimit)

@@ -17,7 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/key"
 	"gopkg.in/yaml.v3"
 )
 
@@ -427,7 +427,7 @@ func (d *decoder) value(f string, n *yaml.Node, v reflect.Value, how string) {
 // reports whether it did.
 func (d *decoder) custom(f string, n *yaml.Node, v reflect.Value) bool {
 	switch p := v.Addr().Interface().(type) {
-	case *balancer.KeySource:
+	case *key.Source:
 		*p = d.keySource(f, n)
 	case **url.URL:
 		d.upstreamURL(f, n, p)
@@ -557,74 +557,74 @@ func parsePrefix(s string) (netip.Prefix, bool) {
 }
 
 // keySourceKinds are the kinds of key source, for "did you mean".
-var keySourceKinds = map[balancer.KeyKind]bool{
-	balancer.KeyURI: true, balancer.KeyPath: true, balancer.KeyIP: true, balancer.KeyHost: true,
-	balancer.KeyCookie: true, balancer.KeyHeader: true, balancer.KeyQuery: true, balancer.KeyJSON: true,
-	balancer.KeyCombine: true,
+var keySourceKinds = map[key.Kind]bool{
+	key.URI: true, key.Path: true, key.IP: true, key.Host: true,
+	key.Cookie: true, key.Header: true, key.Query: true, key.JSON: true,
+	key.Combine: true,
 }
 
 const keySourceForm = "uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME`, `json: PATH` or `combine: [SOURCE, ...]`"
 
 // keySource decodes one hash.key entry: a bare uri, path, ip or host, a
 // one-entry mapping cookie|header|query: NAME or json: PATH, or combine:
-// a list of those. On failure it returns the zero balancer.KeySource (and f is
+// a list of those. On failure it returns the zero key.Source (and f is
 // marked bad, so validation skips it).
-func (d *decoder) keySource(f string, n *yaml.Node) balancer.KeySource {
+func (d *decoder) keySource(f string, n *yaml.Node) key.Source {
 	return d.keySourceIn(f, n, true)
 }
 
 // keySourceIn decodes a key source; combine says it may be a combine (it
 // is not one of a combine's parts).
-func (d *decoder) keySourceIn(f string, n *yaml.Node, combine bool) balancer.KeySource {
+func (d *decoder) keySourceIn(f string, n *yaml.Node, combine bool) key.Source {
 	n = resolve(n)
 	switch {
 	case n.Kind == yaml.ScalarNode && !isNull(n):
-		switch k := balancer.KeyKind(n.Value); k {
-		case balancer.KeyURI, balancer.KeyPath, balancer.KeyIP, balancer.KeyHost:
-			return balancer.KeySource{Kind: k}
-		case balancer.KeyCookie, balancer.KeyHeader, balancer.KeyQuery:
+		switch k := key.Kind(n.Value); k {
+		case key.URI, key.Path, key.IP, key.Host:
+			return key.Source{Kind: k}
+		case key.Cookie, key.Header, key.Query:
 			d.badValue(f, n, "%s needs a name, like `%s: NAME`", k, k)
-			return balancer.KeySource{}
-		case balancer.KeyJSON:
+			return key.Source{}
+		case key.JSON:
 			d.badValue(f, n, "json needs a field path, like `json: user` or `json: metadata.session`")
-			return balancer.KeySource{}
-		case balancer.KeyCombine:
+			return key.Source{}
+		case key.Combine:
 			d.badValue(f, n, "combine needs a list of sources, like `combine: [host, uri]`")
-			return balancer.KeySource{}
+			return key.Source{}
 		}
 		d.badValue(f, n, "unknown key source %s%s; want %s", describe(n), didYouMean(n.Value, keySourceKinds), keySourceForm)
-		return balancer.KeySource{}
+		return key.Source{}
 	case n.Kind == yaml.MappingNode:
 		if len(n.Content) != 2 {
 			d.badValue(f, n, "must be one source per list item (%s), got a mapping with %d entries", keySourceForm, len(n.Content)/2)
-			return balancer.KeySource{}
+			return key.Source{}
 		}
 		k, v := resolve(n.Content[0]), n.Content[1]
 		if k.Kind != yaml.ScalarNode {
 			d.badValue(f, n, "must be %s, got a mapping with key %s", keySourceForm, describe(k))
-			return balancer.KeySource{}
+			return key.Source{}
 		}
 		kf := join(f, quoteKey(k.Value))
-		switch kind := balancer.KeyKind(k.Value); kind {
-		case balancer.KeyCookie, balancer.KeyHeader, balancer.KeyQuery, balancer.KeyJSON:
+		switch kind := key.Kind(k.Value); kind {
+		case key.Cookie, key.Header, key.Query, key.JSON:
 			d.lines[kf] = nodePos(k)
 			name, ok := d.str(kf, v)
 			if !ok {
 				d.bad[f] = true
-				return balancer.KeySource{}
+				return key.Source{}
 			}
-			if kind == balancer.KeyHeader {
+			if kind == key.Header {
 				name = textproto.CanonicalMIMEHeaderKey(name)
 			}
-			return balancer.KeySource{Kind: kind, Name: name}
-		case balancer.KeyCombine:
+			return key.Source{Kind: kind, Name: name}
+		case key.Combine:
 			d.lines[kf] = nodePos(k)
 			if !combine {
 				d.badValue(kf, k, "a combine cannot hold another combine; list its sources in the outer one")
 				d.bad[f] = true
-				return balancer.KeySource{}
+				return key.Source{}
 			}
-			src := balancer.KeySource{Kind: kind, Sources: []balancer.KeySource{}}
+			src := key.Source{Kind: kind, Sources: []key.Source{}}
 			ok := d.sequence(kf, v, func(_ int, f string, n *yaml.Node) {
 				p := d.keySourceIn(f, n, false)
 				if p.Kind == "" {
@@ -634,19 +634,19 @@ func (d *decoder) keySourceIn(f string, n *yaml.Node, combine bool) balancer.Key
 			})
 			if !ok || d.bad[kf] {
 				d.bad[f] = true
-				return balancer.KeySource{}
+				return key.Source{}
 			}
 			return src
-		case balancer.KeyURI, balancer.KeyPath, balancer.KeyIP, balancer.KeyHost:
+		case key.URI, key.Path, key.IP, key.Host:
 			d.badValue(kf, k, "takes no name; write `- %s`", kind)
 			d.bad[f] = true
-			return balancer.KeySource{}
+			return key.Source{}
 		}
 		d.badValue(f, k, "unknown key source %s%s; want %s", describe(k), didYouMean(k.Value, keySourceKinds), keySourceForm)
-		return balancer.KeySource{}
+		return key.Source{}
 	}
 	d.typeErr(f, n, keySourceForm)
-	return balancer.KeySource{}
+	return key.Source{}
 }
 
 // upstreamURL decodes upstreams[].url; see Upstream.decoded.

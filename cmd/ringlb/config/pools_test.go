@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/key"
 )
 
 const poolsYAML = `pools:
@@ -63,7 +63,7 @@ func TestPoolsDecodeAsTopLevel(t *testing.T) {
 	if got, want := c.Pools[1].Summary(), "1 upstream, 40 points, placement ringlb"; got != want {
 		t.Errorf("assets Summary() = %q, want %q", got, want)
 	}
-	if !reflect.DeepEqual(c.Pools[0].Hash.Key, []balancer.KeySource{{Kind: balancer.KeyCookie, Name: "sid"}}) {
+	if !reflect.DeepEqual(c.Pools[0].Hash.Key, []key.Source{{Kind: key.Cookie, Name: "sid"}}) {
 		t.Errorf("sessions key = %v", c.Pools[0].Hash.Key)
 	}
 }

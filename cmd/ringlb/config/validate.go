@@ -19,9 +19,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/discovery"
 	"github.com/ringlb/ringlb/balancer/hold/share"
+	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -365,29 +365,29 @@ func readSalt(path string) ([]byte, string) {
 }
 
 // validateKeySource checks one hash.key entry, f being its field.
-func (d *decoder) validateKeySource(f string, k balancer.KeySource) {
+func (d *decoder) validateKeySource(f string, k key.Source) {
 	if k.Kind == "" {
 		return // decoding failed and said why
 	}
 	nf := f + "." + string(k.Kind)
 	switch {
-	case k.Kind == balancer.KeyCombine:
+	case k.Kind == key.Combine:
 		if len(k.Sources) == 0 {
 			d.invalid(nf, "must list at least one source")
 		}
 		for j, p := range k.Sources {
 			d.validateKeySource(index(nf, j), p)
 		}
-	case k.Kind == balancer.KeyJSON:
+	case k.Kind == key.JSON:
 		if k.Name == "" {
 			d.invalid(nf, "must not be empty")
 		} else if strings.HasPrefix(k.Name, ".") || strings.HasSuffix(k.Name, ".") || strings.Contains(k.Name, "..") {
 			d.invalid(nf, "must be field names joined by dots, like metadata.session, got %q", short(k.Name))
 		}
-	case k.Kind != balancer.KeyCookie && k.Kind != balancer.KeyHeader && k.Kind != balancer.KeyQuery:
+	case k.Kind != key.Cookie && k.Kind != key.Header && k.Kind != key.Query:
 	case k.Name == "":
 		d.invalid(nf, "must not be empty")
-	case (k.Kind == balancer.KeyCookie || k.Kind == balancer.KeyHeader) && !isToken(k.Name):
+	case (k.Kind == key.Cookie || k.Kind == key.Header) && !isToken(k.Name):
 		d.invalid(nf, "must be a valid %s name, got %q", k.Kind, short(k.Name))
 	}
 }
@@ -946,8 +946,8 @@ func (d *decoder) validateHold(c *Pool) {
 	default:
 	keys:
 		for i, k := range c.Hash.Key {
-			for _, p := range append([]balancer.KeySource{k}, k.Sources...) {
-				if p.Kind == balancer.KeyCookie && p.Name == ck.Name {
+			for _, p := range append([]key.Source{k}, k.Sources...) {
+				if p.Kind == key.Cookie && p.Name == ck.Name {
 					d.invalid("hold.cookie.name", "%q is also the cookie hash.key[%d] reads; the hold cookie needs a name of its own", ck.Name, i)
 					break keys
 				}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -76,4 +77,26 @@ func (s *Buffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// ReportCPU adds the metric cpu-ns/op: the process's CPU time (user and
+// system, all threads, the collector's included) per iteration. On a
+// machine other work shares, ns/op counts the time spent waiting for a
+// CPU too; cpu-ns/op does not. Call the function it returns when the
+// loop is done.
+func ReportCPU(b *testing.B) func() {
+	start := CPUTime()
+	return func() {
+		if b.N > 0 {
+			b.ReportMetric(float64(CPUTime()-start)/float64(b.N), "cpu-ns/op")
+		}
+	}
+}
+
+func CPUTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -1,10 +1,12 @@
-package balancer
+package key
 
 import (
 	"net/http"
 	"net/netip"
 	"net/url"
 	"testing"
+
+	"github.com/ringlb/ringlb/ring"
 )
 
 // TestKeyDoesNotAllocate: extracting a key from a request as a server
@@ -30,39 +32,37 @@ func TestKeyDoesNotAllocate(t *testing.T) {
 		},
 	}
 	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
-	bal, err := New(baseOptions([]UpstreamOptions{{Name: "a", URL: u, Weight: 1}}), nil, nil)
+	rg, err := ring.New([]ring.Member{{Name: "a", Weight: 1}}, ring.Options{PointsPerWeight: 160})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer bal.Close()
-	rg := bal.snap.Load().ring
-	srcs := []KeySource{
-		{Kind: KeyCookie, Name: "session"},
-		{Kind: KeyHeader, Name: "X-User-ID"},
-		{Kind: KeyQuery, Name: "user"},
-		{Kind: KeyURI},
-		{Kind: KeyPath},
-		{Kind: KeyIP},
-		{Kind: KeyHost},
-		{Kind: KeyCombine, Sources: []KeySource{{Kind: KeyHost}, {Kind: KeyURI}}},
-		{Kind: KeyCombine, Sources: []KeySource{{Kind: KeyCookie, Name: "session"}, {Kind: KeyIP}, {Kind: KeyQuery, Name: "user"}}},
+	srcs := []Source{
+		{Kind: Cookie, Name: "session"},
+		{Kind: Header, Name: "X-User-ID"},
+		{Kind: Query, Name: "user"},
+		{Kind: URI},
+		{Kind: Path},
+		{Kind: IP},
+		{Kind: Host},
+		{Kind: Combine, Sources: []Source{{Kind: Host}, {Kind: URI}}},
+		{Kind: Combine, Sources: []Source{{Kind: Cookie, Name: "session"}, {Kind: IP}, {Kind: Query, Name: "user"}}},
 	}
 	for _, tr := range [][]netip.Prefix{nil, trusted} {
 		for _, src := range srcs {
-			ks, err := newKeySpec(src, tr, DefaultBodyLimit)
+			ks, err := New(src, tr, testBodyLimit)
 			if err != nil {
 				t.Fatal(err)
 			}
-			v, ok := ks.value(r)
+			v, ok := ks.Value(r)
 			if !ok || v == "" {
 				t.Fatalf("%v (trusted %v): no key", src, tr)
 			}
-			if h, ok := ks.hash(rg, r); !ok || h != rg.Hash(v) {
+			if h, ok := ks.Hash(rg, r); !ok || h != rg.Hash(v) {
 				t.Fatalf("%v (trusted %v): hash %x, %v; want %x, the hash of %q", src, tr, h, ok, rg.Hash(v), v)
 			}
 			var sink uint64
 			if n := testing.AllocsPerRun(100, func() {
-				h, _ := ks.hash(rg, r)
+				h, _ := ks.Hash(rg, r)
 				sink += h
 			}); n != 0 {
 				t.Errorf("%v (trusted %v): key %q: %v allocs per request, want 0", src, tr, v, n)

@@ -1,17 +1,11 @@
-package balancer
+package key
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"io"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"strings"
 	"testing"
-	"time"
-	"unicode/utf8"
 )
 
 // fuzzTrusted are the trusted proxies FuzzKeyExtraction's ip source uses.
@@ -39,7 +33,7 @@ var fuzzRemotes = []string{
 // for queries (where it succeeds), and, for the ip source, a reference walk
 // of X-Forwarded-For written independently. Run it with
 //
-//	go test ./balancer -run '^$' -fuzz FuzzKeyExtraction -fuzztime 60s
+//	go test ./balancer/key -run '^$' -fuzz FuzzKeyExtraction -fuzztime 60s
 func FuzzKeyExtraction(f *testing.F) {
 	f.Add("session=abc; other=1", "session", "user-42", "user=42&a=b", "user", "198.51.100.7, 10.0.0.2", uint8(0), "")
 	f.Add("a=1; session=\nx=2;session=\"s1\"; session=s2", "session", "", "a=1&user=x%20y&user=z", "user", "6.6.6.6\n198.51.100.7 , 10.0.0.3", uint8(1), "")
@@ -74,17 +68,17 @@ func FuzzKeyExtraction(f *testing.F) {
 				"X-Forwarded-For": strings.Split(xff, "\n"),
 			},
 		}
-		srcs := []KeySource{
-			{Kind: KeyCookie, Name: cookieName}, {Kind: KeyHeader, Name: "x-user-id"}, {Kind: KeyQuery, Name: "user"},
-			{Kind: KeyURI}, {Kind: KeyPath}, {Kind: KeyIP},
+		srcs := []Source{
+			{Kind: Cookie, Name: cookieName}, {Kind: Header, Name: "x-user-id"}, {Kind: Query, Name: "user"},
+			{Kind: URI}, {Kind: Path}, {Kind: IP},
 		}
 		if queryName != "" {
-			srcs = append(srcs, KeySource{Kind: KeyQuery, Name: queryName})
+			srcs = append(srcs, Source{Kind: Query, Name: queryName})
 		}
 		for _, src := range srcs {
-			f, err := newKeyFunc(src, fuzzTrusted, DefaultBodyLimit)
+			f, err := newFunc(src, fuzzTrusted, testBodyLimit)
 			if err != nil {
-				t.Fatalf("newKeyFunc(%v): %v", src, err)
+				t.Fatalf("newFunc(%v): %v", src, err)
 			}
 			v, ok := f(r)
 			if ok != (v != "") {
@@ -102,8 +96,8 @@ func FuzzKeyExtraction(f *testing.F) {
 			if c, err := r.Cookie(cookieName); err == nil {
 				want, wantOK = c.Value, c.Value != ""
 			}
-			if v, ok := cookieValue(r.Header, cookieName); v != want || ok != wantOK {
-				t.Fatalf("cookieValue(%q, %q) = %q, %v; net/http reads %q, %v", r.Header["Cookie"], cookieName, v, ok, want, wantOK)
+			if v, ok := CookieValue(r.Header, cookieName); v != want || ok != wantOK {
+				t.Fatalf("CookieValue(%q, %q) = %q, %v; net/http reads %q, %v", r.Header["Cookie"], cookieName, v, ok, want, wantOK)
 			}
 		}
 
@@ -124,7 +118,7 @@ func FuzzKeyExtraction(f *testing.F) {
 		}
 
 		// The ip source.
-		got, ok := clientIP(r, fuzzTrusted)
+		got, ok := ClientIP(r, fuzzTrusted)
 		ap, err := netip.ParseAddrPort(remote)
 		if err != nil {
 			if got != remote || ok != (remote != "") {
@@ -136,7 +130,7 @@ func FuzzKeyExtraction(f *testing.F) {
 			t.Fatalf("RemoteAddr %q: no key", remote)
 		}
 		if want := refClientIP(ap.Addr(), r.Header["X-Forwarded-For"]); got != want.s && !(want.ip.IsValid() && parsesTo(got, want.ip)) {
-			t.Fatalf("clientIP(RemoteAddr %q, X-Forwarded-For %q) = %q; want %q", remote, r.Header["X-Forwarded-For"], got, want.s)
+			t.Fatalf("ClientIP(RemoteAddr %q, X-Forwarded-For %q) = %q; want %q", remote, r.Header["X-Forwarded-For"], got, want.s)
 		}
 	})
 }
@@ -231,117 +225,4 @@ func isCookieName(s string) bool {
 		}
 	}
 	return true
-}
-
-// refJSONKey is an independent reading of the json source for a valid
-// JSON document, with encoding/json's tokenizer: the first top-level
-// member called name, when it is a non-empty string or a number (as
-// written).
-func refJSONKey(body []byte, name string) (string, bool) {
-	d := json.NewDecoder(bytes.NewReader(body))
-	d.UseNumber()
-	if t, err := d.Token(); err != nil || t != json.Delim('{') {
-		return "", false
-	}
-	for d.More() {
-		t, err := d.Token()
-		if err != nil {
-			return "", false
-		}
-		if t != name {
-			var skip json.RawMessage
-			if d.Decode(&skip) != nil {
-				return "", false
-			}
-			continue
-		}
-		switch v, _ := d.Token(); v := v.(type) {
-		case string:
-			return v, v != ""
-		case json.Number:
-			return string(v), true
-		}
-		return "", false
-	}
-	return "", false
-}
-
-// fuzzLimits are the body limits FuzzJSONBodyReplay's balancers read up
-// to: one below most bodies, one around them, the default.
-var fuzzLimits = []int{16, 256, DefaultBodyLimit}
-
-// FuzzJSONBodyReplay sends arbitrary bodies, declared JSON, through
-// balancers keyed by json sources (with a header after them, so every
-// request has a key), framed by Content-Length or chunked, and checks:
-// the upstream receives exactly the bytes the client sent; the request
-// goes where /debug/lookup's reading of the same request says; and, for
-// a valid JSON document within the limit, the json source reads what
-// encoding/json's tokenizer reads (the first member of that name). Run it
-// with
-//
-//	go test ./balancer -run '^$' -fuzz FuzzJSONBodyReplay -fuzztime 60s
-func FuzzJSONBodyReplay(f *testing.F) {
-	f.Add([]byte(`{"user":"alice","messages":[{"role":"user","content":"hi"}]}`), false, uint8(2))
-	f.Add([]byte(`{"model":"m","metadata":{"session":"s-1"},"user":12.50}`), true, uint8(1))
-	f.Add([]byte(`{"user":"a\u0000b\ud83d\ude00","user":"second"}`), false, uint8(0))
-	f.Add([]byte(`{"pad":"`+strings.Repeat("x", 300)+`","user":"late"}`), true, uint8(1))
-	f.Add([]byte(`{"a":[1,2,{"b":null}],"user":-0.0e+1}`), false, uint8(2))
-	f.Add([]byte(`not json at all`), true, uint8(2))
-	f.Add([]byte(`{"user":"truncated`), false, uint8(2))
-	f.Add([]byte{}, true, uint8(2))
-	f.Add([]byte("{\"x\":\"\xff\xfe\",\"user\":\"\xc3\"}"), false, uint8(2))
-
-	bes := []*backend{bodyEcho(f, "a"), bodyEcho(f, "b"), bodyEcho(f, "c")}
-	type front struct {
-		b   *Balancer
-		url string
-		c   *http.Client
-	}
-	var fronts []front
-	for _, limit := range fuzzLimits {
-		b, _, srv := proxy(f, jsonOptions(f, limit, bes...))
-		fronts = append(fronts, front{b, srv.URL, srv.Client()})
-	}
-	f.Fuzz(func(t *testing.T, body []byte, chunked bool, sel uint8) {
-		i := int(sel) % len(fronts)
-		fr, limit := fronts[i], fuzzLimits[i]
-
-		// The json source against encoding/json, where both must agree.
-		got, ok := jsonKey(jsonRequest(string(body)), []string{"user"}, limit)
-		if json.Valid(body) && utf8.Valid(body) && len(body) <= limit && bytes.Count(body, []byte("[")) < maxDepth-1 {
-			if want, wantOK := refJSONKey(body, "user"); got != want || ok != wantOK {
-				t.Fatalf("json user from %q: %q, %v; encoding/json reads %q, %v", body, got, ok, want, wantOK)
-			}
-		}
-
-		// Through the proxy: the body arrives byte for byte, and the key
-		// is the one KeyOf finds in the same request.
-		probe := jsonRequest(string(body))
-		probe.Header.Set("X-Session", "fallback")
-		key, _, ok := fr.b.KeyOf(probe)
-		if !ok {
-			t.Fatal("no key, though X-Session is set")
-		}
-		var rd io.Reader = bytes.NewReader(body)
-		if chunked {
-			rd = io.MultiReader(rd)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, fr.url+"/v1", rd)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Session", "fallback")
-		res, err := fr.c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		echoed, err := io.ReadAll(res.Body)
-		res.Body.Close()
-		if err != nil || res.StatusCode != 200 || !bytes.Equal(echoed, body) || res.Header.Get("X-Read-Error") != "" {
-			t.Fatalf("limit %d, chunked %v: %d, upstream got %q (%v %s); sent %q", limit, chunked, res.StatusCode, echoed, err, res.Header.Get("X-Read-Error"), body)
-		}
-		if want := fr.b.Lookup(key).Chosen; res.Header.Get("X-Backend") != want {
-			t.Fatalf("limit %d: %q went to %q, want %q (key %q)", limit, body, res.Header.Get("X-Backend"), want, key)
-		}
-	})
 }

@@ -1,4 +1,7 @@
-package balancer
+// Package reqbody reads request bodies for the proxy: the prefix a key
+// source reads, held to the process's memory account, the client-body
+// timeout on every read, and the trailers a body may carry.
+package reqbody
 
 import (
 	"io"
@@ -9,41 +12,41 @@ import (
 )
 
 // A request body is read from the client by two readers in turn: the key
-// scan (bodyPrefix, on the handler's goroutine, while the request is
+// scan (Prefix, on the handler's goroutine, while the request is
 // routed) and the upstream's transport (through trackedBody, on a
 // goroutine of its own, which may outlive the handler). Both read it
-// through its clientBody, which holds each read to timeouts.client_body
+// through its ClientBody, which holds each read to timeouts.client_body
 // and notes when a read waits on the client, so that an upstream that
 // gives up on a body the client holds back is not blamed for it
 // (stalled).
 
-// errClientBodyTimeout ends a read of a request body that waited longer
+// ErrClientTimeout ends a read of a request body that waited longer
 // than timeouts.client_body for the client.
-var errClientBodyTimeout = &clientBodyTimeoutError{}
+var ErrClientTimeout = &clientTimeoutError{}
 
-type clientBodyTimeoutError struct{}
+type clientTimeoutError struct{}
 
-func (*clientBodyTimeoutError) Error() string {
+func (*clientTimeoutError) Error() string {
 	return "request body silent for longer than timeouts.client_body"
 }
-func (*clientBodyTimeoutError) Timeout() bool { return true }
+func (*clientTimeoutError) Timeout() bool { return true }
 
-// minBodyStall is the least time a read of the client's body must have
+// MinStall is the least time a read of the client's body must have
 // waited, when an upstream's connection ends under it, for the end to be
 // put down to the client. An upstream's own body timeout is seconds
 // (nginx's client_body_timeout is 60 s by default, Apache's
 // RequestReadTimeout 20 s); a client that is sending leaves gaps of
 // milliseconds, so a crash while it sends is still the upstream's.
-const minBodyStall = 250 * time.Millisecond
+const MinStall = 250 * time.Millisecond
 
-// clientBody is the client's request body as ringlb reads it. Each read
+// ClientBody is the client's request body as ringlb reads it. Each read
 // may wait at most d for the client (0: no limit): a read that waits
 // longer sets the read deadline of the client's connection (HTTP/1.1)
 // or stream (HTTP/2) in the past, which ends it, and the body then
-// fails with errClientBodyTimeout: the request gets 408 and its upstream
+// fails with ErrClientTimeout: the request gets 408 and its upstream
 // request is cut. Only time spent in a read counts, not time the
 // transport spends writing to the upstream.
-type clientBody struct {
+type ClientBody struct {
 	rc io.ReadCloser
 	// w is the server's writer for the request, through which a read is
 	// cut.
@@ -57,9 +60,9 @@ type clientBody struct {
 	ended    atomic.Bool // a read returned an error (io.EOF at the end): no read will wait again
 }
 
-// init makes c the reader of the server's body rc for the request that
+// Init makes c the reader of the server's body rc for the request that
 // w answers, timed to d (0: not timed).
-func (c *clientBody) init(rc io.ReadCloser, w http.ResponseWriter, r *http.Request, d time.Duration) {
+func (c *ClientBody) Init(rc io.ReadCloser, w http.ResponseWriter, r *http.Request, d time.Duration) {
 	c.rc, c.w = rc, w
 	if d > 0 {
 		bw, _ := bodyWatches.Get().(*bodyWatch)
@@ -73,9 +76,9 @@ func (c *clientBody) init(rc io.ReadCloser, w http.ResponseWriter, r *http.Reque
 	}
 }
 
-func (c *clientBody) Read(p []byte) (int, error) {
+func (c *ClientBody) Read(p []byte) (int, error) {
 	if c.timedOut.Load() {
-		return 0, errClientBodyTimeout
+		return 0, ErrClientTimeout
 	}
 	c.since.Store(int64(mono()))
 	bw := c.watch
@@ -88,7 +91,7 @@ func (c *clientBody) Read(p []byte) (int, error) {
 	if err != nil {
 		c.ended.Store(true)
 		if c.timedOut.Load() {
-			err = errClientBodyTimeout
+			err = ErrClientTimeout
 		}
 	}
 	return n, err
@@ -96,15 +99,15 @@ func (c *clientBody) Read(p []byte) (int, error) {
 
 // Close closes the server's body; ringlb's transports never reach it
 // (trackedBody ignores Close).
-func (c *clientBody) Close() error { return c.rc.Close() }
+func (c *ClientBody) Close() error { return c.rc.Close() }
 
-// stalled reports whether a read of the body has been waiting on the
-// client for at least minBodyStall: an upstream whose connection ends now
+// Stalled reports whether a read of the body has been waiting on the
+// client for at least MinStall: an upstream whose connection ends now
 // gave up on a body the client holds back (its own body timeout), which
 // is not its fault.
-func (c *clientBody) stalled() bool {
+func (c *ClientBody) Stalled() bool {
 	s := c.since.Load()
-	return s != 0 && mono()-time.Duration(s) >= minBodyStall
+	return s != 0 && mono()-time.Duration(s) >= MinStall
 }
 
 // cut ends the read in progress, and every later one: the read deadline
@@ -112,21 +115,21 @@ func (c *clientBody) stalled() bool {
 // HTTP/1.1 the server then closes the connection once the request is
 // answered; over HTTP/2 only the stream ends. The caller holds the
 // handler (or the watch's lock while it is attached, see bodyWatch).
-func (c *clientBody) cut() {
+func (c *ClientBody) cut() {
 	_ = http.NewResponseController(c.w).SetReadDeadline(time.Unix(1, 0))
 }
 
-// finish detaches the watch once the handler is done with the request;
+// Finish detaches the watch once the handler is done with the request;
 // sent says an upstream's transport was given the body, which it may
 // still be reading.
-func (c *clientBody) finish(sent bool) {
+func (c *ClientBody) Finish(sent bool) {
 	if bw := c.watch; bw != nil {
 		bw.finish(sent && !c.ended.Load())
 	}
 }
 
-// bodyWatch is the timer of a clientBody's reads. It is armed while a
-// read waits and, when it goes off, cuts the read (clientBody.cut) under
+// bodyWatch is the timer of a ClientBody's reads. It is armed while a
+// read waits and, when it goes off, cuts the read (ClientBody.cut) under
 // its lock, which finish takes to detach it from the request: over
 // HTTP/2 the server's writer may not be touched once the handler has
 // returned. Watches are pooled, so a request allocates none; one that
@@ -138,7 +141,7 @@ type bodyWatch struct {
 	h2 bool          // the request came over HTTP/2: see finish
 
 	mu      sync.Mutex
-	c       *clientBody   // the body whose reads it cuts; nil once detached
+	c       *ClientBody   // the body whose reads it cuts; nil once detached
 	reading bool          // a read is timed now
 	due     time.Duration // mono() when the timed read is due to be cut
 	fired   bool          // the timer went off: it is not pooled again
@@ -198,3 +201,14 @@ func (bw *bodyWatch) finish(reading bool) {
 		bodyWatches.Put(bw)
 	}
 }
+
+// mono is a monotonic clock: the time since the process began.
+func mono() time.Duration { return time.Since(monoEpoch) }
+
+var monoEpoch = time.Now()
+
+// TimedOut says a read waited longer than the timeout and was cut.
+func (c *ClientBody) TimedOut() bool { return c.timedOut.Load() }
+
+// Cut ends the read in progress, and every later one (see cut).
+func (c *ClientBody) Cut() { c.cut() }

@@ -1,25 +1,23 @@
-package balancer
+package key
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/ringlb/ringlb/balancer/reqbody"
 )
 
 // The json key source reads a field of a JSON request body. It reads the
 // body only as far as it must: a streaming scan stops at the field (or at
 // the point where the field can no longer come), pulling more of the body
 // only when the bytes it holds run out, and never more than the body
-// limit. What it read is kept in a bodyPrefix, which the request then
+// limit. What it read is kept in a reqbody.Prefix, which the request then
 // carries as its body: the upstream reads those bytes first, then the
 // rest straight from the client, so it receives the body byte for byte.
 
@@ -46,36 +44,36 @@ func parseJSONPath(s string) ([]string, error) {
 // see dropped), is a JSON object up to the field, and the field is a
 // non-empty string (its value, unescaped) or a number (its text as
 // written). The first field of that name wins. A request ServeHTTP
-// serves carries its bodyPrefix already (see trackedBody), held to
+// serves carries its reqbody.Prefix already (see trackedBody), held to
 // limits.body_memory and timeouts.client_body; any other request gets
 // one of its own, held to neither.
 func jsonKey(r *http.Request, path []string, limit int) (string, bool) {
-	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || !isJSONBody(r.Header) {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || !IsJSONBody(r.Header) {
 		return "", false
 	}
-	p, ok := r.Body.(*bodyPrefix)
+	p, ok := r.Body.(*reqbody.Prefix)
 	if !ok {
-		p = new(bodyPrefix)
-		p.init(r.Body, r.ContentLength, limit, nil)
-		p.trailers = newTrailerGate(r)
+		p = new(reqbody.Prefix)
+		p.Init(r.Body, r.ContentLength, limit, nil)
+		p.Trailers = reqbody.NewTrailerGate(r)
 		r.Body = p
 	}
 	s := jsonScan{p: p, path: path}
 	return s.find()
 }
 
-// isJSONBody reports whether h declares an uncompressed JSON body: a
+// IsJSONBody reports whether h declares an uncompressed JSON body: a
 // Content-Type of application/json or any */*+json (parameters and case
 // ignored), and no Content-Encoding. A Content-Type or Content-Encoding
 // that the Connection header names is hop-by-hop, removed before the
 // upstream sees the request, and so counts as absent: the key is read
 // only from a body the upstream will take for the same JSON.
-func isJSONBody(h http.Header) bool {
-	if v := h["Content-Encoding"]; len(v) > 0 && v[0] != "" && !dropped(h, "Content-Encoding") {
+func IsJSONBody(h http.Header) bool {
+	if v := h["Content-Encoding"]; len(v) > 0 && v[0] != "" && !Dropped(h, "Content-Encoding") {
 		return false
 	}
 	v := h["Content-Type"]
-	if len(v) == 0 || dropped(h, "Content-Type") {
+	if len(v) == 0 || Dropped(h, "Content-Type") {
 		return false
 	}
 	mt, _, _ := strings.Cut(v[0], ";")
@@ -90,294 +88,31 @@ func isJSONBody(h http.Header) bool {
 	return len(sub) > 5 && strings.EqualFold(sub[len(sub)-5:], "+json")
 }
 
-// bodyPrefix is a request body of which the first bytes were read for
-// the key: Read returns those bytes again, then the rest of the body as
-// the client sends it, and the error that ended the client's body where
-// it ended.
-//
-// Its buffer grows as the bytes arrive, never for what Content-Length
-// declares: it starts at minPrefixBuf bytes and doubles when full, up to
-// the limit (a declared length only lowers the limit). With an
-// account (mem), the buffer's bytes are counted there from the moment
-// it is taken; a buffer that would take the account beyond its limit is
-// not taken (refused: the request gets 503), and the buffer's bytes are
-// given back once (free), when Read has returned them all or when the
-// request is over, whichever comes first.
-//
-// A key may point into the buffer (lent) until the request is routed: a
-// buffer outgrown while none does goes back to prefixBufs at once, one
-// outgrown after a key pointed into it is left to the collector. Once
-// Read has returned all of it, the buffer goes back to prefixBufs. buf
-// is not written once the body is handed to a transport (Read, on the
-// transport's goroutine, then reads it while the handler's may free).
-type bodyPrefix struct {
-	rc  io.ReadCloser
-	buf []byte // read from rc so far; at most limit bytes
-	// limit is what may be read: the key sources' limit, or the declared
-	// length and one byte, if smaller (so the read that finds the end
-	// has room).
-	limit int
-	err   error // what ended reading rc (io.EOF at its end); nil while more may come
-	off   int   // bytes of buf Read has returned
-	// pooled is buf's array when it came from prefixBufs.
-	pooled *[]byte
-	// mem is the account buf is counted in; nil: none.
-	mem *bodyMemory
-	// started says rc was read from: with Expect: 100-continue, the
-	// server sent 100 Continue then.
-	started bool
-	// replaying says Read was called: the prefix no longer grows.
-	replaying bool
-	// lent says a key points into buf.
-	lent bool
-	// refused says mem refused a larger buffer.
-	refused bool
-	// freed says buf's bytes went back to mem.
-	freed atomic.Bool
-	// trailers keeps the request's declared trailers when rc ends.
-	trailers trailerGate
-}
-
-// trailerGate keeps a request's trailers to those its Trailer header
-// declared. When the body ends, net/http's HTTP/1.1 server adds every
-// trailer field the client sent to the request's Trailer map, declared
-// or not (Host too), and that map is what the transport sends upstream
-// after the body: close, called then, removes the fields the Trailer
-// header did not declare, and Host always (a trailer never routes). So
-// a request's trailers reach the upstream the same whether its key was
-// read from the body (which may read it to its end before the request
-// is sent) or not, and as HTTP/2 clients' do (net/http's HTTP/2 server
-// keeps only declared ones). It allocates only for a request that
-// declares trailers.
-type trailerGate struct {
-	trailer  *http.Header // the request's Trailer field
-	declared []string     // the names declared, canonical
-}
-
-// newTrailerGate is the gate of r, whose body nothing has read yet (so
-// its Trailer map holds the declared names only). A declared Host is
-// dropped at once, so that the upstream is not told of it either.
-func newTrailerGate(r *http.Request) trailerGate {
-	g := trailerGate{trailer: &r.Trailer}
-	if len(r.Trailer) == 0 {
-		return g
-	}
-	delete(r.Trailer, "Host")
-	g.declared = make([]string, 0, len(r.Trailer))
-	for k := range r.Trailer {
-		g.declared = append(g.declared, k)
-	}
-	return g
-}
-
-// close removes the undeclared fields from the trailers the server read
-// as the body ended. It edits the map in place: the request the
-// transport sends may share it.
-func (g *trailerGate) close() {
-	if g.trailer == nil {
-		return
-	}
-	for k := range *g.trailer {
-		if !slices.Contains(g.declared, k) {
-			delete(*g.trailer, k)
-		}
-	}
-}
-
-// errBodyMemory ends the key scan of a body whose next buffer
-// limits.body_memory refused.
-var errBodyMemory = errors.New("request bodies being read for keys hold limits.body_memory")
-
-// Prefix buffers are pooled by size class: class c holds buffers of
-// minPrefixBuf<<c bytes, up to 1 MiB; larger ones are not pooled.
-const (
-	minPrefixBuf  = 4 << 10
-	prefixClasses = 9
-)
-
-var prefixBufs [prefixClasses]sync.Pool
-
-func prefixClass(n int) int {
-	c := 0
-	for minPrefixBuf<<c < n {
-		c++
-	}
-	return c
-}
-
-// putBuf gives a pooled array back to its class.
-func putBuf(b *[]byte) { prefixBufs[prefixClass(len(*b))].Put(b) }
-
-// bufBytes is the size of the array a buffer of capacity n takes: what
-// it holds in memory, and what the account counts for it.
-func bufBytes(n int) int64 {
-	if c := prefixClass(n); c < prefixClasses {
-		return minPrefixBuf << c
-	}
-	return int64(n)
-}
-
-// init makes p the prefix of the body rc, of declared length
-// contentLength (-1: unknown), read up to limit bytes, its buffer
-// counted in mem (nil: none). It takes no buffer yet.
-func (p *bodyPrefix) init(rc io.ReadCloser, contentLength int64, limit int, mem *bodyMemory) {
-	p.rc, p.limit, p.mem = rc, limit, mem
-	if contentLength > 0 && contentLength < int64(limit) {
-		p.limit = int(contentLength) + 1
-	}
-}
-
-// grow gives p a buffer twice as large (the first: minPrefixBuf), within
-// the limit, holding what it read; false when the account refuses it.
-func (p *bodyPrefix) grow() bool {
-	old := p.buf
-	n := min(max(2*cap(old), minPrefixBuf), p.limit)
-	if p.mem != nil {
-		d := bufBytes(n)
-		if cap(old) > 0 {
-			d -= bufBytes(cap(old))
-		}
-		if !p.mem.take(d) {
-			p.refused, p.err = true, errBodyMemory
-			return false
-		}
-	}
-	oldPooled := p.pooled
-	p.pooled = nil
-	if c := prefixClass(n); c >= prefixClasses {
-		p.buf = make([]byte, 0, n)
-	} else {
-		b, _ := prefixBufs[c].Get().(*[]byte)
-		if b == nil {
-			nb := make([]byte, minPrefixBuf<<c)
-			b = &nb
-		}
-		p.pooled = b
-		p.buf = (*b)[:0:n]
-	}
-	p.buf = append(p.buf, old...)
-	if oldPooled != nil && !p.lent {
-		putBuf(oldPooled)
-	}
-	return true
-}
-
-// maxEmptyReads bounds the reads in a row that return nothing, from a
-// body that misbehaves.
-const maxEmptyReads = 100
-
-// more reads more of the body into buf; false when nothing more can
-// come: the body ended or failed, the limit is reached, or the account
-// refused a larger buffer.
-func (p *bodyPrefix) more() bool {
-	if p.err != nil || p.replaying || len(p.buf) >= p.limit {
-		return false
-	}
-	if len(p.buf) == cap(p.buf) && !p.grow() {
-		return false
-	}
-	p.started = true
-	for range maxEmptyReads {
-		n, err := p.rc.Read(p.buf[len(p.buf):cap(p.buf)])
-		p.buf = p.buf[:len(p.buf)+n]
-		if err != nil {
-			p.err = err
-			if err == io.EOF {
-				p.trailers.close()
-			}
-		}
-		if n > 0 {
-			return true
-		}
-		if err != nil {
-			return false
-		}
-	}
-	p.err = io.ErrNoProgress
-	return false
-}
-
-func (p *bodyPrefix) Read(b []byte) (int, error) {
-	p.replaying = true
-	if p.off < len(p.buf) {
-		n := copy(b, p.buf[p.off:])
-		p.off += n
-		if p.off == len(p.buf) {
-			// Returned whole: the array goes back (buf, which is not
-			// read again, still points at it), and its bytes.
-			p.free()
-			if p.pooled != nil {
-				putBuf(p.pooled)
-				p.pooled = nil
-			}
-		}
-		return n, nil
-	}
-	if p.err != nil {
-		return 0, p.err
-	}
-	n, err := p.rc.Read(b)
-	if err == io.EOF {
-		p.trailers.close()
-	}
-	return n, err
-}
-
-func (p *bodyPrefix) Close() error { return p.rc.Close() }
-
-// free gives buf's bytes back to the account, once: Read (on the
-// transport's goroutine) and done (on the handler's) may both call it.
-func (p *bodyPrefix) free() {
-	if p.mem != nil && cap(p.buf) > 0 && p.freed.CompareAndSwap(false, true) {
-		p.mem.put(bufBytes(cap(p.buf)))
-	}
-}
-
-// done ends p's part in a request that is over: buf's bytes go back to
-// the account (if Read has not given them back already) and, when no
-// upstream's transport was given the body (sent false), which could
-// still be reading it, its array goes back to prefixBufs.
-func (p *bodyPrefix) done(sent bool) {
-	p.free()
-	if !sent && p.pooled != nil {
-		putBuf(p.pooled)
-		p.pooled, p.buf = nil, nil
-	}
-}
-
-// failed says the key scan could not go on for the request's sake: the
-// body was silent for longer than timeouts.client_body, or
-// limits.body_memory refused a buffer. The request is answered at once
-// (408, 503) without a key.
-func (p *bodyPrefix) failed() bool {
-	return p.refused || p.err == errClientBodyTimeout
-}
-
-// jsonScan looks for one field of a JSON document in a bodyPrefix,
+// jsonScan looks for one field of a JSON document in a reqbody.Prefix,
 // reading more of the body as it goes. It checks the JSON grammar of
 // what it passes (RFC 8259: structure, strings' escapes, numbers,
 // literals; control bytes only in the names it compares and in the
 // value it takes); bytes after the field are not read.
 type jsonScan struct {
-	p    *bodyPrefix
+	p    *reqbody.Prefix
 	path []string
 	pos  int // next byte of p.buf to scan
 	open int // containers open
 	// arrays has bit d set when the container at depth d+1 is an array
 	// (clear: an object).
-	arrays [maxDepth / 64]uint64
+	arrays [MaxDepth / 64]uint64
 	// level is the path's fields matched so far: the object at depth
 	// level+1 is the one searched for path[level].
 	level int
 }
 
-// maxDepth is the deepest nesting the scan follows; a body nested deeper
+// MaxDepth is the deepest nesting the scan follows; a body nested deeper
 // has no json key.
-const maxDepth = 512
+const MaxDepth = 512
 
-// push opens a container ('{' or '['); false beyond maxDepth.
+// push opens a container ('{' or '['); false beyond MaxDepth.
 func (s *jsonScan) push(c byte) bool {
-	if s.open == maxDepth {
+	if s.open == MaxDepth {
 		return false
 	}
 	w, bit := s.open/64, uint64(1)<<(s.open%64)
@@ -401,8 +136,8 @@ func (s *jsonScan) top() byte {
 
 // ensure makes p.buf at least n bytes long; false if the body cannot.
 func (s *jsonScan) ensure(n int) bool {
-	for len(s.p.buf) < n {
-		if !s.p.more() {
+	for len(s.p.Bytes()) < n {
+		if !s.p.More() {
 			return false
 		}
 	}
@@ -412,7 +147,7 @@ func (s *jsonScan) ensure(n int) bool {
 // next skips whitespace and returns the next byte without consuming it.
 func (s *jsonScan) next() (byte, bool) {
 	for {
-		buf := s.p.buf
+		buf := s.p.Bytes()
 		for s.pos < len(buf) {
 			switch c := buf[s.pos]; c {
 			case ' ', '\t', '\n', '\r':
@@ -421,7 +156,7 @@ func (s *jsonScan) next() (byte, bool) {
 				return c, true
 			}
 		}
-		if !s.p.more() {
+		if !s.p.More() {
 			return 0, false
 		}
 	}
@@ -573,7 +308,7 @@ func (s *jsonScan) str() (start, end int, esc, ok bool) {
 	i := start // bytes before i are passed: no quote ends the string there
 	q := -1    // the first quote at or after i, once one is found
 	for {
-		buf := s.p.buf
+		buf := s.p.Bytes()
 		if q < i {
 			if j := bytes.IndexByte(buf[i:], '"'); j >= 0 {
 				q = i + j
@@ -590,7 +325,7 @@ func (s *jsonScan) str() (start, end int, esc, ok bool) {
 				return start, q, esc, true
 			}
 			i = len(buf)
-			if !s.p.more() {
+			if !s.p.More() {
 				return 0, 0, false, false
 			}
 			continue
@@ -600,11 +335,11 @@ func (s *jsonScan) str() (start, end int, esc, ok bool) {
 		if !s.ensure(i + 2) {
 			return 0, 0, false, false
 		}
-		switch s.p.buf[i+1] {
+		switch s.p.Bytes()[i+1] {
 		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 			i += 2
 		case 'u':
-			if !s.ensure(i+6) || !isHex4(s.p.buf[i+2:i+6]) {
+			if !s.ensure(i+6) || !isHex4(s.p.Bytes()[i+2:i+6]) {
 				return 0, 0, false, false
 			}
 			i += 6
@@ -628,7 +363,7 @@ func hasControl(b []byte) bool {
 // nameIs reports whether the string p.buf[start:end] (escaped when esc)
 // is name.
 func (s *jsonScan) nameIs(start, end int, esc bool, name string) bool {
-	raw := s.p.buf[start:end]
+	raw := s.p.Bytes()[start:end]
 	if hasControl(raw) {
 		return false
 	}
@@ -644,30 +379,30 @@ func (s *jsonScan) scalar(c byte) (string, bool) {
 	switch {
 	case c == '"':
 		start, end, esc, ok := s.str()
-		if !ok || end == start || hasControl(s.p.buf[start:end]) {
+		if !ok || end == start || hasControl(s.p.Bytes()[start:end]) {
 			return "", false
 		}
 		if esc {
-			v := unescape(s.p.buf[start:end])
+			v := unescape(s.p.Bytes()[start:end])
 			return unsafe.String(unsafe.SliceData(v), len(v)), len(v) > 0
 		}
-		s.p.lent = true
-		return unsafe.String(&s.p.buf[start], end-start), true
+		s.p.Lend()
+		return unsafe.String(&s.p.Bytes()[start], end-start), true
 	case c == '-' || '0' <= c && c <= '9':
 		start := s.pos
 		end, ok := s.number()
 		if !ok {
 			return "", false
 		}
-		s.p.lent = true
-		return unsafe.String(&s.p.buf[start], end-start), true
+		s.p.Lend()
+		return unsafe.String(&s.p.Bytes()[start], end-start), true
 	}
 	return "", false
 }
 
 // literal scans true, false or null at pos.
 func (s *jsonScan) literal(w string) bool {
-	if !s.ensure(s.pos+len(w)) || string(s.p.buf[s.pos:s.pos+len(w)]) != w {
+	if !s.ensure(s.pos+len(w)) || string(s.p.Bytes()[s.pos:s.pos+len(w)]) != w {
 		return false
 	}
 	s.pos += len(w)
@@ -684,7 +419,7 @@ func (s *jsonScan) number() (int, bool) {
 		if !s.ensure(i + 1) {
 			return 0
 		}
-		return s.p.buf[i]
+		return s.p.Bytes()[i]
 	}
 	digits := func(i int) int {
 		for c := at(i); '0' <= c && c <= '9'; c = at(i) {

@@ -1,31 +1,30 @@
-package balancer
+// Package key turns a request into its hash key: the sources of
+// hash.key (cookie, header, query, uri, path, ip, host, json, combine),
+// each read only from what the upstream will see.
+package key
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	mrand "math/rand/v2"
 	"net/http"
 	"net/netip"
 	"net/textproto"
 	"net/url"
 	"strings"
 	"sync"
-	"time"
 	"unsafe"
 
 	"github.com/ringlb/ringlb/ring"
 )
 
-// keyFunc extracts one key source from a request; false when the source is
+// Func extracts one key source from a request; false when the source is
 // absent (or empty) on this request.
-type keyFunc func(*http.Request) (string, bool)
+type Func func(*http.Request) (string, bool)
 
-// keySpec is one hash.key entry as the request path reads it: a single
+// Spec is one hash.key entry as the request path reads it: a single
 // source (f), or a combine source's parts.
-type keySpec struct {
-	f     keyFunc
-	parts []keyFunc
+type Spec struct {
+	f     Func
+	parts []Func
 }
 
 // keyBufSize is the size of the buffers combined keys are joined in
@@ -36,9 +35,9 @@ const keyBufSize = 512
 // before its buffer goes back (ring.Hash does not keep it).
 var keyBufs = sync.Pool{New: func() any { return new([keyBufSize]byte) }}
 
-// hash returns the hash of the entry's key on r, and false when the
+// Hash returns the hash of the entry's key on r, and false when the
 // entry is absent on r.
-func (k *keySpec) hash(rg *ring.Ring, r *http.Request) (uint64, bool) {
+func (k *Spec) Hash(rg *ring.Ring, r *http.Request) (uint64, bool) {
 	if k.parts == nil {
 		v, ok := k.f(r)
 		if !ok {
@@ -55,8 +54,8 @@ func (k *keySpec) hash(rg *ring.Ring, r *http.Request) (uint64, bool) {
 	return rg.Hash(v), true
 }
 
-// value returns the entry's key on r, a copy that outlives the request.
-func (k *keySpec) value(r *http.Request) (string, bool) {
+// Value returns the entry's key on r, a copy that outlives the request.
+func (k *Spec) Value(r *http.Request) (string, bool) {
 	if k.parts == nil {
 		return k.f(r)
 	}
@@ -66,7 +65,7 @@ func (k *keySpec) value(r *http.Request) (string, bool) {
 
 // join returns a combine entry's key, appended to b and aliasing it: it
 // is valid while b's array is not reused.
-func (k *keySpec) join(r *http.Request, b []byte) (string, bool) {
+func (k *Spec) join(r *http.Request, b []byte) (string, bool) {
 	for i, p := range k.parts {
 		v, ok := p(r)
 		if !ok {
@@ -97,42 +96,42 @@ func appendEscaped(b []byte, v string) []byte {
 	}
 }
 
-func newKeySpec(src KeySource, trusted []netip.Prefix, bodyLimit int) (keySpec, error) {
-	if src.Kind != KeyCombine {
-		f, err := newKeyFunc(src, trusted, bodyLimit)
-		return keySpec{f: f}, err
+func New(src Source, trusted []netip.Prefix, bodyLimit int) (Spec, error) {
+	if src.Kind != Combine {
+		f, err := newFunc(src, trusted, bodyLimit)
+		return Spec{f: f}, err
 	}
 	if len(src.Sources) == 0 {
-		return keySpec{}, fmt.Errorf("key source combine: needs at least one source")
+		return Spec{}, fmt.Errorf("key source combine: needs at least one source")
 	}
-	parts := make([]keyFunc, 0, len(src.Sources))
+	parts := make([]Func, 0, len(src.Sources))
 	for i, p := range src.Sources {
-		if p.Kind == KeyCombine {
-			return keySpec{}, fmt.Errorf("key source combine[%d]: a combine cannot hold another", i)
+		if p.Kind == Combine {
+			return Spec{}, fmt.Errorf("key source combine[%d]: a combine cannot hold another", i)
 		}
-		f, err := newKeyFunc(p, trusted, bodyLimit)
+		f, err := newFunc(p, trusted, bodyLimit)
 		if err != nil {
-			return keySpec{}, fmt.Errorf("key source combine[%d]: %w", i, err)
+			return Spec{}, fmt.Errorf("key source combine[%d]: %w", i, err)
 		}
 		parts = append(parts, f)
 	}
-	return keySpec{parts: parts}, nil
+	return Spec{parts: parts}, nil
 }
 
-func newKeyFunc(src KeySource, trusted []netip.Prefix, bodyLimit int) (keyFunc, error) {
+func newFunc(src Source, trusted []netip.Prefix, bodyLimit int) (Func, error) {
 	switch src.Kind {
-	case KeyCookie:
+	case Cookie:
 		if src.Name == "" {
 			return nil, fmt.Errorf("key source cookie: needs a name")
 		}
 		name := src.Name
 		return func(r *http.Request) (string, bool) {
-			if dropped(r.Header, "Cookie") {
+			if Dropped(r.Header, "Cookie") {
 				return "", false
 			}
-			return cookieValue(r.Header, name)
+			return CookieValue(r.Header, name)
 		}, nil
-	case KeyHeader:
+	case Header:
 		if src.Name == "" {
 			return nil, fmt.Errorf("key source header: needs a name")
 		}
@@ -142,18 +141,18 @@ func newKeyFunc(src KeySource, trusted []netip.Prefix, bodyLimit int) (keyFunc, 
 			return func(*http.Request) (string, bool) { return "", false }, nil
 		}
 		return func(r *http.Request) (string, bool) {
-			if v := r.Header[name]; len(v) > 0 && v[0] != "" && !dropped(r.Header, name) {
+			if v := r.Header[name]; len(v) > 0 && v[0] != "" && !Dropped(r.Header, name) {
 				return v[0], true
 			}
 			return "", false
 		}, nil
-	case KeyQuery:
+	case Query:
 		if src.Name == "" {
 			return nil, fmt.Errorf("key source query: needs a name")
 		}
 		name := src.Name
 		return func(r *http.Request) (string, bool) { return queryValue(r.URL.RawQuery, name) }, nil
-	case KeyURI:
+	case URI:
 		return func(r *http.Request) (string, bool) {
 			if r.RequestURI != "" {
 				return r.RequestURI, true
@@ -163,13 +162,13 @@ func newKeyFunc(src KeySource, trusted []netip.Prefix, bodyLimit int) (keyFunc, 
 			u := r.URL.RequestURI()
 			return u, u != ""
 		}, nil
-	case KeyPath:
+	case Path:
 		return func(r *http.Request) (string, bool) { return r.URL.Path, r.URL.Path != "" }, nil
-	case KeyIP:
-		return func(r *http.Request) (string, bool) { return clientIP(r, trusted) }, nil
-	case KeyHost:
+	case IP:
+		return func(r *http.Request) (string, bool) { return ClientIP(r, trusted) }, nil
+	case Host:
 		return hostKey, nil
-	case KeyJSON:
+	case JSON:
 		path, err := parseJSONPath(src.Name)
 		if err != nil {
 			return nil, fmt.Errorf("key source json: %w", err)
@@ -187,11 +186,11 @@ var hopHeaders = map[string]bool{
 	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
 }
 
-// dropped reports whether the request's Connection header lists the
+// Dropped reports whether the request's Connection header lists the
 // header name, so that it is removed before the upstream sees it (RFC
 // 9110 section 7.6.1). A key is taken only from what is forwarded: the
 // application must be able to read the same value.
-func dropped(h http.Header, name string) bool {
+func Dropped(h http.Header, name string) bool {
 	for _, line := range h["Connection"] {
 		for line != "" {
 			var tok string
@@ -206,8 +205,8 @@ func dropped(h http.Header, name string) bool {
 
 // String names the source as the status page and /debug/lookup show it:
 // "cookie session", "uri", "combine [host, uri]".
-func (k KeySource) String() string {
-	if k.Kind == KeyCombine {
+func (k Source) String() string {
+	if k.Kind == Combine {
 		parts := make([]string, len(k.Sources))
 		for i, p := range k.Sources {
 			parts[i] = p.String()
@@ -222,8 +221,8 @@ func (k KeySource) String() string {
 
 // Label names the source in one word, for log lines: "cookie:session",
 // "json:prompt_cache_key", "uri", "combine:[host,uri]".
-func (k KeySource) Label() string {
-	if k.Kind == KeyCombine {
+func (k Source) Label() string {
+	if k.Kind == Combine {
 		parts := make([]string, len(k.Sources))
 		for i, p := range k.Sources {
 			parts[i] = p.Label()
@@ -261,7 +260,7 @@ func hostKey(r *http.Request) (string, bool) {
 	return h, h != ""
 }
 
-// cookieValue returns the value of the cookie called name exactly as
+// CookieValue returns the value of the cookie called name exactly as
 // net/http's http.Request.Cookie reads it, but without allocating: the
 // first pair with that name whose value net/http accepts, reading the
 // Cookie header lines in order, pairs split on ";", the pair and the name
@@ -271,7 +270,7 @@ func hostKey(r *http.Request) (string, bool) {
 // is that cookie too: the source is then absent, not read from a later
 // pair ("session=; session=bob" has no key, as the application reads
 // ""). So the key is the cookie the application behind ringlb reads.
-func cookieValue(h http.Header, name string) (string, bool) {
+func CookieValue(h http.Header, name string) (string, bool) {
 	for _, line := range h["Cookie"] {
 		for line != "" {
 			var part string
@@ -330,20 +329,20 @@ func queryValue(raw, name string) (string, bool) {
 	return "", false
 }
 
-// clientIP returns the client's address. Without trusted proxies, or when
+// ClientIP returns the client's address. Without trusted proxies, or when
 // the peer is not one of them, it is the peer's address. When the peer is
 // trusted, X-Forwarded-For (every header line, comma-separated entries) is
 // walked from the right, skipping trusted entries; the first untrusted
 // entry is the client. If every entry is trusted, the leftmost is used.
 // Spoofed entries a client put in front are never reached.
-func clientIP(r *http.Request, trusted []netip.Prefix) (string, bool) {
+func ClientIP(r *http.Request, trusted []netip.Prefix) (string, bool) {
 	host := r.RemoteAddr
 	if ap, err := netip.ParseAddrPort(host); err == nil {
 		addr := ap.Addr()
 		if addr.Is4In6() || addr.Zone() != "" {
 			host = addr.Unmap().WithZone("").String()
 		} else {
-			host = hostOnly(host)
+			host = HostOnly(host)
 		}
 		if len(trusted) == 0 || !isTrusted(addr, trusted) {
 			return host, true
@@ -406,8 +405,8 @@ func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
 	return false
 }
 
-// hostOnly strips the port from "host:port" or "[v6]:port".
-func hostOnly(hostport string) string {
+// HostOnly strips the port from "host:port" or "[v6]:port".
+func HostOnly(hostport string) string {
 	i := strings.LastIndexByte(hostport, ':')
 	if i < 0 {
 		return hostport
@@ -419,68 +418,45 @@ func hostOnly(hostport string) string {
 	return h
 }
 
-// Where a request's key came from, besides an index into snapshot.keys.
+// Source is one entry of hash.key: Name is the cookie, header or query
+// parameter name, or the json source's dotted path (empty for the
+// others). Sources are a combine source's parts, none of them a combine.
+type Source struct {
+	Kind    Kind
+	Name    string
+	Sources []Source
+}
+
+// ReadsBody says whether the source (or a part of it) reads the
+// request body.
+func (k Source) ReadsBody() bool {
+	if k.Kind == JSON {
+		return true
+	}
+	for _, p := range k.Sources {
+		if p.ReadsBody() {
+			return true
+		}
+	}
+	return false
+}
+
+// Kind names a key source.
+type Kind string
+
+// The key sources.
 const (
-	srcRandom      = -1 // no key: a random position (on_missing random)
-	srcAffinity    = -2 // the affinity cookie the request carries (on_missing cookie)
-	srcNewAffinity = -3 // a new affinity cookie (on_missing cookie)
-	srcRejected    = -4 // no key: answered 400 (on_missing reject)
-	srcBodyFailed  = -5 // no key: the body could not be scanned (bodyPrefix.failed); ServeHTTP answers
+	Cookie Kind = "cookie"
+	Header Kind = "header"
+	Query  Kind = "query"
+	URI    Kind = "uri"
+	Path   Kind = "path"
+	IP     Kind = "ip"
+	// Host is the request's host, lowercased, without port.
+	Host Kind = "host"
+	// JSON is a string or number field of a JSON request body, Name
+	// being its dotted path.
+	JSON Kind = "json"
+	// Combine is several sources at once, all present.
+	Combine Kind = "combine"
 )
-
-// keyLabel names where a request's key came from (src as position returns
-// it) in one word, for log lines: a hash.key source's Label,
-// "cookie:NAME" for the affinity cookie, "" for none.
-func (s *snapshot) keyLabel(src int) string {
-	switch {
-	case src >= 0:
-		return s.keyLabels[src]
-	case src == srcAffinity, src == srcNewAffinity:
-		return "cookie:" + s.cookie.Name
-	}
-	return ""
-}
-
-// position returns the request's ring position: the hash of its key, the
-// affinity cookie's value first when on_missing is cookie, and where the
-// key came from (an index into s.keys, or one of the src constants).
-// With no key it follows on_missing: srcRandom says the position is a
-// random one (it keys nothing, so hold does not record it); false means a
-// 400 was written or, with srcBodyFailed, that the body could not be
-// read for a key (ServeHTTP answers). A generated affinity cookie goes on
-// the final response head (see responseWriter.setCookie).
-func (b *Balancer) position(s *snapshot, w *responseWriter, r *http.Request) (pos uint64, src int, ok bool) {
-	if s.onMissing == OnMissingCookie && !dropped(r.Header, "Cookie") {
-		if v, ok := cookieValue(r.Header, s.cookie.Name); ok {
-			return s.ring.Hash(v), srcAffinity, true
-		}
-	}
-	for i := range s.keys {
-		if h, ok := s.keys[i].hash(s.ring, r); ok {
-			return h, i, true
-		}
-		if p, ok := r.Body.(*bodyPrefix); ok && p.failed() {
-			return 0, srcBodyFailed, false
-		}
-	}
-	switch s.onMissing {
-	case OnMissingReject:
-		plainError(w, http.StatusBadRequest, "missing hash key: the request has none of "+s.keyDesc+"\n")
-		return 0, srcRejected, false
-	case OnMissingCookie:
-		var id [16]byte
-		rand.Read(id[:])
-		v := hex.EncodeToString(id[:])
-		w.setCookie = (&http.Cookie{
-			Name:     s.cookie.Name,
-			Value:    v,
-			Path:     "/",
-			MaxAge:   int(s.cookie.TTL / time.Second),
-			Secure:   s.cookie.Secure,
-			HttpOnly: s.cookie.HTTPOnly,
-			SameSite: http.SameSiteLaxMode,
-		}).String()
-		return s.ring.Hash(v), srcNewAffinity, true
-	}
-	return mrand.Uint64(), srcRandom, true
-}
