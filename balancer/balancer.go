@@ -13,7 +13,7 @@
 //
 // An upstream is available while its health verdict (reported by an
 // active checker through a HealthReporter) is up and its breaker (see
-// BreakerOptions) is not open. Unavailable upstreams are skipped in the
+// breaker.Options) is not open. Unavailable upstreams are skipped in the
 // clockwise walk, so only their keys move; when one returns, exactly its
 // keys come back, all at once or, with slow start, a growing set of its
 // points at a time.
@@ -276,7 +276,7 @@ func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
 		case br == nil:
 			u.br.Store(b.newBreaker(u, s.breaker))
 		default:
-			br.cfg.Store(s.breaker)
+			br.SetOptions(s.breaker)
 		}
 		ups[spec.name] = u
 		s.members[i] = member{memberSpec: spec, u: u, proxy: b.newProxy(s, u, spec)}
@@ -372,7 +372,7 @@ func (b *Balancer) Close() {
 	b.transport.CloseIdleConnections()
 	for _, u := range b.ups {
 		if br := u.br.Load(); br != nil {
-			br.stop()
+			br.Stop()
 		}
 	}
 	b.stopHoldLocked()

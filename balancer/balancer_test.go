@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/balancer/key"
 )
 
@@ -173,7 +174,7 @@ func TestReloadBreakersAndHealthChecksOff(t *testing.T) {
 	checker := r.b.HealthReporter()
 	checker.SetHealthy("b", false, "test")
 	opts := r.opts
-	opts.Breaker = BreakerOptions{}
+	opts.Breaker = breaker.Options{}
 	if _, err := r.b.Update(opts); err != nil {
 		t.Fatal(err)
 	}

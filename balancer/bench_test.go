@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/internal/testutil/chat"
 )
@@ -64,7 +65,7 @@ func benchServeHTTP(b *testing.B, kind string) {
 		be.handle = func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }
 	}
 	opts := baseOptions(upstreamsOf(b, bes...))
-	opts.Breaker = BreakerOptions{ConsecutiveFailures: 5, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: time.Minute}
+	opts.Breaker = breaker.Options{ConsecutiveFailures: 5, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: time.Minute}
 	opts.Timeouts.Read = time.Minute // on by default (timeouts.read)
 	// limits' defaults
 	opts.Limits = LimitOptions{UpstreamRequests: 1024, Send: time.Minute}
@@ -203,7 +204,7 @@ func BenchmarkServeHTTPJSONKey(b *testing.B) {
 	}
 	opts := baseOptions(upstreamsOf(b, bes...))
 	opts.Hash.Key = []key.Source{{Kind: key.JSON, Name: "prompt_cache_key"}}
-	opts.Breaker = BreakerOptions{ConsecutiveFailures: 5, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: time.Minute}
+	opts.Breaker = breaker.Options{ConsecutiveFailures: 5, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: time.Minute}
 	opts.Timeouts.Read = time.Minute
 	opts.Timeouts.ClientBody = time.Minute
 	opts.Limits = LimitOptions{UpstreamRequests: 1024, Send: time.Minute, BodyMemory: 64 << 20}

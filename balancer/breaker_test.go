@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 	"github.com/ringlb/ringlb/ring"
 )
@@ -108,7 +109,7 @@ func TestBreaker5xxStorm(t *testing.T) {
 // 2 × max_open_timeout starts again from open_timeout.
 func TestBreakerOpenPeriodDoublesCapsAndResets(t *testing.T) {
 	r := newRig(t, 2, func(o *Options) {
-		o.Breaker = BreakerOptions{ConsecutiveFailures: 1, FailureStatuses: []int{502}, OpenTimeout: time.Second, MaxOpenTimeout: 4 * time.Second}
+		o.Breaker = breaker.Options{ConsecutiveFailures: 1, FailureStatuses: []int{502}, OpenTimeout: time.Second, MaxOpenTimeout: 4 * time.Second}
 	})
 	ks := newKeyset(r.b, 200)
 	a, key := r.bes["a"], ks.by["a"][0]
@@ -347,7 +348,7 @@ func TestClientGoneIsNotCounted(t *testing.T) {
 		gone()
 	}
 	br := r.b.ups["a"].br.Load()
-	if c := br.cb.Counts(); c.TotalExclusions != 3 || c.ConsecutiveFailures != 0 || c.TotalSuccesses != 0 {
+	if c := br.Counts(); c.TotalExclusions != 3 || c.ConsecutiveFailures != 0 || c.TotalSuccesses != 0 {
 		t.Errorf("counts after three departures: %+v", c)
 	}
 	if st := status(t, r.b, "a"); st.Breaker != "closed" {
@@ -619,7 +620,7 @@ func TestSlowClientDoesNotChargeUpstream(t *testing.T) {
 	be := newBackend(t, "b")
 	opts := baseOptions(append([]UpstreamOptions{a}, upstreamsOf(t, be)...))
 	opts.Ring.LoadFactor = 0
-	opts.Breaker = BreakerOptions{ConsecutiveFailures: 1, FailureStatuses: []int{502, 503, 504}, OpenTimeout: time.Minute}
+	opts.Breaker = breaker.Options{ConsecutiveFailures: 1, FailureStatuses: []int{502, 503, 504}, OpenTimeout: time.Minute}
 	b, _, front := proxy(t, opts)
 	key := keyOwnedBy(t, b, "a")
 
@@ -699,7 +700,7 @@ func TestLongTrialSettlesOnHead(t *testing.T) {
 	opts := baseOptions(upstreamsOf(t, a, other))
 	opts.Ring.LoadFactor = 0
 	opts.Ring.OnUnavailable = "fail"
-	opts.Breaker = BreakerOptions{ConsecutiveFailures: 1, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 50 * time.Millisecond}
+	opts.Breaker = breaker.Options{ConsecutiveFailures: 1, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 50 * time.Millisecond}
 	b, _, front := proxy(t, opts)
 	c := &http.Client{Transport: &http.Transport{}}
 	defer c.CloseIdleConnections()

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/internal/testutil/certstest"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
@@ -179,7 +180,7 @@ func idleClosingPOSTs(t *testing.T, u *url.URL, roots *x509.CertPool, who string
 	t.Helper()
 	opts := baseOptions([]UpstreamOptions{{Name: "tls", URL: u, Addr: u.Host, Weight: 1}})
 	opts.UpstreamTLS.RootCAs = roots
-	opts.Breaker = BreakerOptions{ConsecutiveFailures: 3, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: 60 * time.Second}
+	opts.Breaker = breaker.Options{ConsecutiveFailures: 3, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: 60 * time.Second}
 	_, _, front := proxy(t, opts)
 	post := func() int {
 		res, err := http.Post(front.URL+"/p", "text/plain", strings.NewReader("payload"))
@@ -242,7 +243,7 @@ func localErrorsChild(t *testing.T) {
 	opts := baseOptions(ups)
 	opts.Hash.Key = []key.Source{{Kind: key.Query, Name: "user"}}
 	opts.Hash.OnMissing = "reject"
-	opts.Breaker = BreakerOptions{ConsecutiveFailures: 2, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 30 * time.Second, MaxOpenTimeout: 60 * time.Second}
+	opts.Breaker = breaker.Options{ConsecutiveFailures: 2, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 30 * time.Second, MaxOpenTimeout: 60 * time.Second}
 	logs := &logBuffer{}
 	reg := NewRegistry()
 	b, err := New(opts, reg, slog.New(slog.NewTextHandler(logs, nil)))
@@ -292,7 +293,7 @@ func localErrorsChild(t *testing.T) {
 	elapsed := time.Since(start)
 	syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
 	for _, name := range []string{"a", "b", "c"} {
-		if br := b.ups[name].br.Load(); br == nil || br.state.Load() != breakerClosed {
+		if br := b.ups[name].br.Load(); br == nil || br.State() != breaker.Closed {
 			t.Errorf("upstream %s: breaker not closed after ringlb's own failures", name)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/internal/testutil/nginxtest"
 )
 
@@ -95,7 +96,7 @@ func TestNginxBodyTimeoutStalledUpload(t *testing.T) {
 			other := newBackend(t, "other")
 			opts := baseOptions(upstreamsOf(t, ngx, other))
 			opts.Ring.LoadFactor = 0
-			opts.Breaker = BreakerOptions{ConsecutiveFailures: 5, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: time.Minute}
+			opts.Breaker = breaker.Options{ConsecutiveFailures: 5, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: time.Minute}
 			opts.Timeouts.ClientBody = tc.clientBody
 			b, reg, front := proxy(t, opts)
 			key := keyOwnedBy(t, b, "nginx")
@@ -157,7 +158,7 @@ func bodyReader(t *testing.T, name string) (*backend, chan error) {
 func TestClientBodyTimeout(t *testing.T) {
 	be, reads := bodyReader(t, "a")
 	opts := baseOptions(upstreamsOf(t, be))
-	opts.Breaker = BreakerOptions{ConsecutiveFailures: 2, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: time.Minute}
+	opts.Breaker = breaker.Options{ConsecutiveFailures: 2, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: time.Minute}
 	opts.Timeouts.ClientBody = 300 * time.Millisecond
 	b, _, front := proxy(t, opts)
 	head := "POST /upload HTTP/1.1\r\nHost: front\r\n"

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/balancer/breaker"
 )
 
 // grpcBackend is an h2c upstream answering like a gRPC server: HTTP 200,
@@ -55,7 +57,7 @@ func TestGRPCStatusFeedsTheBreaker(t *testing.T) {
 			be := newGRPCBackend(t)
 			be.trailerOnly.Store(trailersOnly)
 			opts := baseOptions([]UpstreamOptions{{Name: "g", URL: mustURL(t, be.srv.URL), Addr: "g", Weight: 1, Protocol: ProtocolH2C}})
-			opts.Breaker = BreakerOptions{ConsecutiveFailures: 2, FailureStatuses: []int{502}, FailureGRPCStatuses: []int{14}, OpenTimeout: time.Hour}
+			opts.Breaker = breaker.Options{ConsecutiveFailures: 2, FailureStatuses: []int{502}, FailureGRPCStatuses: []int{14}, OpenTimeout: time.Hour}
 			b, _, front := proxy(t, opts)
 			clk := newFakeClock()
 			clk.install(b)

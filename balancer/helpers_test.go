@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/internal/testutil/testnet"
 
@@ -424,7 +425,7 @@ func newRig(t testing.TB, n int, mut func(*Options)) *rig {
 	}
 	opts := baseOptions(ups)
 	opts.Ring.LoadFactor = 0
-	opts.Breaker = BreakerOptions{ConsecutiveFailures: 5, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: 60 * time.Second}
+	opts.Breaker = breaker.Options{ConsecutiveFailures: 5, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: 60 * time.Second}
 	if mut != nil {
 		mut(&opts)
 	}

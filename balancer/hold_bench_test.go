@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/balancer/hold/share"
 	"github.com/ringlb/ringlb/internal/testutil/redistest"
 )
@@ -28,7 +29,7 @@ func BenchmarkServeHTTPHold(b *testing.B) {
 	d := newBackend(b, "d")
 	d.handle = bes[0].handle
 	base := baseOptions(upstreamsOf(b, bes...))
-	base.Breaker = BreakerOptions{ConsecutiveFailures: 5, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: time.Minute}
+	base.Breaker = breaker.Options{ConsecutiveFailures: 5, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: time.Minute}
 	base.Timeouts.Read = time.Minute
 	on := base
 	on.Hold = HoldOptions{Idle: time.Hour, MaxKeys: 1_000_000}

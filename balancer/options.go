@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer/accesslog"
+	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/balancer/discovery"
 	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/balancer/keyhash"
@@ -63,7 +64,7 @@ type Options struct {
 
 	// Breaker configures the per-upstream circuit breakers; its zero
 	// value turns them off.
-	Breaker BreakerOptions
+	Breaker breaker.Options
 	// Discovery, when not nil, adds members resolved from DNS to the
 	// static Upstreams (which may then be empty); see DiscoveryOptions.
 	Discovery *DiscoveryOptions
@@ -114,7 +115,7 @@ type UpstreamOptions struct {
 // RingOptions is the ring block of the config file, which decodes into it.
 //
 // The option blocks the config file shares with the Balancer (RingOptions,
-// HashOptions, CookieOptions, TimeoutOptions, BreakerOptions, Route) are
+// HashOptions, CookieOptions, TimeoutOptions, breaker.Options, Route) are
 // documented for both: each field's comment names the field in the file,
 // its default there (what a file without the field gets) and the bounds
 // the config's validation enforces; where a library caller's zero value
@@ -260,17 +261,17 @@ type settings struct {
 	loadFloor    int64 // >= 1
 	fail         bool
 	retries      int
-	retryStatus  statusSet // RetryStatuses
-	retryOn      bool      // RetryStatuses is not empty
-	slowStart    int64     // nanoseconds
-	header       string    // canonical UpstreamHeader, or ""
+	retryStatus  breaker.StatusSet // RetryStatuses
+	retryOn      bool              // RetryStatuses is not empty
+	slowStart    int64             // nanoseconds
+	header       string            // canonical UpstreamHeader, or ""
 	readTimeout  time.Duration
 	accessLog    *accesslog.Logger
 	requestID    string // canonical RequestIDHeader, or ""
 	requestIDH2  string // requestID in lower case, as HTTP/2 sends it
-	failStatus   statusSet
-	failGRPC     grpcStatusSet
-	breaker      *BreakerOptions // validated; nil when breakers are off
+	failStatus   breaker.StatusSet
+	failGRPC     breaker.GRPCStatusSet
+	breaker      *breaker.Options // validated; nil when breakers are off
 	transportCfg transportConfig
 	healthChecks bool
 	holdSet      holdSettings  // zero: hold off
@@ -337,10 +338,10 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 		bodyMemory:   opts.Limits.BodyMemory,
 		transportCfg: transportConfig{dial: opts.Timeouts.Dial, responseHeader: opts.Timeouts.ResponseHeader, idleConn: opts.Timeouts.IdleConn, tls: opts.UpstreamTLS},
 	}
-	if bo := opts.Breaker.compiled(); bo.ConsecutiveFailures > 0 {
+	if bo := opts.Breaker.Compiled(); bo.ConsecutiveFailures > 0 {
 		set.breaker = &bo
-		set.failStatus = newStatusSet(bo.FailureStatuses)
-		set.failGRPC = newGRPCStatusSet(bo.FailureGRPCStatuses)
+		set.failStatus = breaker.NewStatusSet(bo.FailureStatuses)
+		set.failGRPC = breaker.NewGRPCStatusSet(bo.FailureGRPCStatuses)
 	}
 	switch opts.Ring.OnUnavailable {
 	case "", OnUnavailableRemap:
@@ -363,7 +364,7 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 	if opts.Ring.LoadFactor != 0 && !(opts.Ring.LoadFactor > 1) {
 		return settings{}, nil, fmt.Errorf("balancer: load_factor must be 0 or > 1, got %v", opts.Ring.LoadFactor)
 	}
-	set.retryStatus, set.retryOn = newStatusSet(opts.RetryStatuses), len(opts.RetryStatuses) > 0
+	set.retryStatus, set.retryOn = breaker.NewStatusSet(opts.RetryStatuses), len(opts.RetryStatuses) > 0
 	if opts.UpstreamHeader != "" {
 		set.header = textproto.CanonicalMIMEHeaderKey(opts.UpstreamHeader)
 	}
@@ -455,76 +456,4 @@ func (set *settings) membership(opts Options, found []discovery.Member, prev *ri
 		set.specs[i] = memberSpec{name: uo.Name, url: uo.URL, weight: uo.Weight, points: ring.PointsFor(r.PointsPerWeight(), uo.Weight), protocol: uo.Protocol, state: uo.State}
 	}
 	return r, nil
-}
-
-// BreakerOptions configures the per-upstream circuit breakers, the
-// passive half of ejection: real traffic trips them.
-//
-// A breaker counts an upstream's attempts. Connection errors, timeouts,
-// a response that breaks off mid-body, and responses whose status is in
-// FailureStatuses are failures; anything else that got a response is a
-// success; an attempt whose client went away first counts as neither.
-// Only the upstream's own faults count: a response that breaks off
-// mid-body while ringlb was held up writing to the client (at least half
-// of the time since the response head blocked on the client, or a write
-// to it failed) counts as neither, since an upstream with a write
-// deadline gives up on a client that does not read.
-// After ConsecutiveFailures failures in a row the breaker opens: the
-// upstream is unavailable and its keys go clockwise (or get 503 under
-// on_unavailable fail). When the open period ends the next request for
-// the upstream is its one half-open trial, admitted only while the
-// active health check (if any) says up; every other request keeps
-// skipping the upstream until the trial's outcome is known. A success
-// closes the breaker; a failure opens it again.
-//
-// Open periods: the k-th consecutive trip keeps the breaker open for
-// min(OpenTimeout × 2^(k-1), MaxOpenTimeout). A failed half-open trial is
-// always a consecutive trip; a trip from the closed state is consecutive
-// unless the breaker had stayed closed for at least 2 × MaxOpenTimeout
-// since it last closed, in which case k starts again at 1.
-//
-// A reload that changes these options keeps every breaker's state and
-// counts; the new values apply from the next trip. ConsecutiveFailures 0
-// removes the breakers (an open one closes).
-//
-// It is the breaker block of the config file, which decodes into it (see
-// RingOptions).
-type BreakerOptions struct {
-	// ConsecutiveFailures is consecutive_failures, how many failures in a
-	// row trip a breaker; default 5; >= 0, 0 (or less) turning breakers
-	// off.
-	ConsecutiveFailures int `yaml:"consecutive_failures" default:"5"`
-	// FailureStatuses is failure_statuses, the response statuses counted
-	// as failures, in addition to transport errors and timeouts; default
-	// [502, 503, 504]; each 100-599. The response still reaches the
-	// client as it is.
-	FailureStatuses []int `yaml:"failure_statuses" default:"[502, 503, 504]"`
-	// FailureGRPCStatuses is failure_grpc_statuses, the gRPC status codes
-	// counted as failures when a response carries one in its grpc-status
-	// trailer, or in its headers when it has no body (a trailers-only
-	// response); default [14] (UNAVAILABLE); each 0-16.
-	FailureGRPCStatuses []int `yaml:"failure_grpc_statuses" default:"[14]"`
-	// OpenTimeout is open_timeout, the first open period; default 5s;
-	// > 0.
-	OpenTimeout time.Duration `yaml:"open_timeout" default:"5s"`
-	// MaxOpenTimeout is max_open_timeout, which caps the doubling;
-	// default 60s; >= OpenTimeout (less, 0 included, means OpenTimeout:
-	// no doubling).
-	MaxOpenTimeout time.Duration `yaml:"max_open_timeout" default:"60s"`
-}
-
-// compiled returns o as the breakers read it: MaxOpenTimeout at least
-// OpenTimeout.
-func (o BreakerOptions) compiled() BreakerOptions {
-	o.MaxOpenTimeout = max(o.MaxOpenTimeout, o.OpenTimeout)
-	return o
-}
-
-// openPeriod is how long the k-th consecutive trip (k >= 1) stays open.
-func (o *BreakerOptions) openPeriod(k int) time.Duration {
-	d := o.OpenTimeout
-	for i := 1; i < k && d < o.MaxOpenTimeout; i++ {
-		d *= 2
-	}
-	return min(d, o.MaxOpenTimeout)
 }

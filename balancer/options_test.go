@@ -3,6 +3,8 @@ package balancer
 import (
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/balancer/breaker"
 )
 
 // New trusts the bounds the config's validation enforces: values out of
@@ -13,14 +15,14 @@ func TestNewTakesValuesOutOfBounds(t *testing.T) {
 	opts.RetryStatuses = []int{404, 700}
 	opts.Limits = LimitOptions{UpstreamRequests: -1, Send: -time.Second}
 	opts.Hash.BodyLimit = -1
-	opts.Breaker = BreakerOptions{ConsecutiveFailures: 1, FailureStatuses: []int{99, 700}, FailureGRPCStatuses: []int{-1, 40},
+	opts.Breaker = breaker.Options{ConsecutiveFailures: 1, FailureStatuses: []int{99, 700}, FailureGRPCStatuses: []int{-1, 40},
 		OpenTimeout: time.Minute, MaxOpenTimeout: time.Second}
 	b, _, front := proxy(t, opts)
 	if code, be, _ := get(t, front.Client(), front.URL+"/?user=x"); code != 200 || be != "a" {
 		t.Fatalf("got %d from %q, want 200 from a", code, be)
 	}
 	s := b.snap.Load()
-	if s.breaker == nil || s.breaker.MaxOpenTimeout != time.Minute || s.breaker.openPeriod(3) != time.Minute {
+	if s.breaker == nil || s.breaker.MaxOpenTimeout != time.Minute || s.breaker.OpenPeriod(3) != time.Minute {
 		t.Errorf("max_open_timeout below open_timeout: %+v, want open_timeout without doubling", s.breaker)
 	}
 	if s.retries != -1 || s.upstreamMax != -1 || s.send != -time.Second {

@@ -3,6 +3,7 @@ package balancer
 import (
 	"math"
 
+	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -98,7 +99,7 @@ func (w *walk) judge(i, seq int) ring.Reason {
 		return ring.Unhealthy
 	}
 	// A closed breaker needs no clock.
-	if br := u.br.Load(); br != nil && br.state.Load() != breakerClosed && !br.eligible(w.clock()) {
+	if br := u.br.Load(); br != nil && br.State() != breaker.Closed && !br.Eligible(w.clock()) {
 		return ring.BreakerOpen
 	}
 	if w.slow {

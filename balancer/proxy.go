@@ -117,7 +117,7 @@ func (b *Balancer) newProxy(s *snapshot, u *upstream, spec memberSpec) *httputil
 	readTimeout := s.readTimeout
 	retryOn, retryStatus := s.retryOn, s.retryStatus
 	p.ModifyResponse = func(res *http.Response) error {
-		if retryOn && retryStatus.has(res.StatusCode) && res.Request != nil {
+		if retryOn && retryStatus.Has(res.StatusCode) && res.Request != nil {
 			if rw, _ := res.Request.Context().Value(retryWriterKey{}).(*responseWriter); rw != nil && rw.retryStatus {
 				// ReverseProxy closes the body and hands the error to
 				// recordError: nothing reaches the client.

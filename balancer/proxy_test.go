@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 	"github.com/ringlb/ringlb/internal/testutil/testnet"
 )
@@ -94,7 +95,7 @@ func TestUpgradeMismatchIsTheClients(t *testing.T) {
 	}
 	opts := baseOptions(upstreamsOf(t, a, other))
 	opts.Ring.LoadFactor = 0
-	opts.Breaker = BreakerOptions{ConsecutiveFailures: 1, FailureStatuses: []int{502, 503, 504}, OpenTimeout: time.Minute}
+	opts.Breaker = breaker.Options{ConsecutiveFailures: 1, FailureStatuses: []int{502, 503, 504}, OpenTimeout: time.Minute}
 	b, reg, front := proxy(t, opts)
 	key := keyOwnedBy(t, b, "a")
 	for i := range 3 {
@@ -213,7 +214,7 @@ func TestReadTimeoutCutsSilentBody(t *testing.T) {
 	}
 	opts := baseOptions(upstreamsOf(t, a))
 	opts.Timeouts.Read = 200 * time.Millisecond
-	opts.Breaker = BreakerOptions{ConsecutiveFailures: 2, FailureStatuses: []int{502, 503, 504}, OpenTimeout: time.Minute}
+	opts.Breaker = breaker.Options{ConsecutiveFailures: 2, FailureStatuses: []int{502, 503, 504}, OpenTimeout: time.Minute}
 	b, _, front := proxy(t, opts)
 	c := &http.Client{Timeout: 10 * time.Second}
 	res, err := c.Get(front.URL + "/trickle")

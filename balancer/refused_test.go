@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/internal/testutil/certstest"
 	"github.com/ringlb/ringlb/internal/testutil/testnet"
@@ -115,7 +116,7 @@ func newRefusalRigMax(t *testing.T, p1, p2 Protocol, max int, mut func(*Options)
 	opts.Ring.LoadFactor = 0
 	opts.Retries = 1
 	opts.Timeouts.ResponseHeader = 2 * time.Second
-	opts.Breaker = BreakerOptions{ConsecutiveFailures: 5, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 30 * time.Second, MaxOpenTimeout: 60 * time.Second}
+	opts.Breaker = breaker.Options{ConsecutiveFailures: 5, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 30 * time.Second, MaxOpenTimeout: 60 * time.Second}
 	if mut != nil {
 		mut(&opts)
 	}
@@ -158,9 +159,9 @@ func (rr *refusalRig) unharmed(t *testing.T, what string, before map[string]int6
 	t.Helper()
 	for n, u := range rr.b.ups {
 		br := u.br.Load()
-		if st := br.state.Load(); st != breakerClosed {
-			t.Errorf("%s: upstream %s: breaker %s", what, n, breakerNames[st])
-		} else if c := br.cb.Counts(); c.ConsecutiveFailures != 0 {
+		if st := br.State(); st != breaker.Closed {
+			t.Errorf("%s: upstream %s: breaker %s", what, n, breaker.Names[st])
+		} else if c := br.Counts(); c.ConsecutiveFailures != 0 {
 			t.Errorf("%s: upstream %s: %d failures counted", what, n, c.ConsecutiveFailures)
 		}
 		if !status(t, rr.b, n).Available {

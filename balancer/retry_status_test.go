@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/balancer/breaker"
 )
 
 // sick answers every request with status and a header of its own.
@@ -28,7 +30,7 @@ func TestRetryStatuses(t *testing.T) {
 	bad.handle = sick(http.StatusServiceUnavailable)
 	opts := baseOptions(upstreamsOf(t, bad, good))
 	opts.RetryStatuses = []int{502, 503}
-	opts.Breaker = BreakerOptions{ConsecutiveFailures: 4, FailureStatuses: []int{502, 503, 504}, OpenTimeout: time.Minute, MaxOpenTimeout: time.Minute}
+	opts.Breaker = breaker.Options{ConsecutiveFailures: 4, FailureStatuses: []int{502, 503, 504}, OpenTimeout: time.Minute, MaxOpenTimeout: time.Minute}
 	b, reg, front := proxy(t, opts)
 	key := keyOwnedBy(t, b, "bad")
 	c := front.Client()

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/ringlb/ringlb/balancer/accesslog"
+	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -221,7 +222,7 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 			rw.trialSettled = true
 			// A trailers-only gRPC response carries its grpc-status in
 			// the head.
-			b.report(s, u, done, outcome{status: code, grpc: s.failGRPC.failedIn(rw.Header())})
+			b.report(s, u, done, breaker.Outcome{Status: code, GRPC: s.failGRPC.FailedIn(rw.Header())})
 		}
 	}
 	finished := false
@@ -245,7 +246,7 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 				body.stalled = body.client.Stalled()
 			}
 			gone := clientFault(r, body) || rw.clientBound()
-			b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{status: rw.status, err: http.ErrAbortHandler, gone: gone})
+			b.report(s, u, b.outcomeDone(u, rw, done, trial), breaker.Outcome{Status: rw.status, Err: http.ErrAbortHandler, Gone: gone})
 			c := causeReset
 			if gone {
 				c = causeClient
@@ -269,14 +270,14 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 	// errors.As would make se escape (an allocation per request).
 	if se, ok := rw.err.(*statusError); ok {
 		// Not passed on, to be retried: it counts as the response it was.
-		b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{status: se.code})
+		b.report(s, u, b.outcomeDone(u, rw, done, trial), breaker.Outcome{Status: se.code})
 	} else if rw.err != nil {
 		c := attemptCause(rw.err, r, body)
-		b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{err: rw.err, gone: notUpstreams(c, rw.err)})
+		b.report(s, u, b.outcomeDone(u, rw, done, trial), breaker.Outcome{Err: rw.err, Gone: notUpstreams(c, rw.err)})
 		b.logFailure(u, c, rw.err, r)
 	} else {
 		// The grpc-status trailer has reached rw's header map by now.
-		b.report(s, u, b.outcomeDone(u, rw, done, trial), outcome{status: rw.status, grpc: s.failGRPC.failedIn(rw.Header())})
+		b.report(s, u, b.outcomeDone(u, rw, done, trial), breaker.Outcome{Status: rw.status, GRPC: s.failGRPC.FailedIn(rw.Header())})
 	}
 }
 

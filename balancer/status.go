@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/ring"
 )
@@ -89,7 +90,7 @@ func (b *Balancer) Status() RingStatus {
 		if u.down.Load() {
 			health = "down"
 		}
-		bname := breakerNames[u.breakerState()]
+		bname := breaker.Names[u.breakerState()]
 		st.Upstreams[i] = UpstreamStatus{
 			Name:           u.name,
 			URL:            m.url.String(),

@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/ringlb/ringlb/balancer/breaker"
 )
 
 // upstream is the live state of one upstream, identified by its name. It
@@ -27,7 +29,7 @@ type upstream struct {
 	// answer: unavailable, but not ejected.
 	absent atomic.Bool
 	// br is the circuit breaker; nil when breakers are off.
-	br atomic.Pointer[breaker]
+	br atomic.Pointer[breaker.Breaker]
 	// ejected is the published availability (false: available), written
 	// only by settle.
 	ejected atomic.Bool
@@ -81,13 +83,13 @@ func (u *upstream) endWarmup(now, slowStart int64) {
 	}
 }
 
-// breakerState returns breakerClosed, breakerHalfOpen or breakerOpen
+// breakerState returns breaker.Closed, breaker.HalfOpen or breaker.Open
 // (closed without a breaker).
 func (u *upstream) breakerState() int32 {
 	if br := u.br.Load(); br != nil {
-		return br.state.Load()
+		return br.State()
 	}
-	return breakerClosed
+	return breaker.Closed
 }
 
 // recomputeLocked refreshes the current snapshot's available weight (of
@@ -174,7 +176,7 @@ func (b *Balancer) settleLocked(u *upstream, cause, reason string) {
 		// period's timer, or the health check saying up again (after an
 		// outage that stopped all traffic, nothing else would). It may mark
 		// u dirty: this settle covers it.
-		br.endOpen(b.nanotime(), u.down.Load())
+		br.EndOpen(b.nanotime(), u.down.Load())
 	}
 	u.dirty.Store(false)
 	if b.ups[u.name] != u {
@@ -182,13 +184,13 @@ func (b *Balancer) settleLocked(u *upstream, cause, reason string) {
 	}
 	down, absent := u.down.Load(), u.absent.Load()
 	st := u.breakerState()
-	avail := !down && !absent && st != breakerOpen
+	avail := !down && !absent && st != breaker.Open
 	if !u.ejected.CompareAndSwap(avail, !avail) {
 		return
 	}
 	if avail {
 		if reason == "" {
-			reason = "circuit breaker " + breakerNames[st]
+			reason = "circuit breaker " + breaker.Names[st]
 		}
 		if s := b.snap.Load(); s.slowStart > 0 {
 			u.warmSince.Store(b.nanotime())
@@ -201,14 +203,14 @@ func (b *Balancer) settleLocked(u *upstream, cause, reason string) {
 		switch {
 		case absent: // not an ejection: not counted
 			cause, reason = "absent", "missing from its discovery source's answer"
-		case down && st == breakerOpen: // both: keep the caller's cause
+		case down && st == breaker.Open: // both: keep the caller's cause
 		case down:
 			cause = "health"
 		default:
 			cause = "breaker"
 		}
 		if reason == "" {
-			reason = "circuit breaker " + breakerNames[st]
+			reason = "circuit breaker " + breaker.Names[st]
 		}
 		switch cause {
 		case "health":

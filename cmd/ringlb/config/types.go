@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/balancer/discovery"
 )
 
@@ -141,7 +142,7 @@ type (
 	// Ring is the ring block.
 	Ring = balancer.RingOptions
 	// Breaker is the breaker block.
-	Breaker = balancer.BreakerOptions
+	Breaker = breaker.Options
 	// Timeouts is the timeouts block.
 	Timeouts = balancer.TimeoutOptions
 )
