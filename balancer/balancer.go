@@ -43,9 +43,9 @@ import (
 type snapshot struct {
 	settings
 	ring      *ring.Ring
-	members   []member   // indexed like ring.Members()
-	transport *transport // the one every member's proxy uses
-	hold      *holdState // nil when hold is off
+	members   []member            // indexed like ring.Members()
+	transport *upstreamTransports // the one every member's proxy uses
+	hold      *holdState          // nil when hold is off
 
 	// availW is the total weight of the members that take new keys
 	// (available and ready), as float64 bits; drains counts the members
@@ -83,7 +83,7 @@ type Balancer struct {
 	mu        sync.Mutex // serialises Update, health reports, settle and Close
 	ups       map[string]*upstream
 	healthGen uint64 // incremented by an Update that turns HealthChecks off: revokes HealthReporters
-	transport *transport
+	transport *upstreamTransports
 	disc      discoveryState
 
 	holdStore atomic.Pointer[hold.Store] // the process's hold records; nil when hold is off

@@ -12,6 +12,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/internal/testutil/chat"
 )
 
@@ -58,8 +59,8 @@ func BenchmarkServeHTTPFloor(b *testing.B) { benchServeHTTP(b, "floor") }
 func BenchmarkServeHTTPRouter(b *testing.B) { benchServeHTTP(b, "router") }
 
 func benchServeHTTP(b *testing.B, kind string) {
-	defer func(was bool) { stdHTTP1 = was }(stdHTTP1)
-	stdHTTP1 = kind == "std"
+	defer func(was bool) { transport.StdHTTP1 = was }(transport.StdHTTP1)
+	transport.StdHTTP1 = kind == "std"
 	bes := []*backend{newBackend(b, "a"), newBackend(b, "b"), newBackend(b, "c")}
 	for _, be := range bes {
 		be.handle = func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }
@@ -145,7 +146,7 @@ func benchServeHTTP(b *testing.B, kind string) {
 // opts' upstreams.
 func floorProxy(opts Options) http.Handler {
 	var bufs bufferPool
-	tr := newHTTP1Transport(TransportOptions{DialTimeout: opts.Timeouts.Dial, ResponseHeaderTimeout: opts.Timeouts.ResponseHeader, IdleConnTimeout: opts.Timeouts.IdleConn})
+	tr := transport.NewH1(transport.Options{DialTimeout: opts.Timeouts.Dial, ResponseHeaderTimeout: opts.Timeouts.ResponseHeader, IdleConnTimeout: opts.Timeouts.IdleConn})
 	ups := opts.Upstreams
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/internal/testutil/certstest"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 	"github.com/ringlb/ringlb/internal/testutil/testnet"
@@ -71,8 +72,8 @@ func TestCauseOf(t *testing.T) {
 		http.ReadRequest(bufio.NewReader(c))
 		io.WriteString(c, "this is not http\r\n\r\n")
 	})
-	tr := newHTTP1Transport(TransportOptions{DialTimeout: 2 * time.Second, ResponseHeaderTimeout: 100 * time.Millisecond,
-		TLS: UpstreamTLS{RootCAs: ca.Pool()}})
+	tr := transport.NewH1(transport.Options{DialTimeout: 2 * time.Second, ResponseHeaderTimeout: 100 * time.Millisecond,
+		TLS: transport.UpstreamTLS{RootCAs: ca.Pool()}})
 	t.Cleanup(tr.CloseIdleConnections)
 	roundTripErr := func(url string) error {
 		req, _ := http.NewRequest("GET", url, nil)
@@ -86,22 +87,22 @@ func TestCauseOf(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		err  error
-		want cause
+		want transport.Cause
 	}{
-		{"none", nil, causeNone},
-		{"refused", roundTripErr("http://" + testnet.RefusedAddr(t)), causeRefused},
-		{"reset", roundTripErr(reset), causeReset},
-		{"timeout", roundTripErr(silent), causeTimeout},
-		{"tls", roundTripErr(tlsSrv.URL), causeTLS},
-		{"bad response", roundTripErr(garbage), causeBadResponse},
-		{"local", &dialError{&net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("socket", syscall.EMFILE)}}, causeLocal},
-		{"local (no port)", &dialError{&net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.EADDRNOTAVAIL)}}, causeLocal},
-		{"client", fmt.Errorf("wrapped: %w", context.Canceled), causeClient},
+		{"none", nil, transport.CauseNone},
+		{"refused", roundTripErr("http://" + testnet.RefusedAddr(t)), transport.CauseRefused},
+		{"reset", roundTripErr(reset), transport.CauseReset},
+		{"timeout", roundTripErr(silent), transport.CauseTimeout},
+		{"tls", roundTripErr(tlsSrv.URL), transport.CauseTLS},
+		{"bad response", roundTripErr(garbage), transport.CauseBadResponse},
+		{"local", &transport.DialError{Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("socket", syscall.EMFILE)}}, transport.CauseLocal},
+		{"local (no port)", &transport.DialError{Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.EADDRNOTAVAIL)}}, transport.CauseLocal},
+		{"client", fmt.Errorf("wrapped: %w", context.Canceled), transport.CauseClient},
 	} {
-		if got := causeOf(c.err); got != c.want {
-			t.Errorf("%s: causeOf(%v) = %q, want %q", c.name, c.err, got, c.want)
+		if got := transport.CauseOf(c.err); got != c.want {
+			t.Errorf("%s: transport.CauseOf(%v) = %q, want %q", c.name, c.err, got, c.want)
 		}
-		if got := causeOf(c.err).String(); c.want != causeNone && got != c.name && !strings.HasPrefix(c.name, got+" (") {
+		if got := transport.CauseOf(c.err).String(); c.want != transport.CauseNone && got != c.name && !strings.HasPrefix(c.name, got+" (") {
 			t.Errorf("%s: String() = %q", c.name, got)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ringlb/ringlb/balancer/discovery"
+	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -232,7 +233,7 @@ func discoveredSpecs(found []discovery.Member, static map[string]UpstreamOptions
 		if err != nil {
 			return nil, nil, fmt.Errorf("balancer: discovered member %s: %w", m.Name, err)
 		}
-		proto, err := ParseProtocol(cmp.Or(m.Protocol, "http1"))
+		proto, err := transport.ParseProtocol(cmp.Or(m.Protocol, "http1"))
 		if err != nil {
 			return nil, nil, fmt.Errorf("balancer: discovered member %s: %w", m.Name, err)
 		}
@@ -262,7 +263,7 @@ func (b *Balancer) MembersChanged() <-chan struct{} { return b.disc.changed }
 type MemberURL struct {
 	Name     string
 	URL      *url.URL
-	Protocol Protocol
+	Protocol transport.Protocol
 }
 
 // Members returns every current ring member (absent ones included), by

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ringlb/ringlb/balancer/discovery"
+	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/internal/testutil/dnstest"
 	"github.com/ringlb/ringlb/ring"
 )
@@ -782,7 +783,7 @@ func TestDiscoveryProtocol(t *testing.T) {
 	r := newDiscRig(t, z, discOptions(z, nil, src))
 	r.poll(t)
 	s := r.b.snap.Load()
-	if len(s.members) != 1 || s.members[0].name != "127.0.0.1:9000" || s.members[0].protocol != ProtocolH2C {
+	if len(s.members) != 1 || s.members[0].name != "127.0.0.1:9000" || s.members[0].protocol != transport.H2C {
 		t.Fatalf("members %+v", s.members)
 	}
 }

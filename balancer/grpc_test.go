@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer/breaker"
+	"github.com/ringlb/ringlb/balancer/transport"
 )
 
 // grpcBackend is an h2c upstream answering like a gRPC server: HTTP 200,
@@ -56,7 +57,7 @@ func TestGRPCStatusFeedsTheBreaker(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			be := newGRPCBackend(t)
 			be.trailerOnly.Store(trailersOnly)
-			opts := baseOptions([]UpstreamOptions{{Name: "g", URL: mustURL(t, be.srv.URL), Addr: "g", Weight: 1, Protocol: ProtocolH2C}})
+			opts := baseOptions([]UpstreamOptions{{Name: "g", URL: mustURL(t, be.srv.URL), Addr: "g", Weight: 1, Protocol: transport.H2C}})
 			opts.Breaker = breaker.Options{ConsecutiveFailures: 2, FailureStatuses: []int{502}, FailureGRPCStatuses: []int{14}, OpenTimeout: time.Hour}
 			b, _, front := proxy(t, opts)
 			clk := newFakeClock()

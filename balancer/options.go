@@ -14,6 +14,7 @@ import (
 	"github.com/ringlb/ringlb/balancer/discovery"
 	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/balancer/keyhash"
+	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -51,8 +52,8 @@ type Options struct {
 	// upstream available, and counts for the breaker as it would have.
 	RetryStatuses []int
 	Timeouts      TimeoutOptions
-	// UpstreamTLS says how https upstreams are verified.
-	UpstreamTLS UpstreamTLS
+	// transport.UpstreamTLS says how https upstreams are verified.
+	UpstreamTLS transport.UpstreamTLS
 
 	// AccessLog, when not nil, gets one line per request.
 	AccessLog *accesslog.Logger
@@ -101,9 +102,9 @@ type UpstreamOptions struct {
 	// Addr is the URL's host[:port] exactly as written; the identity under
 	// placement nginx.
 	Addr string
-	// Protocol is how requests reach it: HTTP/1.1 (the zero value), h2c
+	// transport.Protocol is how requests reach it: HTTP/1.1 (the zero value), h2c
 	// (needs an http URL) or h2 (needs https).
-	Protocol Protocol
+	Protocol transport.Protocol
 	// State is the admin state the upstream starts in (StateReady, the
 	// zero value, StateDrain or StateMaint; see AdminState). Update
 	// applies it only when it differs from the previous options' State
@@ -288,9 +289,9 @@ type memberSpec struct {
 	name     string
 	url      *url.URL
 	weight   float64
-	points   int        // ring.PointsFor(points_per_weight, weight): slow start's point count
-	protocol Protocol   // how ringlb speaks to it; discovered members take their source's
-	state    AdminState // the configured admin state; discovered members: ready
+	points   int                // ring.PointsFor(points_per_weight, weight): slow start's point count
+	protocol transport.Protocol // how ringlb speaks to it; discovered members take their source's
+	state    AdminState         // the configured admin state; discovered members: ready
 
 	source  string // the discovery source's name; "" for a static upstream
 	absent  bool   // discovered, missing from its source's answer: skipped
@@ -301,7 +302,7 @@ type memberSpec struct {
 // a reload that changes it replaces them.
 type transportConfig struct {
 	dial, responseHeader, idleConn time.Duration
-	tls                            UpstreamTLS
+	tls                            transport.UpstreamTLS
 }
 
 // same reports whether c and o build the same transports: a CA pool read
@@ -420,11 +421,11 @@ func (set *settings) membership(opts Options, found []discovery.Member, prev *ri
 			return nil, fmt.Errorf("balancer: upstreams[%d] (%s): url must be absolute http(s), got %v", i, uo.Name, uo.URL)
 		}
 		switch {
-		case uo.Protocol == ProtocolH2C && uo.URL.Scheme != "http":
+		case uo.Protocol == transport.H2C && uo.URL.Scheme != "http":
 			return nil, fmt.Errorf("balancer: upstreams[%d] (%s): protocol h2c needs an http url, got %v", i, uo.Name, uo.URL)
-		case uo.Protocol == ProtocolH2 && uo.URL.Scheme != "https":
+		case uo.Protocol == transport.H2 && uo.URL.Scheme != "https":
 			return nil, fmt.Errorf("balancer: upstreams[%d] (%s): protocol h2 needs an https url, got %v", i, uo.Name, uo.URL)
-		case uo.Protocol > ProtocolH2:
+		case uo.Protocol > transport.H2:
 			return nil, fmt.Errorf("balancer: upstreams[%d] (%s): unknown protocol %v", i, uo.Name, uo.Protocol)
 		case int(uo.State) >= len(adminStates):
 			return nil, fmt.Errorf("balancer: upstreams[%d] (%s): unknown state %v", i, uo.Name, uo.State)

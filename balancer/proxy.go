@@ -3,13 +3,10 @@ package balancer
 import (
 	"bufio"
 	"bytes"
-	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/textproto"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,45 +14,39 @@ import (
 
 	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/balancer/reqbody"
+	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/internal/sendlimit"
 )
 
-// dialError marks an error from dialling an upstream: nothing was sent,
-// so the request may go elsewhere whatever its method.
-type dialError struct{ err error }
-
-func (e *dialError) Error() string { return e.err.Error() }
-func (e *dialError) Unwrap() error { return e.err }
-
-// transport is the upstream transports (one per Protocol) of one or more
+// upstreamTransports is the upstream transports (one per transport.Protocol) of one or more
 // snapshots, with a count of the attempts using them. One that a reload replaced (retired)
 // closes its idle connections at once and again when its last attempt
 // ends: connections that requests in flight give back afterwards would
 // otherwise sit idle, to upstreams perhaps removed, until idle_conn.
 // (CloseIdleConnections also makes connections that become idle close,
 // but only until the transport's next dial.)
-type transport struct {
-	*Transports
+type upstreamTransports struct {
+	*transport.Set
 	cfg     transportConfig
 	active  atomic.Int64
 	retired atomic.Bool
 }
 
-func (t *transport) begin() { t.active.Add(1) }
+func (t *upstreamTransports) begin() { t.active.Add(1) }
 
-func (t *transport) end() {
+func (t *upstreamTransports) end() {
 	if t.active.Add(-1) == 0 && t.retired.Load() {
 		t.CloseIdleConnections()
 	}
 }
 
-func (t *transport) retire() {
+func (t *upstreamTransports) retire() {
 	t.retired.Store(true)
 	t.CloseIdleConnections()
 }
 
-func newTransport(cfg transportConfig) *transport {
-	return &transport{cfg: cfg, Transports: NewTransports(TransportOptions{
+func newTransport(cfg transportConfig) *upstreamTransports {
+	return &upstreamTransports{cfg: cfg, Set: transport.NewSet(transport.Options{
 		DialTimeout:           cfg.dial,
 		ResponseHeaderTimeout: cfg.responseHeader,
 		IdleConnTimeout:       cfg.idleConn,
@@ -125,7 +116,7 @@ func (b *Balancer) newProxy(s *snapshot, u *upstream, spec memberSpec) *httputil
 			}
 		}
 		if res.StatusCode == http.StatusSwitchingProtocols {
-			if err := checkUpgrade(res); err != nil {
+			if err := transport.CheckUpgrade(res); err != nil {
 				return err // ReverseProxy closes the upstream connection
 			}
 		} else if readTimeout > 0 && res.Body != nil && res.Body != http.NoBody && !whole(res.Body) {
@@ -144,74 +135,6 @@ func (b *Balancer) newProxy(s *snapshot, u *upstream, spec memberSpec) *httputil
 		return nil
 	}
 	return p
-}
-
-// upgradeError is a 101 response ReverseProxy would refuse: its Upgrade
-// header names another protocol than the request's. byClient says the
-// client caused it: it asked for a list of protocols ("websocket, foo",
-// which ReverseProxy compares as one string) and the upstream chose one
-// of them, as RFC 9110 lets it. Then neither the breaker nor a retry
-// sees it; otherwise the upstream misbehaved and it is a failure.
-type upgradeError struct {
-	asked, got string
-	byClient   bool
-}
-
-func (e *upgradeError) Error() string {
-	return fmt.Sprintf("upstream switched to protocol %q when %q was requested", e.got, e.asked)
-}
-
-// checkUpgrade applies ReverseProxy's rule for a 101 (the response's
-// Upgrade must equal the request's, ignoring case, and be printable) so
-// that a refused switch is judged here, and its connection closed at once
-// (ReverseProxy closes the body of a response ModifyResponse rejects, but
-// not of one it refuses itself).
-func checkUpgrade(res *http.Response) error {
-	if res.Request == nil {
-		return nil
-	}
-	asked, got := upgradeType(res.Request.Header), upgradeType(res.Header)
-	if strings.EqualFold(asked, got) && printable(got) {
-		return nil
-	}
-	e := &upgradeError{asked: asked, got: got}
-	if got != "" && printable(got) {
-		for _, tok := range strings.Split(asked, ",") {
-			if strings.EqualFold(textproto.TrimString(tok), got) {
-				e.byClient = true
-			}
-		}
-	}
-	return e
-}
-
-// upgradeType is the protocol a message's Upgrade header asks for, when
-// its Connection header lists "upgrade"; as ReverseProxy reads it.
-func upgradeType(h http.Header) string {
-	for _, v := range h["Connection"] {
-		for _, tok := range strings.Split(v, ",") {
-			if strings.EqualFold(textproto.TrimString(tok), "upgrade") {
-				return h.Get("Upgrade")
-			}
-		}
-	}
-	return ""
-}
-
-func printable(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < ' ' || s[i] > '~' {
-			return false
-		}
-	}
-	return true
-}
-
-// byClient reports whether err is the client's doing (see upgradeError):
-// it neither feeds the breaker nor is retried.
-func byClient(err error) bool {
-	var ue *upgradeError
-	return errors.As(err, &ue) && ue.byClient
 }
 
 // setForwarded sets the outbound X-Forwarded-For, -Host and -Proto
@@ -261,7 +184,7 @@ func localAddr(r *http.Request) string {
 // own refusal of what the client asked for (badUpgrade) is marked here.
 func recordError(w http.ResponseWriter, r *http.Request, err error) {
 	if rw, ok := w.(*responseWriter); ok {
-		rw.err = badUpgrade(r, err)
+		rw.err = transport.BadUpgrade(r, err)
 		return
 	}
 	w.WriteHeader(http.StatusBadGateway)
@@ -423,7 +346,7 @@ func (t *trackedBody) Read(p []byte) (int, error) {
 	if err == io.EOF {
 		t.trailers.Close()
 		if len(t.trailer) > 0 {
-			dropBadTrailers(t.trailer)
+			transport.DropBadTrailers(t.trailer)
 		}
 	} else if err != nil {
 		t.bad.Store(true)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/internal/testutil/certstest"
 	"github.com/ringlb/ringlb/internal/testutil/testnet"
 )
@@ -27,7 +28,7 @@ import (
 // notes the last request's Host and trailers.
 type refusalUpstream struct {
 	name  string
-	proto Protocol
+	proto transport.Protocol
 	srv   *httptest.Server
 	hits  atomic.Int64
 	mu    sync.Mutex
@@ -69,22 +70,22 @@ type refusalRig struct {
 // newRefusalUpstream starts an upstream speaking p (h2 with a
 // certificate from ca) whose server max sets MaxHeaderBytes of (0: the
 // default).
-func newRefusalUpstream(t *testing.T, name string, p Protocol, ca *certstest.CA, max int) *refusalUpstream {
+func newRefusalUpstream(t *testing.T, name string, p transport.Protocol, ca *certstest.CA, max int) *refusalUpstream {
 	t.Helper()
 	u := &refusalUpstream{name: name, proto: p}
 	u.srv = httptest.NewUnstartedServer(u)
 	u.srv.Config.ErrorLog = discardLog()
 	u.srv.Config.MaxHeaderBytes = max
 	switch p {
-	case ProtocolHTTP1:
+	case transport.HTTP1:
 		u.srv.Start()
-	case ProtocolH2C:
+	case transport.H2C:
 		ps := new(http.Protocols)
 		ps.SetHTTP1(true)
 		ps.SetUnencryptedHTTP2(true)
 		u.srv.Config.Protocols = ps
 		u.srv.Start()
-	case ProtocolH2:
+	case transport.H2:
 		u.srv.EnableHTTP2 = true
 		u.srv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, certstest.Options{}).Pair(t)}}
 		u.srv.StartTLS()
@@ -93,18 +94,18 @@ func newRefusalUpstream(t *testing.T, name string, p Protocol, ca *certstest.CA,
 	return u
 }
 
-func newRefusalRig(t *testing.T, p1, p2 Protocol, mut func(*Options)) *refusalRig {
+func newRefusalRig(t *testing.T, p1, p2 transport.Protocol, mut func(*Options)) *refusalRig {
 	return newRefusalRigMax(t, p1, p2, 0, mut)
 }
 
 // newRefusalRigMax is newRefusalRig with upstreams whose servers take
 // heads of at most max bytes.
-func newRefusalRigMax(t *testing.T, p1, p2 Protocol, max int, mut func(*Options)) *refusalRig {
+func newRefusalRigMax(t *testing.T, p1, p2 transport.Protocol, max int, mut func(*Options)) *refusalRig {
 	t.Helper()
 	rr := &refusalRig{ups: map[string]*refusalUpstream{}}
 	ca := certstest.NewCA(t)
 	var ups []UpstreamOptions
-	for i, p := range []Protocol{p1, p2} {
+	for i, p := range []transport.Protocol{p1, p2} {
 		u := newRefusalUpstream(t, fmt.Sprint("u", i+1), p, ca, max)
 		rr.ups[u.name] = u
 		url := mustURL(t, u.srv.URL)
@@ -270,7 +271,7 @@ func sixTimes(t *testing.T, what string, want int, send func() (int, string)) {
 
 func discardLog() *log.Logger { return slog.NewLogLogger(slog.DiscardHandler, slog.LevelError) }
 
-var protoNames = map[Protocol]string{ProtocolHTTP1: "http1", ProtocolH2C: "h2c", ProtocolH2: "h2"}
+var protoNames = map[transport.Protocol]string{transport.HTTP1: "http1", transport.H2C: "h2c", transport.H2: "h2"}
 
 // An HTTP/2 :method that is not a token (HTTP/1.1's server refuses such
 // a method itself; HTTP/2's lets it through) is the client's: 400, on
@@ -280,7 +281,7 @@ var protoNames = map[Protocol]string{ProtocolHTTP1: "http1", ProtocolH2C: "h2c",
 // retried, the next upstream: five requests ejected the owner, ten the
 // fleet.)
 func TestH2MethodNotATokenIsTheClients(t *testing.T) {
-	for _, p := range []Protocol{ProtocolHTTP1, ProtocolH2C} {
+	for _, p := range []transport.Protocol{transport.HTTP1, transport.H2C} {
 		t.Run(protoNames[p], func(t *testing.T) {
 			rr := newRefusalRig(t, p, p, nil)
 			owner := rr.b.Lookup("alice").Owner
@@ -303,7 +304,7 @@ func TestH2MethodNotATokenIsTheClients(t *testing.T) {
 // (*http.Request).Write does with an invalid one; an HTTP/2 upstream's
 // transport refused it, 502, counted and retried.)
 func TestH2AuthorityNotAHostIsTheClients(t *testing.T) {
-	for _, p := range []Protocol{ProtocolHTTP1, ProtocolH2C} {
+	for _, p := range []transport.Protocol{transport.HTTP1, transport.H2C} {
 		t.Run(protoNames[p], func(t *testing.T) {
 			rr := newRefusalRig(t, p, p, nil)
 			owner := rr.b.Lookup("alice").Owner
@@ -345,7 +346,7 @@ func jsonChunked(declared, trailer string) string {
 // reached an http1 upstream, and an h2c upstream reset the stream, 502,
 // counted.)
 func TestForbiddenRequestTrailersAreDropped(t *testing.T) {
-	for _, p := range []Protocol{ProtocolHTTP1, ProtocolH2C} {
+	for _, p := range []transport.Protocol{transport.HTTP1, transport.H2C} {
 		t.Run(protoNames[p], func(t *testing.T) {
 			rr := newRefusalRig(t, p, p, func(o *Options) { o.Timeouts.ResponseHeader = time.Second })
 			owner := rr.b.Lookup("alice").Owner
@@ -379,9 +380,9 @@ func TestForbiddenRequestTrailersAreDropped(t *testing.T) {
 // net/http's HTTP/2 transport refused it, 502 or the next upstream's
 // answer, counted: five requests ejected the owner.)
 func TestUpgradeTowardsH2UpstreamIsNotImplemented(t *testing.T) {
-	for _, p := range []Protocol{ProtocolH2C, ProtocolH2} {
+	for _, p := range []transport.Protocol{transport.H2C, transport.H2} {
 		t.Run(protoNames[p], func(t *testing.T) {
-			rr := newRefusalRig(t, p, ProtocolHTTP1, nil) // u1 speaks HTTP/2, u2 HTTP/1.1
+			rr := newRefusalRig(t, p, transport.HTTP1, nil) // u1 speaks HTTP/2, u2 HTTP/1.1
 			key := keyOwnedBy(t, rr.b, "u1")
 			for _, front := range []*httptest.Server{rr.plain, rr.tls} {
 				for _, up := range []string{
@@ -405,7 +406,7 @@ func TestUpgradeTowardsH2UpstreamIsNotImplemented(t *testing.T) {
 // 400. (Before: 502, counted against the owner and, retried, the next
 // upstream.)
 func TestUnprintableUpgradeIsTheClients(t *testing.T) {
-	rr := newRefusalRig(t, ProtocolHTTP1, ProtocolHTTP1, nil)
+	rr := newRefusalRig(t, transport.HTTP1, transport.HTTP1, nil)
 	owner := rr.b.Lookup("alice").Owner
 	for _, front := range []*httptest.Server{rr.plain, rr.tls} {
 		what := fmt.Sprintf("front tls=%v", front.TLS != nil)
@@ -423,7 +424,7 @@ func TestUnprintableUpgradeIsTheClients(t *testing.T) {
 // retried. (Before: 502, counted against the owner and, retried, the
 // next upstream, whose fresh connection sent it and got a GOAWAY.)
 func TestHeadTooLargeForH2UpstreamIsTheClients(t *testing.T) {
-	rr := newRefusalRigMax(t, ProtocolH2C, ProtocolH2C, 1024, nil)
+	rr := newRefusalRigMax(t, transport.H2C, transport.H2C, 1024, nil)
 	owner := rr.b.Lookup("alice").Owner
 	// The first request opens the owner's connection, which learns its
 	// settings.
@@ -437,17 +438,17 @@ func TestHeadTooLargeForH2UpstreamIsTheClients(t *testing.T) {
 
 // Every refusal of a request by an upstream transport, before anything
 // of it is sent, for what the request holds, is recognised as the
-// client's (causeClient, refusal's status), for each protocol whose
+// client's (transport.CauseClient, refusal's status), for each protocol whose
 // transport refuses it; nothing reaches the upstream. A connection that
 // fails is still the upstream's, even for a request that would have been
 // refused. (Before: every one was a "bad response", 502, counted.)
 func TestTransportRefusalsAreTheClients(t *testing.T) {
 	ca := certstest.NewCA(t)
-	ts := NewTransports(TransportOptions{DialTimeout: 2 * time.Second, ResponseHeaderTimeout: 5 * time.Second,
-		TLS: UpstreamTLS{RootCAs: ca.Pool()}})
+	ts := transport.NewSet(transport.Options{DialTimeout: 2 * time.Second, ResponseHeaderTimeout: 5 * time.Second,
+		TLS: transport.UpstreamTLS{RootCAs: ca.Pool()}})
 	t.Cleanup(ts.CloseIdleConnections)
-	ups := map[Protocol]*refusalUpstream{}
-	for _, p := range []Protocol{ProtocolHTTP1, ProtocolH2C, ProtocolH2} {
+	ups := map[transport.Protocol]*refusalUpstream{}
+	for _, p := range []transport.Protocol{transport.HTTP1, transport.H2C, transport.H2} {
 		u := newRefusalUpstream(t, protoNames[p], p, ca, 1024)
 		ups[p] = u
 		// A first request: the HTTP/2 connections learn their settings.
@@ -459,10 +460,10 @@ func TestTransportRefusalsAreTheClients(t *testing.T) {
 		io.Copy(io.Discard, res.Body)
 		res.Body.Close()
 	}
-	h1, h2 := []Protocol{ProtocolHTTP1, ProtocolH2C, ProtocolH2}, []Protocol{ProtocolH2C, ProtocolH2}
+	h1, h2 := []transport.Protocol{transport.HTTP1, transport.H2C, transport.H2}, []transport.Protocol{transport.H2C, transport.H2}
 	for _, c := range []struct {
 		name  string
-		on    []Protocol
+		on    []transport.Protocol
 		code  int
 		build func(req *http.Request)
 	}{
@@ -498,10 +499,10 @@ func TestTransportRefusalsAreTheClients(t *testing.T) {
 			if took := time.Since(start); took > time.Second {
 				t.Errorf("%s: refused after %v", what, took)
 			}
-			if code, _, ok := refusal(err); !ok || code != c.code {
+			if code, _, ok := transport.Refusal(err); !ok || code != c.code {
 				t.Errorf("%s: %v: refusal %d %v, want %d", what, err, code, ok, c.code)
 			}
-			if got := causeOf(err); got != causeClient {
+			if got := transport.CauseOf(err); got != transport.CauseClient {
 				t.Errorf("%s: %v: cause %q, want client", what, err, got)
 			}
 			if n := u.hits.Load() - before; n != 0 {
@@ -510,12 +511,12 @@ func TestTransportRefusalsAreTheClients(t *testing.T) {
 		}
 	}
 	// A dial that fails is the upstream's, whatever the request.
-	for _, p := range []Protocol{ProtocolHTTP1, ProtocolH2C} {
+	for _, p := range []transport.Protocol{transport.HTTP1, transport.H2C} {
 		req, _ := http.NewRequest(http.MethodGet, deadURL(t).String()+"/", nil)
 		req.Host = "a b"
 		req.Header["Upgrade"] = []string{""}
 		_, err := ts.For(p).RoundTrip(req)
-		if got := causeOf(err); got != causeRefused {
+		if got := transport.CauseOf(err); got != transport.CauseRefused {
 			t.Errorf("a dial refused to %s: %v: cause %q, want refused", protoNames[p], err, got)
 		}
 	}
@@ -529,10 +530,10 @@ func TestRefusalChecksDoNotAllocate(t *testing.T) {
 	r.Host = "shop.example:8443"
 	tr := http.Header{"Grpc-Status": {"0"}, "X-Checksum": {"abc"}}
 	if n := testing.AllocsPerRun(100, func() {
-		if checkH2Head(r) != "" {
+		if transport.CheckH2Head(r) != "" {
 			t.Fatal("a valid HTTP/2 request refused")
 		}
-		dropBadTrailers(tr)
+		transport.DropBadTrailers(tr)
 	}); n != 0 {
 		t.Errorf("%v allocations per request", n)
 	}

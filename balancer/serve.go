@@ -8,12 +8,13 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 	"unsafe"
+
+	"github.com/ringlb/ringlb/balancer/transport"
 
 	"golang.org/x/net/http/httpguts"
 
@@ -46,7 +47,7 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// With an access log, lr gathers what its line says.
 	var lr logReq
-	if msg := checkH2Head(r); msg != "" {
+	if msg := transport.CheckH2Head(r); msg != "" {
 		plainError(rw, http.StatusBadRequest, msg)
 		lr.decision = "rejected"
 		b.accessLog(s, r, rw, nil, start, &lr, srcRejected, 0)
@@ -97,7 +98,7 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// (or, for a body read for the key, received) by now and from those
 	// that arrive with the body's end (trackedBody).
 	if len(r.Trailer) > 0 {
-		dropBadTrailers(r.Trailer)
+		transport.DropBadTrailers(r.Trailer)
 	}
 	// With retry_statuses, a bodiless GET, HEAD or OPTIONS may be retried
 	// on a listed status too. The proxies' ModifyResponse judges the
@@ -247,9 +248,9 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 			}
 			gone := clientFault(r, body) || rw.clientBound()
 			b.report(s, u, b.outcomeDone(u, rw, done, trial), breaker.Outcome{Status: rw.status, Err: http.ErrAbortHandler, Gone: gone})
-			c := causeReset
+			c := transport.CauseReset
 			if gone {
-				c = causeClient
+				c = transport.CauseClient
 			}
 			b.logFailure(u, c, errBrokeOff, r)
 			// What was received goes out before the connection is
@@ -273,7 +274,7 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 		b.report(s, u, b.outcomeDone(u, rw, done, trial), breaker.Outcome{Status: se.code})
 	} else if rw.err != nil {
 		c := attemptCause(rw.err, r, body)
-		b.report(s, u, b.outcomeDone(u, rw, done, trial), breaker.Outcome{Err: rw.err, Gone: notUpstreams(c, rw.err)})
+		b.report(s, u, b.outcomeDone(u, rw, done, trial), breaker.Outcome{Err: rw.err, Gone: transport.NotUpstreams(c, rw.err)})
 		b.logFailure(u, c, rw.err, r)
 	} else {
 		// The grpc-status trailer has reached rw's header map by now.
@@ -318,9 +319,9 @@ func countChoice(s *snapshot, choice ring.Choice, last *member) {
 // after a 1xx head, so the next attempt starts clean.
 func (s *snapshot) retry(rw *responseWriter, r *http.Request, body *trackedBody, attempts int) bool {
 	switch {
-	case rw.err == nil, rw.wroteHeader, clientFault(r, body), byClient(rw.err), refused(rw.err):
+	case rw.err == nil, rw.wroteHeader, clientFault(r, body), transport.ByClient(rw.err), transport.Refused(rw.err):
 		return false
-	case isLocal(rw.err):
+	case transport.IsLocal(rw.err):
 		return false // ringlb's own limit: another upstream would only move the key
 	case s.fail, attempts > s.retries:
 		return false
@@ -333,7 +334,7 @@ func (s *snapshot) retry(rw *responseWriter, r *http.Request, body *trackedBody,
 // or a bodiless GET, HEAD or OPTIONS (a response with a status in
 // retry_statuses fails only those).
 func retryable(err error, r *http.Request, body *trackedBody) bool {
-	var de *dialError
+	var de *transport.DialError
 	if errors.As(err, &de) {
 		return body == nil || body.n.Load() == 0
 	}
@@ -363,14 +364,6 @@ type statusError struct{ code int }
 
 func (e *statusError) Error() string {
 	return "upstream answered " + strconv.Itoa(e.code) + " (in retry_statuses)"
-}
-
-func isTimeout(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return true
-	}
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // writeError answers a request whose last attempt failed before any byte
@@ -406,7 +399,7 @@ func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, 
 		rw.status = 499
 		panic(http.ErrAbortHandler)
 	}
-	if code, msg, ok := refusal(rw.err); ok {
+	if code, msg, ok := transport.Refusal(rw.err); ok {
 		plainError(rw, code, msg)
 		return
 	}
@@ -427,11 +420,11 @@ func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, 
 	if s.header != "" {
 		msg = "bad gateway: upstream " + m.u.name + " failed\n"
 	}
-	if isLocal(rw.err) {
+	if transport.IsLocal(rw.err) {
 		msg = "bad gateway: ringlb is out of its own resources (file descriptors, local ports or buffers)\n"
-	} else if byClient(rw.err) {
+	} else if transport.ByClient(rw.err) {
 		msg = "bad gateway: upgrade to one protocol at a time, not a list\n"
-	} else if !s.fail && isTimeout(rw.err) {
+	} else if !s.fail && transport.IsTimeout(rw.err) {
 		code, msg = http.StatusGatewayTimeout, "gateway timeout: the upstream timed out\n"
 		if s.header != "" {
 			msg = "gateway timeout: upstream " + m.u.name + " timed out\n"
@@ -483,9 +476,9 @@ var errBrokeOff = errors.New("the response broke off mid-body")
 // cause (with the count of failures not logged since the last), and, for
 // ringlb's own limits, once per second in all. A local failure is counted
 // in ringlb_local_errors_total.
-func (b *Balancer) logFailure(u *upstream, c cause, err error, r *http.Request) {
+func (b *Balancer) logFailure(u *upstream, c transport.Cause, err error, r *http.Request) {
 	l := &u.fails[c]
-	if c == causeLocal {
+	if c == transport.CauseLocal {
 		b.metrics.local.Inc()
 		l = &b.localLog
 	}
@@ -577,7 +570,7 @@ func (b *Balancer) accessLog(s *snapshot, r *http.Request, rw *responseWriter, m
 	if m != nil {
 		e.Upstream = m.u.name
 	}
-	if lr.cause != causeNone {
+	if lr.cause != transport.CauseNone {
 		e.Cause = lr.cause.String()
 	}
 	switch src {
@@ -610,7 +603,7 @@ func first(vs []string) string {
 type logReq struct {
 	decision string
 	attempts int
-	cause    cause // of the last failed attempt
+	cause    transport.Cause // of the last failed attempt
 	bytesIn  int64
 	choice   ring.Choice // the first pick
 	skipped  []ring.Skip // why the first pick passed members over

@@ -15,7 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/balancer/h1"
+	"github.com/ringlb/ringlb/balancer/transport"
+	"github.com/ringlb/ringlb/balancer/transport/h1"
 	"github.com/ringlb/ringlb/internal/testutil/certstest"
 	"github.com/ringlb/ringlb/internal/testutil/diffcases"
 	"github.com/ringlb/ringlb/internal/testutil/testnet"
@@ -174,14 +175,14 @@ func throughBalancer(t *testing.T, target string, roots *x509.CertPool, c transp
 	opts.UpstreamTLS.RootCAs = roots
 	opts.Timeouts.ResponseHeader = 300 * time.Millisecond
 	opts.Timeouts.Read = 300 * time.Millisecond
-	defer func(was bool) { stdHTTP1 = was }(stdHTTP1)
-	stdHTTP1 = std
+	defer func(was bool) { transport.StdHTTP1 = was }(transport.StdHTTP1)
+	transport.StdHTTP1 = std
 	b, err := New(opts, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	switch rt := b.transport.For(ProtocolHTTP1).(type) {
+	switch rt := b.transport.For(transport.HTTP1).(type) {
 	case *h1.Transport:
 		if std {
 			t.Fatalf("transport %T, want net/http's", rt)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/internal/testutil/certstest"
 	"github.com/ringlb/ringlb/internal/testutil/testnet"
 )
@@ -17,8 +18,8 @@ func TestHTTP1TransportSpeaksHTTP1(t *testing.T) {
 	leaf := ca.Issue(t, certstest.Options{})
 	h2c := h2cUpstream(t, protoHandler(t))
 	h2 := tlsUpstream(t, protoHandler(t), leaf, true)
-	tr := newHTTP1Transport(TransportOptions{DialTimeout: 2 * time.Second, ResponseHeaderTimeout: 5 * time.Second,
-		IdleConnTimeout: time.Minute, TLS: UpstreamTLS{RootCAs: ca.Pool()}})
+	tr := transport.NewH1(transport.Options{DialTimeout: 2 * time.Second, ResponseHeaderTimeout: 5 * time.Second,
+		IdleConnTimeout: time.Minute, TLS: transport.UpstreamTLS{RootCAs: ca.Pool()}})
 	t.Cleanup(tr.CloseIdleConnections)
 	for _, url := range []string{h2c.URL, h2.URL} {
 		resp, err := roundTrip(t, tr, url)
@@ -31,7 +32,7 @@ func TestHTTP1TransportVerifiesUpstreams(t *testing.T) {
 	srv, cases := verifyUpstream(t, false)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := newHTTP1Transport(TransportOptions{DialTimeout: 2 * time.Second, TLS: tc.tls})
+			tr := transport.NewH1(transport.Options{DialTimeout: 2 * time.Second, TLS: tc.tls})
 			t.Cleanup(tr.CloseIdleConnections)
 			resp, err := roundTrip(t, tr, srv.URL)
 			switch {
@@ -44,16 +45,16 @@ func TestHTTP1TransportVerifiesUpstreams(t *testing.T) {
 	}
 }
 
-// A refused connection is a *dialError: nothing was sent, so the
+// A refused connection is a *transport.DialError: nothing was sent, so the
 // balancer may retry the request elsewhere whatever its method.
 func TestHTTP1TransportMarksDialErrors(t *testing.T) {
 	addr := testnet.RefusedAddr(t)
-	tr := newHTTP1Transport(TransportOptions{DialTimeout: 2 * time.Second})
+	tr := transport.NewH1(transport.Options{DialTimeout: 2 * time.Second})
 	for _, url := range []string{"http://" + addr, "https://" + addr} {
 		_, err := roundTrip(t, tr, url)
-		var de *dialError
+		var de *transport.DialError
 		if !errors.As(err, &de) {
-			t.Errorf("%s: err = %v, want a *dialError", url, err)
+			t.Errorf("%s: err = %v, want a *transport.DialError", url, err)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/internal/testutil/certstest"
 	"github.com/ringlb/ringlb/internal/testutil/testnet"
 )
@@ -103,33 +104,33 @@ func TestTransportsSpeakTheirProtocol(t *testing.T) {
 	h2c := h2cUpstream(t, protoHandler(t))
 	h2 := tlsUpstream(t, protoHandler(t), leaf, true)
 	h1only := tlsUpstream(t, protoHandler(t), leaf, false)
-	ts := NewTransports(TransportOptions{DialTimeout: 2 * time.Second, ResponseHeaderTimeout: 5 * time.Second,
-		IdleConnTimeout: time.Minute, TLS: UpstreamTLS{RootCAs: ca.Pool()}})
+	ts := transport.NewSet(transport.Options{DialTimeout: 2 * time.Second, ResponseHeaderTimeout: 5 * time.Second,
+		IdleConnTimeout: time.Minute, TLS: transport.UpstreamTLS{RootCAs: ca.Pool()}})
 	t.Cleanup(ts.CloseIdleConnections)
 
 	t.Run("h2c", func(t *testing.T) {
-		resp, err := roundTrip(t, ts.For(ProtocolH2C), h2c.URL)
+		resp, err := roundTrip(t, ts.For(transport.H2C), h2c.URL)
 		checkProto(t, resp, err, "HTTP/2.0")
 	})
 	t.Run("h2", func(t *testing.T) {
-		resp, err := roundTrip(t, ts.For(ProtocolH2), h2.URL)
+		resp, err := roundTrip(t, ts.For(transport.H2), h2.URL)
 		checkProto(t, resp, err, "HTTP/2.0")
 	})
 	t.Run("http1 to a cleartext server that speaks h2c", func(t *testing.T) {
-		resp, err := roundTrip(t, ts.For(ProtocolHTTP1), h2c.URL)
+		resp, err := roundTrip(t, ts.For(transport.HTTP1), h2c.URL)
 		checkProto(t, resp, err, "HTTP/1.1")
 	})
 	t.Run("http1 to a TLS server that offers h2", func(t *testing.T) {
-		resp, err := roundTrip(t, ts.For(ProtocolHTTP1), h2.URL)
+		resp, err := roundTrip(t, ts.For(transport.HTTP1), h2.URL)
 		checkProto(t, resp, err, "HTTP/1.1")
 	})
 	t.Run("h2 to a TLS server without h2 fails", func(t *testing.T) {
-		if resp, err := roundTrip(t, ts.For(ProtocolH2), h1only.URL); err == nil {
+		if resp, err := roundTrip(t, ts.For(transport.H2), h1only.URL); err == nil {
 			t.Errorf("h2 transport reached an HTTP/1.1-only server with %s", resp.Proto)
 		}
 	})
 	t.Run("unknown protocol uses http1", func(t *testing.T) {
-		if ts.For(Protocol(9)) != ts.For(ProtocolHTTP1) {
+		if ts.For(transport.Protocol(9)) != ts.For(transport.HTTP1) {
 			t.Error("For(9) is not the http1 transport")
 		}
 	})
@@ -148,10 +149,10 @@ func TestH2CTransportStreams(t *testing.T) {
 		}
 		io.WriteString(w, "last\n")
 	}))
-	ts := NewTransports(TransportOptions{DialTimeout: time.Second})
+	ts := transport.NewSet(transport.Options{DialTimeout: time.Second})
 	t.Cleanup(ts.CloseIdleConnections)
 	req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
-	resp, err := ts.For(ProtocolH2C).RoundTrip(req)
+	resp, err := ts.For(transport.H2C).RoundTrip(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +178,7 @@ func TestH2CTransportStreams(t *testing.T) {
 // certificate of a verifyUpstream with it gives.
 type verifyCase struct {
 	name    string
-	tls     UpstreamTLS
+	tls     transport.UpstreamTLS
 	wantErr string // "" when it must succeed
 }
 
@@ -188,11 +189,11 @@ func verifyUpstream(t *testing.T, h2 bool) (*httptest.Server, []verifyCase) {
 	ca := certstest.NewCA(t)
 	leaf := ca.Issue(t, certstest.Options{CommonName: "backend.internal", DNSNames: []string{"backend.internal"}, IPs: []net.IP{}})
 	return tlsUpstream(t, protoHandler(t), leaf, h2), []verifyCase{
-		{"ca_file and server_name", UpstreamTLS{RootCAs: ca.Pool(), ServerName: "backend.internal"}, ""},
-		{"ca_file, name from the URL", UpstreamTLS{RootCAs: ca.Pool()}, "doesn't contain any IP SANs"},
-		{"ca_file, wrong server_name", UpstreamTLS{RootCAs: ca.Pool(), ServerName: "other.internal"}, "not other.internal"},
-		{"system roots", UpstreamTLS{ServerName: "backend.internal"}, "unknown authority"},
-		{"insecure_skip_verify", UpstreamTLS{InsecureSkipVerify: true}, ""},
+		{"ca_file and server_name", transport.UpstreamTLS{RootCAs: ca.Pool(), ServerName: "backend.internal"}, ""},
+		{"ca_file, name from the URL", transport.UpstreamTLS{RootCAs: ca.Pool()}, "doesn't contain any IP SANs"},
+		{"ca_file, wrong server_name", transport.UpstreamTLS{RootCAs: ca.Pool(), ServerName: "other.internal"}, "not other.internal"},
+		{"system roots", transport.UpstreamTLS{ServerName: "backend.internal"}, "unknown authority"},
+		{"insecure_skip_verify", transport.UpstreamTLS{InsecureSkipVerify: true}, ""},
 	}
 }
 
@@ -200,14 +201,14 @@ func TestTransportsVerifyUpstreams(t *testing.T) {
 	srv, cases := verifyUpstream(t, true)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ts := NewTransports(TransportOptions{DialTimeout: 2 * time.Second, TLS: tc.tls})
+			ts := transport.NewSet(transport.Options{DialTimeout: 2 * time.Second, TLS: tc.tls})
 			t.Cleanup(ts.CloseIdleConnections)
-			for _, p := range []Protocol{ProtocolH2, ProtocolHTTP1} {
+			for _, p := range []transport.Protocol{transport.H2, transport.HTTP1} {
 				resp, err := roundTrip(t, ts.For(p), srv.URL)
 				switch {
 				case tc.wantErr == "" && err != nil:
 					t.Errorf("%s: %v", p, err)
-				case tc.wantErr == "" && resp.ProtoMajor != map[Protocol]int{ProtocolH2: 2, ProtocolHTTP1: 1}[p]:
+				case tc.wantErr == "" && resp.ProtoMajor != map[transport.Protocol]int{transport.H2: 2, transport.HTTP1: 1}[p]:
 					t.Errorf("%s: got %s", p, resp.Proto)
 				case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 					t.Errorf("%s: err = %v, want one containing %q", p, err, tc.wantErr)
@@ -219,23 +220,23 @@ func TestTransportsVerifyUpstreams(t *testing.T) {
 
 func TestTransportsMarkDialErrors(t *testing.T) {
 	addr := testnet.RefusedAddr(t)
-	ts := NewTransports(TransportOptions{DialTimeout: 2 * time.Second})
-	for p, url := range map[Protocol]string{ProtocolHTTP1: "http://" + addr, ProtocolH2C: "http://" + addr, ProtocolH2: "https://" + addr} {
+	ts := transport.NewSet(transport.Options{DialTimeout: 2 * time.Second})
+	for p, url := range map[transport.Protocol]string{transport.HTTP1: "http://" + addr, transport.H2C: "http://" + addr, transport.H2: "https://" + addr} {
 		_, err := roundTrip(t, ts.For(p), url)
-		var de *dialError
+		var de *transport.DialError
 		if !errors.As(err, &de) {
-			t.Errorf("%s: err = %v, want a *dialError", p, err)
+			t.Errorf("%s: err = %v, want a *transport.DialError", p, err)
 		}
 	}
 }
 
 func TestParseProtocol(t *testing.T) {
-	for _, p := range []Protocol{ProtocolHTTP1, ProtocolH2C, ProtocolH2} {
-		if got, err := ParseProtocol(p.String()); err != nil || got != p {
-			t.Errorf("ParseProtocol(%q) = %v, %v", p.String(), got, err)
+	for _, p := range []transport.Protocol{transport.HTTP1, transport.H2C, transport.H2} {
+		if got, err := transport.ParseProtocol(p.String()); err != nil || got != p {
+			t.Errorf("transport.ParseProtocol(%q) = %v, %v", p.String(), got, err)
 		}
 	}
-	if _, err := ParseProtocol("http2"); err == nil {
-		t.Error("ParseProtocol(http2) succeeded")
+	if _, err := transport.ParseProtocol("http2"); err == nil {
+		t.Error("transport.ParseProtocol(http2) succeeded")
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/transport"
+
 	"github.com/ringlb/ringlb/balancer/breaker"
 )
 
@@ -57,7 +59,7 @@ type upstream struct {
 	metrics *upstreamMetrics
 
 	// fails rate-limits the warnings for failed attempts, per cause.
-	fails [numCauses]failLog
+	fails [transport.NumCauses]failLog
 }
 
 // Ejection is why and since when an upstream is unavailable.

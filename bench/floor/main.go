@@ -37,7 +37,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
-	"github.com/ringlb/ringlb/balancer/h1"
+	"github.com/ringlb/ringlb/balancer/transport/h1"
 )
 
 // buffers lends ReverseProxy its copy buffers.

@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/hold/share"
+	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/cmd/ringlb/certs"
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
 	"github.com/ringlb/ringlb/healthcheck"
@@ -48,16 +49,16 @@ func balancerOptions(proc *config.Config, cfg *config.Pool) (balancer.Options, e
 		return balancer.Options{}, err
 	}
 	for _, u := range cfg.Upstreams {
-		p, _ := balancer.ParseProtocol(u.Protocol) // validated by config
-		st, _ := balancer.ParseAdminState(u.State) // validated by config; "" (not defaulted) is ready
+		p, _ := transport.ParseProtocol(u.Protocol) // validated by config
+		st, _ := balancer.ParseAdminState(u.State)  // validated by config; "" (not defaulted) is ready
 		o.Upstreams = append(o.Upstreams, balancer.UpstreamOptions{Name: u.Name, URL: u.URL, Weight: u.Weight, Addr: u.Addr, Protocol: p, State: st})
 	}
 	return o, nil
 }
 
 // upstreamTLS converts a pool's upstream_tls, reading its CA file.
-func upstreamTLS(cfg *config.Pool) (balancer.UpstreamTLS, error) {
-	t := balancer.UpstreamTLS{ServerName: cfg.UpstreamTLS.ServerName, InsecureSkipVerify: cfg.UpstreamTLS.InsecureSkipVerify}
+func upstreamTLS(cfg *config.Pool) (transport.UpstreamTLS, error) {
+	t := transport.UpstreamTLS{ServerName: cfg.UpstreamTLS.ServerName, InsecureSkipVerify: cfg.UpstreamTLS.InsecureSkipVerify}
 	if f := cfg.UpstreamTLS.CAFile; f != "" {
 		pool, err := certs.LoadCAFile(f)
 		if err != nil {
@@ -70,8 +71,8 @@ func upstreamTLS(cfg *config.Pool) (balancer.UpstreamTLS, error) {
 
 // transportOptions are the settings of the transports health probes use:
 // the request path's timeouts and upstream TLS, in a pool of their own.
-func transportOptions(cfg *config.Pool, tls balancer.UpstreamTLS) balancer.TransportOptions {
-	return balancer.TransportOptions{
+func transportOptions(cfg *config.Pool, tls transport.UpstreamTLS) transport.Options {
+	return transport.Options{
 		DialTimeout:           cfg.Timeouts.Dial,
 		ResponseHeaderTimeout: cfg.Timeouts.ResponseHeader,
 		IdleConnTimeout:       cfg.Timeouts.IdleConn,
@@ -99,7 +100,7 @@ func healthOptions(health *config.Health) *healthcheck.Options {
 // ones too, so their health state carries over if they return), each
 // probed over probes' transport for its protocol: cleartext HTTP/2 to an
 // h2c upstream, https verified as upstream_tls says.
-func healthTargets(b *balancer.Balancer, probes *balancer.Transports) []healthcheck.Target {
+func healthTargets(b *balancer.Balancer, probes *transport.Set) []healthcheck.Target {
 	ms := b.Members()
 	ts := make([]healthcheck.Target, len(ms))
 	for i, m := range ms {

@@ -15,6 +15,7 @@ import (
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/accesslog"
 	"github.com/ringlb/ringlb/balancer/admin"
+	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/cmd/ringlb/certs"
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
 	"github.com/ringlb/ringlb/healthcheck"
@@ -88,16 +89,16 @@ func (s *server) shutdownTimes() (delay, timeout time.Duration) {
 type poolRun struct {
 	name      string
 	b         *balancer.Balancer
-	opts      balancer.Options     // the ones b last took
-	hc        *checker             // nil without a health block
-	probes    *balancer.Transports // what health probes are sent over
-	probeOpts balancer.TransportOptions
+	opts      balancer.Options // the ones b last took
+	hc        *checker         // nil without a health block
+	probes    *transport.Set   // what health probes are sent over
+	probeOpts transport.Options
 	stop      context.CancelFunc // ends followMembers
 }
 
 // sameTransport reports whether a and b build the same transports (a CA
 // file read again unchanged gives an equal pool).
-func sameTransport(a, b balancer.TransportOptions) bool {
+func sameTransport(a, b transport.Options) bool {
 	ap, bp := a.TLS.RootCAs, b.TLS.RootCAs
 	if (ap == nil) != (bp == nil) || (ap != nil && !ap.Equal(bp)) {
 		return false
@@ -175,7 +176,7 @@ func (s *server) startPool(cfg *config.Config, p *config.Pool) (*poolRun, error)
 	}
 	ctx, stop := context.WithCancel(s.hcCtx)
 	pr := &poolRun{name: p.Name, b: b, opts: opts, probeOpts: transportOptions(p, opts.UpstreamTLS), stop: stop}
-	pr.probes = balancer.NewTransports(pr.probeOpts)
+	pr.probes = transport.NewSet(pr.probeOpts)
 	pr.hc = s.startChecker(pr, p)
 	go s.followMembers(ctx, pr)
 	return pr, nil
@@ -491,7 +492,7 @@ func sameHealth(pr *poolRun, p *config.Pool) bool {
 func (s *server) followConfig(pr *poolRun, p *config.Pool, opts balancer.Options) {
 	if to := transportOptions(p, opts.UpstreamTLS); !sameTransport(to, pr.probeOpts) {
 		pr.probes.CloseIdleConnections()
-		pr.probes, pr.probeOpts = balancer.NewTransports(to), to
+		pr.probes, pr.probeOpts = transport.NewSet(to), to
 	}
 	switch hopts := healthOptions(p.Health); {
 	case hopts == nil && pr.hc != nil:

@@ -1,4 +1,7 @@
-package balancer
+// Package transport speaks to upstreams: one round tripper per protocol
+// (HTTP/1.1 through h1, h2c and h2 through net/http's), with the dial and
+// TLS settings they share, and the refusals that are the client's fault.
+package transport
 
 import (
 	"context"
@@ -13,27 +16,27 @@ import (
 // Protocol is how ringlb speaks to an upstream (upstreams[].protocol).
 type Protocol uint8
 
-// The protocols. The zero value is ProtocolHTTP1.
+// The protocols. The zero value is HTTP1.
 const (
-	// ProtocolHTTP1 is HTTP/1.1, over TLS for an https URL.
-	ProtocolHTTP1 Protocol = iota
-	// ProtocolH2C is cleartext HTTP/2 with prior knowledge (gRPC servers
+	// HTTP1 is HTTP/1.1, over TLS for an https URL.
+	HTTP1 Protocol = iota
+	// H2C is cleartext HTTP/2 with prior knowledge (gRPC servers
 	// without TLS speak it); the URL is http.
-	ProtocolH2C
-	// ProtocolH2 is HTTP/2 over TLS, negotiated by ALPN; the URL is https,
+	H2C
+	// H2 is HTTP/2 over TLS, negotiated by ALPN; the URL is https,
 	// and an upstream that does not offer h2 fails the request.
-	ProtocolH2
+	H2
 )
 
 // ParseProtocol reads a protocol as the config writes it: http1, h2c or h2.
 func ParseProtocol(s string) (Protocol, error) {
 	switch s {
 	case "http1":
-		return ProtocolHTTP1, nil
+		return HTTP1, nil
 	case "h2c":
-		return ProtocolH2C, nil
+		return H2C, nil
 	case "h2":
-		return ProtocolH2, nil
+		return H2, nil
 	}
 	return 0, fmt.Errorf("unknown protocol %q; want http1, h2c or h2", s)
 }
@@ -41,11 +44,11 @@ func ParseProtocol(s string) (Protocol, error) {
 // String returns the protocol as the config writes it.
 func (p Protocol) String() string {
 	switch p {
-	case ProtocolHTTP1:
+	case HTTP1:
 		return "http1"
-	case ProtocolH2C:
+	case H2C:
 		return "h2c"
-	case ProtocolH2:
+	case H2:
 		return "h2"
 	}
 	return fmt.Sprintf("Protocol(%d)", uint8(p))
@@ -62,8 +65,8 @@ type UpstreamTLS struct {
 	InsecureSkipVerify bool
 }
 
-// TransportOptions are what the transports of all protocols share.
-type TransportOptions struct {
+// Options are what the transports of all protocols share.
+type Options struct {
 	// DialTimeout bounds connecting (and, when > 0, the TLS handshake);
 	// ResponseHeaderTimeout bounds the wait for response headers once the
 	// request is written; IdleConnTimeout closes unused connections. 0
@@ -75,24 +78,24 @@ type TransportOptions struct {
 	TLS UpstreamTLS
 }
 
-// Transports holds one transport per Protocol, built with the same
+// Set holds one transport per Protocol, built with the same
 // timeouts and TLS settings, so that upstreams of one protocol share
 // connections pools and one config change rebuilds them all. A dial that
-// fails returns an error wrapping *dialError (nothing was sent: the
+// fails returns an error wrapping *DialError (nothing was sent: the
 // request may go elsewhere whatever its method).
-type Transports struct {
-	byProto [3]roundTripper
+type Set struct {
+	byProto [3]RoundTripper
 }
 
-// NewTransports builds the three transports: HTTP/1.1 through
+// NewSet builds the three transports: HTTP/1.1 through
 // h1.Transport (see newHTTP1RoundTripper), HTTP/2 through net/http's
 // (h2Transport marks the requests it refuses). A request a transport
 // refuses for what it holds, before sending anything of it, fails with
 // an error that refusal recognises.
-func NewTransports(o TransportOptions) *Transports {
-	ts := &Transports{}
+func NewSet(o Options) *Set {
+	ts := &Set{}
 	for p := range ts.byProto {
-		if Protocol(p) == ProtocolHTTP1 {
+		if Protocol(p) == HTTP1 {
 			ts.byProto[p] = newHTTP1RoundTripper(o)
 			continue
 		}
@@ -101,17 +104,17 @@ func NewTransports(o TransportOptions) *Transports {
 	return ts
 }
 
-// For returns the transport for p (ProtocolHTTP1's for an unknown value).
-func (ts *Transports) For(p Protocol) http.RoundTripper {
+// For returns the transport for p (HTTP1's for an unknown value).
+func (ts *Set) For(p Protocol) http.RoundTripper {
 	if int(p) >= len(ts.byProto) {
-		p = ProtocolHTTP1
+		p = HTTP1
 	}
 	return ts.byProto[p]
 }
 
 // CloseIdleConnections closes every transport's idle connections, as when
 // the transports are replaced.
-func (ts *Transports) CloseIdleConnections() {
+func (ts *Set) CloseIdleConnections() {
 	for _, t := range ts.byProto {
 		t.CloseIdleConnections()
 	}
@@ -121,12 +124,12 @@ func (ts *Transports) CloseIdleConnections() {
 // only its own protocol: no transport falls back to another, so an
 // upstream declared h2 that does not offer h2 fails loudly instead of
 // silently losing trailers and multiplexing.
-func newProtocolTransport(o TransportOptions, p Protocol) *http.Transport {
+func newProtocolTransport(o Options, p Protocol) *http.Transport {
 	protos := new(http.Protocols)
 	switch p {
-	case ProtocolH2C:
+	case H2C:
 		protos.SetUnencryptedHTTP2(true)
-	case ProtocolH2:
+	case H2:
 		protos.SetHTTP2(true)
 	default:
 		protos.SetHTTP1(true)
@@ -152,13 +155,13 @@ const (
 	maxIdleConnsPerHost = 1024
 )
 
-// markDialErrors dials with d and wraps a failure in *dialError: nothing
+// markDialErrors dials with d and wraps a failure in *DialError: nothing
 // was sent, so the request may go elsewhere whatever its method.
 func markDialErrors(d *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := d.DialContext(ctx, network, addr)
 		if err != nil {
-			return nil, &dialError{err}
+			return nil, &DialError{err}
 		}
 		return c, nil
 	}
@@ -166,7 +169,7 @@ func markDialErrors(d *net.Dialer) func(ctx context.Context, network, addr strin
 
 // handshakeTimeout bounds a TLS handshake: DialTimeout, or 10s when that
 // is 0 (no limit on dialling).
-func (o TransportOptions) handshakeTimeout() time.Duration {
+func (o Options) handshakeTimeout() time.Duration {
 	if o.DialTimeout == 0 {
 		return 10 * time.Second
 	}
@@ -177,3 +180,10 @@ func (o TransportOptions) handshakeTimeout() time.Duration {
 func (t UpstreamTLS) config() *tls.Config {
 	return &tls.Config{RootCAs: t.RootCAs, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
 }
+
+// DialError marks an error from dialling an upstream: nothing was sent,
+// so the request may go elsewhere whatever its method.
+type DialError struct{ Err error }
+
+func (e *DialError) Error() string { return e.Err.Error() }
+func (e *DialError) Unwrap() error { return e.Err }

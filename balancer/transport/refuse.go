@@ -1,4 +1,4 @@
-package balancer
+package transport
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
-	"github.com/ringlb/ringlb/balancer/h1"
+	"github.com/ringlb/ringlb/balancer/transport/h1"
 )
 
 // A request that an upstream transport (or ReverseProxy) refuses before
@@ -18,7 +18,7 @@ import (
 // never counted against the upstream's breaker and never retried
 // elsewhere (another upstream would refuse it too, or serve the key away
 // from its owner). Every such refusal reaches ServeHTTP as an error that
-// refusal recognises: h1.Transport marks its own (h1.ErrInvalidRequest);
+// Refusal recognises: h1.Transport marks its own (h1.ErrInvalidRequest);
 // net/http's HTTP/2 transport gives plain errors, which h2Transport
 // recognises by checking the refused request as that transport does
 // (h2Refusal); ReverseProxy's refusal of an unprintable upgrade protocol
@@ -45,9 +45,9 @@ func (e *refusedError) Unwrap() error { return e.err }
 // notSentMsg answers a request h1.Transport refused.
 const notSentMsg = "bad request: the request cannot be forwarded: its method, a header or trailer field, or its framing is not valid\n"
 
-// refusal says whether err is a refused request (see refusedError), and
+// Refusal says whether err is a refused request (see refusedError), and
 // how the client is answered.
-func refusal(err error) (code int, msg string, ok bool) {
+func Refusal(err error) (code int, msg string, ok bool) {
 	if err == nil {
 		return 0, "", false
 	}
@@ -61,19 +61,19 @@ func refusal(err error) (code int, msg string, ok bool) {
 	return 0, "", false
 }
 
-func refused(err error) bool {
-	_, _, ok := refusal(err)
+func Refused(err error) bool {
+	_, _, ok := Refusal(err)
 	return ok
 }
 
-// checkH2Head returns the 400 answer for an HTTP/2 request whose :method
+// CheckH2Head returns the 400 answer for an HTTP/2 request whose :method
 // is not a token or whose :authority (or Host) is not a valid Host, as
 // net/http's HTTP/1.1 server refuses such a request line and Host
 // header; "" for any other request. The upstream transports refuse
 // them (net/http's HTTP/2 one, and h1.Transport a method), or worse
 // ((*http.Request).Write sends an empty Host in place of an invalid
 // one). A byte-table lookup per byte, no allocation.
-func checkH2Head(r *http.Request) string {
+func CheckH2Head(r *http.Request) string {
 	if r.ProtoMajor < 2 {
 		return ""
 	}
@@ -86,7 +86,7 @@ func checkH2Head(r *http.Request) string {
 	return ""
 }
 
-// dropBadTrailers deletes from a request's trailer map the fields that
+// DropBadTrailers deletes from a request's trailer map the fields that
 // must not be forwarded: the names net/http forbids in a trailer
 // (httpguts.ValidTrailerHeader: Content-Length, Transfer-Encoding,
 // Trailer, Host, Authorization, Content-Type, If-* and the others) and
@@ -95,7 +95,7 @@ func checkH2Head(r *http.Request) string {
 // three, and an HTTP/2 server resets a stream whose trailers hold any of
 // them; net/http's HTTP/1.1 server merges whatever a chunked body's
 // trailer holds into Request.Trailer, so a client can put them there.
-func dropBadTrailers(h http.Header) {
+func DropBadTrailers(h http.Header) {
 	for k, vv := range h {
 		if !httpguts.ValidHeaderFieldName(k) || !httpguts.ValidTrailerHeader(k) || !validValues(vv) {
 			delete(h, k)
@@ -112,12 +112,12 @@ func validValues(vv []string) bool {
 	return true
 }
 
-// badUpgrade is ReverseProxy's refusal of a request asking to upgrade to
+// BadUpgrade is ReverseProxy's refusal of a request asking to upgrade to
 // a protocol whose name is not printable ASCII, which it answers through
 // its ErrorHandler before calling the transport; recordError knows it by
 // the request.
-func badUpgrade(r *http.Request, err error) error {
-	if up := upgradeType(r.Header); up != "" && !printable(up) {
+func BadUpgrade(r *http.Request, err error) error {
+	if up := UpgradeType(r.Header); up != "" && !printable(up) {
 		return &refusedError{code: http.StatusBadRequest, msg: "bad request: the Upgrade header names an invalid protocol\n", err: err}
 	}
 	return err
@@ -174,7 +174,7 @@ const (
 // SETTINGS_MAX_HEADER_LIST_SIZE, which x/net reports with an error of
 // its own that no type names: it is known by its text.
 func h2Refusal(req *http.Request, err error) error {
-	if causeOf(err) != causeBadResponse {
+	if CauseOf(err) != CauseBadResponse {
 		return err // the connection's (or the client left)
 	}
 	bad := func(code int, msg string) error { return &refusedError{code: code, msg: msg, err: err} }
