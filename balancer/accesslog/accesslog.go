@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
 )
 
 // Formats.
@@ -116,6 +115,7 @@ func New(format, path string, stdout io.Writer, textLog *slog.Logger) (*Logger, 
 	return l, nil
 }
 
+// open opens path for appending, creating it if need be.
 func open(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
@@ -162,6 +162,7 @@ func (l *Logger) Close() error {
 // whatever file is current.
 type lockedWriter struct{ l *Logger }
 
+// Write writes p to the logger's current writer under its lock.
 func (lw lockedWriter) Write(p []byte) (int, error) {
 	lw.l.mu.Lock()
 	defer lw.l.mu.Unlock()
@@ -189,6 +190,7 @@ func (l *Logger) Log(e *Entry) {
 	}
 }
 
+// skippedText renders the skipped upstreams as name:reason,name:reason.
 func skippedText(sk []Skip) string {
 	if len(sk) == 0 {
 		return ""
@@ -205,6 +207,7 @@ func skippedText(sk []Skip) string {
 	return string(b)
 }
 
+// attrs is e as the text format's slog attributes.
 func attrs(e *Entry) []slog.Attr {
 	return []slog.Attr{
 		slog.String("remote", e.Remote), slog.String("method", e.Method), slog.String("host", e.Host),
@@ -217,69 +220,6 @@ func attrs(e *Entry) []slog.Attr {
 		slog.Int("attempts", e.Attempts), slog.String("cause", e.Cause),
 		slog.String("request_id", e.RequestID), slog.String("trace_id", e.TraceID),
 	}
-}
-
-// appendJSON appends e as one JSON object. Durations are seconds (a
-// float, as Envoy's and nginx's $request_time); time is RFC 3339 with
-// milliseconds.
-func appendJSON(b []byte, e *Entry, sc *secondCache) []byte {
-	b = append(b, `{"time":"`...)
-	t := e.Time.UTC()
-	b = sc.appendSecond(b, t, "2006-01-02T15:04:05")
-	ms := t.Nanosecond() / 1e6
-	b = append(b, '.', byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10), 'Z', '"')
-	str := func(name, v string) {
-		b = append(b, ',', '"')
-		b = append(b, name...)
-		b = append(b, '"', ':')
-		b = appendJSONString(b, v)
-	}
-	num := func(name string, v int64) {
-		b = append(b, ',', '"')
-		b = append(b, name...)
-		b = append(b, '"', ':')
-		b = strconv.AppendInt(b, v, 10)
-	}
-	secs := func(name string, d time.Duration) {
-		b = append(b, ',', '"')
-		b = append(b, name...)
-		b = append(b, '"', ':')
-		b = appendSeconds(b, d)
-	}
-	str("remote", e.Remote)
-	str("method", e.Method)
-	str("host", e.Host)
-	str("uri", e.URI)
-	str("protocol", e.Proto)
-	num("status", int64(e.Status))
-	num("bytes_received", e.BytesIn)
-	num("bytes_sent", e.BytesOut)
-	secs("duration", e.Duration)
-	secs("upstream_ttfb", e.TTFB)
-	str("referer", e.Referer)
-	str("user_agent", e.UserAgent)
-	str("pool", e.Pool)
-	str("upstream", e.Upstream)
-	str("key_source", e.KeySource)
-	str("key_hash", e.KeyHash)
-	str("decision", e.Decision)
-	b = append(b, `,"skipped":[`...)
-	for i, s := range e.Skipped {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"name":`...)
-		b = appendJSONString(b, s.Name)
-		b = append(b, `,"reason":`...)
-		b = appendJSONString(b, s.Reason)
-		b = append(b, '}')
-	}
-	b = append(b, ']')
-	num("attempts", int64(e.Attempts))
-	str("cause", e.Cause)
-	str("request_id", e.RequestID)
-	str("trace_id", e.TraceID)
-	return append(b, '}')
 }
 
 // appendSeconds appends d in seconds with six decimals, rounded to the
@@ -297,177 +237,8 @@ func appendSeconds(b []byte, d time.Duration) []byte {
 		byte('0'+f/100%10), byte('0'+f/10%10), byte('0'+f%10))
 }
 
+// hexDigits are the digits of the \u00XX and \xHH escapes.
 const hexDigits = "0123456789abcdef"
-
-// jsonPlain marks the bytes a JSON string holds as they are: printable
-// ASCII but for the quote and the backslash.
-var jsonPlain = func() (t [256]bool) {
-	for c := 0x20; c < 0x7f; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
-// appendJSONString appends s as a JSON string; invalid UTF-8 becomes
-// U+FFFD, as encoding/json does. Runs of plain bytes are copied whole.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for {
-		n := plainRun(s)
-		b = append(b, s[:n]...)
-		s = s[n:]
-		if s == "" {
-			return append(b, '"')
-		}
-		if c := s[0]; c < utf8.RuneSelf {
-			if c == '"' || c == '\\' {
-				b = append(b, '\\', c)
-			} else {
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			s = s[1:]
-			continue
-		}
-		r, n := utf8.DecodeRuneInString(s)
-		switch {
-		case r == utf8.RuneError && n == 1:
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-		default:
-			b = append(b, s[:n]...)
-		}
-		s = s[n:]
-	}
-}
-
-// plainRun is the length of the run of plain bytes (jsonPlain) s starts
-// with.
-func plainRun(s string) int {
-	for i := 0; i < len(s); i++ {
-		if !jsonPlain[s[i]] {
-			return i
-		}
-	}
-	return len(s)
-}
-
-// appendCombined appends nginx's combined format,
-//
-//	$remote_addr - - [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent"
-//
-// then ringlb's fields as key=value (values with spaces or quotes quoted).
-func appendCombined(b []byte, e *Entry, sc *secondCache) []byte {
-	host := e.Remote
-	if i := lastColon(host); i >= 0 {
-		host = host[:i]
-	}
-	if len(host) > 1 && host[0] == '[' && host[len(host)-1] == ']' {
-		host = host[1 : len(host)-1]
-	}
-	b = append(b, dash(host)...)
-	b = append(b, " - - ["...)
-	b = sc.appendSecond(b, e.Time, "02/Jan/2006:15:04:05 -0700")
-	b = append(b, `] "`...)
-	b = appendRequestPart(b, e.Method)
-	b = append(b, ' ')
-	b = appendRequestPart(b, e.URI)
-	b = append(b, ' ')
-	b = appendRequestPart(b, e.Proto)
-	b = append(b, `" `...)
-	b = strconv.AppendInt(b, int64(e.Status), 10)
-	b = append(b, ' ')
-	b = strconv.AppendInt(b, e.BytesOut, 10)
-	b = append(b, ` "`...)
-	b = appendEscaped(b, dash(e.Referer))
-	b = append(b, `" "`...)
-	b = appendEscaped(b, dash(e.UserAgent))
-	b = append(b, '"')
-	kv := func(k, v string) {
-		b = append(b, ' ')
-		b = append(b, k...)
-		b = append(b, '=')
-		if v == "" {
-			b = append(b, '-')
-			return
-		}
-		if needsQuote(v) {
-			b = append(b, '"')
-			b = appendEscaped(b, v)
-			b = append(b, '"')
-			return
-		}
-		b = append(b, v...)
-	}
-	kv("host", e.Host)
-	kv("bytes_received", strconv.FormatInt(e.BytesIn, 10))
-	var num [32]byte
-	kv("duration", string(appendSeconds(num[:0], e.Duration)))
-	kv("upstream_ttfb", string(appendSeconds(num[:0], e.TTFB)))
-	kv("pool", e.Pool)
-	kv("upstream", e.Upstream)
-	kv("key_source", e.KeySource)
-	kv("key_hash", e.KeyHash)
-	kv("decision", e.Decision)
-	kv("skipped", skippedText(e.Skipped))
-	kv("attempts", strconv.Itoa(e.Attempts))
-	kv("cause", e.Cause)
-	kv("request_id", e.RequestID)
-	kv("trace_id", e.TraceID)
-	return b
-}
-
-func lastColon(s string) int {
-	for i := len(s) - 1; i >= 0; i-- {
-		switch s[i] {
-		case ':':
-			return i
-		case ']':
-			return -1
-		}
-	}
-	return -1
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-func needsQuote(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c <= ' ' || c == '"' || c == '\\' || c >= 0x7f {
-			return true
-		}
-	}
-	return false
-}
-
-// appendEscaped appends s with quotes, backslashes and bytes outside
-// printable ASCII as \xHH, as nginx escapes variables in its logs.
-func appendEscaped(b []byte, s string) []byte { return appendEscapedSet(b, s, false) }
-
-// appendRequestPart appends the method, target or protocol of the
-// "$request" field, escaped as appendEscaped does and its spaces too, as
-// \x20: HTTP/1.1 cannot put a space in them, but an HTTP/2 client can
-// (":path: /a HTTP/1.1\" 200 ..." is a valid path to net/http), and a
-// log parser that splits the field on spaces would read a forged
-// protocol or status.
-func appendRequestPart(b []byte, s string) []byte { return appendEscapedSet(b, s, true) }
-
-func appendEscapedSet(b []byte, s string, space bool) []byte {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == '"' || c == '\\' || c < 0x20 || c >= 0x7f || (space && c == ' ') {
-			b = append(b, '\\', 'x', hexDigits[c>>4], hexDigits[c&0xf])
-			continue
-		}
-		b = append(b, c)
-	}
-	return b
-}
 
 // TraceID returns the trace id of a W3C traceparent header value
 // ("00-<32 hex>-<16 hex>-<2 hex>"), or "" when it is not one.

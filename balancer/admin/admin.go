@@ -31,10 +31,8 @@ package admin
 
 import (
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/http/pprof"
-	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -46,7 +44,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ringlb/ringlb/balancer"
-	"github.com/ringlb/ringlb/ring"
 )
 
 // ReloadFunc performs a reload: it re-reads the config, applies it with
@@ -141,6 +138,7 @@ func NewRouterHandler(rt *balancer.Router, gatherer prometheus.Gatherer, reload 
 	return r
 }
 
+// handler serves the admin routes of one Router.
 type handler struct {
 	rt       *balancer.Router
 	gatherer prometheus.Gatherer
@@ -148,6 +146,7 @@ type handler struct {
 	opts     Options
 }
 
+// readyz answers GET /readyz (see the package doc).
 func (h *handler) readyz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if h.opts.Stopping != nil && h.opts.Stopping() {
@@ -220,6 +219,7 @@ func (h *handler) poolFor(w http.ResponseWriter, q url.Values, byRoute bool) (*b
 	return nil, false
 }
 
+// poolNames lists the pools' names, comma-separated, for error messages.
 func poolNames(pools []*balancer.Balancer) string {
 	names := make([]string, len(pools))
 	for i, b := range pools {
@@ -249,6 +249,7 @@ type discoveryJSON struct {
 	LastError   string `json:"last_error"`
 }
 
+// upstreamJSON is one upstream in /debug/ring.
 type upstreamJSON struct {
 	Name           string  `json:"name"`
 	URL            string  `json:"url"`
@@ -265,6 +266,7 @@ type upstreamJSON struct {
 	State          string  `json:"state"`  // admin state: ready, drain or maint
 }
 
+// ring answers GET /debug/ring.
 func (h *handler) ring(w http.ResponseWriter, r *http.Request) {
 	b, ok := h.poolFor(w, r.URL.Query(), false)
 	if !ok {
@@ -296,90 +298,7 @@ func (h *handler) ring(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// lookupJSON is /debug/lookup's shape, fixed by SPEC. Chosen is null when
-// the request would get 503. Pool names the pool placed in, with several
-// pools only (so that a lookup by host and path says which the routes
-// picked).
-type lookupJSON struct {
-	Pool       string        `json:"pool,omitempty"`
-	Key        string        `json:"key"`
-	Hash       string        `json:"hash"`
-	KeyHash    string        `json:"key_hash"` // as the access log and /debug/hotkeys show it
-	Owner      string        `json:"owner"`
-	Held       *string       `json:"held"`
-	Preference []string      `json:"preference"`
-	Chosen     *string       `json:"chosen"`
-	Skipped    []skippedJSON `json:"skipped"`
-}
-
-type skippedJSON struct {
-	Name   string `json:"name"`
-	Reason string `json:"reason"`
-}
-
-// reasonName is a skipped entry's reason as /debug/lookup names it.
-func reasonName(r ring.Reason) string { return r.String() }
-
-func (h *handler) lookup(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	b, ok := h.poolFor(w, q, true)
-	if !ok {
-		return
-	}
-	// An empty key beside a described request is the status page's form
-	// left blank: the request's own key counts.
-	described := q.Has("path") || q.Has("header") || q.Has("cookie") || q.Has("ip") || q.Has("host")
-	if r.Method == http.MethodPost || q.Get("key") == "" && !q.Has("hash") && described {
-		h.lookupRequest(w, b, r, q)
-		return
-	}
-	if !q.Has("key") && q.Has("hash") {
-		h.lookupHash(w, b, q.Get("hash"))
-		return
-	}
-	if !q.Has("key") {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "missing query parameter key (or path, header, cookie, ip to describe a request)"})
-		return
-	}
-	if q.Get("key") == "" {
-		// No request has an empty key: every source needs a non-empty value.
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "key must not be empty: no request has an empty key"})
-		return
-	}
-	out := toLookupJSON(b.Lookup(q.Get("key")))
-	out.Pool = h.poolOf(b)
-	writeJSON(w, http.StatusOK, out)
-}
-
-// poolOf is b's name with several pools, else "" (answers leave it out).
-func (h *handler) poolOf(b *balancer.Balancer) string {
-	if len(h.rt.Pools()) > 1 {
-		return b.Pool()
-	}
-	return ""
-}
-
-func toLookupJSON(res balancer.LookupResult) lookupJSON {
-	out := lookupJSON{
-		Key:        res.Key,
-		Hash:       res.Hash,
-		KeyHash:    res.KeyHash,
-		Owner:      res.Owner,
-		Preference: res.Preference,
-		Skipped:    make([]skippedJSON, 0, len(res.Skipped)),
-	}
-	if res.Chosen != "" {
-		out.Chosen = &res.Chosen
-	}
-	if res.Held != "" {
-		out.Held = &res.Held
-	}
-	for _, s := range res.Skipped {
-		out.Skipped = append(out.Skipped, skippedJSON{Name: s.Name, Reason: reasonName(s.Reason)})
-	}
-	return out
-}
-
+// doReload answers POST /reload.
 func (h *handler) doReload(w http.ResponseWriter, _ *http.Request) {
 	if h.reload == nil {
 		writeJSON(w, http.StatusNotImplemented, map[string]string{"error": "reload is not configured"})
@@ -405,6 +324,7 @@ type reloadJSON struct {
 	Pools   map[string]string `json:"pools,omitempty"`
 }
 
+// toReloadJSON renders the applied versions as POST /reload answers them.
 func toReloadJSON(versions []PoolVersion) reloadJSON {
 	if len(versions) == 1 {
 		return reloadJSON{Version: versions[0].Version}
@@ -419,6 +339,7 @@ func toReloadJSON(versions []PoolVersion) reloadJSON {
 	return out
 }
 
+// writeJSON answers code with v as indented JSON, never cached.
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
@@ -429,96 +350,5 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc.Encode(v)
 }
 
+// formatPct renders a fraction as a percentage with one decimal.
 func formatPct(f float64) string { return strconv.FormatFloat(f*100, 'f', 1, 64) + "%" }
-
-// hostGuard decides which Host and Origin values the admin listener
-// answers (see Options.Addr).
-type hostGuard struct {
-	ip   netip.Addr // the listener's IP; invalid or unspecified: any IP
-	port string     // the listener's port; "": any
-	name string     // admin_listen's host when it is a name, lowercased
-}
-
-func newHostGuard(addr, name string) *hostGuard {
-	g := &hostGuard{name: strings.ToLower(strings.TrimSuffix(name, "."))}
-	if host, port, err := net.SplitHostPort(addr); err == nil {
-		g.port = port
-		if ip, err := netip.ParseAddr(host); err == nil {
-			g.ip = ip.Unmap()
-		}
-	}
-	return g
-}
-
-// allowed reports whether hostport (a Host header) names the listener:
-// with the listener's port, its IP (any loopback IP for a loopback
-// listener, any IP for a wildcard), localhost or a name under it, or
-// Name.
-func (g *hostGuard) allowed(hostport string, defaultPort string) bool {
-	return g.names(hostport, defaultPort, false)
-}
-
-// names reports whether hostport names the listener, as allowed says,
-// or, own set, as its own origin does: only the listener's address as
-// bound (any IP for a wildcard), localhost or Name, each with its port.
-// An Origin needs the narrower rule: another loopback address, or a
-// name under localhost (which a browser resolves to one, ::1 or
-// 127.0.0.1, its own choice), with the same port can be another
-// program's, whose page would then make a browser POST here.
-func (g *hostGuard) names(hostport, defaultPort string, own bool) bool {
-	host, port, err := net.SplitHostPort(hostport)
-	if err != nil {
-		host, port = strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]"), defaultPort
-	}
-	if g.port != "" && port != g.port {
-		return false
-	}
-	host = strings.ToLower(strings.TrimSuffix(host, "."))
-	if ip, err := netip.ParseAddr(host); err == nil {
-		ip = ip.Unmap()
-		if !g.ip.IsValid() || g.ip.IsUnspecified() || ip == g.ip {
-			return true
-		}
-		return !own && ip.IsLoopback() && g.ip.IsLoopback()
-	}
-	if host == "localhost" || (g.name != "" && host == g.name) {
-		return true
-	}
-	return !own && strings.HasSuffix(host, ".localhost")
-}
-
-// anyHost lists the routes any Host may read: probes, whose Host is often
-// whatever the prober resolved, and metrics, scraped by name.
-func anyHost(path string) bool {
-	return path == "/healthz" || path == "/readyz" || path == "/metrics"
-}
-
-func (g *hostGuard) middleware(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !anyHost(r.URL.Path) && !g.allowed(r.Host, "80") {
-			writeJSON(w, http.StatusForbidden, map[string]string{"error": "Host " + strconv.Quote(r.Host) + " does not name this admin listener"})
-			return
-		}
-		if r.Method == http.MethodPost {
-			if o := r.Header.Get("Origin"); o != "" && !g.sameOrigin(o) {
-				writeJSON(w, http.StatusForbidden, map[string]string{"error": "cross-site request refused (Origin " + strconv.Quote(o) + ")"})
-				return
-			}
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// sameOrigin reports whether an Origin header is the listener's own:
-// http or https, and a host:port that names it strictly (see names).
-func (g *hostGuard) sameOrigin(origin string) bool {
-	u, err := url.Parse(origin)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return false // includes "null"
-	}
-	def := "80"
-	if u.Scheme == "https" {
-		def = "443"
-	}
-	return g.names(u.Host, def, true)
-}

@@ -2,12 +2,99 @@ package admin
 
 import (
 	"net/http"
-
 	"net/url"
 	"strings"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/ring"
 )
+
+// lookupJSON is /debug/lookup's shape, fixed by SPEC. Chosen is null when
+// the request would get 503. Pool names the pool placed in, with several
+// pools only (so that a lookup by host and path says which the routes
+// picked).
+type lookupJSON struct {
+	Pool       string        `json:"pool,omitempty"`
+	Key        string        `json:"key"`
+	Hash       string        `json:"hash"`
+	KeyHash    string        `json:"key_hash"` // as the access log and /debug/hotkeys show it
+	Owner      string        `json:"owner"`
+	Held       *string       `json:"held"`
+	Preference []string      `json:"preference"`
+	Chosen     *string       `json:"chosen"`
+	Skipped    []skippedJSON `json:"skipped"`
+}
+
+// skippedJSON is an upstream /debug/lookup says was passed over, and why.
+type skippedJSON struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+}
+
+// reasonName is a skipped entry's reason as /debug/lookup names it.
+func reasonName(r ring.Reason) string { return r.String() }
+
+// lookup answers /debug/lookup: by key, by hash, or for a described request.
+func (h *handler) lookup(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	b, ok := h.poolFor(w, q, true)
+	if !ok {
+		return
+	}
+	// An empty key beside a described request is the status page's form
+	// left blank: the request's own key counts.
+	described := q.Has("path") || q.Has("header") || q.Has("cookie") || q.Has("ip") || q.Has("host")
+	if r.Method == http.MethodPost || q.Get("key") == "" && !q.Has("hash") && described {
+		h.lookupRequest(w, b, r, q)
+		return
+	}
+	if !q.Has("key") && q.Has("hash") {
+		h.lookupHash(w, b, q.Get("hash"))
+		return
+	}
+	if !q.Has("key") {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "missing query parameter key (or path, header, cookie, ip to describe a request)"})
+		return
+	}
+	if q.Get("key") == "" {
+		// No request has an empty key: every source needs a non-empty value.
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "key must not be empty: no request has an empty key"})
+		return
+	}
+	out := toLookupJSON(b.Lookup(q.Get("key")))
+	out.Pool = h.poolOf(b)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// poolOf is b's name with several pools, else "" (answers leave it out).
+func (h *handler) poolOf(b *balancer.Balancer) string {
+	if len(h.rt.Pools()) > 1 {
+		return b.Pool()
+	}
+	return ""
+}
+
+// toLookupJSON renders a key's placement as /debug/lookup answers it.
+func toLookupJSON(res balancer.LookupResult) lookupJSON {
+	out := lookupJSON{
+		Key:        res.Key,
+		Hash:       res.Hash,
+		KeyHash:    res.KeyHash,
+		Owner:      res.Owner,
+		Preference: res.Preference,
+		Skipped:    make([]skippedJSON, 0, len(res.Skipped)),
+	}
+	if res.Chosen != "" {
+		out.Chosen = &res.Chosen
+	}
+	if res.Held != "" {
+		out.Held = &res.Held
+	}
+	for _, s := range res.Skipped {
+		out.Skipped = append(out.Skipped, skippedJSON{Name: s.Name, Reason: reasonName(s.Reason)})
+	}
+	return out
+}
 
 // requestLookupJSON is /debug/lookup's answer for a described request: the
 // key it yields, where that key came from, and the key's placement as for

@@ -33,8 +33,9 @@ import (
 // what they give (Upstream.Addr).
 //
 // So a new field of a block is its field, with its name, default and a
-// comment stating both and its bounds; its check in validate.go; and its
-// use. A field of a block the balancer reads in a shape of its own
+// comment stating both and its bounds; its check in the block's
+// validate_*.go (validate.go for the top level's fields); and its use. A
+// field of a block the balancer reads in a shape of its own
 // (limits, hold, discovery, health, upstream_tls, upstreams) also has its
 // line in the command's conversion (cmd/ringlb/options.go).
 
