@@ -19,40 +19,9 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
+	"github.com/ringlb/ringlb/cmd/ringlb/internal/ringlbtest"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
-
-// namedBackend answers with its name and can hold requests until released.
-type namedBackend struct {
-	*httptest.Server
-	name string
-}
-
-func startBackends(t *testing.T, n int, hold <-chan struct{}) []namedBackend {
-	t.Helper()
-	var bs []namedBackend
-	for i := 1; i <= n; i++ {
-		name := fmt.Sprintf("app-%d", i)
-		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/slow" && hold != nil {
-				<-hold
-			}
-			io.WriteString(w, name)
-		}))
-		t.Cleanup(s.Close)
-		bs = append(bs, namedBackend{s, name})
-	}
-	return bs
-}
-
-func backendsYAML(bs []namedBackend) string {
-	var b strings.Builder
-	b.WriteString("upstreams:\n")
-	for _, s := range bs {
-		fmt.Fprintf(&b, "  - name: %s\n    url: %s\n", s.name, s.URL)
-	}
-	return b.String()
-}
 
 // running is a ringlb serving in-process from a config file.
 type running struct {
@@ -106,38 +75,21 @@ func (r *running) stop(t *testing.T) int {
 	}
 }
 
-func get(t *testing.T, url string, hdr ...string) (int, string) {
-	t.Helper()
-	req, _ := http.NewRequest("GET", url, nil)
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-const listenersYAML = "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\n"
-
 func TestServeAffinityAndReload(t *testing.T) {
-	bs := startBackends(t, 4, nil)
-	path := writeConfig(t, listenersYAML+"hash:\n  key: [header: X-User-ID]\n"+backendsYAML(bs[:3]))
+	bs := ringlbtest.StartBackends(t, 4, nil)
+	path := ringlbtest.WriteConfig(t, ringlbtest.Listeners+"hash:\n  key: [header: X-User-ID]\n"+ringlbtest.BackendsYAML(bs[:3]))
 	r := startServe(t, path)
 
 	owner := map[string]string{}
 	for u := 0; u < 60; u++ {
 		id := fmt.Sprint(u)
-		code, body := get(t, r.proxy+"/", "X-User-ID", id)
+		code, body := ringlbtest.Get(t, r.proxy+"/", "X-User-ID", id)
 		if code != 200 {
 			t.Fatalf("user %s: status %d", id, code)
 		}
 		owner[id] = body
 		for k := 0; k < 2; k++ {
-			if _, again := get(t, r.proxy+"/", "X-User-ID", id); again != body {
+			if _, again := ringlbtest.Get(t, r.proxy+"/", "X-User-ID", id); again != body {
 				t.Fatalf("user %s moved from %s to %s with nothing changed", id, body, again)
 			}
 		}
@@ -145,7 +97,7 @@ func TestServeAffinityAndReload(t *testing.T) {
 
 	// A bad reload changes nothing.
 	good, _ := os.ReadFile(path)
-	os.WriteFile(path, []byte(listenersYAML+"upstreams: []\n"), 0o644)
+	os.WriteFile(path, []byte(ringlbtest.Listeners+"upstreams: []\n"), 0o644)
 	resp, err := http.Post(r.admin+"/reload", "", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -157,24 +109,24 @@ func TestServeAffinityAndReload(t *testing.T) {
 		t.Fatalf("bad reload: status %d, errors %q", resp.StatusCode, bad.Errors)
 	}
 	for id, want := range owner {
-		if _, got := get(t, r.proxy+"/", "X-User-ID", id); got != want {
+		if _, got := ringlbtest.Get(t, r.proxy+"/", "X-User-ID", id); got != want {
 			t.Fatalf("after a bad reload user %s moved from %s to %s", id, want, got)
 		}
 	}
 
 	// Adding a fourth upstream by SIGHUP moves keys only to it.
-	os.WriteFile(path, []byte(string(good)+fmt.Sprintf("  - name: %s\n    url: %s\n", bs[3].name, bs[3].URL)), 0o644)
-	before := ringVersion(t, r.admin)
+	os.WriteFile(path, []byte(string(good)+fmt.Sprintf("  - name: %s\n    url: %s\n", bs[3].Name, bs[3].URL)), 0o644)
+	before := ringlbtest.RingVersion(t, r.admin)
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
 	testenv.Eventually(t, 10*time.Second, func() error {
-		if ringVersion(t, r.admin) == before {
+		if ringlbtest.RingVersion(t, r.admin) == before {
 			return errors.New("SIGHUP did not reload")
 		}
 		return nil
 	})
 	moved := 0
 	for id, was := range owner {
-		_, now := get(t, r.proxy+"/", "X-User-ID", id)
+		_, now := ringlbtest.Get(t, r.proxy+"/", "X-User-ID", id)
 		if now != was {
 			moved++
 			if now != "app-4" {
@@ -185,7 +137,7 @@ func TestServeAffinityAndReload(t *testing.T) {
 	if moved == 0 {
 		t.Error("no user moved to the newcomer")
 	}
-	_, metrics := get(t, r.admin+"/metrics")
+	_, metrics := ringlbtest.Get(t, r.admin+"/metrics")
 	for _, want := range []string{`ringlb_config_reloads_total{result="ok"} 1`, `ringlb_config_reloads_total{result="error"} 1`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %s", want)
@@ -195,8 +147,8 @@ func TestServeAffinityAndReload(t *testing.T) {
 
 func TestServeDrainsOnShutdown(t *testing.T) {
 	hold := make(chan struct{})
-	bs := startBackends(t, 2, hold)
-	r := startServe(t, writeConfig(t, listenersYAML+"shutdown_timeout: 10s\n"+backendsYAML(bs)))
+	bs := ringlbtest.StartBackends(t, 2, hold)
+	r := startServe(t, ringlbtest.WriteConfig(t, ringlbtest.Listeners+"shutdown_timeout: 10s\n"+ringlbtest.BackendsYAML(bs)))
 
 	const n = 5
 	var wg sync.WaitGroup
@@ -217,7 +169,7 @@ func TestServeDrainsOnShutdown(t *testing.T) {
 	}
 	// Wait until all are in flight, then ask ringlb to stop.
 	testenv.Eventually(t, 10*time.Second, func() error {
-		if _, m := get(t, r.admin+"/metrics"); inflightTotal(m) != n {
+		if _, m := ringlbtest.Get(t, r.admin+"/metrics"); ringlbtest.InflightTotal(m) != n {
 			return fmt.Errorf("requests never got in flight:\n%s", m)
 		}
 		return nil
@@ -245,26 +197,13 @@ func TestServeDrainsOnShutdown(t *testing.T) {
 	}
 }
 
-// inflightTotal sums ringlb_upstream_inflight over upstreams.
-func inflightTotal(metrics string) int {
-	total := 0
-	for _, line := range strings.Split(metrics, "\n") {
-		if strings.HasPrefix(line, "ringlb_upstream_inflight{") {
-			var v float64
-			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
-			total += int(v)
-		}
-	}
-	return total
-}
-
 func TestServeRefusesBusyListener(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	path := writeConfig(t, "listen: "+l.Addr().String()+"\nadmin_listen: 127.0.0.1:0\n"+upstreamsYAML(1))
+	path := ringlbtest.WriteConfig(t, "listen: "+l.Addr().String()+"\nadmin_listen: 127.0.0.1:0\n"+upstreamsYAML(1))
 	code, _, _ := runCmd(t, "serve", "-config", path)
 	if code != exitFail {
 		t.Errorf("serve on a busy port: exit %d, want %d", code, exitFail)
@@ -274,17 +213,17 @@ func TestServeRefusesBusyListener(t *testing.T) {
 // TestServeDebugPprof: debug_pprof reaches the admin listener; off (the
 // default) /debug/pprof/ is 404 there, and the proxy port never serves it.
 func TestServeDebugPprof(t *testing.T) {
-	bs := startBackends(t, 1, nil)
+	bs := ringlbtest.StartBackends(t, 1, nil)
 	for _, on := range []bool{false, true} {
-		r := startServe(t, writeConfig(t, listenersYAML+fmt.Sprintf("debug_pprof: %v\n", on)+backendsYAML(bs)))
+		r := startServe(t, ringlbtest.WriteConfig(t, ringlbtest.Listeners+fmt.Sprintf("debug_pprof: %v\n", on)+ringlbtest.BackendsYAML(bs)))
 		want := http.StatusNotFound
 		if on {
 			want = http.StatusOK
 		}
-		if code, body := get(t, r.admin+"/debug/pprof/goroutine?debug=1"); code != want {
+		if code, body := ringlbtest.Get(t, r.admin+"/debug/pprof/goroutine?debug=1"); code != want {
 			t.Errorf("debug_pprof %v: admin /debug/pprof/goroutine: %d, want %d: %.100s", on, code, want, body)
 		}
-		if _, body := get(t, r.proxy+"/debug/pprof/goroutine?debug=1"); body != "app-1" {
+		if _, body := ringlbtest.Get(t, r.proxy+"/debug/pprof/goroutine?debug=1"); body != "app-1" {
 			t.Errorf("debug_pprof %v: the proxy port answered %q itself; want it proxied", on, body)
 		}
 	}
@@ -293,10 +232,10 @@ func TestServeDebugPprof(t *testing.T) {
 // TestReloadErrorsReadAsWritten: POST /reload's 400 lists each problem as
 // `file:line: field: message`, in JSON that a grep can read (no \u003e).
 func TestReloadErrorsReadAsWritten(t *testing.T) {
-	bs := startBackends(t, 1, nil)
-	path := writeConfig(t, listenersYAML+backendsYAML(bs))
+	bs := ringlbtest.StartBackends(t, 1, nil)
+	path := ringlbtest.WriteConfig(t, ringlbtest.Listeners+ringlbtest.BackendsYAML(bs))
 	r := startServe(t, path)
-	os.WriteFile(path, []byte(listenersYAML+backendsYAML(bs)+"    weight: -2\n"), 0o644)
+	os.WriteFile(path, []byte(ringlbtest.Listeners+ringlbtest.BackendsYAML(bs)+"    weight: -2\n"), 0o644)
 	resp, err := http.Post(r.admin+"/reload", "", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -311,8 +250,8 @@ func TestReloadErrorsReadAsWritten(t *testing.T) {
 
 // A URL with a password never comes back in the reload reply or the log.
 func TestReloadRedactsUserInfo(t *testing.T) {
-	bs := startBackends(t, 1, nil)
-	path := writeConfig(t, listenersYAML+backendsYAML(bs))
+	bs := ringlbtest.StartBackends(t, 1, nil)
+	path := ringlbtest.WriteConfig(t, ringlbtest.Listeners+ringlbtest.BackendsYAML(bs))
 	cfg, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -326,7 +265,7 @@ func TestReloadRedactsUserInfo(t *testing.T) {
 	}()
 	defer func() { cancel(); <-done }()
 	admin := <-ready
-	os.WriteFile(path, []byte(listenersYAML+"upstreams:\n  - name: a\n    url: http://bob:hunter2@127.0.0.1:9\n"), 0o644)
+	os.WriteFile(path, []byte(ringlbtest.Listeners+"upstreams:\n  - name: a\n    url: http://bob:hunter2@127.0.0.1:9\n"), 0o644)
 	resp, err := http.Post(admin+"/reload", "", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -342,7 +281,7 @@ func TestReloadRedactsUserInfo(t *testing.T) {
 }
 
 // startEchoUpgrade starts an upstream that switches protocols and echoes.
-func startEchoUpgrade(t *testing.T) []namedBackend {
+func startEchoUpgrade(t *testing.T) []ringlbtest.Backend {
 	t.Helper()
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		conn, brw, err := http.NewResponseController(w).Hijack()
@@ -355,7 +294,7 @@ func startEchoUpgrade(t *testing.T) []namedBackend {
 		io.Copy(conn, brw)
 	}))
 	t.Cleanup(s.Close)
-	return []namedBackend{{s, "ws-1"}}
+	return []ringlbtest.Backend{{Server: s, Name: "ws-1"}}
 }
 
 // openTunnel upgrades a connection through ringlb and checks one echo.
@@ -390,7 +329,7 @@ func echo(t *testing.T, conn net.Conn, br *bufio.Reader, msg string) {
 // (a hijacked connection, which http.Server.Shutdown ignores) keeps
 // working and ringlb waits for it, up to shutdown_timeout.
 func TestServeShutdownWaitsForTunnels(t *testing.T) {
-	r := startServe(t, writeConfig(t, listenersYAML+"shutdown_timeout: 20s\n"+backendsYAML(startEchoUpgrade(t))))
+	r := startServe(t, ringlbtest.WriteConfig(t, ringlbtest.Listeners+"shutdown_timeout: 20s\n"+ringlbtest.BackendsYAML(startEchoUpgrade(t))))
 	conn, br := openTunnel(t, r.proxy)
 	r.cancel()
 	// A negative check: serve must not return in the next half second.
@@ -410,7 +349,7 @@ func TestServeShutdownWaitsForTunnels(t *testing.T) {
 // TestServeShutdownCutsTunnelsAtTimeout: a tunnel still open when
 // shutdown_timeout runs out is closed, and ringlb exits.
 func TestServeShutdownCutsTunnelsAtTimeout(t *testing.T) {
-	r := startServe(t, writeConfig(t, listenersYAML+"shutdown_timeout: 300ms\n"+backendsYAML(startEchoUpgrade(t))))
+	r := startServe(t, ringlbtest.WriteConfig(t, ringlbtest.Listeners+"shutdown_timeout: 300ms\n"+ringlbtest.BackendsYAML(startEchoUpgrade(t))))
 	conn, br := openTunnel(t, r.proxy)
 	r.stop(t)
 	conn.SetReadDeadline(time.Now().Add(5 * time.Second))

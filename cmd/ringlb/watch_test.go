@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,55 +16,9 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
+	"github.com/ringlb/ringlb/cmd/ringlb/internal/ringlbtest"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
-
-// configMapDir lays out a directory as the kubelet mounts a ConfigMap:
-// config.yaml is a symlink to ..data/config.yaml, ..data a symlink to a
-// timestamped directory holding the data. update swaps ..data to a new
-// directory in one rename, as the kubelet does.
-type configMapDir struct {
-	t    *testing.T
-	dir  string
-	gen  int
-	path string // dir/config.yaml, what ringlb is given
-}
-
-func newConfigMapDir(t *testing.T, body string) *configMapDir {
-	d := &configMapDir{t: t, dir: t.TempDir()}
-	d.path = filepath.Join(d.dir, "config.yaml")
-	d.update(body)
-	if err := os.Symlink(filepath.Join("..data", "config.yaml"), d.path); err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
-func (d *configMapDir) update(body string) {
-	d.t.Helper()
-	d.gen++
-	ts := fmt.Sprintf("..2026_12_01_09_00_%02d.%d", d.gen, d.gen)
-	if err := os.Mkdir(filepath.Join(d.dir, ts), 0o755); err != nil {
-		d.t.Fatal(err)
-	}
-	// Same size and modification time in every generation: only the
-	// swap tells them apart.
-	f := filepath.Join(d.dir, ts, "config.yaml")
-	if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
-		d.t.Fatal(err)
-	}
-	mtime := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	if err := os.Chtimes(f, mtime, mtime); err != nil {
-		d.t.Fatal(err)
-	}
-	tmp := filepath.Join(d.dir, "..data_tmp")
-	if err := os.Symlink(ts, tmp); err != nil {
-		d.t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(d.dir, "..data")); err != nil {
-		d.t.Fatal(err)
-	}
-}
 
 // TestServeReloadsConfigOnChange: serve reloads its config file when it
 // changes on disk, here by a Kubernetes ConfigMap's ..data swap whose new
@@ -73,15 +26,15 @@ func (d *configMapDir) update(body string) {
 // load keeps the old config serving and counts as a failed reload, as with
 // SIGHUP, and is not retried until it changes again.
 func TestServeReloadsConfigOnChange(t *testing.T) {
-	bs := startBackends(t, 3, nil)
+	bs := ringlbtest.StartBackends(t, 3, nil)
 	// Equal lengths: the upstream lists differ in one digit.
-	two := listenersYAML + "upstreams:\n" + fmt.Sprintf("  - name: a\n    url: %s\n  - name: b\n    url: %s\n", bs[0].URL, bs[1].URL)
-	other := listenersYAML + "upstreams:\n" + fmt.Sprintf("  - name: a\n    url: %s\n  - name: c\n    url: %s\n", bs[0].URL, bs[2].URL)
+	two := ringlbtest.Listeners + "upstreams:\n" + fmt.Sprintf("  - name: a\n    url: %s\n  - name: b\n    url: %s\n", bs[0].URL, bs[1].URL)
+	other := ringlbtest.Listeners + "upstreams:\n" + fmt.Sprintf("  - name: a\n    url: %s\n  - name: c\n    url: %s\n", bs[0].URL, bs[2].URL)
 	if len(two) != len(other) {
 		t.Fatalf("the two configs differ in length: %d, %d", len(two), len(other))
 	}
-	cm := newConfigMapDir(t, two)
-	cfg, err := config.Load(cm.path)
+	cm := ringlbtest.NewConfigMapDir(t, two)
+	cfg, err := config.Load(cm.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +43,7 @@ func TestServeReloadsConfigOnChange(t *testing.T) {
 	done := make(chan int, 1)
 	addrs := make(chan [2]string, 1)
 	go func() {
-		done <- serveWatching(ctx, cm.path, cfg, slog.New(slog.NewTextHandler(&logs, nil)), func(p, a net.Addr) {
+		done <- serveWatching(ctx, cm.Path, cfg, slog.New(slog.NewTextHandler(&logs, nil)), func(p, a net.Addr) {
 			addrs <- [2]string{"http://" + p.String(), "http://" + a.String()}
 		}, 20*time.Millisecond)
 	}()
@@ -109,7 +62,7 @@ func TestServeReloadsConfigOnChange(t *testing.T) {
 	proxy, admin := a[0], a[1]
 	upstreams := func() string {
 		var names []string
-		for _, u := range mustGetRing(t, admin).Upstreams {
+		for _, u := range ringlbtest.MustGetRing(t, admin).Upstreams {
 			names = append(names, u.Name)
 		}
 		return strings.Join(names, ",")
@@ -127,13 +80,13 @@ func TestServeReloadsConfigOnChange(t *testing.T) {
 		t.Fatalf("upstreams at start: %s", got)
 	}
 
-	cm.update(other)
+	cm.Update(other)
 	waitUpstreams("a,c")
 
 	// A bad file: rejected, the old config serves on.
-	cm.update(strings.Replace(other, "upstreams:", "upstreamz:", 1))
+	cm.Update(strings.Replace(other, "upstreams:", "upstreamz:", 1))
 	testenv.Eventually(t, 10*time.Second, func() error {
-		if v := metricValue(t, admin, `ringlb_config_reloads_total{result="error"}`); v != 1 {
+		if v := ringlbtest.MetricValue(t, admin, `ringlb_config_reloads_total{result="error"}`); v != 1 {
 			return fmt.Errorf("failed reloads %v, want 1 after a bad file:\n%s", v, &logs)
 		}
 		return nil
@@ -141,7 +94,7 @@ func TestServeReloadsConfigOnChange(t *testing.T) {
 	if got := upstreams(); got != "a,c" {
 		t.Errorf("after a bad file: upstreams %s, want a,c", got)
 	}
-	if code, body := get(t, proxy+"/"); code != 200 || (body != "app-1" && body != "app-3") {
+	if code, body := ringlbtest.Get(t, proxy+"/"); code != 200 || (body != "app-1" && body != "app-3") {
 		t.Errorf("after a bad file: %d %q", code, body)
 	}
 	if !strings.Contains(logs.String(), "upstreamz: unknown field (did you mean upstreams?)") {
@@ -149,12 +102,12 @@ func TestServeReloadsConfigOnChange(t *testing.T) {
 	}
 
 	// Fixed: applied.
-	cm.update(two)
+	cm.Update(two)
 	waitUpstreams("a,b")
-	if v := metricValue(t, admin, `ringlb_config_reloads_total{result="ok"}`); v != 2 {
+	if v := ringlbtest.MetricValue(t, admin, `ringlb_config_reloads_total{result="ok"}`); v != 2 {
 		t.Errorf("successful reloads %v, want 2 (one per good change)", v)
 	}
-	if v := metricValue(t, admin, `ringlb_config_reloads_total{result="error"}`); v != 1 {
+	if v := ringlbtest.MetricValue(t, admin, `ringlb_config_reloads_total{result="error"}`); v != 1 {
 		t.Errorf("failed reloads %v, want 1: a bad file is not retried until it changes", v)
 	}
 }
@@ -166,12 +119,12 @@ func TestServeWatchOff(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: waits out the 2 s watch period")
 	}
-	bs := startBackends(t, 3, nil)
-	cm := newConfigMapDir(t, listenersYAML+backendsYAML(bs[:2]))
+	bs := ringlbtest.StartBackends(t, 3, nil)
+	cm := ringlbtest.NewConfigMapDir(t, ringlbtest.Listeners+ringlbtest.BackendsYAML(bs[:2]))
 	var stderr testenv.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"serve", "-watch=false", cm.path}, io.Discard, &stderr) }()
+	go func() { done <- run(ctx, []string{"serve", "-watch=false", cm.Path}, io.Discard, &stderr) }()
 	t.Cleanup(func() {
 		cancel()
 		if code := <-done; code != exitOK {
@@ -186,15 +139,15 @@ func TestServeWatchOff(t *testing.T) {
 		return nil
 	})
 	admin := "http://" + m[2]
-	before := ringVersion(t, admin)
-	cm.update(listenersYAML + backendsYAML(bs))
+	before := ringlbtest.RingVersion(t, admin)
+	cm.Update(ringlbtest.Listeners + ringlbtest.BackendsYAML(bs))
 	time.Sleep(configWatchInterval + time.Second)
-	if v := ringVersion(t, admin); v != before {
+	if v := ringlbtest.RingVersion(t, admin); v != before {
 		t.Fatalf("-watch=false: the ring changed to %s without a reload", v)
 	}
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
 	testenv.Eventually(t, 10*time.Second, func() error {
-		if ringVersion(t, admin) == before {
+		if ringlbtest.RingVersion(t, admin) == before {
 			return fmt.Errorf("SIGHUP did not reload:\n%s", &stderr)
 		}
 		return nil
@@ -234,7 +187,7 @@ func startWatching(t *testing.T, path string, interval time.Duration) (proxy, ad
 }
 
 // upstreamNamesOf lists /debug/ring's upstreams, comma-separated.
-func upstreamNamesOf(v ringView) string {
+func upstreamNamesOf(v ringlbtest.RingView) string {
 	var names []string
 	for _, u := range v.Upstreams {
 		names = append(names, u.Name)
@@ -254,14 +207,14 @@ func upstreamNamesOf(v ringView) string {
 func TestServeWatchWaitsForAWholeFile(t *testing.T) {
 	const interval = 200 * time.Millisecond
 	const pause = interval * 6 / 10
-	bs := startBackends(t, 5, nil)
-	half := listenersYAML + backendsYAML(bs[:2])
-	rest := func(last namedBackend) string {
-		return strings.TrimPrefix(backendsYAML([]namedBackend{bs[2], last}), "upstreams:\n")
+	bs := ringlbtest.StartBackends(t, 5, nil)
+	half := ringlbtest.Listeners + ringlbtest.BackendsYAML(bs[:2])
+	rest := func(last ringlbtest.Backend) string {
+		return strings.TrimPrefix(ringlbtest.BackendsYAML([]ringlbtest.Backend{bs[2], last}), "upstreams:\n")
 	}
-	path := writeConfig(t, half+rest(bs[3]))
+	path := ringlbtest.WriteConfig(t, half+rest(bs[3]))
 	_, admin, logs := startWatching(t, path, interval)
-	if got := upstreamNamesOf(mustGetRing(t, admin)); got != "app-1,app-2,app-3,app-4" {
+	if got := upstreamNamesOf(ringlbtest.MustGetRing(t, admin)); got != "app-1,app-2,app-3,app-4" {
 		t.Fatalf("upstreams at start: %s", got)
 	}
 
@@ -277,7 +230,7 @@ func TestServeWatchWaitsForAWholeFile(t *testing.T) {
 				return
 			case <-time.After(5 * time.Millisecond):
 			}
-			if v, err := getRing(admin); err == nil {
+			if v, err := ringlbtest.GetRing(admin); err == nil {
 				mu.Lock()
 				seen[upstreamNamesOf(v)]++
 				mu.Unlock()
@@ -296,7 +249,7 @@ func TestServeWatchWaitsForAWholeFile(t *testing.T) {
 		// is applied, below), so that the pauses of at least two of the
 		// four span a look.
 		time.Sleep(time.Duration(tries%4) * interval / 4)
-		okBefore := metricValue(t, admin, `ringlb_config_reloads_total{result="ok"}`)
+		okBefore := ringlbtest.MetricValue(t, admin, `ringlb_config_reloads_total{result="ok"}`)
 		mu.Lock()
 		clear(seen)
 		mu.Unlock()
@@ -316,7 +269,7 @@ func TestServeWatchWaitsForAWholeFile(t *testing.T) {
 		took := time.Since(start)
 		want := fmt.Sprintf("app-1,app-2,app-3,app-%d", last+1)
 		testenv.Eventually(t, 10*time.Second, func() error {
-			if got := upstreamNamesOf(mustGetRing(t, admin)); got != want {
+			if got := upstreamNamesOf(ringlbtest.MustGetRing(t, admin)); got != want {
 				return fmt.Errorf("upstreams %s, want %s once the file is whole:\n%s", got, want, logs)
 			}
 			return nil
@@ -337,7 +290,7 @@ func TestServeWatchWaitsForAWholeFile(t *testing.T) {
 			t.Errorf("rewrite %d (the pause between its halves %v, the interval %v): /debug/ring showed the half-written file's app-1,app-2 %d times",
 				rewrites, pause, interval, halfSeen)
 		}
-		if n := metricValue(t, admin, `ringlb_config_reloads_total{result="ok"}`) - okBefore; n != 1 {
+		if n := ringlbtest.MetricValue(t, admin, `ringlb_config_reloads_total{result="ok"}`) - okBefore; n != 1 {
 			t.Errorf("rewrite %d: %v successful reloads, want 1 (the whole file only)", rewrites, n)
 		}
 	}
@@ -353,13 +306,13 @@ func TestServeWatchWaitsForAWholeFile(t *testing.T) {
 // until its content changed.
 func TestServeWatchNoticesModeChange(t *testing.T) {
 	const interval = 50 * time.Millisecond
-	bs := startBackends(t, 2, nil)
-	path := writeConfig(t, listenersYAML+backendsYAML(bs[:1]))
+	bs := ringlbtest.StartBackends(t, 2, nil)
+	path := ringlbtest.WriteConfig(t, ringlbtest.Listeners+ringlbtest.BackendsYAML(bs[:1]))
 	_, admin, logs := startWatching(t, path, interval)
 	root := os.Geteuid() == 0
 	attempts := func() float64 {
-		return metricValue(t, admin, `ringlb_config_reloads_total{result="ok"}`) +
-			metricValue(t, admin, `ringlb_config_reloads_total{result="error"}`)
+		return ringlbtest.MetricValue(t, admin, `ringlb_config_reloads_total{result="ok"}`) +
+			ringlbtest.MetricValue(t, admin, `ringlb_config_reloads_total{result="error"}`)
 	}
 	waitAttempts := func(n float64, what string) {
 		t.Helper()
@@ -375,7 +328,7 @@ func TestServeWatchNoticesModeChange(t *testing.T) {
 		if root {
 			return // root reads a file of mode 000
 		}
-		if v := metricValue(t, admin, `ringlb_config_last_reload_success`); v != 0 {
+		if v := ringlbtest.MetricValue(t, admin, `ringlb_config_last_reload_success`); v != 0 {
 			t.Errorf("ringlb_config_last_reload_success %v after %s, want 0", v, what)
 		}
 		if !strings.Contains(logs.String(), "permission denied") {
@@ -391,7 +344,7 @@ func TestServeWatchNoticesModeChange(t *testing.T) {
 
 	// Two upstreams now, in a file of mode 000 renamed into place.
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(listenersYAML+backendsYAML(bs)), 0); err != nil {
+	if err := os.WriteFile(tmp, []byte(ringlbtest.Listeners+ringlbtest.BackendsYAML(bs)), 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
@@ -401,7 +354,7 @@ func TestServeWatchNoticesModeChange(t *testing.T) {
 	checkUnreadable("an unreadable new file")
 	chmod(0o644)
 	waitAttempts(2, "chmod 644")
-	if got := upstreamNamesOf(mustGetRing(t, admin)); got != "app-1,app-2" {
+	if got := upstreamNamesOf(ringlbtest.MustGetRing(t, admin)); got != "app-1,app-2" {
 		t.Errorf("upstreams %s after chmod 644, want app-1,app-2:\n%s", got, logs)
 	}
 
@@ -410,7 +363,7 @@ func TestServeWatchNoticesModeChange(t *testing.T) {
 	checkUnreadable("chmod 000")
 	chmod(0o644)
 	waitAttempts(4, "chmod 644 again")
-	if v := metricValue(t, admin, `ringlb_config_last_reload_success`); v != 1 {
+	if v := ringlbtest.MetricValue(t, admin, `ringlb_config_last_reload_success`); v != 1 {
 		t.Errorf("ringlb_config_last_reload_success %v after chmod 644, want 1:\n%s", v, logs)
 	}
 	time.Sleep(4 * interval)
