@@ -14,6 +14,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer/discovery"
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
+	"github.com/ringlb/ringlb/cmd/ringlb/process"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -119,7 +120,7 @@ func simulatedPool(cfg *config.Config, name string) (*config.Config, error) {
 // at start, and returns the members found with a report of what each
 // source answered ("discovery: ..." lines, and an empty line).
 func discoverOnce(cfg *config.Config) ([]discovery.Member, string) {
-	o := discoveryOptions(cfg.Discovery).Options()
+	o := process.DiscoveryOptions(cfg.Discovery).Options()
 	o.Logger = slog.New(slog.DiscardHandler)
 	d, err := discovery.New(o)
 	if err != nil { // config.Load checked what New checks

@@ -1,4 +1,4 @@
-package main
+package process
 
 import (
 	"context"
@@ -7,8 +7,8 @@ import (
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
 )
 
-// discoveryOptions converts the discovery block; nil when there is none.
-func discoveryOptions(d *config.Discovery) *balancer.DiscoveryOptions {
+// DiscoveryOptions converts the discovery block; nil when there is none.
+func DiscoveryOptions(d *config.Discovery) *balancer.DiscoveryOptions {
 	if d == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package main
+package process
 
 // The limits block (issue 19, item 3): what one upstream, one HTTP/2
 // connection and one client that stops reading may hold, driven against a

@@ -1,4 +1,4 @@
-package main
+package process
 
 import (
 	"context"
@@ -190,11 +190,11 @@ func (s *server) stopPool(pr *poolRun) {
 	s.rt.Remove(pr.b)
 }
 
-// loopWarnings says which static upstreams are ringlb's own proxy
+// LoopWarnings says which static upstreams are ringlb's own proxy
 // listener (config.LoopsBack): a request sent there comes back into
 // ringlb, which sends it there again. Not an error (nginx and HAProxy
 // accept such a config too), but never what was meant.
-func loopWarnings(cfg *config.Config) []string {
+func LoopWarnings(cfg *config.Config) []string {
 	var out []string
 	for _, p := range cfg.Serving() {
 		field := "upstreams"
@@ -212,7 +212,7 @@ func loopWarnings(cfg *config.Config) []string {
 }
 
 func warnLoops(logger *slog.Logger, cfg *config.Config) {
-	for _, w := range loopWarnings(cfg) {
+	for _, w := range LoopWarnings(cfg) {
 		logger.Warn("upstream loops back", "problem", w)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package process
 
 // Rule 15 (issue 19, item 5): an upstream that is ringlb's own listener,
 // static or discovered, costs one extra hop and one 508, not a loop.

@@ -1,4 +1,4 @@
-package main
+package process
 
 // Reliability under hostile input (issue 7): slow, oversized, malformed and
 // smuggling requests against a real ringlb serving on loopback, driven over

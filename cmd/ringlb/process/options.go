@@ -1,4 +1,4 @@
-package main
+package process
 
 import (
 	"github.com/ringlb/ringlb/balancer"
@@ -27,7 +27,7 @@ func balancerOptions(proc *config.Config, cfg *config.Pool) (balancer.Options, e
 		RequestIDHeader: proc.RequestIDHeader,
 		Breaker:         cfg.Breaker,
 		HealthChecks:    cfg.Health != nil,
-		Discovery:       discoveryOptions(cfg.Discovery),
+		Discovery:       DiscoveryOptions(cfg.Discovery),
 		Hold: balancer.HoldOptions{
 			Idle:       cfg.Hold.Idle,
 			MaxKeys:    cfg.Hold.MaxKeys,
