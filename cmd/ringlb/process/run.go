@@ -29,8 +29,9 @@ type Options struct {
 	// listener.
 	Version string
 	// Watch is how often the config file is looked at: it is reloaded when
-	// it changed on disk and the change looks complete
-	// (server.reloadIfChanged). 0 turns that off.
+	// it changed on disk and the change looks complete (the file is as the
+	// previous look saw it, or was last modified Watch or longer ago). 0
+	// turns that off.
 	Watch time.Duration
 	// Ready, if not nil, is called with the bound addresses once both
 	// listeners listen.
