@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/cmd/ringlb/internal/ringlbtest"
 )
 
 // bodyMemConfig keys on a JSON body field, with the default body_limit
@@ -92,7 +94,7 @@ func TestStalledBodyMemory(t *testing.T) {
 		{"3000 declare 64 KiB, send 60 KB", 3000, `{"pad":"` + strings.Repeat("p", 60000-8)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			lb := startRinglb(t, writeConfig(t, bodyMemConfig+upstreamsBlock([]string{"gpu-1", "gpu-2"}, ups, nil)))
+			lb := startRinglb(t, ringlbtest.WriteConfig(t, bodyMemConfig+upstreamsBlock([]string{"gpu-1", "gpu-2"}, ups, nil)))
 			waitHTTP(t, lb.admin+"/readyz")
 			pid := lb.cmd.Process.Pid
 			for round := 1; round <= 2; round++ {

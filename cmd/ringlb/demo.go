@@ -16,6 +16,7 @@ import (
 	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
 	"github.com/ringlb/ringlb/cmd/ringlb/demo"
+	"github.com/ringlb/ringlb/cmd/ringlb/process"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -52,7 +53,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			bound[addr] = true
 			l, err := net.Listen("tcp", addr)
 			if err != nil {
-				fmt.Fprintf(stderr, "ringlb demo: %s\n", bindError("demo upstream "+u.Name, addr, err))
+				fmt.Fprintf(stderr, "ringlb demo: %s\n", process.BindError("demo upstream "+u.Name, addr, err))
 				return exitFail
 			}
 			s := &http.Server{Handler: demo.NewKeyed(u.Name, who), ReadHeaderTimeout: 10 * time.Second}
@@ -69,14 +70,15 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if cfg.Pools != nil {
 		intro = poolConfig(cfg, &cfg.Pools[0])
 	}
-	return serve(ctx, path, cfg, logger, func(proxy, admin net.Addr) {
+	// The demo reloads on SIGHUP and POST /reload only: no watch.
+	return runProcess(ctx, process.Options{Path: path, Config: cfg, Logger: logger, Ready: func(proxy, admin net.Addr) {
 		text := demoIntro(intro, proxy.String(), admin.String())
 		if cfg.Pools != nil {
 			// The lookups name the pool the introduction is about.
 			text = demoPools(cfg) + strings.ReplaceAll(text, "/debug/lookup?key=", "/debug/lookup?pool="+cfg.Pools[0].Name+"&key=")
 		}
 		fmt.Fprint(stdout, text)
-	})
+	}})
 }
 
 // demoPools says, for a config with pools, which pools run and how

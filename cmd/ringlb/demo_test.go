@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/cmd/ringlb/demo"
+	"github.com/ringlb/ringlb/cmd/ringlb/internal/ringlbtest"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
@@ -37,9 +38,9 @@ func runDemo(t *testing.T, src string) (intro string, stderr *testenv.Buffer) {
 	}
 	data = listenRE.ReplaceAll(data, []byte("$1: 127.0.0.1:0"))
 	data = upstreamURLRE.ReplaceAllFunc(data, func([]byte) []byte {
-		return []byte("url: http://" + reservePort(t))
+		return []byte("url: http://" + ringlbtest.ReservePort(t))
 	})
-	path := writeConfig(t, string(data))
+	path := ringlbtest.WriteConfig(t, string(data))
 	ctx, cancel := context.WithCancel(context.Background())
 	var stdout testenv.Buffer
 	stderr = &testenv.Buffer{}
@@ -162,7 +163,7 @@ func TestDemoHintsWork(t *testing.T) {
 func TestDemoBindErrorNamesThePort(t *testing.T) {
 	taken := httptest.NewServer(demo.New("app-7"))
 	defer taken.Close()
-	path := writeConfig(t, listenersYAML+"upstreams:\n  - name: app-1\n    url: "+taken.URL+"\n")
+	path := ringlbtest.WriteConfig(t, ringlbtest.Listeners+"upstreams:\n  - name: app-1\n    url: "+taken.URL+"\n")
 	code, _, errOut := runCmd(t, "demo", "-config", path)
 	_, port, _ := net.SplitHostPort(taken.Listener.Addr().String())
 	if code != exitFail || !strings.Contains(errOut, "demo upstream app-1: port "+port+" on 127.0.0.1 is already in use by a ringlb demo upstream (app-7") {
@@ -184,7 +185,7 @@ func TestDemoBindErrorNamesThePort(t *testing.T) {
 			defer c.Close()
 		}
 	}()
-	path = writeConfig(t, "listen: "+l.Addr().String()+"\nadmin_listen: 127.0.0.1:0\n"+upstreamsYAML(1))
+	path = ringlbtest.WriteConfig(t, "listen: "+l.Addr().String()+"\nadmin_listen: 127.0.0.1:0\n"+upstreamsYAML(1))
 	code, _, errOut = runCmd(t, "serve", "-config", path)
 	_, port, _ = net.SplitHostPort(l.Addr().String())
 	if code != exitFail || !strings.Contains(errOut, "listen: port "+port+" on 127.0.0.1 is already in use by a process that does not answer HTTP") {

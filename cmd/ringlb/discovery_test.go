@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"strings"
@@ -15,89 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/internal/testutil/dnstest"
+	"github.com/ringlb/ringlb/cmd/ringlb/internal/ringlbtest"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
-
-// discoveredBackend is an upstream that names itself in X-Backend; its
-// health check fails while sick is set.
-type discoveredBackend struct {
-	srv  *httptest.Server
-	name string // the member name it gets: target:port
-	sick bool
-	mu   sync.Mutex
-}
-
-func newDiscoveredBackend(t *testing.T, target string) *discoveredBackend {
-	t.Helper()
-	be := &discoveredBackend{}
-	be.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		be.mu.Lock()
-		sick, name := be.sick, be.name
-		be.mu.Unlock()
-		if r.URL.Path == "/healthz" && sick {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
-		}
-		w.Header().Set("X-Backend", name)
-		io.WriteString(w, name)
-	}))
-	t.Cleanup(be.srv.Close)
-	_, port, _ := net.SplitHostPort(be.srv.Listener.Addr().String())
-	be.name = target + ":" + port
-	return be
-}
-
-// discoveryFleet is n backends app-I.test behind the SRV record
-// _http._tcp.app.test of a test DNS server.
-type discoveryFleet struct {
-	z   *dnstest.Server
-	bes []*discoveredBackend
-}
-
-const fleetSRV = "_http._tcp.app.test"
-
-func newDiscoveryFleet(t *testing.T, n int) *discoveryFleet {
-	f := &discoveryFleet{z: dnstest.New(t)}
-	for i := range n {
-		host := fmt.Sprintf("app-%d.test", i)
-		f.bes = append(f.bes, newDiscoveredBackend(t, host))
-		f.z.SetAddrs(host, "127.0.0.1")
-	}
-	return f
-}
-
-// publish answers the SRV record with the first n backends.
-func (f *discoveryFleet) publish(n int) {
-	var ts []string
-	for i, be := range f.bes[:n] {
-		_, port, _ := net.SplitHostPort(be.srv.Listener.Addr().String())
-		ts = append(ts, fmt.Sprintf("app-%d.test.:%s", i, port))
-	}
-	f.z.SetSRV(fleetSRV, ts...)
-}
-
-// discoveryYAML is a config with the given static upstreams (YAML list
-// items, or "" for none) and a discovery block on f's DNS server.
-func (f *discoveryFleet) yaml(static, extra string) string {
-	ups := "upstreams: []\n"
-	if static != "" {
-		ups = "upstreams:\n" + static
-	}
-	return fmt.Sprintf(`listen: 127.0.0.1:0
-admin_listen: 127.0.0.1:0
-hash:
-  key: [{header: X-User-ID}]
-  on_missing: reject
-%s%sdiscovery:
-  resolver: %s
-  interval: 200ms
-  timeout: 150ms
-  remove_after: 1h
-  sources:
-    - srv: %s
-`, ups, extra, f.z.Addr, fleetSRV)
-}
 
 // discView is /debug/ring with the discovery fields.
 type discView struct {
@@ -120,7 +38,7 @@ type discView struct {
 
 func getDiscView(t *testing.T, admin string) discView {
 	t.Helper()
-	res, err := adminClient.Get(admin + "/debug/ring")
+	res, err := ringlbtest.AdminClient.Get(admin + "/debug/ring")
 	if err != nil {
 		t.Fatalf("/debug/ring: %v", err)
 	}
@@ -158,9 +76,9 @@ func statusOf(t *testing.T, c *http.Client, u string) int {
 // Two ringlb processes reading the same DNS report the same ring version
 // and send each of 10 000 keys to the same member.
 func TestDiscoveryReplicasAgree(t *testing.T) {
-	f := newDiscoveryFleet(t, 5)
-	f.publish(5)
-	cfg := writeConfig(t, f.yaml("", ""))
+	f := ringlbtest.NewDiscoveryFleet(t, 5)
+	f.Publish(5)
+	cfg := ringlbtest.WriteConfig(t, f.YAML("", ""))
 	a, b := startRinglb(t, cfg), startRinglb(t, cfg)
 	for _, lb := range []*lbProc{a, b} {
 		testenv.Eventually(t, 15*time.Second, memberCount(t, lb.admin, 5))
@@ -228,10 +146,10 @@ func TestDiscoveryReplicasAgree(t *testing.T) {
 // and answers 503 (and /readyz 503) until the first answer. Discovered
 // members are health-checked.
 func TestDiscoveryServeBeforeFirstAnswer(t *testing.T) {
-	f := newDiscoveryFleet(t, 3)
-	f.z.SetSilent(fleetSRV, true)
+	f := ringlbtest.NewDiscoveryFleet(t, 3)
+	f.DNS.SetSilent(ringlbtest.FleetSRV, true)
 	health := "health:\n  path: /healthz\n  interval: 200ms\n  timeout: 150ms\n  rise: 1\n  fall: 2\n"
-	lb := startRinglb(t, writeConfig(t, f.yaml("", health)))
+	lb := startRinglb(t, ringlbtest.WriteConfig(t, f.YAML("", health)))
 	c := &http.Client{Timeout: 5 * time.Second}
 	if code := statusOf(t, c, lb.proxy+"/"); code != http.StatusServiceUnavailable {
 		t.Errorf("before the first answer: %d, want 503", code)
@@ -246,8 +164,8 @@ func TestDiscoveryServeBeforeFirstAnswer(t *testing.T) {
 		return nil
 	})
 
-	f.publish(3)
-	f.z.SetSilent(fleetSRV, false)
+	f.Publish(3)
+	f.DNS.SetSilent(ringlbtest.FleetSRV, false)
 	testenv.Eventually(t, 10*time.Second, memberCount(t, lb.admin, 3))
 	if code := statusOf(t, c, lb.admin+"/readyz"); code != 200 {
 		t.Errorf("readyz after the first answer: %d", code)
@@ -264,13 +182,11 @@ func TestDiscoveryServeBeforeFirstAnswer(t *testing.T) {
 	}
 
 	// A discovered member whose health check fails is ejected.
-	sick := f.bes[1]
-	sick.mu.Lock()
-	sick.sick = true
-	sick.mu.Unlock()
+	sick := f.Backends[1]
+	sick.SetSick(true)
 	testenv.Eventually(t, 10*time.Second, func() error {
 		for _, u := range getDiscView(t, lb.admin).Upstreams {
-			if u.Name == sick.name && (u.Health != "down" || u.Available) {
+			if u.Name == sick.Name && (u.Health != "down" || u.Available) {
 				return fmt.Errorf("%s: %+v", u.Name, u)
 			}
 		}
@@ -282,19 +198,19 @@ func TestDiscoveryServeBeforeFirstAnswer(t *testing.T) {
 // once; a bad block is rejected and the membership kept; removing the
 // block leaves the static upstreams.
 func TestDiscoveryReloadServe(t *testing.T) {
-	f := newDiscoveryFleet(t, 4)
-	f.publish(3)
-	static := newDiscoveredBackend(t, "static")
-	staticYAML := "  - name: static\n    url: " + static.srv.URL + "\n"
-	body := strings.Replace(f.yaml(staticYAML, ""), "interval: 200ms", "interval: 1h", 1)
+	f := ringlbtest.NewDiscoveryFleet(t, 4)
+	f.Publish(3)
+	static := ringlbtest.NewDiscoveredBackend(t, "static")
+	staticYAML := "  - name: static\n    url: " + static.Srv.URL + "\n"
+	body := strings.Replace(f.YAML(staticYAML, ""), "interval: 200ms", "interval: 1h", 1)
 	body = strings.Replace(body, "timeout: 150ms", "timeout: 1s", 1)
-	path := writeConfig(t, body)
+	path := ringlbtest.WriteConfig(t, body)
 	lb := startRinglb(t, path)
 	testenv.Eventually(t, 10*time.Second, memberCount(t, lb.admin, 4))
 
 	// A fourth target: with an interval of an hour only the reload's
 	// immediate resolution can find it.
-	f.publish(4)
+	f.Publish(4)
 	if err := os.WriteFile(path, []byte(body+"  confirm: 2\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +223,7 @@ func TestDiscoveryReloadServe(t *testing.T) {
 	if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res, err := adminClient.Post(lb.admin+"/reload", "", nil)
+	res, err := ringlbtest.AdminClient.Post(lb.admin+"/reload", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +241,7 @@ func TestDiscoveryReloadServe(t *testing.T) {
 	if err := os.WriteFile(path, []byte(noDisc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res, err = adminClient.Post(lb.admin+"/reload", "", nil)
+	res, err = ringlbtest.AdminClient.Post(lb.admin+"/reload", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,74 +256,36 @@ func TestDiscoveryReloadServe(t *testing.T) {
 // they answered, beside the static upstreams; a source that does not
 // answer is named, and with nothing found there is nothing to simulate.
 func TestSimulateDiscovery(t *testing.T) {
-	f := newDiscoveryFleet(t, 3)
-	f.publish(3)
+	f := ringlbtest.NewDiscoveryFleet(t, 3)
+	f.Publish(3)
 	static := "  - name: app-static\n    url: http://127.0.0.1:1\n"
 	// One poll must get its answer, however busy the machine.
 	patient := strings.NewReplacer("interval: 200ms", "interval: 10s", "timeout: 150ms", "timeout: 5s")
-	cfg := writeConfig(t, patient.Replace(f.yaml(static, "")))
+	cfg := ringlbtest.WriteConfig(t, patient.Replace(f.YAML(static, "")))
 	code, out, errOut := runCmd(t, "simulate", "-config", cfg, "-keys", "30000", "-add", "app-new")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	if !strings.Contains(out, "discovery: "+fleetSRV+": 3 members\n") {
+	if !strings.Contains(out, "discovery: "+ringlbtest.FleetSRV+": 3 members\n") {
 		t.Errorf("no report of the source's answer:\n%s", out)
 	}
 	if !strings.Contains(out, "30000 keys over 4 upstreams") {
 		t.Errorf("want the static upstream and the 3 discovered ones on the ring:\n%s", out)
 	}
-	for _, be := range f.bes {
-		if !strings.Contains(out, be.name) {
-			t.Errorf("discovered member %s missing:\n%s", be.name, out)
+	for _, be := range f.Backends {
+		if !strings.Contains(out, be.Name) {
+			t.Errorf("discovered member %s missing:\n%s", be.Name, out)
 		}
 	}
 	if moved := simFigure(t, out, "keys moved (ring):"); moved < 14 || moved > 26 {
 		t.Errorf("adding a fifth member moved %.2f%% of keys, want about 20%%", moved)
 	}
 
-	f.z.SetRcode(fleetSRV, 2) // SERVFAIL
-	cfg = writeConfig(t, patient.Replace(f.yaml("", "")))
+	f.DNS.SetRcode(ringlbtest.FleetSRV, 2) // SERVFAIL
+	cfg = ringlbtest.WriteConfig(t, patient.Replace(f.YAML("", "")))
 	code, out, errOut = runCmd(t, "simulate", "-config", cfg, "-keys", "1000")
-	if code != exitFail || !strings.Contains(out, "discovery: "+fleetSRV+": no answer: ") ||
+	if code != exitFail || !strings.Contains(out, "discovery: "+ringlbtest.FleetSRV+": no answer: ") ||
 		!strings.Contains(errOut, "no upstreams, and discovery found no member: nothing to simulate") {
 		t.Errorf("failing source, no static upstream: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-}
-
-// With pools, a SIGHUP that leaves a pool with discovery as it was still
-// resolves its sources at once.
-func TestDiscoveryReloadUnchangedPool(t *testing.T) {
-	f := newDiscoveryFleet(t, 3)
-	f.publish(2)
-	other := newDiscoveredBackend(t, "other")
-	path := writeConfig(t, fmt.Sprintf(`listen: 127.0.0.1:0
-admin_listen: 127.0.0.1:0
-pools:
-  a:
-    discovery:
-      resolver: %s
-      interval: 1h
-      timeout: 1s
-      sources: [{srv: %s}]
-  b:
-    upstreams: [{name: other, url: %s}]
-routes: [{path_prefix: /b, pool: b}, {pool: a}]
-`, f.z.Addr, fleetSRV, other.srv.URL))
-	srv := startServer(t, path)
-	members := func(n int) func() error {
-		return func() error {
-			if got := len(srv.rt.Pool("a").Members()); got != n {
-				return fmt.Errorf("pool a has %d members, want %d", got, n)
-			}
-			return nil
-		}
-	}
-	testenv.Eventually(t, 10*time.Second, members(2))
-	// A third target: with an interval of an hour only the reload's
-	// immediate resolution can find it.
-	f.publish(3)
-	if _, problems, err := srv.reload(); err != nil {
-		t.Fatal(problems)
-	}
-	testenv.Eventually(t, 10*time.Second, members(3))
 }

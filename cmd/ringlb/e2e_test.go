@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/cmd/ringlb/internal/ringlbtest"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
@@ -51,11 +52,11 @@ timeouts:
 upstreams:
 `
 	for _, name := range names {
-		addr[name] = reservePort(t)
+		addr[name] = ringlbtest.ReservePort(t)
 		config += fmt.Sprintf("  - name: %s\n    url: http://%s\n", name, addr[name])
 		procs[name] = startUpstream(t, name, addr[name])
 	}
-	lb := startRinglb(t, writeConfig(t, config))
+	lb := startRinglb(t, ringlbtest.WriteConfig(t, config))
 	proxyURL, adminURL := lb.proxy, lb.admin
 	waitHTTP(t, adminURL+"/readyz")
 	defer func() {
@@ -171,7 +172,7 @@ upstreams:
 	<-procs[victim].done
 	// Traffic goes on while ringlb notices: refused dials go clockwise.
 	testenv.Eventually(t, 20*time.Second, func() error {
-		if ringState(t, adminURL, victim).Available {
+		if ringlbtest.RingState(t, adminURL, victim).Available {
 			return fmt.Errorf("%s never ejected", victim)
 		}
 		return nil
@@ -182,7 +183,7 @@ upstreams:
 	startProc(t, upstreamBinary(t), "-name", victim, "-listen", addr[victim])
 	// The loop's traffic also gives the breaker its trial.
 	testenv.Eventually(t, 20*time.Second, func() error {
-		if st := ringState(t, adminURL, victim); !st.Available {
+		if st := ringlbtest.RingState(t, adminURL, victim); !st.Available {
 			return fmt.Errorf("%s never readmitted: %+v", victim, st)
 		}
 		return nil

@@ -31,6 +31,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/cmd/ringlb/internal/ringlbtest"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
@@ -139,7 +140,7 @@ func upstreamsBlock(names []string, addrs map[string]string, weights map[string]
 // startLB writes the config (health: faultsHealth or "") and starts ringlb.
 func startLB(t *testing.T, health string, ups string) *lbProc {
 	t.Helper()
-	lb := startRinglb(t, writeConfig(t, fmt.Sprintf(faultsConfig, health)+ups))
+	lb := startRinglb(t, ringlbtest.WriteConfig(t, fmt.Sprintf(faultsConfig, health)+ups))
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("ringlb log:\n%s", lastLines(lb.logs.String(), 60))
@@ -150,7 +151,7 @@ func startLB(t *testing.T, health string, ups string) *lbProc {
 
 func adminGet(t *testing.T, u string) string {
 	t.Helper()
-	res, err := adminClient.Get(u)
+	res, err := ringlbtest.AdminClient.Get(u)
 	if err != nil {
 		t.Fatalf("GET %s: %v", u, err)
 	}
@@ -426,7 +427,7 @@ func startPoller(admin string) *poller {
 		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			v, err := getRing(admin)
+			v, err := ringlbtest.GetRing(admin)
 			if err == nil {
 				at := time.Now()
 				p.mu.Lock()
@@ -626,7 +627,7 @@ type victim struct {
 // post sends a control request to a demo upstream; it may run on the
 // flapping goroutine, so a failure is an Errorf.
 func (v *victim) post(path string) {
-	res, err := adminClient.Post("http://"+v.addr+path, "", nil)
+	res, err := ringlbtest.AdminClient.Post("http://"+v.addr+path, "", nil)
 	if err != nil {
 		v.t.Errorf("POST %s: %v", path, err)
 		return
@@ -743,24 +744,24 @@ func runFaultCase(t *testing.T, fc faultCase) faultRow {
 	for _, n := range names {
 		switch {
 		case n != vname:
-			addrs[n] = reservePort(t)
+			addrs[n] = ringlbtest.ReservePort(t)
 			startUpstream(t, n, addrs[n])
 		case fc.inProcess:
 			v.fu = startFaultUpstream(t, n)
 			addrs[n] = v.fu.addr
 		case !fc.absent:
-			addrs[n] = reservePort(t)
+			addrs[n] = ringlbtest.ReservePort(t)
 			v.demo = startUpstream(t, n, addrs[n])
 		default:
 			// Reserved and not listening: dials are refused until it starts.
-			addrs[n] = reservePort(t)
+			addrs[n] = ringlbtest.ReservePort(t)
 		}
 	}
 	v.addr = addrs[vname]
 	lb := startLB(t, faultsHealth, upstreamsBlock(names, addrs, nil))
 	waitHTTP(t, lb.admin+"/readyz")
 	if !fc.absent {
-		waitState(t, lb.admin, vname, "available", func(s upstreamState) bool { return s.Available && s.Health == "up" })
+		ringlbtest.WaitState(t, lb.admin, vname, "available", func(s ringlbtest.UpstreamState) bool { return s.Available && s.Health == "up" })
 	}
 	keys := keysN("user", 300)
 	own := owners(t, lb.admin, keys)
@@ -980,7 +981,7 @@ func startFleet(t *testing.T, n int, health string) (*lbProc, []string, map[stri
 	for i := range n {
 		name := fmt.Sprintf("app-%d", i+1)
 		names = append(names, name)
-		addrs[name] = reservePort(t)
+		addrs[name] = ringlbtest.ReservePort(t)
 		startUpstream(t, name, addrs[name])
 	}
 	lb := startLB(t, health, upstreamsBlock(names, addrs, nil))
@@ -1170,7 +1171,7 @@ func stressReloads(t *testing.T, n int) faultRow {
 		if err := os.Rename(tmp, lb.cfgPath); err != nil {
 			t.Fatal(err)
 		}
-		res, err := adminClient.Post(lb.admin+"/reload", "", nil)
+		res, err := ringlbtest.AdminClient.Post(lb.admin+"/reload", "", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1195,7 +1196,7 @@ func stressReloads(t *testing.T, n int) faultRow {
 	}
 	time.Sleep(300 * time.Millisecond)
 	res := l.halt()
-	v, err := getRing(lb.admin)
+	v, err := ringlbtest.GetRing(lb.admin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1257,7 +1258,7 @@ func stressSigterm(t *testing.T) faultRow {
 	}
 	// Wait until every slow request is in flight at an upstream.
 	testenv.Eventually(t, 10*time.Second, func() error {
-		v, err := getRing(lb.admin)
+		v, err := ringlbtest.GetRing(lb.admin)
 		inflight := 0
 		if err == nil {
 			for _, u := range v.Upstreams {

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/cmd/ringlb/internal/ringlbtest"
 )
 
 // jsonKeyConfig keys on a JSON body field, with the default body_limit.
@@ -63,7 +65,7 @@ func startChecksumUpstream(t *testing.T) string {
 // runtime's slack), and never exceed 64 MiB.
 func jsonKeyUpload(t *testing.T, size int64) faultRow {
 	ups := map[string]string{"gpu-1": startChecksumUpstream(t), "gpu-2": startChecksumUpstream(t), "gpu-3": startChecksumUpstream(t)}
-	lb := startRinglb(t, writeConfig(t, jsonKeyConfig+upstreamsBlock([]string{"gpu-1", "gpu-2", "gpu-3"}, ups, nil)))
+	lb := startRinglb(t, ringlbtest.WriteConfig(t, jsonKeyConfig+upstreamsBlock([]string{"gpu-1", "gpu-2", "gpu-3"}, ups, nil)))
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("ringlb log:\n%s", lastLines(lb.logs.String(), 60))

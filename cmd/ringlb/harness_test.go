@@ -2,12 +2,12 @@ package main
 
 // The test harness shared by every test that runs binaries (the e2e-tagged
 // files use it too, so it carries no build tag): build ringlb and the demo
-// upstream once per test process, start them on ports nobody else can take,
-// learn where ringlb listens from its log, and wait for conditions by
-// polling them.
+// upstream once per test process, start them on ports nobody else can take
+// (ringlbtest.ReservePort), learn where ringlb listens from its log, and
+// wait for conditions by polling them. The helpers the serving process's
+// tests use too are in ringlbtest.
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -180,117 +180,6 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// --- the admin listener ----------------------------------------------------
-
-// adminClient never keeps connections, so the admin listener holds none
-// between polls and resource counts are comparable.
-var adminClient = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
-
-// ringView is GET /debug/ring as the tests read it.
-type ringView struct {
-	Version   string
-	Upstreams []upstreamState
-}
-
-// upstreamState is one upstream of /debug/ring.
-type upstreamState struct {
-	Name      string
-	Available bool
-	Health    string
-	Breaker   string
-	Inflight  int
-}
-
-func getRing(admin string) (ringView, error) {
-	var v ringView
-	res, err := adminClient.Get(admin + "/debug/ring")
-	if err != nil {
-		return v, err
-	}
-	defer res.Body.Close()
-	err = json.NewDecoder(res.Body).Decode(&v)
-	return v, err
-}
-
-// mustGetRing is getRing failing the test on an error.
-func mustGetRing(t *testing.T, admin string) ringView {
-	t.Helper()
-	v, err := getRing(admin)
-	if err != nil {
-		t.Fatalf("/debug/ring: %v", err)
-	}
-	return v
-}
-
-func ringState(t *testing.T, admin, name string) upstreamState {
-	t.Helper()
-	v := mustGetRing(t, admin)
-	for _, u := range v.Upstreams {
-		if u.Name == name {
-			return u
-		}
-	}
-	t.Fatalf("/debug/ring has no %s: %+v", name, v)
-	return upstreamState{}
-}
-
-// waitState polls /debug/ring until ok accepts name's state.
-func waitState(t *testing.T, admin, name string, what string, ok func(upstreamState) bool) {
-	t.Helper()
-	testenv.Eventually(t, 15*time.Second, func() error {
-		if st := ringState(t, admin, name); !ok(st) {
-			return fmt.Errorf("%s never became %s: %+v", name, what, st)
-		}
-		return nil
-	})
-}
-
-func ringVersion(t *testing.T, admin string) string {
-	t.Helper()
-	return mustGetRing(t, admin).Version
-}
-
-// --- ports -----------------------------------------------------------------
-
-// reservePort returns a loopback address whose port is held, until the test
-// ends, by a socket that is bound but not listening: dials to it are
-// refused and no other socket is given the port, yet a server started on it
-// can listen on it, and listen on it again after a crash, while the
-// reservation stands. The socket binds without SO_REUSEADDR, so the port
-// had nothing else bound, and then sets it: Linux lets a socket with
-// SO_REUSEADDR (as Go's listeners have) bind beside sockets that have it
-// and do not listen. Elsewhere the test is skipped.
-//
-// It is for servers that take their address from a flag or a config file
-// and do not say which port they got for port 0.
-func reservePort(t testing.TB) string {
-	t.Helper()
-	if runtime.GOOS != "linux" {
-		t.Skipf("reserving a port for another server relies on Linux's SO_REUSEADDR rule; this is %s", runtime.GOOS)
-	}
-	syscall.ForkLock.RLock() // no child started meanwhile inherits it
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	if err == nil {
-		syscall.CloseOnExec(fd)
-	}
-	syscall.ForkLock.RUnlock()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 }
 
 // --- waiting ---------------------------------------------------------------

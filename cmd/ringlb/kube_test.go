@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/cmd/ringlb/internal/ringlbtest"
 	"github.com/ringlb/ringlb/internal/testutil/kubetest"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
@@ -20,22 +21,22 @@ import (
 // number, as the controller makes them for pods with different ports).
 type kubeFleet struct {
 	api *kubetest.Server
-	bes []*discoveredBackend
+	bes []*ringlbtest.DiscoveredBackend
 }
 
 func newKubeFleet(t *testing.T, n int) *kubeFleet {
 	f := &kubeFleet{api: kubetest.New(t)}
 	for i := range n {
-		be := newDiscoveredBackend(t, "")
-		be.name = fmt.Sprintf("app-%d.app.prod.svc.cluster.local:%d", i, f.port(be))
+		be := ringlbtest.NewDiscoveredBackend(t, "")
+		be.Name = fmt.Sprintf("app-%d.app.prod.svc.cluster.local:%d", i, f.port(be))
 		f.bes = append(f.bes, be)
 		f.set(i, kubetest.Endpoint{})
 	}
 	return f
 }
 
-func (f *kubeFleet) port(be *discoveredBackend) int32 {
-	_, p, _ := net.SplitHostPort(be.srv.Listener.Addr().String())
+func (f *kubeFleet) port(be *ringlbtest.DiscoveredBackend) int32 {
+	_, p, _ := net.SplitHostPort(be.Srv.Listener.Addr().String())
 	n, _ := strconv.Atoi(p)
 	return int32(n)
 }
@@ -67,7 +68,7 @@ discovery:
 // the API server anything.
 func TestValidateKubernetes(t *testing.T) {
 	f := newKubeFleet(t, 1)
-	cfg := writeConfig(t, f.yaml(t))
+	cfg := ringlbtest.WriteConfig(t, f.yaml(t))
 	code, out, errOut := runCmd(t, "validate", "-config", cfg)
 	if code != exitOK || !strings.Contains(out, "discovery every 10s from kubernetes:prod/app:http (not resolved") {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, errOut)
@@ -80,7 +81,7 @@ func TestValidateKubernetes(t *testing.T) {
 // simulate lists the slices once, as it resolves DNS once.
 func TestSimulateKubernetes(t *testing.T) {
 	f := newKubeFleet(t, 3)
-	cfg := writeConfig(t, f.yaml(t))
+	cfg := ringlbtest.WriteConfig(t, f.yaml(t))
 	code, out, errOut := runCmd(t, "simulate", "-config", cfg, "-keys", "3000")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -89,8 +90,8 @@ func TestSimulateKubernetes(t *testing.T) {
 		t.Errorf("simulate:\n%s", out)
 	}
 	for _, be := range f.bes {
-		if !strings.Contains(out, be.name) {
-			t.Errorf("member %s missing:\n%s", be.name, out)
+		if !strings.Contains(out, be.Name) {
+			t.Errorf("member %s missing:\n%s", be.Name, out)
 		}
 	}
 	if lists, watches := f.api.Requests(); lists != 1 || watches != 0 {
@@ -104,19 +105,19 @@ func TestSimulateKubernetes(t *testing.T) {
 // is tested in package discovery).
 func TestServeKubernetes(t *testing.T) {
 	f := newKubeFleet(t, 3)
-	lb := startRinglb(t, writeConfig(t, f.yaml(t)))
+	lb := startRinglb(t, ringlbtest.WriteConfig(t, f.yaml(t)))
 	testenv.Eventually(t, 10*time.Second, memberCount(t, lb.admin, 3))
 	v := getDiscView(t, lb.admin)
 	for i, u := range v.Upstreams {
-		if u.Name != f.bes[i].name || u.URL != f.bes[i].srv.URL || u.Source != "kubernetes:prod/app:http" {
-			t.Errorf("upstream %d: %+v, want %s at %s", i, u, f.bes[i].name, f.bes[i].srv.URL)
+		if u.Name != f.bes[i].Name || u.URL != f.bes[i].Srv.URL || u.Source != "kubernetes:prod/app:http" {
+			t.Errorf("upstream %d: %+v, want %s at %s", i, u, f.bes[i].Name, f.bes[i].Srv.URL)
 		}
 	}
 
 	// Terminating, still serving: drained (state drain on /upstreams), not absent.
 	f.set(2, kubetest.Endpoint{Terminating: true})
 	testenv.Eventually(t, 5*time.Second, func() error {
-		res, err := adminClient.Get(lb.admin + "/upstreams/" + f.bes[2].name)
+		res, err := ringlbtest.AdminClient.Get(lb.admin + "/upstreams/" + f.bes[2].Name)
 		if err != nil {
 			return err
 		}
@@ -124,18 +125,18 @@ func TestServeKubernetes(t *testing.T) {
 		err = json.NewDecoder(res.Body).Decode(&u)
 		res.Body.Close()
 		if err != nil || u.State != "drain" {
-			return fmt.Errorf("%s: state %q, %v", f.bes[2].name, u.State, err)
+			return fmt.Errorf("%s: state %q, %v", f.bes[2].Name, u.State, err)
 		}
 		return nil
 	})
-	waitKubeMember(t, lb.admin, f.bes[2].name, func(absent bool) bool { return !absent })
+	waitKubeMember(t, lb.admin, f.bes[2].Name, func(absent bool) bool { return !absent })
 	f.set(2, kubetest.Endpoint{})
 
 	// Not serving: absent at once (the interval is 10s: only the watch can tell).
 	f.set(1, kubetest.Endpoint{NotServing: true})
-	waitKubeMember(t, lb.admin, f.bes[1].name, func(absent bool) bool { return absent })
+	waitKubeMember(t, lb.admin, f.bes[1].Name, func(absent bool) bool { return absent })
 	f.set(1, kubetest.Endpoint{})
-	waitKubeMember(t, lb.admin, f.bes[1].name, func(absent bool) bool { return !absent })
+	waitKubeMember(t, lb.admin, f.bes[1].Name, func(absent bool) bool { return !absent })
 
 	f.api.SetDown(true)
 	testenv.Eventually(t, 20*time.Second, func() error {
@@ -143,7 +144,7 @@ func TestServeKubernetes(t *testing.T) {
 		if len(v.Discovery) != 1 || v.Discovery[0].LastError == "" {
 			return fmt.Errorf("no error shown: %+v", v.Discovery)
 		}
-		if errs := metricValue(t, lb.admin, `ringlb_discovery_errors_total{source="kubernetes:prod/app:http"}`); errs < 1 {
+		if errs := ringlbtest.MetricValue(t, lb.admin, `ringlb_discovery_errors_total{source="kubernetes:prod/app:http"}`); errs < 1 {
 			return fmt.Errorf("ringlb_discovery_errors_total = %v", errs)
 		}
 		return nil

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"math"
 	"net"
 	"os"
@@ -16,9 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/cmd/ringlb/config"
+	"github.com/ringlb/ringlb/cmd/ringlb/internal/ringlbtest"
 	"github.com/ringlb/ringlb/internal/testutil/certstest"
-	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 // runCmd runs a command line in-process and returns its exit code and output.
@@ -27,16 +25,6 @@ func runCmd(t *testing.T, args ...string) (int, string, string) {
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), args, &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
-}
-
-// writeConfig writes a config file into a temporary directory.
-func writeConfig(t *testing.T, body string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "ringlb.yaml")
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 // upstreamsYAML lists n upstreams app-1..app-n on made-up loopback ports.
@@ -50,7 +38,7 @@ func upstreamsYAML(n int) string {
 }
 
 func TestValidate(t *testing.T) {
-	good := writeConfig(t, upstreamsYAML(4))
+	good := ringlbtest.WriteConfig(t, upstreamsYAML(4))
 	code, out, errOut := runCmd(t, "validate", "-config", good)
 	if code != exitOK {
 		t.Fatalf("validate good config: exit %d, stderr %q", code, errOut)
@@ -59,7 +47,7 @@ func TestValidate(t *testing.T) {
 		t.Errorf("summary = %q", out)
 	}
 
-	bad := writeConfig(t, `upstreams:
+	bad := ringlbtest.WriteConfig(t, `upstreams:
   - name: a
     url: http://127.0.0.1:1
   - name: b
@@ -99,7 +87,7 @@ func TestValidateDiscovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dns.Close()
-	good := writeConfig(t, fmt.Sprintf(`discovery:
+	good := ringlbtest.WriteConfig(t, fmt.Sprintf(`discovery:
   resolver: %s
   sources:
     - srv: _http._tcp.app.example
@@ -122,7 +110,7 @@ upstreams: []
 		t.Errorf("validate sent the resolver %d bytes from %v", n, from)
 	}
 
-	bad := writeConfig(t, "ring: {placement: nginx}\ndiscovery:\n  timeout: 9s\n  sources: [{host: a.example}]\n")
+	bad := ringlbtest.WriteConfig(t, "ring: {placement: nginx}\ndiscovery:\n  timeout: 9s\n  sources: [{host: a.example}]\n")
 	code, out, errOut = runCmd(t, "validate", "-config", bad)
 	if code != exitFail || out != "" {
 		t.Fatalf("validate bad discovery config: exit %d, stdout %q", code, out)
@@ -142,7 +130,7 @@ upstreams: []
 // reports on it without printing a secret.
 func TestValidateHold(t *testing.T) {
 	secret := "s3cr3t-" + strings.Repeat("x", 40)
-	cfg := writeConfig(t, "hold:\n  idle: 10m\n  cookie: {name: ringlb_hold, secret_file: hold.secret}\n"+upstreamsYAML(2))
+	cfg := ringlbtest.WriteConfig(t, "hold:\n  idle: 10m\n  cookie: {name: ringlb_hold, secret_file: hold.secret}\n"+upstreamsYAML(2))
 	code, _, errOut := runCmd(t, "validate", "-config", cfg)
 	if code != exitFail || !strings.Contains(errOut, cfg+`:3: hold.cookie.secret_file: "hold.secret": cannot read: no such file or directory`) {
 		t.Fatalf("without the secret file: exit %d, stderr %q", code, errOut)
@@ -195,7 +183,7 @@ func simFigure(t *testing.T, out, label string) float64 {
 }
 
 func TestSimulateAddOne(t *testing.T) {
-	cfg := writeConfig(t, upstreamsYAML(8))
+	cfg := ringlbtest.WriteConfig(t, upstreamsYAML(8))
 	code, out, errOut := runCmd(t, "simulate", "-config", cfg, "-keys", "200000", "-add", "app-9")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -226,7 +214,7 @@ func TestSimulateAddOne(t *testing.T) {
 }
 
 func TestSimulateRemove(t *testing.T) {
-	cfg := writeConfig(t, upstreamsYAML(4))
+	cfg := ringlbtest.WriteConfig(t, upstreamsYAML(4))
 	code, out, errOut := runCmd(t, "simulate", "-config", cfg, "-keys", "100000", "-remove", "app-2")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -249,7 +237,7 @@ func TestSimulateRemove(t *testing.T) {
 // that with it only keys of removed upstreams (and keys beyond max_keys)
 // do; the rest move as they go idle.
 func TestSimulateHold(t *testing.T) {
-	cfg := writeConfig(t, "hold: {idle: 10m}\n"+upstreamsYAML(4))
+	cfg := ringlbtest.WriteConfig(t, "hold: {idle: 10m}\n"+upstreamsYAML(4))
 	code, out, errOut := runCmd(t, "simulate", "-config", cfg, "-keys", "100000", "-add", "app-5")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -286,7 +274,7 @@ func TestSimulateHold(t *testing.T) {
 	}
 
 	// max_keys smaller than the keys in use: only that share is held.
-	cfg = writeConfig(t, "hold: {idle: 10m, max_keys: 50000}\n"+upstreamsYAML(4))
+	cfg = ringlbtest.WriteConfig(t, "hold: {idle: 10m, max_keys: 50000}\n"+upstreamsYAML(4))
 	_, out, _ = runCmd(t, "simulate", "-config", cfg, "-keys", "100000", "-add", "app-5")
 	moved = simFigure(t, out, "keys moved (ring):")
 	if held := simFigure(t, out, "keys held, moving as they go idle:"); math.Abs(held-moved/2) > 0.011 {
@@ -294,7 +282,7 @@ func TestSimulateHold(t *testing.T) {
 	}
 
 	// Hold off: no hold section.
-	cfg = writeConfig(t, upstreamsYAML(4))
+	cfg = ringlbtest.WriteConfig(t, upstreamsYAML(4))
 	_, out, _ = runCmd(t, "simulate", "-config", cfg, "-keys", "1000", "-add", "app-5")
 	if strings.Contains(out, "with hold") {
 		t.Errorf("hold section printed with hold off:\n%s", out)
@@ -342,8 +330,8 @@ func TestREADMEQuotesSimulate(t *testing.T) {
 // simulate -add and -remove take what the config would take, and anything
 // else is bad usage (exit 2) with a message naming the flag.
 func TestSimulateChangeValidation(t *testing.T) {
-	cfg := writeConfig(t, upstreamsYAML(2))
-	nginx := writeConfig(t, "ring: {placement: nginx}\n"+upstreamsYAML(2))
+	cfg := ringlbtest.WriteConfig(t, upstreamsYAML(2))
+	nginx := ringlbtest.WriteConfig(t, "ring: {placement: nginx}\n"+upstreamsYAML(2))
 	for _, tc := range []struct {
 		cfg  string
 		args []string
@@ -436,7 +424,7 @@ func TestHelpAndVersionFlags(t *testing.T) {
 // as their one positional argument, before or after the flags, as other
 // tools' users type it; given twice, differently, it is bad usage.
 func TestConfigAsArgument(t *testing.T) {
-	cfg := writeConfig(t, upstreamsYAML(4))
+	cfg := ringlbtest.WriteConfig(t, upstreamsYAML(4))
 	code, out, errOut := runCmd(t, "validate", cfg)
 	if code != exitOK || !strings.HasPrefix(out, cfg+": ok: 4 upstreams") {
 		t.Errorf("validate FILE: exit %d, stdout %q, stderr %q", code, out, errOut)
@@ -454,7 +442,7 @@ func TestConfigAsArgument(t *testing.T) {
 	if code, _, errOut := runCmd(t, "validate", "-config", cfg, cfg); code != exitOK {
 		t.Errorf("validate -config FILE FILE: exit %d, stderr %q", code, errOut)
 	}
-	other := writeConfig(t, upstreamsYAML(2))
+	other := ringlbtest.WriteConfig(t, upstreamsYAML(2))
 	if code, _, errOut := runCmd(t, "validate", "-config", other, cfg); code != exitUsage || !strings.Contains(errOut, "given twice") {
 		t.Errorf("validate -config A B: exit %d, stderr %q; want %d, given twice", code, errOut, exitUsage)
 	}
@@ -477,7 +465,7 @@ func TestVersionFlag(t *testing.T) {
 }
 
 func TestValidateSingular(t *testing.T) {
-	code, out, errOut := runCmd(t, "validate", "-config", writeConfig(t, upstreamsYAML(1)))
+	code, out, errOut := runCmd(t, "validate", "-config", ringlbtest.WriteConfig(t, upstreamsYAML(1)))
 	if code != exitOK || !strings.Contains(out, ": ok: 1 upstream, 160 points") {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
@@ -514,39 +502,19 @@ func TestValidateTLS(t *testing.T) {
 }
 
 // An upstream that is ringlb's own listener is reported, not refused:
-// validate warns and exits 0, serve warns when it starts and after each
-// reload that keeps it.
+// validate warns and exits 0 (the serving process's test of the same
+// name: serve warns when it starts and after each reload that keeps it).
 func TestUpstreamLoopWarning(t *testing.T) {
 	loop := "listen: 127.0.0.1:18089\nupstreams:\n  - name: me\n    url: http://localhost:18089\n  - name: other\n    url: http://127.0.0.1:18090\n"
 	want := "upstreams[0] (me): http://localhost:18089 is ringlb's own listen address (127.0.0.1:18089): requests sent there come back into ringlb"
-	path := writeConfig(t, loop)
+	path := ringlbtest.WriteConfig(t, loop)
 	code, out, errOut := runCmd(t, "validate", "-config", path)
 	if code != exitOK || !strings.Contains(out, "ok: 2 upstreams") || errOut != path+": warning: "+want+"\n" {
 		t.Errorf("validate: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
-	code, _, errOut = runCmd(t, "validate", "-config", writeConfig(t, upstreamsYAML(2)))
+	code, _, errOut = runCmd(t, "validate", "-config", ringlbtest.WriteConfig(t, upstreamsYAML(2)))
 	if code != exitOK || errOut != "" {
 		t.Errorf("validate of an ordinary config: exit %d, stderr %q", code, errOut)
-	}
-
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &testenv.Buffer{}
-	s, err := newServer(path, cfg, slog.New(slog.NewTextHandler(logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.close()
-	if n := strings.Count(logs.String(), "upstream loops back"); n != 1 || !strings.Contains(logs.String(), strconv.Quote(want)) {
-		t.Errorf("serve logged %d loop warnings, want 1 with %q:\n%s", n, want, logs.String())
-	}
-	if _, _, err := s.reload(); err != nil {
-		t.Fatal(err)
-	}
-	if n := strings.Count(logs.String(), "upstream loops back"); n != 2 {
-		t.Errorf("after a reload: %d loop warnings, want 2:\n%s", n, logs.String())
 	}
 }
 
@@ -554,7 +522,7 @@ func TestUpstreamLoopWarning(t *testing.T) {
 // move for new traffic, none to it, and the hold message says which keys
 // stay. Draining every upstream leaves new keys nowhere to go.
 func TestSimulateDrain(t *testing.T) {
-	cfg := writeConfig(t, upstreamsYAML(4))
+	cfg := ringlbtest.WriteConfig(t, upstreamsYAML(4))
 	_, plain, _ := runCmd(t, "simulate", "-config", cfg, "-keys", "100000")
 	code, out, errOut := runCmd(t, "simulate", "-config", cfg, "-keys", "100000", "-drain", "app-2")
 	if code != exitOK {
@@ -579,7 +547,7 @@ func TestSimulateDrain(t *testing.T) {
 		t.Errorf("no word on hold:\n%s", out)
 	}
 
-	held := writeConfig(t, upstreamsYAML(4)+"hold: {idle: 30m}\n")
+	held := ringlbtest.WriteConfig(t, upstreamsYAML(4)+"hold: {idle: 30m}\n")
 	if _, out, _ = runCmd(t, "simulate", "-config", held, "-keys", "1000", "-drain", "app-2"); !strings.Contains(out, "keys held on a draining upstream stay there") {
 		t.Errorf("with hold:\n%s", out)
 	}

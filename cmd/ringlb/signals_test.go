@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/cmd/ringlb/internal/ringlbtest"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
@@ -44,8 +45,8 @@ func TestSIGQUITShutsDownGracefully(t *testing.T) {
 		t.Skip("-short: builds and runs ringlb")
 	}
 	hold := make(chan struct{})
-	bs := startBackends(t, 1, hold)
-	lb := startRinglbArgs(t, "serve", writeConfig(t, listenersYAML+"shutdown_timeout: 10s\n"+backendsYAML(bs)))
+	bs := ringlbtest.StartBackends(t, 1, hold)
+	lb := startRinglbArgs(t, "serve", ringlbtest.WriteConfig(t, ringlbtest.Listeners+"shutdown_timeout: 10s\n"+ringlbtest.BackendsYAML(bs)))
 	waitHTTP(t, lb.admin+"/readyz")
 
 	result := make(chan string, 1)
@@ -60,8 +61,8 @@ func TestSIGQUITShutsDownGracefully(t *testing.T) {
 		result <- fmt.Sprint(res.StatusCode, " ", string(body))
 	}()
 	testenv.Eventually(t, 10*time.Second, func() error {
-		_, m := get(t, lb.admin+"/metrics")
-		if inflightTotal(m) != 1 {
+		_, m := ringlbtest.Get(t, lb.admin+"/metrics")
+		if ringlbtest.InflightTotal(m) != 1 {
 			return fmt.Errorf("the request never got in flight")
 		}
 		return nil
@@ -133,17 +134,17 @@ func TestShutdownDelayKeepsAccepting(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: builds and runs ringlb")
 	}
-	bs := startBackends(t, 2, nil)
+	bs := ringlbtest.StartBackends(t, 2, nil)
 	const delay = 3 * time.Second
 	for _, tc := range []struct {
 		name  string
 		delay time.Duration
 	}{{"delay", delay}, {"no delay", 0}} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := writeConfig(t, listenersYAML+fmt.Sprintf("shutdown_delay: %s\nshutdown_timeout: 5s\n", tc.delay)+backendsYAML(bs))
+			cfg := ringlbtest.WriteConfig(t, ringlbtest.Listeners+fmt.Sprintf("shutdown_delay: %s\nshutdown_timeout: 5s\n", tc.delay)+ringlbtest.BackendsYAML(bs))
 			lb := startRinglbArgs(t, "serve", cfg)
 			waitHTTP(t, lb.admin+"/readyz")
-			if code, body := get(t, lb.proxy+"/"); code != http.StatusOK {
+			if code, body := ringlbtest.Get(t, lb.proxy+"/"); code != http.StatusOK {
 				t.Fatalf("before SIGTERM: %d %q", code, body)
 			}
 			// Stamped before the signal goes: ringlb may start its delay
@@ -176,7 +177,7 @@ func TestShutdownDelayKeepsAccepting(t *testing.T) {
 			// /readyz said 503 during the delay; the admin listener
 			// stays up for it until drain.
 			if !draining() {
-				res, err := adminClient.Get(lb.admin + "/readyz")
+				res, err := ringlbtest.AdminClient.Get(lb.admin + "/readyz")
 				if err == nil {
 					body, _ := io.ReadAll(res.Body)
 					res.Body.Close()

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
+	"github.com/ringlb/ringlb/cmd/ringlb/process"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -76,7 +77,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, cfg.Expired)
 		return exitFail
 	}
-	for _, w := range loopWarnings(cfg) {
+	for _, w := range process.LoopWarnings(cfg) {
 		fmt.Fprintf(stderr, "%s: warning: %s\n", *path, w)
 	}
 	if cfg.Pools != nil {

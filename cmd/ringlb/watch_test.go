@@ -6,158 +6,14 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"os"
-	"path/filepath"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/cmd/ringlb/config"
+	"github.com/ringlb/ringlb/cmd/ringlb/internal/ringlbtest"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
-
-// configMapDir lays out a directory as the kubelet mounts a ConfigMap:
-// config.yaml is a symlink to ..data/config.yaml, ..data a symlink to a
-// timestamped directory holding the data. update swaps ..data to a new
-// directory in one rename, as the kubelet does.
-type configMapDir struct {
-	t    *testing.T
-	dir  string
-	gen  int
-	path string // dir/config.yaml, what ringlb is given
-}
-
-func newConfigMapDir(t *testing.T, body string) *configMapDir {
-	d := &configMapDir{t: t, dir: t.TempDir()}
-	d.path = filepath.Join(d.dir, "config.yaml")
-	d.update(body)
-	if err := os.Symlink(filepath.Join("..data", "config.yaml"), d.path); err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
-func (d *configMapDir) update(body string) {
-	d.t.Helper()
-	d.gen++
-	ts := fmt.Sprintf("..2026_12_01_09_00_%02d.%d", d.gen, d.gen)
-	if err := os.Mkdir(filepath.Join(d.dir, ts), 0o755); err != nil {
-		d.t.Fatal(err)
-	}
-	// Same size and modification time in every generation: only the
-	// swap tells them apart.
-	f := filepath.Join(d.dir, ts, "config.yaml")
-	if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
-		d.t.Fatal(err)
-	}
-	mtime := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	if err := os.Chtimes(f, mtime, mtime); err != nil {
-		d.t.Fatal(err)
-	}
-	tmp := filepath.Join(d.dir, "..data_tmp")
-	if err := os.Symlink(ts, tmp); err != nil {
-		d.t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(d.dir, "..data")); err != nil {
-		d.t.Fatal(err)
-	}
-}
-
-// TestServeReloadsConfigOnChange: serve reloads its config file when it
-// changes on disk, here by a Kubernetes ConfigMap's ..data swap whose new
-// file has the old one's size and modification time. A file that does not
-// load keeps the old config serving and counts as a failed reload, as with
-// SIGHUP, and is not retried until it changes again.
-func TestServeReloadsConfigOnChange(t *testing.T) {
-	bs := startBackends(t, 3, nil)
-	// Equal lengths: the upstream lists differ in one digit.
-	two := listenersYAML + "upstreams:\n" + fmt.Sprintf("  - name: a\n    url: %s\n  - name: b\n    url: %s\n", bs[0].URL, bs[1].URL)
-	other := listenersYAML + "upstreams:\n" + fmt.Sprintf("  - name: a\n    url: %s\n  - name: c\n    url: %s\n", bs[0].URL, bs[2].URL)
-	if len(two) != len(other) {
-		t.Fatalf("the two configs differ in length: %d, %d", len(two), len(other))
-	}
-	cm := newConfigMapDir(t, two)
-	cfg, err := config.Load(cm.path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logs testenv.Buffer
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	addrs := make(chan [2]string, 1)
-	go func() {
-		done <- serveWatching(ctx, cm.path, cfg, slog.New(slog.NewTextHandler(&logs, nil)), func(p, a net.Addr) {
-			addrs <- [2]string{"http://" + p.String(), "http://" + a.String()}
-		}, 20*time.Millisecond)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if code := <-done; code != exitOK {
-			t.Errorf("serve exited %d", code)
-		}
-	})
-	var a [2]string
-	select {
-	case a = <-addrs:
-	case code := <-done:
-		t.Fatalf("serve exited %d:\n%s", code, &logs)
-	}
-	proxy, admin := a[0], a[1]
-	upstreams := func() string {
-		var names []string
-		for _, u := range mustGetRing(t, admin).Upstreams {
-			names = append(names, u.Name)
-		}
-		return strings.Join(names, ",")
-	}
-	waitUpstreams := func(want string) {
-		t.Helper()
-		testenv.Eventually(t, 10*time.Second, func() error {
-			if got := upstreams(); got != want {
-				return fmt.Errorf("upstreams %s, want %s after the change on disk:\n%s", got, want, &logs)
-			}
-			return nil
-		})
-	}
-	if got := upstreams(); got != "a,b" {
-		t.Fatalf("upstreams at start: %s", got)
-	}
-
-	cm.update(other)
-	waitUpstreams("a,c")
-
-	// A bad file: rejected, the old config serves on.
-	cm.update(strings.Replace(other, "upstreams:", "upstreamz:", 1))
-	testenv.Eventually(t, 10*time.Second, func() error {
-		if v := metricValue(t, admin, `ringlb_config_reloads_total{result="error"}`); v != 1 {
-			return fmt.Errorf("failed reloads %v, want 1 after a bad file:\n%s", v, &logs)
-		}
-		return nil
-	})
-	if got := upstreams(); got != "a,c" {
-		t.Errorf("after a bad file: upstreams %s, want a,c", got)
-	}
-	if code, body := get(t, proxy+"/"); code != 200 || (body != "app-1" && body != "app-3") {
-		t.Errorf("after a bad file: %d %q", code, body)
-	}
-	if !strings.Contains(logs.String(), "upstreamz: unknown field (did you mean upstreams?)") {
-		t.Errorf("the bad file's problem is not logged:\n%s", &logs)
-	}
-
-	// Fixed: applied.
-	cm.update(two)
-	waitUpstreams("a,b")
-	if v := metricValue(t, admin, `ringlb_config_reloads_total{result="ok"}`); v != 2 {
-		t.Errorf("successful reloads %v, want 2 (one per good change)", v)
-	}
-	if v := metricValue(t, admin, `ringlb_config_reloads_total{result="error"}`); v != 1 {
-		t.Errorf("failed reloads %v, want 1: a bad file is not retried until it changes", v)
-	}
-}
 
 // TestServeWatchOff: `serve -watch=false` reloads on SIGHUP only. The
 // file is changed and left for longer than the watch's period (2 s);
@@ -166,12 +22,12 @@ func TestServeWatchOff(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: waits out the 2 s watch period")
 	}
-	bs := startBackends(t, 3, nil)
-	cm := newConfigMapDir(t, listenersYAML+backendsYAML(bs[:2]))
+	bs := ringlbtest.StartBackends(t, 3, nil)
+	cm := ringlbtest.NewConfigMapDir(t, ringlbtest.Listeners+ringlbtest.BackendsYAML(bs[:2]))
 	var stderr testenv.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"serve", "-watch=false", cm.path}, io.Discard, &stderr) }()
+	go func() { done <- run(ctx, []string{"serve", "-watch=false", cm.Path}, io.Discard, &stderr) }()
 	t.Cleanup(func() {
 		cancel()
 		if code := <-done; code != exitOK {
@@ -186,233 +42,17 @@ func TestServeWatchOff(t *testing.T) {
 		return nil
 	})
 	admin := "http://" + m[2]
-	before := ringVersion(t, admin)
-	cm.update(listenersYAML + backendsYAML(bs))
+	before := ringlbtest.RingVersion(t, admin)
+	cm.Update(ringlbtest.Listeners + ringlbtest.BackendsYAML(bs))
 	time.Sleep(configWatchInterval + time.Second)
-	if v := ringVersion(t, admin); v != before {
+	if v := ringlbtest.RingVersion(t, admin); v != before {
 		t.Fatalf("-watch=false: the ring changed to %s without a reload", v)
 	}
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
 	testenv.Eventually(t, 10*time.Second, func() error {
-		if ringVersion(t, admin) == before {
+		if ringlbtest.RingVersion(t, admin) == before {
 			return fmt.Errorf("SIGHUP did not reload:\n%s", &stderr)
 		}
 		return nil
 	})
-}
-
-// startWatching runs serveWatching on the config at path, looking at it
-// every interval, and returns its proxy and admin URLs and its log.
-func startWatching(t *testing.T, path string, interval time.Duration) (proxy, admin string, logs *testenv.Buffer) {
-	t.Helper()
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs = &testenv.Buffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	addrs := make(chan [2]string, 1)
-	go func() {
-		done <- serveWatching(ctx, path, cfg, slog.New(slog.NewTextHandler(logs, nil)), func(p, a net.Addr) {
-			addrs <- [2]string{"http://" + p.String(), "http://" + a.String()}
-		}, interval)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if code := <-done; code != exitOK {
-			t.Errorf("serve exited %d", code)
-		}
-	})
-	select {
-	case a := <-addrs:
-		return a[0], a[1], logs
-	case code := <-done:
-		t.Fatalf("serve exited %d:\n%s", code, logs)
-	}
-	return "", "", nil
-}
-
-// upstreamNamesOf lists /debug/ring's upstreams, comma-separated.
-func upstreamNamesOf(v ringView) string {
-	var names []string
-	for _, u := range v.Upstreams {
-		names = append(names, u.Name)
-	}
-	return strings.Join(names, ",")
-}
-
-// TestServeWatchWaitsForAWholeFile: a config rewritten in place by a slow
-// writer, in two halves with a pause shorter than the watch interval
-// between them (`cat > config.yaml` from a pipe, an editor that writes in
-// place), is applied once whole and never half-written. The first half is
-// itself a valid config, with 2 of the 4 upstreams: the watch used to
-// apply it whenever a look fell in the pause (half of each backend's keys
-// moved, and hold kept them there). Each rewrite swaps the fourth
-// upstream; a poller watches /debug/ring all along for the half's
-// membership.
-func TestServeWatchWaitsForAWholeFile(t *testing.T) {
-	const interval = 200 * time.Millisecond
-	const pause = interval * 6 / 10
-	bs := startBackends(t, 5, nil)
-	half := listenersYAML + backendsYAML(bs[:2])
-	rest := func(last namedBackend) string {
-		return strings.TrimPrefix(backendsYAML([]namedBackend{bs[2], last}), "upstreams:\n")
-	}
-	path := writeConfig(t, half+rest(bs[3]))
-	_, admin, logs := startWatching(t, path, interval)
-	if got := upstreamNamesOf(mustGetRing(t, admin)); got != "app-1,app-2,app-3,app-4" {
-		t.Fatalf("upstreams at start: %s", got)
-	}
-
-	var mu sync.Mutex
-	seen := map[string]int{} // memberships /debug/ring showed, with how often
-	stop := make(chan struct{})
-	polled := make(chan struct{})
-	go func() {
-		defer close(polled)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-			if v, err := getRing(admin); err == nil {
-				mu.Lock()
-				seen[upstreamNamesOf(v)]++
-				mu.Unlock()
-			}
-		}
-	}()
-	defer func() { close(stop); <-polled }()
-
-	rewrites, tries := 0, 0
-	for last := 4; rewrites < 4; last = 7 - last { // app-5, app-4, app-5, ...
-		if tries++; tries > 10 {
-			t.Fatalf("only %d of 10 rewrites paused less than the interval: the machine is too slow for this test", rewrites)
-		}
-		// Each rewrite starts a quarter interval later in the watch's
-		// cycle than the one before (the cycle restarts when a whole file
-		// is applied, below), so that the pauses of at least two of the
-		// four span a look.
-		time.Sleep(time.Duration(tries%4) * interval / 4)
-		okBefore := metricValue(t, admin, `ringlb_config_reloads_total{result="ok"}`)
-		mu.Lock()
-		clear(seen)
-		mu.Unlock()
-		start := time.Now()
-		if err := os.WriteFile(path, []byte(half), 0o644); err != nil { // truncates: a rewrite in place
-			t.Fatal(err)
-		}
-		time.Sleep(pause)
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.WriteString(rest(bs[last])); err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
-		took := time.Since(start)
-		want := fmt.Sprintf("app-1,app-2,app-3,app-%d", last+1)
-		testenv.Eventually(t, 10*time.Second, func() error {
-			if got := upstreamNamesOf(mustGetRing(t, admin)); got != want {
-				return fmt.Errorf("upstreams %s, want %s once the file is whole:\n%s", got, want, logs)
-			}
-			return nil
-		})
-		if took >= interval {
-			// The writer paused a whole interval: applying its half was
-			// then allowed. Not counted; the membership is back whole.
-			t.Logf("rewrite took %v, not less than the %v interval: not counted", took, interval)
-			time.Sleep(2 * interval)
-			continue
-		}
-		rewrites++
-		time.Sleep(2 * interval) // a look or two after: the whole file stays
-		mu.Lock()
-		halfSeen := seen["app-1,app-2"]
-		mu.Unlock()
-		if halfSeen > 0 {
-			t.Errorf("rewrite %d (the pause between its halves %v, the interval %v): /debug/ring showed the half-written file's app-1,app-2 %d times",
-				rewrites, pause, interval, halfSeen)
-		}
-		if n := metricValue(t, admin, `ringlb_config_reloads_total{result="ok"}`) - okBefore; n != 1 {
-			t.Errorf("rewrite %d: %v successful reloads, want 1 (the whole file only)", rewrites, n)
-		}
-	}
-}
-
-// TestServeWatchNoticesModeChange: a change of the file's mode alone is a
-// change. A new config put in place unreadable (mode 000, by rename)
-// fails with permission denied, unless the test runs as root, who reads
-// it anyway; chmod 644, content untouched, then reloads it and it
-// serves. Likewise chmod 000 and chmod 644 on a file that served: each is
-// a reload. Before, the watch compared size, modification time and inode
-// only, so a file that failed with permission denied stayed unapplied
-// until its content changed.
-func TestServeWatchNoticesModeChange(t *testing.T) {
-	const interval = 50 * time.Millisecond
-	bs := startBackends(t, 2, nil)
-	path := writeConfig(t, listenersYAML+backendsYAML(bs[:1]))
-	_, admin, logs := startWatching(t, path, interval)
-	root := os.Geteuid() == 0
-	attempts := func() float64 {
-		return metricValue(t, admin, `ringlb_config_reloads_total{result="ok"}`) +
-			metricValue(t, admin, `ringlb_config_reloads_total{result="error"}`)
-	}
-	waitAttempts := func(n float64, what string) {
-		t.Helper()
-		testenv.Eventually(t, 5*time.Second, func() error {
-			if got := attempts(); got != n {
-				return fmt.Errorf("%v reload attempts after %s, want %v:\n%s", got, what, n, logs)
-			}
-			return nil
-		})
-	}
-	checkUnreadable := func(what string) {
-		t.Helper()
-		if root {
-			return // root reads a file of mode 000
-		}
-		if v := metricValue(t, admin, `ringlb_config_last_reload_success`); v != 0 {
-			t.Errorf("ringlb_config_last_reload_success %v after %s, want 0", v, what)
-		}
-		if !strings.Contains(logs.String(), "permission denied") {
-			t.Errorf("%s: no permission denied logged:\n%s", what, logs)
-		}
-	}
-	chmod := func(mode os.FileMode) {
-		t.Helper()
-		if err := os.Chmod(path, mode); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	// Two upstreams now, in a file of mode 000 renamed into place.
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(listenersYAML+backendsYAML(bs)), 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-	waitAttempts(1, "an unreadable new file")
-	checkUnreadable("an unreadable new file")
-	chmod(0o644)
-	waitAttempts(2, "chmod 644")
-	if got := upstreamNamesOf(mustGetRing(t, admin)); got != "app-1,app-2" {
-		t.Errorf("upstreams %s after chmod 644, want app-1,app-2:\n%s", got, logs)
-	}
-
-	chmod(0)
-	waitAttempts(3, "chmod 000")
-	checkUnreadable("chmod 000")
-	chmod(0o644)
-	waitAttempts(4, "chmod 644 again")
-	if v := metricValue(t, admin, `ringlb_config_last_reload_success`); v != 1 {
-		t.Errorf("ringlb_config_last_reload_success %v after chmod 644, want 1:\n%s", v, logs)
-	}
-	time.Sleep(4 * interval)
-	waitAttempts(4, "no further change") // each change is acted on once
 }

@@ -1,4 +1,4 @@
-package main
+package process
 
 // The limits block (issue 19, item 3): what one upstream, one HTTP/2
 // connection and one client that stops reading may hold, driven against a
@@ -23,6 +23,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/ringlb/ringlb/cmd/ringlb/internal/ringlbtest"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
@@ -115,7 +116,7 @@ type lookupView struct {
 // Then a slot frees and the key is served again.
 func TestLimitsUpstreamRequests(t *testing.T) {
 	a, b := startBigUpstream(t, 10), startBigUpstream(t, 10)
-	r := startServe(t, writeConfig(t, listenersYAML+keyedYAML+
+	r := startServe(t, ringlbtest.WriteConfig(t, ringlbtest.Listeners+keyedYAML+
 		"limits:\n  upstream_requests: 3\nbreaker:\n  consecutive_failures: 1\nretries: 1\n"+
 		"upstreams:\n  - name: a\n    url: "+a.URL+"\n  - name: b\n    url: "+b.URL+"\n"))
 	key := ""
@@ -165,10 +166,10 @@ func TestLimitsUpstreamRequests(t *testing.T) {
 	if l.Chosen != nil || len(l.Skipped) != 1 || l.Skipped[0].Name != "a" || l.Skipped[0].Reason != "busy" {
 		t.Errorf("/debug/lookup while a is busy: chosen %v, skipped %+v; want null and [a busy]", l.Chosen, l.Skipped)
 	}
-	if v := metricValue(t, r.admin, `ringlb_limited_total{pool="default",upstream="a"}`); v != 1 {
+	if v := ringlbtest.MetricValue(t, r.admin, `ringlb_limited_total{pool="default",upstream="a"}`); v != 1 {
 		t.Errorf("ringlb_limited_total{upstream=\"a\"} = %v, want 1", v)
 	}
-	if v := metricValue(t, r.admin, `ringlb_breaker_state{pool="default",upstream="a"}`); v != 0 {
+	if v := ringlbtest.MetricValue(t, r.admin, `ringlb_breaker_state{pool="default",upstream="a"}`); v != 0 {
 		t.Errorf("breaker of a is %v after a busy answer, want 0 (closed)", v)
 	}
 
@@ -268,7 +269,7 @@ func (h *h2Client) open(t *testing.T, authority, path string, n int) {
 // upstream requests, held as long as the client liked.)
 func TestLimitsZeroWindowStreams(t *testing.T) {
 	up := startBigUpstream(t, 64<<20)
-	r := startServe(t, writeConfig(t, listenersYAML+keyedYAML+"h2c: true\n"+
+	r := startServe(t, ringlbtest.WriteConfig(t, ringlbtest.Listeners+keyedYAML+"h2c: true\n"+
 		"limits:\n  streams_per_connection: 10\n  send: 1s\n"+
 		"upstreams:\n  - name: a\n    url: "+up.URL+"\n"))
 	addr := strings.TrimPrefix(r.proxy, "http://")
@@ -304,7 +305,7 @@ func TestLimitsZeroWindowStreams(t *testing.T) {
 	// The attempts end as their upstream connections close, a moment after
 	// the upstream's handlers return.
 	testenv.Eventually(t, 10*time.Second, func() error {
-		if v := metricValue(t, r.admin, `ringlb_upstream_inflight{pool="default",upstream="a"}`); v != 0 {
+		if v := ringlbtest.MetricValue(t, r.admin, `ringlb_upstream_inflight{pool="default",upstream="a"}`); v != 0 {
 			return fmt.Errorf("ringlb_upstream_inflight = %v, want 0", v)
 		}
 		return nil
@@ -338,7 +339,7 @@ func dialSmallWindow(t *testing.T, addr string, rcvbuf int) net.Conn {
 // held until the client went away.)
 func TestLimitsClientThatNeverReads(t *testing.T) {
 	up := startBigUpstream(t, 32<<20)
-	r := startServe(t, writeConfig(t, listenersYAML+"limits:\n  send: 1s\n"+
+	r := startServe(t, ringlbtest.WriteConfig(t, ringlbtest.Listeners+"limits:\n  send: 1s\n"+
 		"upstreams:\n  - name: a\n    url: "+up.URL+"\n"))
 	addr := strings.TrimPrefix(r.proxy, "http://")
 	for i := range 8 {
@@ -354,7 +355,7 @@ func TestLimitsClientThatNeverReads(t *testing.T) {
 func TestLimitsSlowReaderIsNotCut(t *testing.T) {
 	const size = 8 << 20
 	up := startBigUpstream(t, size)
-	r := startServe(t, writeConfig(t, listenersYAML+"limits:\n  send: 1s\n"+
+	r := startServe(t, ringlbtest.WriteConfig(t, ringlbtest.Listeners+"limits:\n  send: 1s\n"+
 		"upstreams:\n  - name: a\n    url: "+up.URL+"\n"))
 	c := dialSmallWindow(t, strings.TrimPrefix(r.proxy, "http://"), 64<<10)
 	fmt.Fprintf(c, "GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")

@@ -1,4 +1,4 @@
-package main
+package process
 
 import (
 	"bufio"
@@ -16,6 +16,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/ringlb/ringlb/cmd/ringlb/internal/ringlbtest"
 	"github.com/ringlb/ringlb/internal/testutil/certstest"
 )
 
@@ -32,7 +33,7 @@ func TestLimitsSendClosesStalledHTTP2Connection(t *testing.T) {
 func testLimitsSendClosesStalled(t *testing.T, overTLS bool) {
 	up := startBigUpstream(t, 64<<20)
 	front, ca := sendFront(t, overTLS, "h2c: true\n")
-	r := startServeAddr(t, writeConfig(t, listenersYAML+keyedYAML+front+
+	r := startServeAddr(t, ringlbtest.WriteConfig(t, ringlbtest.Listeners+keyedYAML+front+
 		"limits:\n  send: 1s\n"+
 		"upstreams:\n  - name: a\n    url: "+up.URL+"\n"))
 	addr, scheme := r.proxy, "http"
@@ -107,7 +108,7 @@ func testLimitsSendLeavesTunnelsAlone(t *testing.T, overTLS bool) {
 	}))
 	t.Cleanup(up.Close)
 	front, ca := sendFront(t, overTLS, "")
-	r := startServeAddr(t, writeConfig(t, listenersYAML+front+"limits:\n  send: 1s\n"+
+	r := startServeAddr(t, ringlbtest.WriteConfig(t, ringlbtest.Listeners+front+"limits:\n  send: 1s\n"+
 		"upstreams:\n  - name: a\n    url: "+up.URL+"\n"))
 	c := sendDial(t, r.proxy, ca, "http/1.1")
 	fmt.Fprintf(c, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n")

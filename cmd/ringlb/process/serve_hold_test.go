@@ -1,4 +1,4 @@
-package main
+package process
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ringlb/ringlb/cmd/ringlb/internal/ringlbtest"
 )
 
 // Two `ringlb serve` replicas with one secret file: the second starts
@@ -15,7 +17,7 @@ import (
 // hold cookies the first set; a reload that adds a second secret ahead of
 // the first (rotation) keeps honouring them.
 func TestServeHoldAcrossReplicas(t *testing.T) {
-	bs := startBackends(t, 5, nil)
+	bs := ringlbtest.StartBackends(t, 5, nil)
 	dir := t.TempDir()
 	secret := filepath.Join(dir, "hold.secret")
 	old := strings.Repeat("o", 32)
@@ -23,8 +25,8 @@ func TestServeHoldAcrossReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := func(n int) string {
-		return listenersYAML + "hash:\n  key: [header: X-User-ID]\n  on_missing: reject\n" +
-			"hold:\n  idle: 10m\n  cookie: {name: ringlb_hold, secret_file: " + secret + "}\n" + backendsYAML(bs[:n])
+		return ringlbtest.Listeners + "hash:\n  key: [header: X-User-ID]\n  on_missing: reject\n" +
+			"hold:\n  idle: 10m\n  cookie: {name: ringlb_hold, secret_file: " + secret + "}\n" + ringlbtest.BackendsYAML(bs[:n])
 	}
 	path := filepath.Join(dir, "ringlb.yaml")
 	write := func(n int) {
@@ -105,7 +107,7 @@ func TestServeHoldAcrossReplicas(t *testing.T) {
 			t.Errorf("key %s-new with the cookie of %s went to %s, not its owner", k, k, got)
 		}
 	}
-	_, metrics := get(t, r2.admin+"/metrics")
+	_, metrics := ringlbtest.Get(t, r2.admin+"/metrics")
 	if !strings.Contains(metrics, fmt.Sprintf("ringlb_held_total{pool=\"default\"} %d\n", len(moved))) {
 		t.Errorf("replica 2 metrics lack ringlb_held_total %d", len(moved))
 	}
@@ -114,7 +116,7 @@ func TestServeHoldAcrossReplicas(t *testing.T) {
 // lookupOwner asks /debug/lookup for key's owner.
 func lookupOwner(t *testing.T, admin, key string) string {
 	t.Helper()
-	_, body := get(t, admin+"/debug/lookup?key="+key)
+	_, body := ringlbtest.Get(t, admin+"/debug/lookup?key="+key)
 	_, rest, ok := strings.Cut(body, `"owner": "`)
 	owner, _, ok2 := strings.Cut(rest, `"`)
 	if !ok || !ok2 {

@@ -1,4 +1,4 @@
-package main
+package process
 
 import (
 	"github.com/ringlb/ringlb/balancer"
@@ -28,7 +28,7 @@ func balancerOptions(proc *config.Config, cfg *config.Pool) (balancer.Options, e
 		RequestIDHeader: proc.RequestIDHeader,
 		Breaker:         cfg.Breaker,
 		HealthChecks:    cfg.Health != nil,
-		Discovery:       discoveryOptions(cfg.Discovery),
+		Discovery:       DiscoveryOptions(cfg.Discovery),
 		Hold: balancer.HoldOptions{
 			Idle:       cfg.Hold.Idle,
 			MaxKeys:    cfg.Hold.MaxKeys,
@@ -96,15 +96,17 @@ func healthOptions(health *config.Health) *healthcheck.Options {
 	}
 }
 
-// healthTargets lists the ring's members, static and discovered (absent
-// ones too, so their health state carries over if they return), each
-// probed over probes' transport for its protocol: cleartext HTTP/2 to an
-// h2c upstream, https verified as upstream_tls says.
-func healthTargets(b *balancer.Balancer, probes *transport.Set) []healthcheck.Target {
-	ms := b.Members()
-	ts := make([]healthcheck.Target, len(ms))
-	for i, m := range ms {
-		ts[i] = healthcheck.Target{Name: m.Name, URL: m.URL, Transport: probes.For(m.Protocol)}
+// DiscoveryOptions converts the discovery block; nil when there is none.
+func DiscoveryOptions(d *config.Discovery) *balancer.DiscoveryOptions {
+	if d == nil {
+		return nil
 	}
-	return ts
+	o := &balancer.DiscoveryOptions{
+		Resolver: d.Resolver, Interval: d.Interval, Timeout: d.Timeout, RemoveAfter: d.RemoveAfter, Confirm: d.Confirm,
+		Kubeconfig: d.Kubeconfig, ClusterDomain: d.ClusterDomain,
+	}
+	for _, s := range d.Sources {
+		o.Sources = append(o.Sources, s.Source(d.Kubeconfig))
+	}
+	return o
 }

@@ -1,4 +1,4 @@
-package main
+package process
 
 import (
 	"encoding/json"
@@ -14,6 +14,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/ringlb/ringlb/balancer/keyhash"
+	"github.com/ringlb/ringlb/cmd/ringlb/internal/ringlbtest"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
@@ -22,7 +23,7 @@ import (
 // its upstream, and a reload that reads a new salt changes the reported
 // hashes and nothing else.
 func TestServeSaltFile(t *testing.T) {
-	bs := startBackends(t, 3, nil)
+	bs := ringlbtest.StartBackends(t, 3, nil)
 	dir := t.TempDir()
 	logPath, cfg := filepath.Join(dir, "access.log"), filepath.Join(dir, "ringlb.yaml")
 	writeSalt := func(s string) {
@@ -32,7 +33,7 @@ func TestServeSaltFile(t *testing.T) {
 	}
 	writeSalt("first-fleet-salt-0123")
 	data := "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\naccess_log: {format: json, path: access.log}\n" +
-		"hash:\n  key: [header: X-User-ID]\n  salt_file: salt\n" + backendsYAML(bs)
+		"hash:\n  key: [header: X-User-ID]\n  salt_file: salt\n" + ringlbtest.BackendsYAML(bs)
 	if err := os.WriteFile(cfg, []byte(data), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestServeSaltFile(t *testing.T) {
 		return m
 	}
 	pos := xxhash.Sum64String("31337")
-	_, first := get(t, lb.proxy+"/", "X-User-ID", "31337")
+	_, first := ringlbtest.Get(t, lb.proxy+"/", "X-User-ID", "31337")
 	want := keyhash.Hex(keyhash.New([]byte("first-fleet-salt-0123")).Sum(pos))
 	if got := lastHash(1); got != want {
 		t.Errorf("logged key_hash %s, want %s (the ring position is %016x)", got, want, pos)
@@ -89,7 +90,7 @@ func TestServeSaltFile(t *testing.T) {
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("reload: %d %s", res.StatusCode, body)
 	}
-	_, again := get(t, lb.proxy+"/", "X-User-ID", "31337")
+	_, again := ringlbtest.Get(t, lb.proxy+"/", "X-User-ID", "31337")
 	want2 := keyhash.Hex(keyhash.New([]byte("second-fleet-salt-456")).Sum(pos))
 	if got := lastHash(2); got != want2 || again != first {
 		t.Errorf("after a new salt: logged %s from %s, want %s from %s", got, again, want2, first)

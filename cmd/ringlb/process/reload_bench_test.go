@@ -1,4 +1,4 @@
-package main
+package process
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
+	"github.com/ringlb/ringlb/cmd/ringlb/internal/ringlbtest"
 )
 
 // manyPools is a config of n pools of m upstreams each (made-up loopback
@@ -16,7 +17,7 @@ import (
 // weight w.
 func manyPools(n, m int, w float64) string {
 	var b strings.Builder
-	b.WriteString(listenersYAML + "pools:\n")
+	b.WriteString(ringlbtest.Listeners + "pools:\n")
 	for p := range n {
 		fmt.Fprintf(&b, "  p%d:\n    upstreams:\n", p)
 		for u := range m {

@@ -1,4 +1,4 @@
-package main
+package process
 
 import (
 	"bufio"
@@ -13,7 +13,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/cmd/ringlb/internal/ringlbtest"
 	"github.com/ringlb/ringlb/internal/testutil/certstest"
 )
 
@@ -136,7 +136,7 @@ func TestTLSAffinityOverH2AndHTTP1(t *testing.T) {
 	dir := t.TempDir()
 	ca := certstest.NewCA(t)
 	cert, key := ca.Issue(t, certstest.Options{}).Write(t, dir, "tls")
-	r := startServeAddr(t, writeConfig(t, listenersYAML+keyedYAML+
+	r := startServeAddr(t, ringlbtest.WriteConfig(t, ringlbtest.Listeners+keyedYAML+
 		"tls:\n  cert_file: "+cert+"\n  key_file: "+key+"\n"+echoBackends(t, 4)))
 	h2, h1 := tlsClient(ca.Pool(), "h2"), tlsClient(ca.Pool(), "http/1.1")
 	seen := map[string]bool{}
@@ -189,7 +189,7 @@ func TestTLSManyStreamsOneConnection(t *testing.T) {
 	dir := t.TempDir()
 	ca := certstest.NewCA(t)
 	cert, key := ca.Issue(t, certstest.Options{}).Write(t, dir, "tls")
-	r := startServeAddr(t, writeConfig(t, listenersYAML+keyedYAML+"limits:\n  streams_per_connection: 1000\n"+
+	r := startServeAddr(t, ringlbtest.WriteConfig(t, ringlbtest.Listeners+keyedYAML+"limits:\n  streams_per_connection: 1000\n"+
 		"tls:\n  cert_file: "+cert+"\n  key_file: "+key+"\n"+ups.String()))
 	want := make([]string, n)
 	for i := range want {
@@ -242,7 +242,7 @@ func TestTLSReload(t *testing.T) {
 			ca := certstest.NewCA(t)
 			one, two := ca.Issue(t, certstest.Options{}), ca.Issue(t, certstest.Options{CommonName: "two"})
 			cert, key := one.Write(t, dir, "tls")
-			r := startServeAddr(t, writeConfig(t, listenersYAML+
+			r := startServeAddr(t, ringlbtest.WriteConfig(t, ringlbtest.Listeners+
 				"tls:\n  cert_file: "+cert+"\n  key_file: "+key+"\n"+echoBackends(t, 2)))
 			before := tlsClient(ca.Pool(), "h2")
 			if a := fetch(t, before, "GET", "https://"+r.proxy+"/"); a.serial != sn(one) || a.proto != "HTTP/2.0" {
@@ -264,7 +264,7 @@ func TestTLSReload(t *testing.T) {
 			if a := fetch(t, tlsClient(ca.Pool(), "h2"), "GET", "https://"+r.proxy+"/"); a.serial != sn(two) {
 				t.Errorf("new connection: serial %s, want %s", a.serial, sn(two))
 			}
-			if got := metricValue(t, r.admin, "ringlb_tls_cert_not_after_seconds"); got != float64(two.Cert.NotAfter.Unix()) {
+			if got := ringlbtest.MetricValue(t, r.admin, "ringlb_tls_cert_not_after_seconds"); got != float64(two.Cert.NotAfter.Unix()) {
 				t.Errorf("ringlb_tls_cert_not_after_seconds = %v after the reload; want %d", got, two.Cert.NotAfter.Unix())
 			}
 		})
@@ -285,7 +285,7 @@ func TestTLSReloadMismatchedPairKeepsTheOld(t *testing.T) {
 	ca := certstest.NewCA(t)
 	one, two := ca.Issue(t, certstest.Options{}), ca.Issue(t, certstest.Options{})
 	cert, key := one.Write(t, dir, "tls")
-	r := startServeAddr(t, writeConfig(t, listenersYAML+
+	r := startServeAddr(t, ringlbtest.WriteConfig(t, ringlbtest.Listeners+
 		"tls:\n  cert_file: "+cert+"\n  key_file: "+key+"\n"+echoBackends(t, 2)))
 	replaceFile(t, cert, two.CertPEM) // two's certificate, one's key
 	a := fetch(t, http.DefaultClient, "POST", r.admin+"/reload")
@@ -295,10 +295,10 @@ func TestTLSReloadMismatchedPairKeepsTheOld(t *testing.T) {
 	if got := handshakeSerial(t, r.proxy, ca.Pool()); got != sn(one) {
 		t.Errorf("after the failed reload the listener serves %s; want the old %s", got, sn(one))
 	}
-	if got := metricValue(t, r.admin, `ringlb_config_reloads_total{result="error"}`); got != 1 {
+	if got := ringlbtest.MetricValue(t, r.admin, `ringlb_config_reloads_total{result="error"}`); got != 1 {
 		t.Errorf(`ringlb_config_reloads_total{result="error"} = %v; want 1`, got)
 	}
-	if got := metricValue(t, r.admin, "ringlb_tls_cert_not_after_seconds"); got != float64(one.Cert.NotAfter.Unix()) {
+	if got := ringlbtest.MetricValue(t, r.admin, "ringlb_tls_cert_not_after_seconds"); got != float64(one.Cert.NotAfter.Unix()) {
 		t.Errorf("ringlb_tls_cert_not_after_seconds = %v; want the old certificate's %d", got, one.Cert.NotAfter.Unix())
 	}
 }
@@ -309,9 +309,9 @@ func TestTLSExpiryMetricAndStatus(t *testing.T) {
 	notAfter := time.Now().Add(40 * 24 * time.Hour).Truncate(time.Second)
 	leaf := ca.Issue(t, certstest.Options{CommonName: "shop.example", NotAfter: notAfter})
 	cert, key := leaf.Write(t, dir, "tls")
-	r := startServeAddr(t, writeConfig(t, listenersYAML+
+	r := startServeAddr(t, ringlbtest.WriteConfig(t, ringlbtest.Listeners+
 		"tls:\n  cert_file: "+cert+"\n  key_file: "+key+"\n"+echoBackends(t, 2)))
-	if got := metricValue(t, r.admin, "ringlb_tls_cert_not_after_seconds"); got != float64(leaf.Cert.NotAfter.Unix()) {
+	if got := ringlbtest.MetricValue(t, r.admin, "ringlb_tls_cert_not_after_seconds"); got != float64(leaf.Cert.NotAfter.Unix()) {
 		t.Errorf("ringlb_tls_cert_not_after_seconds = %v; want %d", got, leaf.Cert.NotAfter.Unix())
 	}
 	a := fetch(t, http.DefaultClient, "GET", r.admin+"/")
@@ -320,27 +320,8 @@ func TestTLSExpiryMetricAndStatus(t *testing.T) {
 	}
 }
 
-// metricValue returns the value of the sample named exactly name (with
-// its labels) at /metrics; NaN-free: it fails the test when absent.
-func metricValue(t *testing.T, admin, name string) float64 {
-	t.Helper()
-	a := fetch(t, http.DefaultClient, "GET", admin+"/metrics")
-	sc := bufio.NewScanner(strings.NewReader(a.body))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			return f
-		}
-	}
-	t.Fatalf("no %s in /metrics", name)
-	return 0
-}
-
 func TestH2CListener(t *testing.T) {
-	r := startServeAddr(t, writeConfig(t, listenersYAML+keyedYAML+"h2c: true\n"+echoBackends(t, 2)))
+	r := startServeAddr(t, ringlbtest.WriteConfig(t, ringlbtest.Listeners+keyedYAML+"h2c: true\n"+echoBackends(t, 2)))
 	p := new(http.Protocols)
 	p.SetUnencryptedHTTP2(true)
 	h2c := &http.Client{Transport: &http.Transport{Protocols: p}}
@@ -379,7 +360,7 @@ func TestH2CUpstreamStreamsAndTrailers(t *testing.T) {
 		w.Header().Set("X-Count", "2")
 		w.Header().Set(http.TrailerPrefix+"Grpc-Status", "0")
 	}))
-	r := startServeAddr(t, writeConfig(t, listenersYAML+"h2c: true\nupstreams:\n  - name: up\n    url: "+url+"\n    protocol: h2c\n"))
+	r := startServeAddr(t, ringlbtest.WriteConfig(t, ringlbtest.Listeners+"h2c: true\nupstreams:\n  - name: up\n    url: "+url+"\n    protocol: h2c\n"))
 	p := new(http.Protocols)
 	p.SetUnencryptedHTTP2(true)
 	c := &http.Client{Transport: &http.Transport{Protocols: p}}
@@ -446,12 +427,12 @@ func TestHTTPSUpstreams(t *testing.T) {
 		{"http1", "other.internal", 502, ""}, // nor is this name
 	} {
 		t.Run(c.protocol+" "+c.serverName, func(t *testing.T) {
-			cfg := listenersYAML + "upstream_tls:\n  ca_file: " + caFile + "\n"
+			cfg := ringlbtest.Listeners + "upstream_tls:\n  ca_file: " + caFile + "\n"
 			if c.serverName != "" {
 				cfg += "  server_name: " + c.serverName + "\n"
 			}
 			cfg += "upstreams:\n  - name: up\n    url: " + s.URL + "\n    protocol: " + c.protocol + "\n"
-			r := startServeAddr(t, writeConfig(t, cfg))
+			r := startServeAddr(t, ringlbtest.WriteConfig(t, cfg))
 			a := fetch(t, http.DefaultClient, "GET", "http://"+r.proxy+"/")
 			if a.status != c.status || (c.status == 200 && a.body != c.body) {
 				t.Errorf("%d %q; want %d %q", a.status, a.body, c.status, c.body)
@@ -485,12 +466,12 @@ func TestReloadUpstreamTLS(t *testing.T) {
 	s.StartTLS()
 	t.Cleanup(s.Close)
 	ups := "upstreams:\n  - name: up\n    url: " + s.URL + "\n"
-	path := writeConfig(t, listenersYAML+ups)
+	path := ringlbtest.WriteConfig(t, ringlbtest.Listeners+ups)
 	r := startServeAddr(t, path)
 	if a := fetch(t, http.DefaultClient, "GET", "http://"+r.proxy+"/"); a.status != http.StatusBadGateway {
 		t.Fatalf("without ca_file: %d %q; want 502 (unknown authority)", a.status, a.body)
 	}
-	if err := os.WriteFile(path, []byte(listenersYAML+"upstream_tls:\n  ca_file: "+caFile+"\n"+ups), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(ringlbtest.Listeners+"upstream_tls:\n  ca_file: "+caFile+"\n"+ups), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if a := fetch(t, http.DefaultClient, "POST", r.admin+"/reload"); a.status != http.StatusOK {

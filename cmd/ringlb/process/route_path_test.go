@@ -1,4 +1,4 @@
-package main
+package process
 
 import (
 	"bufio"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/cmd/ringlb/internal/ringlbtest"
 	"github.com/ringlb/ringlb/internal/testutil/nginxtest"
 )
 
@@ -132,7 +133,7 @@ func TestRoutePaths(t *testing.T) {
 		return s
 	}
 	assets, api := pool("assets"), pool("api")
-	r := startServe(t, writeConfig(t, listenersYAML+fmt.Sprintf(`pools:
+	r := startServe(t, ringlbtest.WriteConfig(t, ringlbtest.Listeners+fmt.Sprintf(`pools:
   assets:
     upstreams: [{name: a, url: %s}]
   api:

@@ -1,4 +1,4 @@
-package main
+package process
 
 import (
 	"encoding/json"
@@ -17,20 +17,21 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
+	"github.com/ringlb/ringlb/cmd/ringlb/internal/ringlbtest"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 // poolsConfig is a config with a sessions pool (backends s) and an assets
 // pool (backends a), routed by host and path.
-func poolsConfig(s, a []namedBackend) string {
+func poolsConfig(s, a []ringlbtest.Backend) string {
 	var b strings.Builder
-	b.WriteString(listenersYAML + "upstream_header: X-Upstream\npools:\n  sessions:\n    hash: {key: [{header: X-User}]}\n    upstreams:\n")
+	b.WriteString(ringlbtest.Listeners + "upstream_header: X-Upstream\npools:\n  sessions:\n    hash: {key: [{header: X-User}]}\n    upstreams:\n")
 	for _, u := range s {
-		fmt.Fprintf(&b, "      - {name: %s, url: %s}\n", u.name, u.URL)
+		fmt.Fprintf(&b, "      - {name: %s, url: %s}\n", u.Name, u.URL)
 	}
 	b.WriteString("  assets:\n    hash: {key: [uri]}\n    upstreams:\n")
 	for _, u := range a {
-		fmt.Fprintf(&b, "      - {name: %s, url: %s}\n", u.name, u.URL)
+		fmt.Fprintf(&b, "      - {name: %s, url: %s}\n", u.Name, u.URL)
 	}
 	b.WriteString(`routes:
   - {host: app.example, path_prefix: /api, pool: sessions}
@@ -41,11 +42,11 @@ func poolsConfig(s, a []namedBackend) string {
 }
 
 // named starts n backends answering "PREFIX-i".
-func named(t *testing.T, prefix string, n int) []namedBackend {
-	bs := startBackends(t, n, nil)
+func named(t *testing.T, prefix string, n int) []ringlbtest.Backend {
+	bs := ringlbtest.StartBackends(t, n, nil)
 	for i := range bs {
 		name := fmt.Sprintf("%s-%d", prefix, i+1)
-		bs[i].name = name
+		bs[i].Name = name
 		bs[i].Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, name) })
 	}
 	return bs
@@ -72,7 +73,7 @@ func hostGet(t *testing.T, url, host string, hdr ...string) (int, string) {
 // per-upstream series names its pool.
 func TestServePoolsRoute(t *testing.T) {
 	s, a := named(t, "s", 3), named(t, "a", 2)
-	r := startServe(t, writeConfig(t, poolsConfig(s, a)))
+	r := startServe(t, ringlbtest.WriteConfig(t, poolsConfig(s, a)))
 	for _, c := range []struct {
 		host, path, pool string
 	}{
@@ -100,7 +101,7 @@ func TestServePoolsRoute(t *testing.T) {
 			t.Fatalf("key u7 went to %s, then %s", first, got)
 		}
 	}
-	_, metrics := get(t, r.admin+"/metrics")
+	_, metrics := ringlbtest.Get(t, r.admin+"/metrics")
 	for _, want := range []string{
 		"ringlb_no_route_total 3\n",
 		`ringlb_upstream_available{pool="sessions",upstream="s-1"} 1`,
@@ -136,7 +137,7 @@ func startServer(t *testing.T, path string) *server {
 // pool the new config drops stops; a new one starts.
 func TestReloadOnePool(t *testing.T) {
 	s, a := named(t, "s", 3), named(t, "a", 3)
-	path := writeConfig(t, poolsConfig(s, a[:2]))
+	path := ringlbtest.WriteConfig(t, poolsConfig(s, a[:2]))
 	srv := startServer(t, path)
 	sess, assets := srv.rt.Pool("sessions"), srv.rt.Pool("assets")
 	sv, ss, av := sess.Version(), sess.Snapshots(), assets.Version()
@@ -192,52 +193,24 @@ func TestReloadOnePool(t *testing.T) {
 	}
 }
 
-// validate summarises each pool and names the pool in its errors;
-// simulate needs -pool with several pools.
-func TestPoolsCommands(t *testing.T) {
-	good := writeConfig(t, "pools:\n  a:\n    upstreams: [{name: x, url: http://127.0.0.1:19001}, {name: y, url: http://127.0.0.1:19002}]\n"+
-		"  b:\n    ring: {points_per_weight: 10}\n    upstreams: [{name: x, url: http://127.0.0.1:19101}]\nroutes: [{path_prefix: /b, pool: b}, {pool: a}]\n")
-	code, out, errOut := runCmd(t, "validate", good)
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if code != exitOK || errOut != "" || len(lines) != 3 || !strings.HasSuffix(lines[0], ": ok: 2 pools (a, b), 2 routes") ||
-		!strings.HasPrefix(lines[1], "  pool a: 2 upstreams, 320 points, placement ringlb, version ") ||
-		!strings.HasPrefix(lines[2], "  pool b: 1 upstream, 10 points, placement ringlb, version ") {
-		t.Errorf("validate: exit %d\n%s%s", code, out, errOut)
-	}
-	bad := writeConfig(t, "pools:\n  sessions:\n    upstreams:\n      - {name: x, url: http://127.0.0.1:1}\n      - {name: y, url: http://127.0.0.1:2}\n      - {name: z, url: http://127.0.0.1:3, weight: 0}\nroutes: [{pool: sessions}]\n")
-	if code, _, errOut := runCmd(t, "validate", bad); code != exitFail || !strings.Contains(errOut, ":6: pools.sessions.upstreams[2].weight: must be > 0, got 0") {
-		t.Errorf("validate of a bad pool: exit %d, %s", code, errOut)
-	}
-	if code, _, errOut := runCmd(t, "simulate", "-keys", "1000", good); code != exitUsage || !strings.Contains(errOut, "-pool: required with several pools: a, b") {
-		t.Errorf("simulate without -pool: exit %d, %s", code, errOut)
-	}
-	if code, _, errOut := runCmd(t, "simulate", "-keys", "1000", "-pool", "c", good); code != exitUsage || !strings.Contains(errOut, `-pool: no pool "c"; pools: a, b`) {
-		t.Errorf("simulate -pool c: exit %d, %s", code, errOut)
-	}
-	code, out, _ = runCmd(t, "simulate", "-keys", "1000", "-pool", "b", "-add", "w", good)
-	if code != exitOK || !strings.Contains(out, "1000 keys over 1 upstreams (10 points") {
-		t.Errorf("simulate -pool b: exit %d\n%s", code, out)
-	}
-}
-
 // limits.upstream_requests counts an upstream URL's requests across pools:
 // with 1 allowed, a request through pool b to the URL pool a is busy on
 // gets 503 at once.
 func TestLimitsAcrossPools(t *testing.T) {
 	hold := make(chan struct{})
-	be := startBackends(t, 1, hold)[0]
-	cfg := listenersYAML + "limits: {upstream_requests: 1}\npools:\n" +
+	be := ringlbtest.StartBackends(t, 1, hold)[0]
+	cfg := ringlbtest.Listeners + "limits: {upstream_requests: 1}\npools:\n" +
 		"  a:\n    upstreams: [{name: x, url: " + be.URL + "}]\n" +
 		"  b:\n    upstreams: [{name: y, url: " + be.URL + "}]\n" +
 		"routes: [{host: a.example, pool: a}, {host: b.example, pool: b}]\n"
-	r := startServe(t, writeConfig(t, cfg))
+	r := startServe(t, ringlbtest.WriteConfig(t, cfg))
 	done := make(chan int, 1)
 	go func() {
 		code, _ := hostGet(t, r.proxy+"/slow", "a.example")
 		done <- code
 	}()
 	testenv.Eventually(t, 10*time.Second, func() error {
-		if _, m := get(t, r.admin+"/metrics"); !strings.Contains(m, `ringlb_upstream_inflight{pool="a",upstream="x"} 1`) {
+		if _, m := ringlbtest.Get(t, r.admin+"/metrics"); !strings.Contains(m, `ringlb_upstream_inflight{pool="a",upstream="x"} 1`) {
 			return fmt.Errorf("the slow request is not in flight yet")
 		}
 		return nil
@@ -256,7 +229,7 @@ func TestLimitsAcrossPools(t *testing.T) {
 // "version" as POOL=VERSION in config order, and in "pools" as an object.
 func TestReloadAnswerPools(t *testing.T) {
 	s, a := named(t, "s", 2), named(t, "a", 3)
-	path := writeConfig(t, poolsConfig(s, a[:2]))
+	path := ringlbtest.WriteConfig(t, poolsConfig(s, a[:2]))
 	r := startServe(t, path)
 	if err := os.WriteFile(path, []byte(poolsConfig(s, a)), 0o644); err != nil {
 		t.Fatal(err)
@@ -275,7 +248,7 @@ func TestReloadAnswerPools(t *testing.T) {
 	}
 	want := map[string]string{}
 	for _, p := range []string{"sessions", "assets"} {
-		_, body := get(t, r.admin+"/debug/ring?pool="+p)
+		_, body := ringlbtest.Get(t, r.admin+"/debug/ring?pool="+p)
 		var ring struct{ Version string }
 		if err := json.Unmarshal([]byte(body), &ring); err != nil || ring.Version == "" {
 			t.Fatalf("/debug/ring?pool=%s: %v %s", p, err, body)
@@ -290,9 +263,9 @@ func TestReloadAnswerPools(t *testing.T) {
 // threePools is a config of pools one, two and three of three backends
 // each, routed by path and hashed on X-User; upstream two-1 has weight w,
 // and extra goes at the top level.
-func threePools(bs map[string][]namedBackend, w float64, extra string) string {
+func threePools(bs map[string][]ringlbtest.Backend, w float64, extra string) string {
 	var b strings.Builder
-	b.WriteString(listenersYAML + extra + "pools:\n")
+	b.WriteString(ringlbtest.Listeners + extra + "pools:\n")
 	for _, p := range []string{"one", "two", "three"} {
 		fmt.Fprintf(&b, "  %s:\n    hash: {key: [{header: X-User}]}\n    upstreams:\n", p)
 		for i, u := range bs[p] {
@@ -300,7 +273,7 @@ func threePools(bs map[string][]namedBackend, w float64, extra string) string {
 			if p == "two" && i == 0 {
 				weight = w
 			}
-			fmt.Fprintf(&b, "      - {name: %s, url: %s, weight: %g}\n", u.name, u.URL, weight)
+			fmt.Fprintf(&b, "      - {name: %s, url: %s, weight: %g}\n", u.Name, u.URL, weight)
 		}
 	}
 	b.WriteString("routes:\n  - {path_prefix: /one, pool: one}\n  - {path_prefix: /two, pool: two}\n  - {path_prefix: /three, pool: three}\n")
@@ -314,8 +287,8 @@ func threePools(bs map[string][]namedBackend, w float64, extra string) string {
 // problem in a pool whose text did not change is reported with its line,
 // and a reload after a rejected one applies.
 func TestReloadChangesOnlyItsPool(t *testing.T) {
-	bs := map[string][]namedBackend{"one": named(t, "one", 3), "two": named(t, "two", 3), "three": named(t, "three", 3)}
-	path := writeConfig(t, threePools(bs, 1, ""))
+	bs := map[string][]ringlbtest.Backend{"one": named(t, "one", 3), "two": named(t, "two", 3), "three": named(t, "three", 3)}
+	path := ringlbtest.WriteConfig(t, threePools(bs, 1, ""))
 	start := func(t *testing.T) (*server, string) {
 		srv := startServer(t, path)
 		front := httptest.NewServer(srv.rt)
@@ -426,7 +399,7 @@ func TestReloadPoolHealthBlock(t *testing.T) {
 	t.Cleanup(up.Close)
 	other := named(t, "b", 1)
 	conf := func(path string) string {
-		return listenersYAML + "pools:\n  a:\n    health: {path: " + path + ", interval: 100ms, timeout: 90ms}\n" +
+		return ringlbtest.Listeners + "pools:\n  a:\n    health: {path: " + path + ", interval: 100ms, timeout: 90ms}\n" +
 			"    upstreams: [{name: a-1, url: " + up.URL + "}]\n" +
 			"  b:\n    upstreams: [{name: b-1, url: " + other[0].URL + "}]\n" +
 			"routes: [{path_prefix: /b, pool: b}, {pool: a}]\n"
@@ -439,7 +412,7 @@ func TestReloadPoolHealthBlock(t *testing.T) {
 			return nil
 		}
 	}
-	path := writeConfig(t, conf("/one"))
+	path := ringlbtest.WriteConfig(t, conf("/one"))
 	srv := startServer(t, path)
 	a := srv.rt.Pool("a")
 	testenv.Eventually(t, 5*time.Second, probed("/one"))

@@ -1,4 +1,4 @@
-package main
+package process
 
 // Rule 15 (issue 19, item 5): an upstream that is ringlb's own listener,
 // static or discovered, costs one extra hop and one 508, not a loop.
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/cmd/ringlb/internal/ringlbtest"
 	"github.com/ringlb/ringlb/internal/testutil/dnstest"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
@@ -30,8 +31,8 @@ func openFDs(t *testing.T) int {
 // CDN-Loop entry and is answered 508, which the first pass hands back.
 // (Before: 5 944 hops in 14.8 s, about 2 000 connections, then 431.)
 func TestLoopAnsweredOnce(t *testing.T) {
-	addr := reservePort(t)
-	r := startServe(t, writeConfig(t, "listen: "+addr+"\nadmin_listen: 127.0.0.1:0\n"+
+	addr := ringlbtest.ReservePort(t)
+	r := startServe(t, ringlbtest.WriteConfig(t, "listen: "+addr+"\nadmin_listen: 127.0.0.1:0\n"+
 		"upstreams:\n  - name: me\n    url: http://"+addr+"\n"))
 	c := &http.Client{Timeout: 30 * time.Second}
 	before := openFDs(t)
@@ -55,13 +56,13 @@ func TestLoopAnsweredOnce(t *testing.T) {
 			t.Errorf("CDN-Loop %q: the answer took %v", prior, d)
 		}
 	}
-	if v := metricValue(t, r.admin, `ringlb_requests_total{code="508",pool="default",upstream="me"}`); v != 2 {
+	if v := ringlbtest.MetricValue(t, r.admin, `ringlb_requests_total{code="508",pool="default",upstream="me"}`); v != 2 {
 		t.Errorf("requests answered 508 through upstream me: %v, want 2 (one per client request)", v)
 	}
 	if grown := openFDs(t) - before; grown > 20 {
 		t.Errorf("two looping requests left %d more descriptors open", grown)
 	}
-	if v := metricValue(t, r.admin, `ringlb_breaker_state{pool="default",upstream="me"}`); v != 0 {
+	if v := ringlbtest.MetricValue(t, r.admin, `ringlb_breaker_state{pool="default",upstream="me"}`); v != 0 {
 		t.Errorf("breaker of me: %v, want 0 (a 508 is not a failure)", v)
 	}
 }
@@ -71,12 +72,12 @@ func TestLoopAnsweredOnce(t *testing.T) {
 // once, however often the source answers the same, and a request sent to
 // it gets one 508.
 func TestLoopWarningForDiscoveredMember(t *testing.T) {
-	addr := reservePort(t)
+	addr := ringlbtest.ReservePort(t)
 	port := addr[strings.LastIndex(addr, ":")+1:]
 	z := dnstest.New(t)
 	z.SetAddrs("self.test", "127.0.0.1")
 	logs := &testenv.Buffer{}
-	r := startServeLog(t, writeConfig(t, fmt.Sprintf(`listen: %s
+	r := startServeLog(t, ringlbtest.WriteConfig(t, fmt.Sprintf(`listen: %s
 admin_listen: 127.0.0.1:0
 upstreams: []
 discovery:

@@ -1,4 +1,4 @@
-package main
+package process
 
 // Reliability under hostile input (issue 7): slow, oversized, malformed and
 // smuggling requests against a real ringlb serving on loopback, driven over
@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/cmd/ringlb/internal/ringlbtest"
 	"github.com/ringlb/ringlb/internal/testutil/testnet"
 )
 
@@ -76,7 +77,7 @@ func (be *echoBackend) header(id string) http.Header {
 func startHostile(t *testing.T, extra string) (*running, string, *echoBackend) {
 	t.Helper()
 	be := startEchoBackend(t)
-	r := startServe(t, writeConfig(t, listenersYAML+extra+"upstreams:\n  - name: app-1\n    url: "+be.URL+"\n"))
+	r := startServe(t, ringlbtest.WriteConfig(t, ringlbtest.Listeners+extra+"upstreams:\n  - name: app-1\n    url: "+be.URL+"\n"))
 	return r, strings.TrimPrefix(r.proxy, "http://"), be
 }
 
@@ -247,7 +248,7 @@ func TestHostileOversizedHeaders(t *testing.T) {
 			t.Errorf("%s: got %v, want one 431", tc.name, got)
 		}
 		// The next request, on a new connection, is fine.
-		if code, body := get(t, r.proxy+"/next", "X-Req-Id", "next", "X-Fits", strings.Repeat("f", 3000)); code != 200 || body != "id=next" {
+		if code, body := ringlbtest.Get(t, r.proxy+"/next", "X-Req-Id", "next", "X-Fits", strings.Repeat("f", 3000)); code != 200 || body != "id=next" {
 			t.Errorf("%s: next request: %d %q", tc.name, code, body)
 		}
 	}
@@ -337,7 +338,7 @@ func TestHostileMalformedRequestsAreRefused(t *testing.T) {
 			t.Errorf("%s: upstream saw %q", tc.name, hdr)
 		}
 	}
-	if code, body := get(t, r.proxy+"/after", "X-Req-Id", "after"); code != 200 || body != "id=after" {
+	if code, body := ringlbtest.Get(t, r.proxy+"/after", "X-Req-Id", "after"); code != 200 || body != "id=after" {
 		t.Errorf("request after the malformed ones: %d %q", code, body)
 	}
 }
@@ -498,7 +499,7 @@ func TestHostileAdminPathsOnProxyPort(t *testing.T) {
 	if res.StatusCode != 200 {
 		t.Errorf("POST /reload on the admin port: %d, want 200", res.StatusCode)
 	}
-	if code, _ := get(t, r.admin+"/reload"); code != http.StatusMethodNotAllowed {
+	if code, _ := ringlbtest.Get(t, r.admin+"/reload"); code != http.StatusMethodNotAllowed {
 		t.Errorf("GET /reload on the admin port: %d, want 405", code)
 	}
 }
@@ -514,7 +515,7 @@ func TestHostileBadBodiesDoNotEjectUpstream(t *testing.T) {
 			t.Errorf("broken chunked body %d: got %v, want one 4xx", i, got)
 		}
 	}
-	if code, body := get(t, r.proxy+"/after", "X-Req-Id", "after"); code != 200 || body != "id=after" {
+	if code, body := ringlbtest.Get(t, r.proxy+"/after", "X-Req-Id", "after"); code != 200 || body != "id=after" {
 		t.Errorf("after broken bodies: %d %q; the upstream was ejected for the client's fault", code, body)
 	}
 }
@@ -584,7 +585,7 @@ func h2cStatus(t *testing.T, addr string, fields ...string) int {
 // ten requests took the fleet down, 503 for everyone and /readyz 503.)
 func TestHostileH2MethodDoesNotEjectUpstreams(t *testing.T) {
 	a, b := startEchoBackend(t), startEchoBackend(t)
-	r := startServe(t, writeConfig(t, listenersYAML+"h2c: true\nhash:\n  key:\n    - header: X-User\n"+
+	r := startServe(t, ringlbtest.WriteConfig(t, ringlbtest.Listeners+"h2c: true\nhash:\n  key:\n    - header: X-User\n"+
 		"upstreams:\n  - name: u1\n    url: "+a.URL+"\n  - name: u2\n    url: "+b.URL+"\n"))
 	addr := strings.TrimPrefix(r.proxy, "http://")
 	for i := range 10 {
@@ -595,7 +596,7 @@ func TestHostileH2MethodDoesNotEjectUpstreams(t *testing.T) {
 	if a.hits.Load()+b.hits.Load() != 0 {
 		t.Errorf("the upstreams got %d and %d requests", a.hits.Load(), b.hits.Load())
 	}
-	if code, body := get(t, r.admin+"/readyz"); code != http.StatusOK {
+	if code, body := ringlbtest.Get(t, r.admin+"/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz: %d %q", code, body)
 	}
 	for _, user := range []string{"alice", "bob", "carol", "dave"} {

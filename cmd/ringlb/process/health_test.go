@@ -1,4 +1,4 @@
-package main
+package process
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ringlb/ringlb/cmd/ringlb/demo"
+	"github.com/ringlb/ringlb/cmd/ringlb/internal/ringlbtest"
 )
 
 func reloadOK(t *testing.T, admin string) {
@@ -29,7 +30,7 @@ func reloadOK(t *testing.T, admin string) {
 func TestServeHealthChecks(t *testing.T) {
 	var ups []*demo.Upstream
 	var yaml strings.Builder
-	yaml.WriteString(listenersYAML + "upstreams:\n")
+	yaml.WriteString(ringlbtest.Listeners + "upstreams:\n")
 	for i := 1; i <= 3; i++ {
 		u := demo.New(fmt.Sprintf("app-%d", i))
 		s := httptest.NewServer(u)
@@ -39,19 +40,19 @@ func TestServeHealthChecks(t *testing.T) {
 	}
 	// Generous timeout: only app-2, told to, may fail its checks.
 	health := "health:\n  interval: 250ms\n  timeout: 240ms\n  rise: 2\n  fall: 2\n"
-	path := writeConfig(t, yaml.String()+health)
+	path := ringlbtest.WriteConfig(t, yaml.String()+health)
 	r := startServe(t, path)
-	isDown := func(st upstreamState) bool { return !st.Available && st.Health == "down" }
-	isUp := func(st upstreamState) bool { return st.Available && st.Health == "up" }
+	isDown := func(st ringlbtest.UpstreamState) bool { return !st.Available && st.Health == "down" }
+	isUp := func(st ringlbtest.UpstreamState) bool { return st.Available && st.Health == "up" }
 
 	ups[1].FailHealth(true)
-	waitState(t, r.admin, "app-2", "down", isDown)
+	ringlbtest.WaitState(t, r.admin, "app-2", "down", isDown)
 
 	if err := os.WriteFile(path, []byte(yaml.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	reloadOK(t, r.admin)
-	if st := ringState(t, r.admin, "app-2"); !isUp(st) {
+	if st := ringlbtest.RingState(t, r.admin, "app-2"); !isUp(st) {
 		t.Errorf("right after the reload without health checks: %+v", st)
 	}
 
@@ -59,16 +60,16 @@ func TestServeHealthChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	reloadOK(t, r.admin)
-	waitState(t, r.admin, "app-2", "down again", isDown)
+	ringlbtest.WaitState(t, r.admin, "app-2", "down again", isDown)
 	ups[1].FailHealth(false)
-	waitState(t, r.admin, "app-2", "up", isUp)
+	ringlbtest.WaitState(t, r.admin, "app-2", "up", isUp)
 
-	_, metrics := get(t, r.admin+"/metrics")
+	_, metrics := ringlbtest.Get(t, r.admin+"/metrics")
 	if want := `ringlb_ejections_total{pool="default",reason="health",upstream="app-2"} 2`; !strings.Contains(metrics, want) {
 		t.Errorf("metrics lack %s", want)
 	}
 	for _, name := range []string{"app-1", "app-3"} {
-		if st := ringState(t, r.admin, name); !isUp(st) {
+		if st := ringlbtest.RingState(t, r.admin, name); !isUp(st) {
 			t.Errorf("%s: %+v", name, st)
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package process
 
 import (
 	"errors"
@@ -13,12 +13,12 @@ import (
 	"time"
 )
 
-// bindError explains why what (say "listen" or "demo upstream app-1")
+// BindError explains why what (say "listen" or "demo upstream app-1")
 // could not listen on addr. When the port is taken it names the port and,
 // if the process holding it answers HTTP on loopback, what kind of process
 // that is: another ringlb (proxy, admin listener or demo upstream) is the
 // usual culprit, left running by an earlier `ringlb demo`.
-func bindError(what, addr string, err error) string {
+func BindError(what, addr string, err error) string {
 	if !errors.Is(err, syscall.EADDRINUSE) {
 		return fmt.Sprintf("%s: cannot listen on %s: %v", what, addr, err)
 	}
