@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/route"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 	"github.com/ringlb/ringlb/ring"
 )
@@ -117,7 +118,7 @@ func TestUpstreamRequestsAcrossPools(t *testing.T) {
 		}
 		pools = append(pools, b)
 	}
-	if err := rt.Install([]Route{{PathPrefix: "/one", Pool: "one"}, {PathPrefix: "/two", Pool: "two"}}, pools); err != nil {
+	if err := rt.Install([]route.Route{{PathPrefix: "/one", Pool: "one"}, {PathPrefix: "/two", Pool: "two"}}, pools); err != nil {
 		t.Fatal(err)
 	}
 	front := httptest.NewServer(rt)

@@ -4,14 +4,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path"
-	"strings"
 	"testing"
+
+	"github.com/ringlb/ringlb/balancer/route"
 )
 
 // newRouter builds a Router over pools (each opts.Pool names its pool) and
 // routes, serving it over loopback.
-func newRouter(t testing.TB, routes []Route, pools ...Options) (*Router, *httptest.Server) {
+func newRouter(t testing.TB, routes []route.Route, pools ...Options) (*Router, *httptest.Server) {
 	t.Helper()
 	reg := NewRegistry()
 	rt, err := NewRouter(reg)
@@ -36,7 +36,7 @@ func newRouter(t testing.TB, routes []Route, pools ...Options) (*Router, *httpte
 }
 
 func TestRouteMatch(t *testing.T) {
-	routes := []Route{
+	routes := []route.Route{
 		{Host: "App.Example", PathPrefix: "/api", Pool: "api"},
 		{Host: "*.cdn.example", Pool: "cdn"},
 		{PathPrefix: "/static/", Pool: "static"},
@@ -102,7 +102,7 @@ func TestRouterServeHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := rt.Install([]Route{{PathPrefix: "/a", Pool: "a"}, {PathPrefix: "/b", Pool: "b"}}, []*Balancer{ba, bb}); err != nil {
+	if err := rt.Install([]route.Route{{PathPrefix: "/a", Pool: "a"}, {PathPrefix: "/b", Pool: "b"}}, []*Balancer{ba, bb}); err != nil {
 		t.Fatal(err)
 	}
 	defer rt.Close()
@@ -139,7 +139,7 @@ func TestRouterServeHTTP(t *testing.T) {
 		t.Error("the pools do not count upstream requests together (limits.upstream_requests)")
 	}
 	// Remove drops a pool's series.
-	if err := rt.Install([]Route{{Pool: "a"}}, []*Balancer{ba}); err != nil {
+	if err := rt.Install([]route.Route{{Pool: "a"}}, []*Balancer{ba}); err != nil {
 		t.Fatal(err)
 	}
 	rt.Remove(bb)
@@ -150,7 +150,7 @@ func TestRouterServeHTTP(t *testing.T) {
 
 // benchRoutes is n host routes of which the request matches the last.
 func benchRoutes(tb testing.TB, n int) (*Router, string) {
-	var routes []Route
+	var routes []route.Route
 	o := baseOptions([]UpstreamOptions{{Name: "x", URL: mustURL(tb, "http://127.0.0.1:1"), Weight: 1}})
 	o.Pool = "p"
 	for i := range n - 1 {
@@ -158,9 +158,9 @@ func benchRoutes(tb testing.TB, n int) (*Router, string) {
 		if i%3 == 0 {
 			host = fmt.Sprintf("*.zone-%d.example.com", i)
 		}
-		routes = append(routes, Route{Host: host, PathPrefix: fmt.Sprintf("/v%d", i), Pool: "p"})
+		routes = append(routes, route.Route{Host: host, PathPrefix: fmt.Sprintf("/v%d", i), Pool: "p"})
 	}
-	routes = append(routes, Route{Host: "shop.example.com", PathPrefix: "/api", Pool: "p"})
+	routes = append(routes, route.Route{Host: "shop.example.com", PathPrefix: "/api", Pool: "p"})
 	rt, err := NewRouter(nil)
 	if err != nil {
 		tb.Fatal(err)
@@ -196,66 +196,6 @@ func TestRouteMatchAllocs(t *testing.T) {
 	}
 }
 
-// RoutePath reads a decoded path as nginx's locations do: slashes merged,
-// dot segments removed, 400's errors for a climb above the root and a NUL.
-// cmd/ringlb's TestRoutePathsAsNginx checks the same rules against nginx.
-func TestRoutePath(t *testing.T) {
-	for _, c := range []struct {
-		in, want string
-		err      error
-	}{
-		{"/static/a", "/static/a", nil},
-		{"/", "/", nil},
-		{"", "", nil},
-		{"*", "*", nil},
-		{"/static/../secret", "/secret", nil},
-		{"/static/a/../../secret", "/secret", nil},
-		{"//static//a", "/static/a", nil},
-		{"/x/..//static/a", "/static/a", nil},
-		{"/./static/a", "/static/a", nil},
-		{"/static/.", "/static/", nil},
-		{"/static/./", "/static/", nil},
-		{"/static/..", "/", nil},
-		{"/static/a/..", "/static/", nil},
-		{"/static/a/../", "/static/", nil},
-		{"/static/a//", "/static/a/", nil},
-		{"/a/b/c/./../../d", "/a/d", nil},
-		{"/static/...", "/static/...", nil},
-		{"/.well-known/x", "/.well-known/x", nil},
-		{"/.well-known/./x", "/.well-known/x", nil},
-		{"/static/..a/.b", "/static/..a/.b", nil},
-		{"/a#/../b", "/b", nil},
-		{"/..", "", ErrPathAboveRoot},
-		{"/../static/a", "", ErrPathAboveRoot},
-		{"/static/../../a", "", ErrPathAboveRoot},
-		{"/a/b/../../..", "", ErrPathAboveRoot},
-		{"/static/\x00a", "", ErrPathNUL},
-		{"/" + strings.Repeat("a/./", 100), "/" + strings.Repeat("a/", 100), nil}, // longer than the stack buffer
-	} {
-		got, err := RoutePath(c.in)
-		if got != c.want || err != c.err {
-			t.Errorf("RoutePath(%q) = %q, %v; want %q, %v", c.in, got, err, c.want, c.err)
-		}
-	}
-}
-
-// A path with nothing to clean is not copied; Match refuses what RoutePath
-// refuses.
-func TestRoutePathAllocs(t *testing.T) {
-	for _, p := range []string{"/api/cart", "/.well-known/acme-challenge/x", "/static/v1.2/app.js", "/"} {
-		if n := testing.AllocsPerRun(100, func() { RoutePath(p) }); n != 0 {
-			t.Errorf("RoutePath(%q) allocates %v times", p, n)
-		}
-	}
-	rt, host := benchRoutes(t, 100)
-	if b, err := rt.Match(host, "/x/../api/cart"); b == nil || err != nil {
-		t.Errorf("Match(/x/../api/cart) = %v, %v", b, err)
-	}
-	if b, err := rt.Match(host, "/../api/cart"); b != nil || err != ErrPathAboveRoot {
-		t.Errorf("Match(/../api/cart) = %v, %v; want nil, ErrPathAboveRoot", b, err)
-	}
-}
-
 // BenchmarkRouteMatchDotSegments is BenchmarkRouteMatch for a path with a
 // dot segment to remove: the one copy RoutePath makes.
 func BenchmarkRouteMatchDotSegments(b *testing.B) {
@@ -268,45 +208,19 @@ func BenchmarkRouteMatchDotSegments(b *testing.B) {
 	}
 }
 
-// BenchmarkRoutePath is the check every routed request's path goes
-// through, for a path with nothing to clean: it must report 0 allocs/op.
-func BenchmarkRoutePath(b *testing.B) {
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := RoutePath("/api/v1/users/12345/cart"); err != nil {
-			b.Fatal(err)
+// A path with nothing to clean is not copied; Match refuses what RoutePath
+// refuses.
+func TestRoutePathAllocs(t *testing.T) {
+	for _, p := range []string{"/api/cart", "/.well-known/acme-challenge/x", "/static/v1.2/app.js", "/"} {
+		if n := testing.AllocsPerRun(100, func() { route.Path(p) }); n != 0 {
+			t.Errorf("route.Path(%q) allocates %v times", p, n)
 		}
 	}
-}
-
-// FuzzRoutePath: what RoutePath returns has no "//" and no dot segment,
-// is its own RoutePath, and names the file path.Clean names (path.Clean
-// differs only in dropping a final slash); a path with nothing to clean
-// comes back as it is.
-func FuzzRoutePath(f *testing.F) {
-	for _, s := range []string{"/static/../secret", "//a//b/", "/a/./b/..", "/.well-known/x", "/..", "/a/..."} {
-		f.Add(s)
+	rt, host := benchRoutes(t, 100)
+	if b, err := rt.Match(host, "/x/../api/cart"); b == nil || err != nil {
+		t.Errorf("Match(/x/../api/cart) = %v, %v", b, err)
 	}
-	f.Fuzz(func(t *testing.T, p string) {
-		p = "/" + p
-		got, err := RoutePath(p)
-		if err != nil {
-			if err == ErrPathNUL && !strings.Contains(p, "\x00") || err != ErrPathNUL && err != ErrPathAboveRoot {
-				t.Fatalf("RoutePath(%q): %v", p, err)
-			}
-			return
-		}
-		if needsClean(got) {
-			t.Fatalf("RoutePath(%q) = %q, which still needs cleaning", p, got)
-		}
-		if again, _ := RoutePath(got); again != got {
-			t.Fatalf("RoutePath(%q) = %q, whose RoutePath is %q", p, got, again)
-		}
-		if path.Clean(got) != path.Clean(p) {
-			t.Fatalf("RoutePath(%q) = %q; path.Clean: %q", p, got, path.Clean(p))
-		}
-		if !needsClean(p) && got != p {
-			t.Fatalf("RoutePath(%q) = %q, changed a clean path", p, got)
-		}
-	})
+	if b, err := rt.Match(host, "/../api/cart"); b != nil || err != route.ErrPathAboveRoot {
+		t.Errorf("Match(/../api/cart) = %v, %v; want nil, ErrPathAboveRoot", b, err)
+	}
 }

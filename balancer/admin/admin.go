@@ -176,7 +176,7 @@ func (h *handler) readyz(w http.ResponseWriter, _ *http.Request) {
 // else the only pool. On failure it has answered: 404 for an unknown pool
 // or a request no route matches, 400 when several pools leave it open or
 // for a path the proxy would refuse (a bad encoding, dot segments above
-// the root: see balancer.RoutePath).
+// the root: see route.Path).
 func (h *handler) poolFor(w http.ResponseWriter, q url.Values, byRoute bool) (*balancer.Balancer, bool) {
 	pools := h.rt.Pools()
 	if q.Has("pool") {

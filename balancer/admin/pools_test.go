@@ -15,6 +15,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/route"
 )
 
 // setupPools serves the admin handler of a router with pools sessions
@@ -56,7 +57,7 @@ func poolsRouter(t *testing.T) (*balancer.Router, *prometheus.Registry, func(poo
 		return b
 	}
 	s, a := mk("sessions", "a", "b"), mk("assets", "a", "c")
-	if err := rt.Install([]balancer.Route{{Host: "*.cdn.example", Pool: "assets"}, {PathPrefix: "/static/", Pool: "assets"}, {Pool: "sessions"}},
+	if err := rt.Install([]route.Route{{Host: "*.cdn.example", Pool: "assets"}, {PathPrefix: "/static/", Pool: "assets"}, {Pool: "sessions"}},
 		[]*balancer.Balancer{s, a}); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/route"
 )
 
 // arcPath draws each run of owned samples as one closed annular sector,
@@ -152,7 +153,7 @@ func BenchmarkStatusPagePools(b *testing.B) {
 	}
 	defer rt.Close()
 	var pools []*balancer.Balancer
-	var routes []balancer.Route
+	var routes []route.Route
 	for p := range 50 {
 		var ups []balancer.UpstreamOptions
 		for i := range 20 {
@@ -167,7 +168,7 @@ func BenchmarkStatusPagePools(b *testing.B) {
 			b.Fatal(err)
 		}
 		pools = append(pools, pb)
-		routes = append(routes, balancer.Route{Host: fmt.Sprintf("s%d.example", p), Pool: pb.Pool()})
+		routes = append(routes, route.Route{Host: fmt.Sprintf("s%d.example", p), Pool: pb.Pool()})
 	}
 	if err := rt.Install(routes, pools); err != nil {
 		b.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/hotkeys"
+	"github.com/ringlb/ringlb/balancer/route"
 )
 
 // statusPage is what status.html renders: what the process is, then one
@@ -40,7 +41,7 @@ type statusPage struct {
 	One      *poolSection // the only section of a one-pool page; nil with several pools
 	Multi    bool
 	All      bool // with several pools: every pool has its section (no ?pool=)
-	Routes   []balancer.Route
+	Routes   []route.Route
 	Pools    []poolSummary
 	// Available and Total count the upstreams of every pool (Multi).
 	Available, Total int

@@ -14,6 +14,7 @@ import (
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/balancer/discovery"
+	"github.com/ringlb/ringlb/balancer/route"
 )
 
 // Config is a decoded, defaulted and validated config file.
@@ -134,7 +135,7 @@ type Limits struct {
 type (
 	// Route is one entry of routes: a request whose host and path match
 	// goes to Pool.
-	Route = balancer.Route
+	Route = route.Route
 	// Hash is the hash block.
 	Hash = balancer.HashOptions
 	// AffinityCookie is hash.cookie, used when on_missing is cookie.
