@@ -949,7 +949,7 @@ start_feature() {
 	share) FDESC[$f]="hold: {idle: 30m, share: {redis: ...}}, a redis-server on the load core; steady state (no lookups)" ;;
 	pools) FDESC[$f]="10 pools (the same 4 upstreams each) and 100 routes; every request matches the last route (90 host routes and 9 path routes before it)" ;;
 	alog) FDESC[$f]="access_log: {format: json, path: FILE}" ;;
-	nohot) FDESC[$f]="hot keys counting compiled out (go build -overlay: hotKeys.add returns at once); cost of hot keys = plain - this" ;;
+	nohot) FDESC[$f]="hot keys counting compiled out (go build -overlay: hotkeys.Counter.Add returns at once); cost of hot keys = plain - this" ;;
 	nolimits) FDESC[$f]="limits: {upstream_requests: 0, send: 0s}; cost of the default limits = plain - this" ;;
 	json) FDESC[$f]="hash.key: [json: user], POSTs with ${POST_BODY}-byte JSON bodies; against post" SCRIPT[$f]=post.lua FBASE[$f]=post ;;
 	esac
@@ -1008,8 +1008,8 @@ fi
 if ((FEATURES && H1)); then
 	HAVE_NOHOT=0
 	NOHOT_SKIP=""
-	hk="$ROOT/balancer/hotkeys.go"
-	if awk '{ print } /^func \(hk \*hotKeys\) add\(/ { print "\treturn // bench/run.sh nohot: hot keys counting compiled out"; n++ } END { exit n == 1 ? 0 : 1 }' "$hk" >"$WORK/hotkeys-off.go" 2>/dev/null; then
+	hk="$ROOT/balancer/hotkeys/hotkeys.go"
+	if awk '{ print } /^func \(hk \*Counter\) Add\(/ { print "\treturn // bench/run.sh nohot: hot keys counting compiled out"; n++ } END { exit n == 1 ? 0 : 1 }' "$hk" >"$WORK/hotkeys-off.go" 2>/dev/null; then
 		printf '{"Replace": {"%s": "%s"}}\n' "$hk" "$WORK/hotkeys-off.go" >"$WORK/nohot-overlay.json"
 		if (cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -overlay "$WORK/nohot-overlay.json" -o "$WORK/ringlb-nohot" ./cmd/ringlb) >"$WORK/nohot-build.log" 2>&1; then
 			HAVE_NOHOT=1
@@ -1017,7 +1017,7 @@ if ((FEATURES && H1)); then
 			NOHOT_SKIP="go build -overlay failed: $(head -2 "$WORK/nohot-build.log" | tr '\n' ' ')"
 		fi
 	else
-		NOHOT_SKIP="balancer/hotkeys.go has no func (hk *hotKeys) add( to compile out"
+		NOHOT_SKIP="balancer/hotkeys/hotkeys.go has no func (hk *Counter) Add( to compile out"
 	fi
 	SCRIPT[ringlb]=paths.lua
 	FACTIVE=(ringlb)
@@ -1519,7 +1519,7 @@ version_lines() {
 		echo
 		for f in "${FACTIVE[@]}"; do
 			[[ -f $WORK/ringlb-$f.yaml ]] || continue
-			echo "ringlb, feature $f (\`ringlb serve -config ringlb-$f.yaml\`$([[ $f == nohot ]] && echo ", built with \`go build -overlay\` replacing balancer/hotkeys.go by a copy whose hotKeys.add returns at once")):"
+			echo "ringlb, feature $f (\`ringlb serve -config ringlb-$f.yaml\`$([[ $f == nohot ]] && echo ", built with \`go build -overlay\` replacing balancer/hotkeys/hotkeys.go by a copy whose Counter.Add returns at once")):"
 			echo
 			echo '```yaml'
 			if [[ $f == pools ]]; then

@@ -1,6 +1,6 @@
 // Command floor is the cheapest hashing proxy that can be built from the
 // parts ringlb is built from: net/http's server, httputil.ReverseProxy and
-// ringlb's HTTP/1.1 transport (balancer/h1), or net/http's Transport with
+// ringlb's HTTP/1.1 transport (balancer/transport/h1), or net/http's Transport with
 // -transport std. It picks the upstream by xxhash64 of the request URI
 // modulo the number of upstreams and does nothing else: no ring, no
 // bounded loads, no breakers, no metrics, no forwarding headers beyond
@@ -61,7 +61,7 @@ func main() {
 		debug.SetGCPercent(150)
 	}
 	listen := flag.String("listen", "127.0.0.1:19090", "address to listen on")
-	transport := flag.String("transport", "h1", "upstream transport: h1 (balancer/h1) or std (net/http)")
+	transport := flag.String("transport", "h1", "upstream transport: h1 (balancer/transport/h1) or std (net/http)")
 	pprofAddr := flag.String("pprof", "", "if set, serve net/http/pprof on this address")
 	server := flag.String("server", "std", "server under ReverseProxy: std (net/http) or lean (a measurement only: see lean.go)")
 	certFile := flag.String("tls-cert", "", "with -tls-key: serve TLS with HTTP/2 and HTTP/1.1 (ALPN), this PEM certificate")
