@@ -195,12 +195,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-// retryError is the error of an exchange on a pooled connection that the
-// upstream had closed: the request may be sent again on a fresh one.
-type retryError struct{ err error }
-
-func (e retryError) Error() string { return e.err.Error() }
-
 // CloseIdleConnections closes every idle connection. Connections in use
 // are not affected; they are pooled again when their exchange ends.
 func (t *Transport) CloseIdleConnections() { t.pool.closeAll() }
