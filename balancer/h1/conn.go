@@ -169,75 +169,99 @@ func (pc *persistConn) roundTrip(req *http.Request, hd *head) (*http.Response, e
 	if hasBody {
 		e.w = newBodyWriter(e, req)
 		go e.w.run()
-	} else {
-		bw := pc.getWriter()
-		err := writeRequest(bw, req, hd)
-		if err == nil {
-			err = bw.Flush()
-		}
-		pc.putWriter(bw)
-		if err != nil {
-			e.finish(readDone|writeDone, false, true)
-			if pc.cw.err == nil {
-				// Write refused the request: it would refuse it again.
-				return nil, &invalidRequestError{err}
-			}
-			if pc.reused && (pc.cw.n == 0 || replayable(req) || isClosed(err)) && ctx.Err() == nil {
-				return nil, retryError{err}
-			}
-			return nil, err
-		}
-		e.state.Or(writeDone)
+	} else if err := e.writeBodiless(hd); err != nil {
+		return nil, err
 	}
 
 	res, err := e.readHead(trace)
 	if err != nil {
 		e.finish(readDone, false, true)
-		if hasBody && e.w.refused.Load() {
-			// Write refused the request and the writer closed the
-			// connection, which ended the read (with an EOF, over TLS,
-			// when the upstream answered the close_notify first).
-			<-e.w.done
-			return nil, e.w.err
-		}
-		// On a reused connection, an end before any byte of a response
-		// means the upstream closed it while idle and the request
-		// crossed the close: the request is sent again on a fresh
-		// connection when that cannot repeat anything the upstream
-		// acted on (no body, or a body not read yet, as when waiting
-		// for 100 Continue), and is otherwise failed with an error
-		// that says so (ErrClosedIdle).
-		idle := ctx.Err() == nil && pc.reused && pc.cr.n == 0 && !isTimeout(err)
-		closed := idle && isClosed(err)
-		if idle && !hasBody && (closed || replayable(req)) {
-			return nil, retryError{err}
-		}
-		if hasBody && e.w.held.Load() {
-			// The writer was waiting for 100 Continue: it is told not to
-			// send and ends at once, leaving an unread body open.
-			<-e.w.done
-			if e.w.kept {
-				if closed {
-					return nil, retryError{err}
-				}
-				e.w.rc.Close()
-			}
-		}
-		if cerr := ctx.Err(); cerr != nil {
-			return nil, cerr
-		}
-		if closed {
-			return nil, &closedIdleError{err}
-		}
-		if e.w != nil && errors.Is(err, net.ErrClosed) {
-			// Closed by the writer after the request body failed.
-			<-e.w.done
-			if e.w.err != nil {
-				return nil, e.w.err
-			}
-		}
-		return nil, err
+		return nil, e.headFailed(err, hasBody)
 	}
+	return e.handOut(res)
+}
+
+// writeBodiless writes a request without a body on this goroutine. If that
+// fails, the exchange is over, and the error says whether the request may
+// be sent again (retryError) or was refused (invalidRequestError).
+func (e *exchange) writeBodiless(hd *head) error {
+	pc, req := e.pc, e.req
+	bw := pc.getWriter()
+	err := writeRequest(bw, req, hd)
+	if err == nil {
+		err = bw.Flush()
+	}
+	pc.putWriter(bw)
+	if err == nil {
+		e.state.Or(writeDone)
+		return nil
+	}
+	e.finish(readDone|writeDone, false, true)
+	if pc.cw.err == nil {
+		// Write refused the request: it would refuse it again.
+		return &invalidRequestError{err}
+	}
+	if pc.reused && (pc.cw.n == 0 || replayable(req) || isClosed(err)) && req.Context().Err() == nil {
+		return retryError{err}
+	}
+	return err
+}
+
+// headFailed returns the error of an exchange whose response head could
+// not be read (err), once the request body's writer, if any, has said
+// what it knows: a retryError when the request may be sent again.
+func (e *exchange) headFailed(err error, hasBody bool) error {
+	pc, ctx := e.pc, e.req.Context()
+	if hasBody && e.w.refused.Load() {
+		// Write refused the request and the writer closed the
+		// connection, which ended the read (with an EOF, over TLS,
+		// when the upstream answered the close_notify first).
+		<-e.w.done
+		return e.w.err
+	}
+	// On a reused connection, an end before any byte of a response
+	// means the upstream closed it while idle and the request
+	// crossed the close: the request is sent again on a fresh
+	// connection when that cannot repeat anything the upstream
+	// acted on (no body, or a body not read yet, as when waiting
+	// for 100 Continue), and is otherwise failed with an error
+	// that says so (ErrClosedIdle).
+	idle := ctx.Err() == nil && pc.reused && pc.cr.n == 0 && !isTimeout(err)
+	closed := idle && isClosed(err)
+	if idle && !hasBody && (closed || replayable(e.req)) {
+		return retryError{err}
+	}
+	if hasBody && e.w.held.Load() {
+		// The writer was waiting for 100 Continue: it is told not to
+		// send and ends at once, leaving an unread body open.
+		<-e.w.done
+		if e.w.kept {
+			if closed {
+				return retryError{err}
+			}
+			e.w.rc.Close()
+		}
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	if closed {
+		return &closedIdleError{err}
+	}
+	if e.w != nil && errors.Is(err, net.ErrClosed) {
+		// Closed by the writer after the request body failed.
+		<-e.w.done
+		if e.w.err != nil {
+			return e.w.err
+		}
+	}
+	return err
+}
+
+// handOut returns the response whose head was read: its body is the
+// exchange, or the connection itself after a 101.
+func (e *exchange) handOut(res *http.Response) (*http.Response, error) {
+	pc := e.pc
 	res.TLS = pc.tls
 	e.res = res
 	e.keep = e.keep && !res.Close
@@ -245,7 +269,7 @@ func (pc *persistConn) roundTrip(req *http.Request, hd *head) (*http.Response, e
 		// The connection now belongs to the caller.
 		if e.stop != nil && !e.stop() {
 			pc.close()
-			return nil, ctx.Err()
+			return nil, e.req.Context().Err()
 		}
 		res.Body = &upgradeBody{br: pc.br, conn: pc.conn}
 		return res, nil
