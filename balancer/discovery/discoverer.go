@@ -219,28 +219,72 @@ func (d *Discoverer) poll(ctx context.Context, all bool) bool {
 	d.pollMu.Lock()
 	defer d.pollMu.Unlock()
 
+	plan := d.planPoll(all)
+	results := plan.gather(ctx, all)
+	if ctx.Err() != nil {
+		return false // cancelled: not the sources' fault
+	}
+
 	d.mu.Lock()
-	states, rs := d.states, d.rs
-	srcs := make([]Source, len(states))
-	watches := make([]*kubeWatch, len(states))
-	var kc *kubeClient
-	for i, st := range states {
-		srcs[i] = st.src // Reconfigure may change st.src, under d.mu
+	changed, events, members := d.applyLocked(plan.states, results, all)
+	logger, onChange := d.opts.Logger, d.opts.OnChange
+	d.mu.Unlock()
+
+	for _, e := range events {
+		e.log(logger)
+	}
+	if changed && onChange != nil {
+		onChange(Update{Members: members, Events: events})
+	}
+	return changed
+}
+
+// pollPlan is what a poll asks, as the settings stood when it began.
+type pollPlan struct {
+	states  []*sourceState
+	rs      *resolver
+	srcs    []Source     // each state's source (Reconfigure may change st.src, under d.mu)
+	watches []*kubeWatch // each Kubernetes source's watch; nil if none
+	kc      *kubeClient  // for the Kubernetes sources without a watch, when all
+	domain  string
+	timeout time.Duration
+}
+
+// planPoll takes, under d.mu, what a poll of every source (all) or of the
+// Kubernetes sources only needs.
+func (d *Discoverer) planPoll(all bool) pollPlan {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p := pollPlan{
+		states:  d.states,
+		rs:      d.rs,
+		srcs:    make([]Source, len(d.states)),
+		watches: make([]*kubeWatch, len(d.states)),
+		domain:  cmp.Or(d.opts.ClusterDomain, DefaultClusterDomain),
+		timeout: d.opts.Timeout,
+	}
+	for i, st := range p.states {
+		p.srcs[i] = st.src
 		if k := st.src.Kubernetes; k.Service != "" {
-			if watches[i] = d.watches[k]; watches[i] == nil && all {
-				kc = d.kubeClientLocked()
+			if p.watches[i] = d.watches[k]; p.watches[i] == nil && all {
+				p.kc = d.kubeClientLocked()
 			}
 		}
 	}
-	domain, timeout := cmp.Or(d.opts.ClusterDomain, DefaultClusterDomain), d.opts.Timeout
-	d.mu.Unlock()
+	return p
+}
 
-	results := make([]kubeResult, len(states))
+// gather gets each source's result: a watched Kubernetes source's from its
+// watch's cache, and, when all, the others' from a list or a resolution,
+// all at once.
+func (p *pollPlan) gather(ctx context.Context, all bool) []kubeResult {
+	kc, rs, domain, timeout := p.kc, p.rs, p.domain, p.timeout // the goroutines' own copies
+	results := make([]kubeResult, len(p.states))
 	var wg sync.WaitGroup
-	for i, src := range srcs {
+	for i, src := range p.srcs {
 		switch {
-		case watches[i] != nil:
-			results[i] = watches[i].read(domain)
+		case p.watches[i] != nil:
+			results[i] = p.watches[i].read(domain)
 		case src.Kubernetes.Service != "" && all:
 			wg.Go(func() {
 				sl, err := kc.list(ctx, src.Kubernetes, timeout)
@@ -262,16 +306,18 @@ func (d *Discoverer) poll(ctx context.Context, all bool) bool {
 		}
 	}
 	wg.Wait()
-	if ctx.Err() != nil {
-		return false // cancelled: not the sources' fault
-	}
+	return results
+}
 
-	d.mu.Lock()
+// applyLocked applies a poll's results to their states, schedules the
+// recheck of a guarded answer and, if the member list changed, merges it
+// again; it returns whether it changed, the events, and the new list (a
+// copy). d.mu is held.
+func (d *Discoverer) applyLocked(states []*sourceState, results []kubeResult, all bool) (changed bool, events []Event, members []Member) {
 	now := d.opts.Now()
 	pol := policy{removeAfter: d.opts.RemoveAfter, confirm: d.opts.Confirm,
 		confirmFor: time.Duration(d.opts.Confirm) * d.opts.Interval}
-	var events []Event
-	changed := d.dirty
+	changed = d.dirty
 	d.dirty = false
 	var recheck time.Time
 	for i, st := range states {
@@ -294,28 +340,25 @@ func (d *Discoverer) poll(ctx context.Context, all bool) bool {
 			}
 		}
 	}
-	if !recheck.IsZero() && d.runCtx != nil {
-		// Apply a guarded answer when its wait is over, not at the next interval.
-		if d.recheck != nil {
-			d.recheck.Stop()
-		}
-		d.recheck = time.AfterFunc(max(recheck.Sub(now), 0)+time.Millisecond, d.kickKube)
-	}
-	var members []Member
+	d.scheduleRecheckLocked(recheck, now)
 	if changed {
 		d.members, events = mergeMembers(d.states, events)
 		members = slices.Clone(d.members)
 	}
-	logger, onChange := d.opts.Logger, d.opts.OnChange
-	d.mu.Unlock()
+	return changed, events, members
+}
 
-	for _, e := range events {
-		e.log(logger)
+// scheduleRecheckLocked has a guarded answer applied when its wait is over
+// at recheck (if not zero, and while Run runs), not at the next interval.
+// d.mu is held.
+func (d *Discoverer) scheduleRecheckLocked(recheck, now time.Time) {
+	if recheck.IsZero() || d.runCtx == nil {
+		return
 	}
-	if changed && onChange != nil {
-		onChange(Update{Members: members, Events: events})
+	if d.recheck != nil {
+		d.recheck.Stop()
 	}
-	return changed
+	d.recheck = time.AfterFunc(max(recheck.Sub(now), 0)+time.Millisecond, d.kickKube)
 }
 
 // Members returns the current member list, sorted by name (a copy).

@@ -87,26 +87,9 @@ func (s *sourceState) answer(p policy, recs []record, now time.Time, events []Ev
 		s.lastError, s.lastFailure = "", ""
 		events = append(events, Event{Kind: Recovered, Source: s.src.Name()})
 	}
-	if s.answered && 2*len(recs) < s.present && s.src.Kubernetes.Service != "" {
-		if s.shortSince.IsZero() {
-			s.shortSince = now
-			events = append(events, Event{Kind: Guarded, Source: s.src.Name(), Detail: fmt.Sprintf(
-				"the EndpointSlices would leave %d of %d present members; applied once that has held for %s",
-				len(recs), s.present, p.confirmFor)})
-		}
-		if now.Sub(s.shortSince) < p.confirmFor {
-			return s.expire(p, now, events)
-		}
-	} else if s.answered && 2*len(recs) < s.present {
-		if slices.Equal(s.pending, recs) {
-			s.seen++
-		} else {
-			s.pending, s.seen = slices.Clone(recs), 1
-		}
-		if s.seen < p.confirm {
-			events = append(events, Event{Kind: Guarded, Source: s.src.Name(), Detail: fmt.Sprintf(
-				"the answer would leave %d of %d present members; applied once it comes %d times in a row (%d so far)",
-				len(recs), s.present, p.confirm, s.seen)})
+	if s.answered && 2*len(recs) < s.present {
+		var wait bool
+		if wait, events = s.guard(p, recs, now, events); wait {
 			return s.expire(p, now, events)
 		}
 	}
@@ -117,59 +100,15 @@ func (s *sourceState) answer(p policy, recs []record, now time.Time, events []Ev
 	initial := !s.answered
 	s.answered = true
 	for _, r := range recs {
-		e := s.members[r.name]
-		switch {
-		case e == nil:
-			s.members[r.name] = &entry{addr: r.addr, initial: initial, terminating: r.terminating}
-			s.present++
-			events = append(events, s.event(Added, r.name, r.addr))
-			if r.terminating {
-				events = append(events, s.event(Terminating, r.name, r.addr))
-			}
-			changed = true
-			continue
-		case !e.absentSince.IsZero():
-			e.absentSince = time.Time{}
-			s.present++
-			if e.addr != r.addr {
-				old := s.url(e.addr)
-				e.addr = r.addr
-				ev := s.event(Readdressed, r.name, r.addr)
-				ev.OldURL = old
-				events = append(events, ev)
-			}
-			events = append(events, s.event(Returned, r.name, r.addr))
-			changed = true
-		case e.addr != r.addr:
-			ev := s.event(Readdressed, r.name, r.addr)
-			ev.OldURL = s.url(e.addr)
-			e.addr = r.addr
-			events = append(events, ev)
-			changed = true
-		}
-		if e.terminating != r.terminating {
-			e.terminating = r.terminating
-			kind := Resumed
-			if r.terminating {
-				kind = Terminating
-			}
-			events = append(events, s.event(kind, r.name, r.addr))
-			changed = true
-		}
+		var c bool
+		c, events = s.applyRecord(r, initial, events)
+		changed = changed || c
 	}
 	if len(recs) < s.present || changed {
 		// Some present member may be missing from the answer.
-		for name, e := range s.members {
-			if !e.absentSince.IsZero() {
-				continue
-			}
-			if _, found := slices.BinarySearchFunc(recs, name, func(r record, n string) int { return strings.Compare(r.name, n) }); !found {
-				e.absentSince = now
-				s.present--
-				events = append(events, s.event(Absent, name, e.addr))
-				changed = true
-			}
-		}
+		var c bool
+		c, events = s.markAbsent(recs, now, events)
+		changed = changed || c
 	}
 	// Map order is random: order this answer's events by name.
 	slices.SortStableFunc(events[first:], func(a, b Event) int { return strings.Compare(a.Name, b.Name) })
@@ -178,6 +117,98 @@ func (s *sourceState) answer(p policy, recs []record, now time.Time, events []Ev
 		s.updates++
 	}
 	return changed || expired, events
+}
+
+// guard holds back a short answer (one leaving fewer than half of the
+// present members): it reports whether the answer must wait, a Kubernetes
+// one until the source has been short for confirmFor, another until it
+// came confirm times in a row, and appends the Guarded events.
+func (s *sourceState) guard(p policy, recs []record, now time.Time, events []Event) (bool, []Event) {
+	if s.src.Kubernetes.Service != "" {
+		if s.shortSince.IsZero() {
+			s.shortSince = now
+			events = append(events, Event{Kind: Guarded, Source: s.src.Name(), Detail: fmt.Sprintf(
+				"the EndpointSlices would leave %d of %d present members; applied once that has held for %s",
+				len(recs), s.present, p.confirmFor)})
+		}
+		return now.Sub(s.shortSince) < p.confirmFor, events
+	}
+	if slices.Equal(s.pending, recs) {
+		s.seen++
+	} else {
+		s.pending, s.seen = slices.Clone(recs), 1
+	}
+	if s.seen < p.confirm {
+		events = append(events, Event{Kind: Guarded, Source: s.src.Name(), Detail: fmt.Sprintf(
+			"the answer would leave %d of %d present members; applied once it comes %d times in a row (%d so far)",
+			len(recs), s.present, p.confirm, s.seen)})
+		return true, events
+	}
+	return false, events
+}
+
+// applyRecord applies one record of an answer: a new member (initial if
+// from the source's first answer), a member back from absence, a new
+// address, a change of terminating. It reports whether the member changed.
+func (s *sourceState) applyRecord(r record, initial bool, events []Event) (bool, []Event) {
+	e := s.members[r.name]
+	changed := false
+	switch {
+	case e == nil:
+		s.members[r.name] = &entry{addr: r.addr, initial: initial, terminating: r.terminating}
+		s.present++
+		events = append(events, s.event(Added, r.name, r.addr))
+		if r.terminating {
+			events = append(events, s.event(Terminating, r.name, r.addr))
+		}
+		return true, events
+	case !e.absentSince.IsZero():
+		e.absentSince = time.Time{}
+		s.present++
+		if e.addr != r.addr {
+			old := s.url(e.addr)
+			e.addr = r.addr
+			ev := s.event(Readdressed, r.name, r.addr)
+			ev.OldURL = old
+			events = append(events, ev)
+		}
+		events = append(events, s.event(Returned, r.name, r.addr))
+		changed = true
+	case e.addr != r.addr:
+		ev := s.event(Readdressed, r.name, r.addr)
+		ev.OldURL = s.url(e.addr)
+		e.addr = r.addr
+		events = append(events, ev)
+		changed = true
+	}
+	if e.terminating != r.terminating {
+		e.terminating = r.terminating
+		kind := Resumed
+		if r.terminating {
+			kind = Terminating
+		}
+		events = append(events, s.event(kind, r.name, r.addr))
+		changed = true
+	}
+	return changed, events
+}
+
+// markAbsent marks absent since now each present member missing from recs
+// (sorted by name). It reports whether any was.
+func (s *sourceState) markAbsent(recs []record, now time.Time, events []Event) (bool, []Event) {
+	changed := false
+	for name, e := range s.members {
+		if !e.absentSince.IsZero() {
+			continue
+		}
+		if _, found := slices.BinarySearchFunc(recs, name, func(r record, n string) int { return strings.Compare(r.name, n) }); !found {
+			e.absentSince = now
+			s.present--
+			events = append(events, s.event(Absent, name, e.addr))
+			changed = true
+		}
+	}
+	return changed, events
 }
 
 // fail records a failed query at time now: the membership stays as the last

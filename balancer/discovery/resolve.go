@@ -218,23 +218,37 @@ func (rs *resolver) resolveSRV(ctx context.Context, name string) ([]record, erro
 	if err != nil {
 		return nil, err
 	}
+	targets, names, lookups := srvTargets(srvs, glues)
+	if len(lookups) > 0 {
+		if err := rs.lookupTargets(ctx, targets, lookups); err != nil {
+			return nil, err
+		}
+	}
+	return srvRecords(targets, names), nil
+}
 
-	// Distinct targets (one address lookup each, unless the reply gave an
-	// IPv4 address) and target:port names.
-	type target struct {
-		host string // absolute
-		glue glue   // from the reply's additional section
-		addr netip.Addr
-	}
-	targets := make([]target, 0, len(srvs))
+// srvTarget is one distinct target of an SRV answer.
+type srvTarget struct {
+	host string // absolute
+	glue glue   // from the reply's additional section
+	addr netip.Addr
+}
+
+// srvName is one target:port of an SRV answer.
+type srvName struct {
+	name   string
+	target int // index in the targets
+	port   uint16
+}
+
+// srvTargets gives the distinct targets of srvs (one address lookup each,
+// unless the reply gave an IPv4 address) with their glue, the target:port
+// names, and the indexes of the targets without an IPv4 address from the
+// reply. A "." target is left out.
+func srvTargets(srvs []srvRR, glues map[string]*glue) (targets []srvTarget, names []srvName, lookups []int) {
+	targets = make([]srvTarget, 0, len(srvs))
 	index := make(map[string]int, len(srvs)) // lowercased target → targets index
-	type named struct {
-		name   string
-		target int
-		port   uint16
-	}
-	names := make([]named, 0, len(srvs))
-	var lookups []int // targets without an IPv4 address from the reply
+	names = make([]srvName, 0, len(srvs))
 	for _, s := range srvs {
 		host := s.target
 		if host == "" { // "." : the service is decidedly not available here (RFC 2782)
@@ -244,7 +258,7 @@ func (rs *resolver) resolveSRV(ctx context.Context, name string) ([]record, erro
 		if !ok {
 			i = len(targets)
 			index[host] = i
-			t := target{host: fqdn(host)}
+			t := srvTarget{host: fqdn(host)}
 			if g := glues[host]; g != nil {
 				t.glue = *g
 			}
@@ -255,55 +269,58 @@ func (rs *resolver) resolveSRV(ctx context.Context, name string) ([]record, erro
 			}
 			targets = append(targets, t)
 		}
-		names = append(names, named{name: host + ":" + strconv.Itoa(int(s.port)), target: i, port: s.port})
+		names = append(names, srvName{name: host + ":" + strconv.Itoa(int(s.port)), target: i, port: s.port})
 	}
+	return targets, names, lookups
+}
 
-	// Look the other addresses up, a few at once; the first failure
-	// cancels the rest.
-	if len(lookups) > 0 {
-		ctx, cancelAll := context.WithCancel(ctx)
-		defer cancelAll()
-		var (
-			mu      sync.Mutex
-			failure error
-			wg      sync.WaitGroup
-			next    = make(chan int)
-		)
-		for range min(maxParallel, len(lookups)) {
-			wg.Go(func() {
-				for i := range next {
-					a, err := rs.address(ctx, targets[i].host, targets[i].glue.v6)
-					if err != nil {
-						mu.Lock()
-						if failure == nil {
-							failure = err
-							cancelAll()
-						}
-						mu.Unlock()
-						continue
+// lookupTargets looks up the address of each target of lookups, a few at
+// once; the first failure cancels the rest and is the error.
+func (rs *resolver) lookupTargets(ctx context.Context, targets []srvTarget, lookups []int) error {
+	ctx, cancelAll := context.WithCancel(ctx)
+	defer cancelAll()
+	var (
+		mu      sync.Mutex
+		failure error
+		wg      sync.WaitGroup
+		next    = make(chan int)
+	)
+	for range min(maxParallel, len(lookups)) {
+		wg.Go(func() {
+			for i := range next {
+				a, err := rs.address(ctx, targets[i].host, targets[i].glue.v6)
+				if err != nil {
+					mu.Lock()
+					if failure == nil {
+						failure = err
+						cancelAll()
 					}
-					targets[i].addr = a
+					mu.Unlock()
+					continue
 				}
-			})
-		}
-	feed:
-		for _, i := range lookups {
-			select {
-			case next <- i:
-			case <-ctx.Done():
-				break feed
+				targets[i].addr = a
 			}
-		}
-		close(next)
-		wg.Wait()
-		if failure != nil {
-			return nil, failure
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
+		})
+	}
+feed:
+	for _, i := range lookups {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
 		}
 	}
+	close(next)
+	wg.Wait()
+	if failure != nil {
+		return failure
+	}
+	return ctx.Err()
+}
 
+// srvRecords gives one record per name whose target has an address,
+// sorted; none is a nil slice.
+func srvRecords(targets []srvTarget, names []srvName) []record {
 	recs := make([]record, 0, len(names))
 	for _, n := range names {
 		a := targets[n.target].addr
@@ -313,9 +330,9 @@ func (rs *resolver) resolveSRV(ctx context.Context, name string) ([]record, erro
 		recs = append(recs, record{name: n.name, addr: netip.AddrPortFrom(a, n.port).String()})
 	}
 	if len(recs) == 0 {
-		return nil, nil
+		return nil
 	}
-	return sortRecords(recs), nil
+	return sortRecords(recs)
 }
 
 // lookupSRV returns name's SRV records, targets lowercased without their

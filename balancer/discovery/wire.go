@@ -175,65 +175,90 @@ func malformed(err error) error {
 func parseSRVBody(p *dnsmessage.Parser, h replyHeader, qname []byte) (srvReply, error) {
 	out := srvReply{h: h}
 	var buf [255]byte
-	type owned struct {
-		owner string
-		srv   srvRR
+	srvs, cnames, err := readAnswers(p, &out.h, &buf)
+	if err != nil {
+		return out, err
 	}
-	var (
-		srvs   []owned
-		cnames map[string]string
-		owner  string // the last record's owner
-	)
+	var chainBuf [maxCNAMEs + 1]string
+	chain, err := cnameChain(chainBuf[:0], cnames, qname)
+	if err != nil {
+		return out, err
+	}
+	out.srvs, out.glue = answerSRVs(srvs, chain)
+	if err := p.SkipAllAuthorities(); err != nil {
+		return out, malformed(err)
+	}
+	if err := readAdditionals(p, &out, &buf); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// ownedSRV is an answer section's SRV record with the name that owns it.
+type ownedSRV struct {
+	owner string
+	srv   srvRR
+}
+
+// readAnswers reads the answer section from where p is, counting its
+// records in h.answers: the SRV records of class IN with their owners,
+// and the CNAME records as a map from owner to target (nil if none).
+func readAnswers(p *dnsmessage.Parser, h *replyHeader, buf *[255]byte) (srvs []ownedSRV, cnames map[string]string, err error) {
+	var owner string // the last record's owner
 	for {
 		rh, err := p.AnswerHeader()
 		if err == dnsmessage.ErrSectionDone {
-			break
+			return srvs, cnames, nil
 		}
 		if err != nil {
-			return out, malformed(err)
+			return nil, nil, malformed(err)
 		}
-		out.h.answers++
+		h.answers++
 		// The parser reads a record's data by the data's own bounds, not
 		// the header's length: a record cut short at the end of the
 		// message would pass. A copy of the parser skips it first, which
 		// checks the length.
 		if probe := *p; probe.SkipAnswer() != nil {
-			return out, errMalformed
+			return nil, nil, errMalformed
 		}
 		if rh.Class != dnsmessage.ClassINET || (rh.Type != dnsmessage.TypeSRV && rh.Type != dnsmessage.TypeCNAME) {
 			if err := p.SkipAnswer(); err != nil {
-				return out, malformed(err)
+				return nil, nil, malformed(err)
 			}
 			continue
 		}
-		if o := lowerName(&rh.Name, &buf); string(o) != owner {
+		if o := lowerName(&rh.Name, buf); string(o) != owner {
 			owner = string(o) // the records of one owner share its string
 		}
 		if rh.Type == dnsmessage.TypeCNAME {
 			c, err := p.CNAMEResource()
 			if err != nil {
-				return out, malformed(err)
+				return nil, nil, malformed(err)
 			}
 			if cnames == nil {
 				cnames = map[string]string{}
 			}
-			cnames[owner] = string(lowerName(&c.CNAME, &buf))
+			cnames[owner] = string(lowerName(&c.CNAME, buf))
 			continue
 		}
 		s, err := p.SRVResource()
 		if err != nil {
-			return out, malformed(err)
+			return nil, nil, malformed(err)
 		}
-		target := lowerName(&s.Target, &buf)
+		target := lowerName(&s.Target, buf)
 		if !isHostName(target) {
-			return out, fmt.Errorf("SRV target %q is not a host name", target)
+			return nil, nil, fmt.Errorf("SRV target %q is not a host name", target)
 		}
-		srvs = append(srvs, owned{owner: owner, srv: srvRR{target: string(target), port: s.Port}})
+		srvs = append(srvs, ownedSRV{owner: owner, srv: srvRR{target: string(target), port: s.Port}})
 	}
+}
 
-	// The names whose SRV records answer the question: the chain from
-	// qname, which must end within maxCNAMEs hops.
-	chain := []string{string(qname)}
+// cnameChain appends to chain (room for maxCNAMEs+1 names, so that it
+// never grows) the names whose SRV records answer the question: qname and
+// the CNAME chain from it, which must end within maxCNAMEs hops
+// (errCNAMEChain).
+func cnameChain(chain []string, cnames map[string]string, qname []byte) ([]string, error) {
+	chain = append(chain, string(qname))
 	for range maxCNAMEs {
 		t, ok := cnames[chain[len(chain)-1]]
 		if !ok {
@@ -242,71 +267,87 @@ func parseSRVBody(p *dnsmessage.Parser, h replyHeader, qname []byte) (srvReply, 
 		chain = append(chain, t)
 	}
 	if _, more := cnames[chain[len(chain)-1]]; more {
-		return out, errCNAMEChain
+		return nil, errCNAMEChain
 	}
-	out.srvs = make([]srvRR, 0, len(srvs))
-	out.glue = make(map[string]*glue, len(srvs))
-	glues := make([]glue, len(srvs))
+	return chain, nil
+}
+
+// answerSRVs keeps the SRV records owned by a name of chain, in order,
+// and gives each target other than "." an empty glue to fill.
+func answerSRVs(srvs []ownedSRV, chain []string) ([]srvRR, map[string]*glue) {
+	out := make([]srvRR, 0, len(srvs))
+	glues := make(map[string]*glue, len(srvs))
+	backing := make([]glue, len(srvs))
 	for i, s := range srvs {
 		for _, c := range chain {
 			if s.owner == c {
-				out.srvs = append(out.srvs, s.srv)
-				if _, ok := out.glue[s.srv.target]; !ok && s.srv.target != "" {
-					out.glue[s.srv.target] = &glues[i]
+				out = append(out, s.srv)
+				if _, ok := glues[s.srv.target]; !ok && s.srv.target != "" {
+					glues[s.srv.target] = &backing[i]
 				}
 				break
 			}
 		}
 	}
+	return out, glues
+}
 
-	if err := p.SkipAllAuthorities(); err != nil {
-		return out, malformed(err)
-	}
+// readAdditionals reads the additional section from where p is: an OPT
+// record's extended RCODE bits join out.h.rcode, and the A and AAAA
+// records of a target in out.glue join its glue.
+func readAdditionals(p *dnsmessage.Parser, out *srvReply, buf *[255]byte) error {
 	for {
 		rh, err := p.AdditionalHeader()
 		if err == dnsmessage.ErrSectionDone {
-			break
+			return nil
 		}
 		if err != nil {
-			return out, malformed(err)
+			return malformed(err)
 		}
 		if probe := *p; probe.SkipAdditional() != nil {
-			return out, errMalformed
+			return errMalformed
 		}
 		switch {
 		case rh.Type == dnsmessage.TypeOPT:
 			if rh.Name.Length != 1 { // not the root
-				return out, errMalformed
+				return errMalformed
 			}
 			out.h.rcode = int(rh.ExtendedRCode(dnsmessage.RCode(out.h.rcode))) // RFC 6891 §6.1.3
 		case rh.Class != dnsmessage.ClassINET || (rh.Type != dnsmessage.TypeA && rh.Type != dnsmessage.TypeAAAA):
 		case rh.Type == dnsmessage.TypeA && rh.Length != 4, rh.Type == dnsmessage.TypeAAAA && rh.Length != 16:
-			return out, errMalformed
+			return errMalformed
 		default:
-			g := out.glue[string(lowerName(&rh.Name, &buf))] // no allocation: the conversion is only a map key
+			g := out.glue[string(lowerName(&rh.Name, buf))] // no allocation: the conversion is only a map key
 			if g == nil {
 				break // not a target's
 			}
-			if rh.Type == dnsmessage.TypeA {
-				a, err := p.AResource()
-				if err != nil {
-					return out, malformed(err)
-				}
-				g.add(netip.AddrFrom4(a.A))
-			} else {
-				a, err := p.AAAAResource()
-				if err != nil {
-					return out, malformed(err)
-				}
-				g.add(netip.AddrFrom16(a.AAAA).Unmap())
+			if err := readGlue(p, rh.Type, g); err != nil {
+				return err
 			}
 			continue
 		}
 		if err := p.SkipAdditional(); err != nil {
-			return out, malformed(err)
+			return malformed(err)
 		}
 	}
-	return out, nil
+}
+
+// readGlue reads the A or AAAA record (by typ) at p into g.
+func readGlue(p *dnsmessage.Parser, typ dnsmessage.Type, g *glue) error {
+	if typ == dnsmessage.TypeA {
+		a, err := p.AResource()
+		if err != nil {
+			return malformed(err)
+		}
+		g.add(netip.AddrFrom4(a.A))
+		return nil
+	}
+	a, err := p.AAAAResource()
+	if err != nil {
+		return malformed(err)
+	}
+	g.add(netip.AddrFrom16(a.AAAA).Unmap())
+	return nil
 }
 
 // isHostName reports whether name (lowercased, dotted, no final dot) is

@@ -67,50 +67,13 @@ func main() {
 	certFile := flag.String("tls-cert", "", "with -tls-key: serve TLS with HTTP/2 and HTTP/1.1 (ALPN), this PEM certificate")
 	keyFile := flag.String("tls-key", "", "with -tls-cert: its PEM private key")
 	flag.Parse()
-	if flag.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "floor: give one or more upstream URLs")
-		os.Exit(2)
-	}
-	var ups []*url.URL
-	for _, a := range flag.Args() {
-		u, err := url.Parse(a)
-		if err != nil || u.Host == "" {
-			fmt.Fprintf(os.Stderr, "floor: bad upstream URL %q\n", a)
-			os.Exit(2)
-		}
-		ups = append(ups, u)
-	}
-	var rt http.RoundTripper
-	switch *transport {
-	case "h1":
-		d := &net.Dialer{KeepAlive: 30 * time.Second}
-		rt = &h1.Transport{
-			Dial:                  d.DialContext,
-			DialTimeout:           5 * time.Second,
-			ResponseHeaderTimeout: 30 * time.Second,
-			IdleConnTimeout:       90 * time.Second,
-			MaxIdleConns:          16384,
-			MaxIdleConnsPerHost:   1024,
-		}
-	case "std":
-		rt = &http.Transport{
-			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			ResponseHeaderTimeout: 30 * time.Second,
-			IdleConnTimeout:       90 * time.Second,
-			MaxIdleConns:          16384,
-			MaxIdleConnsPerHost:   1024,
-			DisableCompression:    true,
-		}
-	default:
-		fmt.Fprintf(os.Stderr, "floor: -transport must be h1 or std, got %q\n", *transport)
-		os.Exit(2)
-	}
+	ups := upstreams(flag.Args())
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(ups[xxhash.Sum64String(pr.In.RequestURI)%uint64(len(ups))])
 			pr.Out.Host = pr.In.Host
 		},
-		Transport:  rt,
+		Transport:  newTransport(*transport),
 		BufferPool: &buffers{},
 		ErrorLog:   log.New(io.Discard, "", 0),
 	}
@@ -132,8 +95,62 @@ func main() {
 		fmt.Fprintf(os.Stderr, "floor: -server must be std or lean, got %q\n", *server)
 		os.Exit(2)
 	}
+	serveStd(proxy, *listen, *certFile, *keyFile)
+}
+
+// upstreams parses the upstream URLs of the command line; none, or a bad
+// one, exits.
+func upstreams(args []string) []*url.URL {
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, "floor: give one or more upstream URLs")
+		os.Exit(2)
+	}
+	var ups []*url.URL
+	for _, a := range args {
+		u, err := url.Parse(a)
+		if err != nil || u.Host == "" {
+			fmt.Fprintf(os.Stderr, "floor: bad upstream URL %q\n", a)
+			os.Exit(2)
+		}
+		ups = append(ups, u)
+	}
+	return ups
+}
+
+// newTransport returns the upstream transport -transport names; another
+// name exits.
+func newTransport(name string) http.RoundTripper {
+	switch name {
+	case "h1":
+		d := &net.Dialer{KeepAlive: 30 * time.Second}
+		return &h1.Transport{
+			Dial:                  d.DialContext,
+			DialTimeout:           5 * time.Second,
+			ResponseHeaderTimeout: 30 * time.Second,
+			IdleConnTimeout:       90 * time.Second,
+			MaxIdleConns:          16384,
+			MaxIdleConnsPerHost:   1024,
+		}
+	case "std":
+		return &http.Transport{
+			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			ResponseHeaderTimeout: 30 * time.Second,
+			IdleConnTimeout:       90 * time.Second,
+			MaxIdleConns:          16384,
+			MaxIdleConnsPerHost:   1024,
+			DisableCompression:    true,
+		}
+	}
+	fmt.Fprintf(os.Stderr, "floor: -transport must be h1 or std, got %q\n", name)
+	os.Exit(2)
+	return nil
+}
+
+// serveStd serves proxy on listen with net/http's server, over TLS (and
+// HTTP/2) when given certFile and keyFile; it returns only by exiting.
+func serveStd(proxy http.Handler, listen, certFile, keyFile string) {
 	srv := &http.Server{
-		Addr:              *listen,
+		Addr:              listen,
 		Handler:           proxy,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
@@ -141,9 +158,9 @@ func main() {
 	}
 	var err error
 	switch {
-	case *certFile != "" && *keyFile != "":
-		err = srv.ListenAndServeTLS(*certFile, *keyFile) // net/http enables HTTP/2 by ALPN
-	case *certFile != "" || *keyFile != "":
+	case certFile != "" && keyFile != "":
+		err = srv.ListenAndServeTLS(certFile, keyFile) // net/http enables HTTP/2 by ALPN
+	case certFile != "" || keyFile != "":
 		fmt.Fprintln(os.Stderr, "floor: give both -tls-cert and -tls-key")
 		os.Exit(2)
 	default:

@@ -169,75 +169,99 @@ func (pc *persistConn) roundTrip(req *http.Request, hd *head) (*http.Response, e
 	if hasBody {
 		e.w = newBodyWriter(e, req)
 		go e.w.run()
-	} else {
-		bw := pc.getWriter()
-		err := writeRequest(bw, req, hd)
-		if err == nil {
-			err = bw.Flush()
-		}
-		pc.putWriter(bw)
-		if err != nil {
-			e.finish(readDone|writeDone, false, true)
-			if pc.cw.err == nil {
-				// Write refused the request: it would refuse it again.
-				return nil, &invalidRequestError{err}
-			}
-			if pc.reused && (pc.cw.n == 0 || replayable(req) || isClosed(err)) && ctx.Err() == nil {
-				return nil, retryError{err}
-			}
-			return nil, err
-		}
-		e.state.Or(writeDone)
+	} else if err := e.writeBodiless(hd); err != nil {
+		return nil, err
 	}
 
 	res, err := e.readHead(trace)
 	if err != nil {
 		e.finish(readDone, false, true)
-		if hasBody && e.w.refused.Load() {
-			// Write refused the request and the writer closed the
-			// connection, which ended the read (with an EOF, over TLS,
-			// when the upstream answered the close_notify first).
-			<-e.w.done
-			return nil, e.w.err
-		}
-		// On a reused connection, an end before any byte of a response
-		// means the upstream closed it while idle and the request
-		// crossed the close: the request is sent again on a fresh
-		// connection when that cannot repeat anything the upstream
-		// acted on (no body, or a body not read yet, as when waiting
-		// for 100 Continue), and is otherwise failed with an error
-		// that says so (ErrClosedIdle).
-		idle := ctx.Err() == nil && pc.reused && pc.cr.n == 0 && !isTimeout(err)
-		closed := idle && isClosed(err)
-		if idle && !hasBody && (closed || replayable(req)) {
-			return nil, retryError{err}
-		}
-		if hasBody && e.w.held.Load() {
-			// The writer was waiting for 100 Continue: it is told not to
-			// send and ends at once, leaving an unread body open.
-			<-e.w.done
-			if e.w.kept {
-				if closed {
-					return nil, retryError{err}
-				}
-				e.w.rc.Close()
-			}
-		}
-		if cerr := ctx.Err(); cerr != nil {
-			return nil, cerr
-		}
-		if closed {
-			return nil, &closedIdleError{err}
-		}
-		if e.w != nil && errors.Is(err, net.ErrClosed) {
-			// Closed by the writer after the request body failed.
-			<-e.w.done
-			if e.w.err != nil {
-				return nil, e.w.err
-			}
-		}
-		return nil, err
+		return nil, e.headFailed(err, hasBody)
 	}
+	return e.handOut(res)
+}
+
+// writeBodiless writes a request without a body on this goroutine. If that
+// fails, the exchange is over, and the error says whether the request may
+// be sent again (retryError) or was refused (invalidRequestError).
+func (e *exchange) writeBodiless(hd *head) error {
+	pc, req := e.pc, e.req
+	bw := pc.getWriter()
+	err := writeRequest(bw, req, hd)
+	if err == nil {
+		err = bw.Flush()
+	}
+	pc.putWriter(bw)
+	if err == nil {
+		e.state.Or(writeDone)
+		return nil
+	}
+	e.finish(readDone|writeDone, false, true)
+	if pc.cw.err == nil {
+		// Write refused the request: it would refuse it again.
+		return &invalidRequestError{err}
+	}
+	if pc.reused && (pc.cw.n == 0 || replayable(req) || isClosed(err)) && req.Context().Err() == nil {
+		return retryError{err}
+	}
+	return err
+}
+
+// headFailed returns the error of an exchange whose response head could
+// not be read (err), once the request body's writer, if any, has said
+// what it knows: a retryError when the request may be sent again.
+func (e *exchange) headFailed(err error, hasBody bool) error {
+	pc, ctx := e.pc, e.req.Context()
+	if hasBody && e.w.refused.Load() {
+		// Write refused the request and the writer closed the
+		// connection, which ended the read (with an EOF, over TLS,
+		// when the upstream answered the close_notify first).
+		<-e.w.done
+		return e.w.err
+	}
+	// On a reused connection, an end before any byte of a response
+	// means the upstream closed it while idle and the request
+	// crossed the close: the request is sent again on a fresh
+	// connection when that cannot repeat anything the upstream
+	// acted on (no body, or a body not read yet, as when waiting
+	// for 100 Continue), and is otherwise failed with an error
+	// that says so (ErrClosedIdle).
+	idle := ctx.Err() == nil && pc.reused && pc.cr.n == 0 && !isTimeout(err)
+	closed := idle && isClosed(err)
+	if idle && !hasBody && (closed || replayable(e.req)) {
+		return retryError{err}
+	}
+	if hasBody && e.w.held.Load() {
+		// The writer was waiting for 100 Continue: it is told not to
+		// send and ends at once, leaving an unread body open.
+		<-e.w.done
+		if e.w.kept {
+			if closed {
+				return retryError{err}
+			}
+			e.w.rc.Close()
+		}
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	if closed {
+		return &closedIdleError{err}
+	}
+	if e.w != nil && errors.Is(err, net.ErrClosed) {
+		// Closed by the writer after the request body failed.
+		<-e.w.done
+		if e.w.err != nil {
+			return e.w.err
+		}
+	}
+	return err
+}
+
+// handOut returns the response whose head was read: its body is the
+// exchange, or the connection itself after a 101.
+func (e *exchange) handOut(res *http.Response) (*http.Response, error) {
+	pc := e.pc
 	res.TLS = pc.tls
 	e.res = res
 	e.keep = e.keep && !res.Close
@@ -245,7 +269,7 @@ func (pc *persistConn) roundTrip(req *http.Request, hd *head) (*http.Response, e
 		// The connection now belongs to the caller.
 		if e.stop != nil && !e.stop() {
 			pc.close()
-			return nil, ctx.Err()
+			return nil, e.req.Context().Err()
 		}
 		res.Body = &upgradeBody{br: pc.br, conn: pc.conn}
 		return res, nil
@@ -311,16 +335,6 @@ func (e *exchange) readHead(trace *httptrace.ClientTrace) (*http.Response, error
 	}
 }
 
-// Response body states (exchange.rs).
-const (
-	bodyIdle    int32 = iota // no Read in progress
-	bodyReading              // a Read is in progress
-	bodyEOF                  // Read saw the clean end
-	bodyFailed               // Read failed with rerr
-	bodyClosed               // Close was called while no Read was in progress
-	bodyAborted              // Close was called during a Read: the connection is closed
-)
-
 // headRead ends the response header timeout: the head was read (or
 // could not be).
 func (e *exchange) headRead() {
@@ -342,320 +356,4 @@ func (e *exchange) bodyWritten() {
 		e.pc.conn.SetReadDeadline(time.Now().Add(d))
 	}
 	e.headMu.Unlock()
-}
-
-// Read reads the response body. At its clean end the connection goes back
-// to the pool (once the request body is written too).
-func (e *exchange) Read(p []byte) (int, error) {
-	if !e.rs.CompareAndSwap(bodyIdle, bodyReading) {
-		switch e.rs.Load() {
-		case bodyEOF:
-			return 0, io.EOF
-		case bodyFailed:
-			return 0, e.rerr
-		case bodyReading:
-			return 0, errConcurrentRead
-		}
-		return 0, errBodyClosed
-	}
-	n, err := e.body.Read(p)
-	e.got += int64(n)
-	if err == nil {
-		e.ready = e.readyNow()
-		if !e.rs.CompareAndSwap(bodyReading, bodyIdle) {
-			e.finish(readDone, false, true) // Close came meanwhile
-		}
-		return n, nil
-	}
-	if err == io.EOF {
-		if e.w != nil {
-			e.w.await()
-		}
-		if e.rs.CompareAndSwap(bodyReading, bodyEOF) {
-			e.finish(readDone, true, false)
-		} else {
-			e.finish(readDone, false, true)
-		}
-		return n, io.EOF
-	}
-	if cerr := e.req.Context().Err(); cerr != nil {
-		err = cerr
-	}
-	e.rerr = err
-	if !e.rs.CompareAndSwap(bodyReading, bodyFailed) {
-		err = errBodyClosed // the Close that came meanwhile ended the read
-	}
-	e.finish(readDone, false, true)
-	return n, err
-}
-
-// Ready reports whether the next Read returns without waiting on the
-// connection: the body is over, or it is framed by its length or by the
-// connection's end (not chunked, whose framing may need more bytes) and
-// bytes of it are buffered already, or all its Content-Length was read
-// (the next Read says io.EOF). A caller that times its reads (ringlb's
-// timeouts.read) need not time such a Read. Like Read, it is for the
-// reading goroutine.
-func (e *exchange) Ready() bool { return e.ready || e.rs.Load() > bodyReading }
-
-// Whole reports whether the whole body (framed by its Content-Length)
-// was in the connection's buffer when the response was handed out: then
-// no Read of it can wait on the connection, and a caller need not time
-// any.
-func (e *exchange) Whole() bool { return e.whole }
-
-// readyNow is Ready's answer for the body's current position; only the
-// goroutine that reads the body may call it (it looks at the buffer).
-func (e *exchange) readyNow() bool {
-	res := e.res
-	if len(res.TransferEncoding) > 0 {
-		return false
-	}
-	return e.pc.br.Buffered() > 0 || (res.ContentLength >= 0 && e.got >= res.ContentLength)
-}
-
-// Close ends the response body. Before its end, up to drainBytes of what
-// remains are read for at most drainTimeout; the connection is kept only
-// if that reaches the end. Close may be called while another goroutine is
-// in Read: the connection is then closed, which ends that Read with an
-// error, and is not reused.
-func (e *exchange) Close() error {
-	for {
-		switch s := e.rs.Load(); s {
-		case bodyIdle:
-			if !e.rs.CompareAndSwap(bodyIdle, bodyClosed) {
-				continue
-			}
-			ok := e.keep && e.state.Load()&broken == 0 && e.req.Context().Err() == nil && e.drain()
-			e.finish(readDone, ok, !ok)
-			return nil
-		case bodyReading:
-			if !e.rs.CompareAndSwap(bodyReading, bodyAborted) {
-				continue
-			}
-			e.pc.close() // the Read ends and finishes the exchange
-			return nil
-		case bodyEOF, bodyFailed:
-			if !e.rs.CompareAndSwap(s, bodyClosed) {
-				continue
-			}
-			return nil
-		default:
-			return nil
-		}
-	}
-}
-
-func (e *exchange) drain() bool {
-	c := e.pc.conn
-	if c.SetReadDeadline(time.Now().Add(drainTimeout)) != nil {
-		return false
-	}
-	n, err := io.CopyN(io.Discard, e.body, drainBytes+1)
-	if err != io.EOF || n > drainBytes {
-		return false
-	}
-	return c.SetReadDeadline(time.Time{}) == nil
-}
-
-// replayable says whether req may be sent again after a pooled connection
-// failed: it has no body and either nothing of it was written or it is
-// idempotent, as http.Transport decides.
-func replayable(req *http.Request) bool {
-	if req.Body != nil && req.Body != http.NoBody {
-		return false
-	}
-	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
-		return true
-	}
-	_, ok := req.Header["Idempotency-Key"]
-	if !ok {
-		_, ok = req.Header["X-Idempotency-Key"]
-	}
-	return ok
-}
-
-// isClosed says whether err is a connection's end: a clean or early EOF
-// (over TLS, a close_notify too), a reset, or a write to a closed socket.
-func isClosed(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
-}
-
-// ErrClosedIdle is what the error of a request that found its pooled
-// connection closed (an end before any byte of a response, on a reused
-// connection) matches with errors.Is, when the request could not be sent
-// again: the upstream closed an idle connection as the request crossed
-// it, which says nothing of the upstream's health.
-var ErrClosedIdle = errors.New("h1: pooled connection closed by the upstream while idle")
-
-type closedIdleError struct{ err error }
-
-func (e *closedIdleError) Error() string        { return ErrClosedIdle.Error() + ": " + e.err.Error() }
-func (e *closedIdleError) Unwrap() error        { return e.err }
-func (e *closedIdleError) Is(target error) bool { return target == ErrClosedIdle }
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// upgradeBody is a 101 response's body: the connection itself, after
-// what is already buffered.
-type upgradeBody struct {
-	br   *bufio.Reader
-	conn net.Conn
-}
-
-func (u *upgradeBody) Read(p []byte) (int, error)  { return u.br.Read(p) }
-func (u *upgradeBody) Write(p []byte) (int, error) { return u.conn.Write(p) }
-func (u *upgradeBody) Close() error                { return u.conn.Close() }
-
-// bodyWriter writes a request that has a body, on a goroutine of its own.
-type bodyWriter struct {
-	e    *exchange
-	req  http.Request // a shallow copy of the request, Body replaced
-	rc   io.ReadCloser
-	cont chan bool     // Expect: 100-continue: whether to send; nil otherwise
-	sent bool          // the reader has signalled cont (reader side only)
-	wait bool          // the writer has yet to wait on cont (writer side only)
-	done chan struct{} // closed when the write is over
-	err  error         // the write's error, set before done is closed
-
-	readErr error // from rc (writer side only)
-	notSent bool  // the body was withheld after a final response
-	touched bool  // rc was read from (writer side only)
-	// kept: Close left rc open, as it was never read; read by the reader
-	// only after done. held: the reader, failing while the writer waited
-	// for 100 Continue, takes rc over if kept (to retry or close it);
-	// otherwise the writer closes a kept rc itself.
-	kept bool
-	held atomic.Bool
-	// refused: Write refused the request; set before the writer closes
-	// the connection, so the reader, whose read that ends, returns err.
-	refused atomic.Bool
-}
-
-// abandon tells a writer waiting for 100 Continue not to send, because
-// the exchange failed: the reader then owns an unread body (see held).
-// Safe on a nil writer.
-func (w *bodyWriter) abandon() {
-	if w != nil && w.cont != nil && !w.sent {
-		w.held.Store(true)
-	}
-	w.signal(false)
-}
-
-func newBodyWriter(e *exchange, req *http.Request) *bodyWriter {
-	w := &bodyWriter{e: e, req: *req, rc: req.Body, done: make(chan struct{})}
-	w.req.Body = w
-	if e.pc.t.ExpectContinueTimeout > 0 && hasToken(req.Header.Get("Expect"), "100-continue") {
-		w.cont, w.wait = make(chan bool, 1), true
-	}
-	return w
-}
-
-// signal tells a writer waiting for 100 Continue whether to send the
-// body; only the first call counts. It reports whether this call was the
-// first. Safe on a nil writer (a bodiless request).
-func (w *bodyWriter) signal(send bool) bool {
-	if w == nil || w.cont == nil || w.sent {
-		return false
-	}
-	w.sent = true
-	w.cont <- send
-	return true
-}
-
-func (w *bodyWriter) run() {
-	pc := w.e.pc
-	// The write buffer is this goroutine's until the request is written,
-	// however long its body takes, and given back before the exchange can
-	// pool the connection (finish), so the next exchange gets another.
-	bw := pc.getWriter()
-	err := w.req.Write(bw)
-	if err == nil {
-		err = bw.Flush()
-	}
-	pc.putWriter(bw)
-	refused := false
-	switch {
-	case w.notSent:
-		err = nil
-	case w.readErr != nil:
-		err = w.readErr
-	case err != nil && pc.cw.err == nil:
-		// Neither the body nor the connection failed: Write refused the
-		// request (see ErrInvalidRequest).
-		err, refused = &invalidRequestError{err}, true
-		w.refused.Store(true)
-	}
-	w.err = err
-	if w.kept && !w.held.Load() {
-		w.rc.Close()
-	}
-	w.e.bodyWritten()
-	// A failed body read or a refused request leaves the request
-	// unfinished: the upstream will not answer, so close now (the reader,
-	// its read ended, returns w.err). A failed connection write leaves
-	// the response to be read (the upstream may have answered already).
-	w.e.finish(writeDone, err == nil && !w.notSent, w.readErr != nil || refused)
-	close(w.done)
-}
-
-// writerGrace is how long the end of a response body waits for the
-// request body's writer to finish, so that the connection is back in the
-// pool when the caller sees EOF. An upstream normally answers after
-// reading the whole body, so the writer is only returning from its last
-// write; past this bound the writer pools the connection itself.
-const writerGrace = 50 * time.Millisecond
-
-// await waits up to writerGrace for the request body's writer.
-func (w *bodyWriter) await() {
-	select {
-	case <-w.done:
-		return
-	default:
-	}
-	t := time.NewTimer(writerGrace)
-	select {
-	case <-w.done:
-	case <-t.C:
-	}
-	t.Stop()
-}
-
-// Read reads the request body, first waiting for 100 Continue if asked to.
-func (w *bodyWriter) Read(p []byte) (int, error) {
-	if w.wait {
-		w.wait = false
-		t := time.NewTimer(w.e.pc.t.ExpectContinueTimeout)
-		send := true
-		select {
-		case send = <-w.cont:
-		case <-t.C:
-		}
-		t.Stop()
-		if !send {
-			w.notSent = true
-			return 0, errBodyNotSent
-		}
-	}
-	w.touched = true
-	n, err := w.rc.Read(p)
-	if err != nil && err != io.EOF {
-		w.readErr = err
-	}
-	return n, err
-}
-
-// Close closes the request body, unless it was never read: then it stays
-// whole, and open, for a retry (see held).
-func (w *bodyWriter) Close() error {
-	if !w.touched {
-		w.kept = true
-		return nil
-	}
-	return w.rc.Close()
 }
