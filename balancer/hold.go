@@ -8,8 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/hold/share"
 	"github.com/ringlb/ringlb/balancer/key"
@@ -374,47 +372,4 @@ func (b *Balancer) heldOf(s *snapshot, h uint64) string {
 		return ""
 	}
 	return rec.Upstream
-}
-
-// holdCollector reports ringlb_hold_keys and ringlb_held_total at scrape
-// time (0 while hold is off).
-type holdCollector struct{ b *Balancer }
-
-func (c *holdCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.b.metrics.holdKeys
-	ch <- c.b.metrics.held
-	ch <- c.b.metrics.shareErrors
-	ch <- c.b.metrics.shareLookups
-	ch <- c.b.metrics.hotShare
-}
-
-func (c *holdCollector) Collect(ch chan<- prometheus.Metric) {
-	n := 0
-	if st := c.b.holdStore.Load(); st != nil {
-		n = st.Len()
-	}
-	ch <- prometheus.MustNewConstMetric(c.b.metrics.holdKeys, prometheus.GaugeValue, float64(n))
-	ch <- prometheus.MustNewConstMetric(c.b.metrics.held, prometheus.CounterValue, float64(c.b.heldTotal.Load()))
-	sc, m := c.b.shareCounts.Snapshot(), c.b.metrics
-	ch <- prometheus.MustNewConstMetric(m.shareErrors, prometheus.CounterValue, float64(sc.Errors))
-	ch <- prometheus.MustNewConstMetric(m.shareLookups, prometheus.CounterValue, float64(sc.Found), "found")
-	ch <- prometheus.MustNewConstMetric(m.shareLookups, prometheus.CounterValue, float64(sc.None), "none")
-	ch <- prometheus.MustNewConstMetric(m.shareLookups, prometheus.CounterValue, float64(sc.LookupErrors), "error")
-	ch <- prometheus.MustNewConstMetric(m.hotShare, prometheus.GaugeValue, c.b.hot.HottestShare())
-}
-
-// HoldStatus is the hold block in force, for the status page.
-type HoldStatus struct {
-	On      bool
-	Idle    time.Duration
-	MaxKeys int
-	Cookie  string // the hold cookie's name; "" for none
-	Share   ShareStatus
-}
-
-func (s *snapshot) holdStatus() HoldStatus {
-	if s.hold == nil {
-		return HoldStatus{}
-	}
-	return HoldStatus{On: true, Idle: s.hold.rule.Idle, MaxKeys: s.hold.maxKeys, Cookie: s.hold.cookie}
 }
