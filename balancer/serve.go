@@ -28,61 +28,108 @@ import (
 // a response that breaks mid-body aborts the client connection
 // (http.ErrAbortHandler) so the client sees it truncated.
 func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	s := b.snap.Load()
-	rw := newResponseWriter(w)
-	rw.no1xx, rw.send = !r.ProtoAtLeast(1, 1), s.send
-	if s.requestID != "" {
-		requestID(s, rw, r)
+	var st serving
+	st.start, st.s, st.r = time.Now(), b.snap.Load(), r
+	st.rw = newResponseWriter(w)
+	st.rw.no1xx, st.rw.send = !r.ProtoAtLeast(1, 1), st.s.send
+	if st.s.requestID != "" {
+		requestID(st.s, st.rw, r)
 	}
+	if !b.admit(&st) || !b.route(&st, w) {
+		return
+	}
+	defer b.finish(&st)
+	b.forward(&st)
+}
+
+// serving is one request's way through ServeHTTP: what the routing found
+// and what the attempts did, which the access log and hold read at the
+// end (finish).
+type serving struct {
+	s     *snapshot
+	rw    *responseWriter
+	r     *http.Request
+	start time.Time
 	// With an access log, lr gathers what its line says.
-	var lr logReq
+	lr   logReq
+	body *trackedBody
+	// src says where the key came from; s.keyLabel(src) names it in one
+	// word ("json:prompt_cache_key") for log lines.
+	pos    uint64
+	src    int
+	random bool
+	// With hold on (held), hq is rule 11's decision for the key (see
+	// holdBegin).
+	hq   holdReq
+	held bool
+	last *member
+}
+
+// hold is the request's rule 11 decision; nil when hold is off or the
+// position is random. (A pointer kept in serving itself would move it
+// to the heap.)
+func (st *serving) hold() *holdReq {
+	if st.held {
+		return &st.hq
+	}
+	return nil
+}
+
+// admit refuses, before anything else is read, a request that no upstream
+// may be sent (an HTTP/2 head net/http would send malformed: 400) or that
+// went round a loop back to this process (508); false when it answered.
+func (b *Balancer) admit(st *serving) bool {
+	s, rw, r := st.s, st.rw, st.r
 	if msg := transport.CheckH2Head(r); msg != "" {
 		plainError(rw, http.StatusBadRequest, msg)
-		lr.decision = "rejected"
-		b.accessLog(s, r, rw, nil, start, &lr, srcRejected, 0)
-		return
+		st.lr.decision = "rejected"
+		b.accessLog(s, r, rw, nil, st.start, &st.lr, srcRejected, 0)
+		return false
 	}
 	if len(r.Header["Cdn-Loop"]) > 0 && looped(r.Header) {
 		loopDetected(rw)
-		lr.decision = "loop"
-		b.accessLog(s, r, rw, nil, start, &lr, srcRejected, 0)
-		return
+		st.lr.decision = "loop"
+		b.accessLog(s, r, rw, nil, st.start, &st.lr, srcRejected, 0)
+		return false
 	}
-	var body *trackedBody
+	return true
+}
+
+// route finds the request's ring position (reading the body for a json
+// key) and, with hold on, rule 11's decision for it; false when the
+// request was answered instead (no key under on_missing reject, or a body
+// that could not be read).
+func (b *Balancer) route(st *serving, w http.ResponseWriter) bool {
+	s, rw, r := st.s, st.rw, st.r
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
-		body = b.trackBody(s, w, r)
+		st.body = b.trackBody(s, w, r)
 	}
-	// src says where the key came from; s.keyLabel(src) names it in one
-	// word ("json:prompt_cache_key") for log lines.
+	body := st.body
 	pos, src, ok := b.position(s, rw, r)
-	random := src == srcRandom
+	st.pos, st.src, st.random = pos, src, src == srcRandom
 	if body != nil && body.prefix.Started() && expectsContinue(r) {
 		// Reading the body for the key made the server send 100
 		// Continue: the client must not get the upstream's as well.
 		rw.continued = true
 	}
 	if !ok {
-		lr.decision = "rejected"
+		st.lr.decision = "rejected"
 		if src == srcBodyFailed {
-			lr.decision = b.bodyFailed(rw, r, body)
+			st.lr.decision = b.bodyFailed(rw, r, body)
 			src = srcRejected
 		}
-		b.accessLog(s, r, rw, nil, start, &lr, src, pos)
+		b.accessLog(s, r, rw, nil, st.start, &st.lr, src, pos)
 		if body != nil {
 			body.finish(false)
 		}
-		return
+		return false
 	}
 	if body != nil {
 		body.routed(r)
 	}
-	// With hold on, q is rule 11's decision for the key (see holdBegin).
-	var hq holdReq
-	var q *holdReq
-	if s.hold != nil && !random {
-		q = &hq
-		b.holdBegin(s, r, pos, q)
+	if s.hold != nil && !st.random {
+		st.held = true
+		b.holdBegin(s, r, pos, &st.hq)
 	}
 	// Trailer fields that must not be forwarded go, from those declared
 	// (or, for a body read for the key, received) by now and from those
@@ -90,58 +137,71 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(r.Trailer) > 0 {
 		transport.DropBadTrailers(r.Trailer)
 	}
+	return true
+}
+
+// finish ends a routed request: its upgraded connection's tracking, its
+// hold record (the key lives where it was served), its metrics, access
+// log line and hot-key count, and its body and writer.
+func (b *Balancer) finish(st *serving) {
+	s, rw, r, last, body, q := st.s, st.rw, st.r, st.last, st.body, st.hold()
+	if rw.tunnel != nil { // the upgraded connection's copy is over
+		b.tunnels.remove(rw.tunnel)
+	}
+	if q != nil && last != nil && (rw.err == nil || rw.wroteHeader) {
+		b.holdRecord(s, q, last) // served: the key lives there now
+	}
+	b.account(s, rw, r, last, st.start)
+	if s.accessLog != nil {
+		if body != nil {
+			st.lr.bytesIn = body.n.Load()
+		}
+		st.lr.decide(q, last, s)
+		b.accessLog(s, r, rw, last, st.start, &st.lr, st.src, st.pos)
+	}
+	rw.sendRelease()
+	if !st.random {
+		sent := ""
+		if last != nil {
+			sent = last.u.name
+		}
+		b.hot.Add(st.pos, sent, b.nanotime())
+	}
+	if body != nil {
+		body.finish(last != nil)
+	}
+	rw.recycle()
+}
+
+// forward sends the request to its upstream and, on a failure that may
+// be retried, to the next one clockwise, then answers the last failure if
+// nothing was written.
+func (b *Balancer) forward(st *serving) {
+	s, rw, body, q, pos := st.s, st.rw, st.body, st.hold(), st.pos
 	// With retry_statuses, a bodiless GET, HEAD or OPTIONS may be retried
 	// on a listed status too. The proxies' ModifyResponse judges the
 	// status before anything is written to the client, and finds rw
 	// through the request's context (the cost of which only such
 	// requests pay).
-	statusRetry := s.retryOn && !s.fail && body == nil && idempotent(r.Method)
+	statusRetry := s.retryOn && !s.fail && body == nil && idempotent(st.r.Method)
 	if statusRetry {
-		r = r.WithContext(context.WithValue(r.Context(), retryWriterKey{}, rw))
+		st.r = st.r.WithContext(context.WithValue(st.r.Context(), retryWriterKey{}, rw))
 	}
+	r := st.r
 	// tried holds the members this request may not use: those that
 	// failed it and those whose breaker refused it.
 	var triedBuf [4]int
 	tried := triedBuf[:0]
-	var last *member
-	defer func() {
-		if rw.tunnel != nil { // the upgraded connection's copy is over
-			b.tunnels.remove(rw.tunnel)
-		}
-		if q != nil && last != nil && (rw.err == nil || rw.wroteHeader) {
-			b.holdRecord(s, q, last) // served: the key lives there now
-		}
-		b.account(s, rw, r, last, start)
-		if s.accessLog != nil {
-			if body != nil {
-				lr.bytesIn = body.n.Load()
-			}
-			lr.decide(q, last, s)
-			b.accessLog(s, r, rw, last, start, &lr, src, pos)
-		}
-		rw.sendRelease()
-		if !random {
-			sent := ""
-			if last != nil {
-				sent = last.u.name
-			}
-			b.hot.Add(pos, sent, b.nanotime())
-		}
-		if body != nil {
-			body.finish(last != nil)
-		}
-		rw.recycle()
-	}()
 	for attempts := 0; ; {
 		choice := b.choose(s, pos, tried, q)
-		if s.accessLog != nil && attempts == 0 && last == nil {
-			lr.first(b, s, pos, choice)
+		if s.accessLog != nil && attempts == 0 && st.last == nil {
+			st.lr.first(b, s, pos, choice)
 		}
 		if choice.Member < 0 {
-			if last == nil {
-				lr.decision = "no-upstream"
+			if st.last == nil {
+				st.lr.decision = "no-upstream"
 				if s.fail {
-					lr.decision = "fail-closed"
+					st.lr.decision = "fail-closed"
 				}
 				b.noUpstream(s, rw, r, choice.Owner)
 				return
@@ -153,8 +213,8 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The limit comes before the breaker, so that a busy upstream's
 		// half-open trial is not spent on a request that never goes.
 		if !m.count.take(s.upstreamMax) {
-			if last == nil {
-				lr.decision = "busy"
+			if st.last == nil {
+				st.lr.decision = "busy"
 				b.busy(s, rw, m)
 				return
 			}
@@ -167,8 +227,8 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			m.count.put()
 			continue
 		}
-		countChoice(s, choice, last)
-		last = m
+		countChoice(s, choice, st.last)
+		st.last = m
 		rw.err = nil
 		if q != nil {
 			rw.holdCookie = q.setCookie(s, m)
@@ -179,9 +239,9 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rw.retryStatus = statusRetry && attempts < s.retries && b.choose(s, pos, tried, q).Member >= 0
 		b.attempt(s, m, rw, r, body, done, trial)
 		attempts++
-		lr.attempts = attempts
+		st.lr.attempts = attempts
 		if rw.err != nil {
-			lr.cause = attemptCause(rw.err, r, body)
+			st.lr.cause = attemptCause(rw.err, r, body)
 		}
 		if !s.retry(rw, r, body, attempts) {
 			break
@@ -189,7 +249,7 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if rw.err != nil && !rw.wroteHeader {
 		rw.holdCookie = "" // nothing was served: nothing to hold
-		b.writeError(s, rw, r, body, last)
+		b.writeError(s, rw, r, body, st.last)
 	}
 }
 
