@@ -182,75 +182,17 @@ func (s *jsonScan) find() (string, bool) {
 		}
 		switch state {
 		case scanKeyOrEnd, scanKey:
-			if c == '}' && state == scanKeyOrEnd {
-				s.pos++
-				if !s.pop() {
-					return "", false
-				}
-				state = scanCommaOrEnd
-				continue
+			next, v, done, found := s.member(c, state)
+			if done {
+				return v, found
 			}
-			if c != '"' {
-				return "", false
-			}
-			start, end, esc, ok := s.str()
-			if !ok {
-				return "", false
-			}
-			if c, ok := s.next(); !ok || c != ':' {
-				return "", false
-			}
-			s.pos++
-			if s.open != s.level+1 || !s.nameIs(start, end, esc, s.path[s.level]) {
-				state = scanValue
-				continue
-			}
-			// The field of this level: its value decides.
-			c, ok := s.next()
-			if !ok {
-				return "", false
-			}
-			if s.level == len(s.path)-1 {
-				return s.scalar(c)
-			}
-			if c != '{' {
-				return "", false // not an object: the path cannot go on
-			}
-			s.pos++
-			if !s.push('{') {
-				return "", false
-			}
-			s.level++
-			state = scanKeyOrEnd
+			state = next
 		case scanValue:
-			switch {
-			case c == '{' || c == '[':
-				s.pos++
-				if !s.push(c) {
-					return "", false
-				}
-				state = scanKeyOrEnd
-				if c == '[' {
-					state = scanElemOrEnd
-				}
-				continue
-			case c == '"':
-				if _, _, _, ok := s.str(); !ok {
-					return "", false
-				}
-			case c == 't':
-				ok = s.literal("true")
-			case c == 'f':
-				ok = s.literal("false")
-			case c == 'n':
-				ok = s.literal("null")
-			default:
-				_, ok = s.number()
-			}
+			next, ok := s.value(c)
 			if !ok {
 				return "", false
 			}
-			state = scanCommaOrEnd
+			state = next
 		case scanElemOrEnd:
 			if c == ']' {
 				s.pos++
@@ -281,6 +223,80 @@ func (s *jsonScan) find() (string, bool) {
 			}
 		}
 	}
+}
+
+// member reads, at c, what may start a member in state scanKeyOrEnd or
+// scanKey: the object's end (scanKeyOrEnd only) or a name and its colon.
+// A name that is the path's at this level decides: its value is the key
+// (done, found) on the last level, or an object the scan enters. done
+// says the scan is over, with v and found its result.
+func (s *jsonScan) member(c byte, state int) (next int, v string, done, found bool) {
+	if c == '}' && state == scanKeyOrEnd {
+		s.pos++
+		if !s.pop() {
+			return 0, "", true, false
+		}
+		return scanCommaOrEnd, "", false, false
+	}
+	if c != '"' {
+		return 0, "", true, false
+	}
+	start, end, esc, ok := s.str()
+	if !ok {
+		return 0, "", true, false
+	}
+	if c, ok := s.next(); !ok || c != ':' {
+		return 0, "", true, false
+	}
+	s.pos++
+	if s.open != s.level+1 || !s.nameIs(start, end, esc, s.path[s.level]) {
+		return scanValue, "", false, false
+	}
+	// The field of this level: its value decides.
+	c, ok = s.next()
+	if !ok {
+		return 0, "", true, false
+	}
+	if s.level == len(s.path)-1 {
+		v, found = s.scalar(c)
+		return 0, v, true, found
+	}
+	if c != '{' {
+		return 0, "", true, false // not an object: the path cannot go on
+	}
+	s.pos++
+	if !s.push('{') {
+		return 0, "", true, false
+	}
+	s.level++
+	return scanKeyOrEnd, "", false, false
+}
+
+// value passes over a value that starts with c, entering it when it is an
+// object or an array; false when it is not valid JSON.
+func (s *jsonScan) value(c byte) (next int, ok bool) {
+	switch {
+	case c == '{' || c == '[':
+		s.pos++
+		if !s.push(c) {
+			return 0, false
+		}
+		if c == '[' {
+			return scanElemOrEnd, true
+		}
+		return scanKeyOrEnd, true
+	case c == '"':
+		_, _, _, ok = s.str()
+	case c == 't':
+		ok = s.literal("true")
+	case c == 'f':
+		ok = s.literal("false")
+	case c == 'n':
+		ok = s.literal("null")
+	default:
+		_, ok = s.number()
+	}
+	return scanCommaOrEnd, ok
 }
 
 // pop closes an object; false when it is the one searched at this level:
