@@ -34,6 +34,10 @@ type HoldOptions struct {
 	// replicas through a Redis server (routing rule 14; see
 	// package share). Its Idle and Logger are the balancer's.
 	Share share.Options
+	// OnReturn is on_return: hold.Stay ("" too, the default) keeps a key
+	// in use where it is when the upstream the ring prefers for it comes
+	// back; hold.Home sends exactly that upstream's keys back to it.
+	OnReturn hold.OnReturn
 }
 
 // holdSettings is what compile derives from HoldOptions; a zero rule.Idle
@@ -55,7 +59,12 @@ func compileHold(o HoldOptions, fail bool) (holdSettings, error) {
 	if o.Idle == 0 {
 		return holdSettings{}, nil
 	}
-	hs := holdSettings{rule: hold.Rule{Idle: o.Idle, Fail: fail}, maxKeys: max(o.MaxKeys, 1)}
+	switch o.OnReturn {
+	case "", hold.Stay, hold.Home:
+	default:
+		return holdSettings{}, fmt.Errorf("balancer: hold on_return: unknown value %q", o.OnReturn)
+	}
+	hs := holdSettings{rule: hold.Rule{Idle: o.Idle, Fail: fail, Home: o.OnReturn == hold.Home}, maxKeys: max(o.MaxKeys, 1)}
 	if o.CookieName != "" {
 		c, err := hold.NewCodec(o.Secrets)
 		if err != nil {
@@ -210,6 +219,12 @@ type holdReq struct {
 	wall time.Time // the wall clock, read once, with a cookie name set
 	// recOK: rec is a record (of this process, the store or the cookie).
 	recOK bool
+	// shown says the hold is worth naming (the access log's "held",
+	// /debug/lookup's held): it sends the key elsewhere than the ring
+	// would, or follows a record of another ring version. Under
+	// on_return stay a key in use is held wherever it is; one the ring
+	// sends to the same upstream is its owner's.
+	shown bool
 }
 
 // holdBegin applies rule 11 to the request r with ring position h (its
@@ -241,9 +256,11 @@ func (b *Balancer) holdBegin(s *snapshot, r *http.Request, h uint64, q *holdReq)
 	q.d, held = b.decide(s, rec, ok, mono)
 	if q.d.Outcome == hold.Hold {
 		q.held = held
-		if b.instead(s, h, held) {
+		moved := b.instead(s, h, held)
+		if moved {
 			b.heldTotal.Add(1)
 		}
+		q.shown = moved || rec.Version != hs.cur || s.members[held].u.adminState() == StateDrain
 	} else if q.d.Outcome == hold.HoldFail {
 		q.held = held
 	}
@@ -368,8 +385,12 @@ func (b *Balancer) heldOf(s *snapshot, h uint64) string {
 	hs := s.hold
 	mono := b.nanotime()
 	rec, ok := hs.store.Lookup(h, mono)
-	if d, _ := b.decide(s, rec, ok, mono); d.Outcome != hold.Hold {
+	d, held := b.decide(s, rec, ok, mono)
+	if d.Outcome != hold.Hold {
 		return ""
+	}
+	if rec.Version == hs.cur && s.members[held].u.adminState() != StateDrain && !b.instead(s, h, held) {
+		return "" // held where the ring sends it anyway
 	}
 	return rec.Upstream
 }

@@ -169,13 +169,15 @@ func TestHoldScaleOut(t *testing.T) {
 	}
 }
 
-// Rule 2 with hold on: ejecting an upstream moves exactly its keys, and
-// readmitting it brings exactly those back, as without hold, request for
-// request. An ejection is not a membership change.
+// Rule 2 with hold on and on_return home: ejecting an upstream moves
+// exactly its keys, and readmitting it brings exactly those back, as
+// without hold, request for request. An ejection is not a membership
+// change.
 func TestHoldLeavesEjectionAlone(t *testing.T) {
 	bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c"), newBackend(t, "d")}
 	clk := newFakeClock()
 	on := holdOptions(upstreamsOf(t, bes...), time.Hour)
+	on.Hold.OnReturn = hold.Home
 	off := on
 	off.Hold = HoldOptions{}
 	bOn, _, frontOn := holdProxy(t, clk, on)
@@ -221,6 +223,72 @@ func TestHoldLeavesEjectionAlone(t *testing.T) {
 	if h := bOn.Lookup(ks[0]).Held; h != "" {
 		t.Errorf("lookup held %q with no membership change", h)
 	}
+}
+
+// on_return stay (the default): ejecting an upstream moves exactly its
+// keys; when it is readmitted, those of its keys in use on a neighbour
+// stay there (their sessions began there) until they go idle, its keys
+// not in use come back at once, and no other key moves. /debug/lookup's
+// held names where a stayed key is held.
+func TestHoldStaysThroughReturn(t *testing.T) {
+	bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c"), newBackend(t, "d")}
+	clk := newFakeClock()
+	const idle = time.Hour
+	on := holdOptions(upstreamsOf(t, bes...), idle)
+	b, _, front := holdProxy(t, clk, on)
+	ks := keys("k", 300)
+	inUse, cold := ks[:200], ks[200:]
+	round := func(ks []string) map[string]string {
+		got := map[string]string{}
+		for _, k := range ks {
+			clk.advance(time.Millisecond)
+			got[k] = visit(t, front, k)
+		}
+		return got
+	}
+	before := round(ks)
+	b.HealthReporter().SetHealthy("c", false, "test")
+	during := round(inUse) // the cold keys are not seen while c is out
+	b.HealthReporter().SetHealthy("c", true, "test")
+	after := round(inUse)
+	stayed, onC := 0, 0
+	for _, k := range inUse {
+		switch {
+		case before[k] == "c":
+			onC++
+			if during[k] == "c" {
+				t.Errorf("key %s stayed on the ejected c", k)
+			}
+			if after[k] != during[k] {
+				t.Errorf("key %s in use on %s while c was out went to %s after c's return, want it to stay", k, during[k], after[k])
+			} else {
+				stayed++
+			}
+			if h := b.Lookup(k).Held; h != during[k] {
+				t.Errorf("key %s: lookup held %q, want %s", k, h, during[k])
+			}
+		case during[k] != before[k] || after[k] != before[k]:
+			t.Errorf("key %s of %s moved (%s, then %s) though only c was ejected", k, before[k], during[k], after[k])
+		}
+	}
+	if onC == 0 {
+		t.Fatal("c owned no key in use: the test shows nothing")
+	}
+	// Keys not in use while c was out go home at once.
+	for k, got := range round(cold) {
+		if got != before[k] {
+			t.Errorf("cold key %s went to %s, its owner is %s", k, got, before[k])
+		}
+	}
+	// Once idle, the stayed keys go home too.
+	clk.advance(idle + time.Minute)
+	clk.fire()
+	for k, got := range round(inUse) {
+		if got != before[k] {
+			t.Errorf("after idle, key %s went to %s, its owner is %s", k, got, before[k])
+		}
+	}
+	t.Logf("%d of c's %d keys in use stayed where they were during its ejection", stayed, onC)
 }
 
 // A held upstream that becomes unavailable lets its held keys go by the

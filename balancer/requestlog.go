@@ -108,7 +108,7 @@ func (lr *logReq) decide(q *holdReq, last *member, s *snapshot) {
 	case lr.decision != "" || last == nil:
 	case lr.attempts > 1:
 		lr.decision = "retry"
-	case q != nil && q.held >= 0 && last == &s.members[q.held]:
+	case q != nil && q.held >= 0 && q.shown && last == &s.members[q.held]:
 		lr.decision = "held"
 		if q.ckOK {
 			lr.decision = "cookie-held"

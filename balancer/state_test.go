@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 	"github.com/ringlb/ringlb/ring"
 )
@@ -35,13 +36,15 @@ func setState(t testing.TB, b *Balancer, name string, st AdminState) {
 // Drain (rule 12): keys held on the upstream (records of this process
 // younger than idle, made under the current version) still go there; new
 // keys of its skip it with reason draining, and no other key moves. Its
-// held keys count down as they go idle, and then it is drained. ready
-// brings exactly its keys back, and the version never changes.
+// held keys count down as they go idle, and then it is drained. Under
+// on_return home, ready brings exactly its keys back, and the version
+// never changes.
 func TestDrainKeepsHeldKeys(t *testing.T) {
 	const idle = 10 * time.Minute
 	bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c"), newBackend(t, "d")}
 	clk := newFakeClock()
 	opts := holdOptions(upstreamsOf(t, bes...), idle)
+	opts.Hold.OnReturn = hold.Home
 	b, reg, front := holdProxy(t, clk, opts)
 	version := b.Version()
 
@@ -139,12 +142,14 @@ func TestDrainKeepsHeldKeys(t *testing.T) {
 }
 
 // maint: every request skips the upstream, held or not, with reason
-// maint; ready brings its keys back.
+// maint; under on_return home, ready brings its keys back.
 func TestMaintSkipsHeldKeys(t *testing.T) {
 	const idle = 10 * time.Minute
 	bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c")}
 	clk := newFakeClock()
-	b, reg, front := holdProxy(t, clk, holdOptions(upstreamsOf(t, bes...), idle))
+	opts := holdOptions(upstreamsOf(t, bes...), idle)
+	opts.Hold.OnReturn = hold.Home
+	b, reg, front := holdProxy(t, clk, opts)
 	var onA []string
 	for _, k := range keys("user-", 100) {
 		if visit(t, front, k) == "a" {
@@ -171,6 +176,60 @@ func TestMaintSkipsHeldKeys(t *testing.T) {
 		if got := visit(t, front, k); got != "a" {
 			t.Errorf("after ready, key %s served by %s, want a", k, got)
 		}
+	}
+}
+
+// on_return stay (the default): when a drained or maint upstream is made
+// ready, the sessions that began elsewhere while it was out (its keys
+// first seen then) stay where they began until they go idle, and its
+// keys not in use come back at once. Nothing else moves.
+func TestReadyKeepsSessionsThatBeganElsewhere(t *testing.T) {
+	for _, state := range []AdminState{StateDrain, StateMaint} {
+		t.Run(state.String(), func(t *testing.T) {
+			const idle = 10 * time.Minute
+			bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c"), newBackend(t, "d")}
+			clk := newFakeClock()
+			b, _, front := holdProxy(t, clk, holdOptions(upstreamsOf(t, bes...), idle))
+			var began, coldOfA []string // a's keys: sessions begun while it was out; keys never seen
+			for _, k := range keys("k-", 400) {
+				if b.Lookup(k).Owner == "a" {
+					if len(began) < 30 {
+						began = append(began, k)
+					} else {
+						coldOfA = append(coldOfA, k)
+					}
+				}
+			}
+			setState(t, b, "a", state)
+			where := map[string]string{}
+			for _, k := range began {
+				where[k] = visit(t, front, k)
+				if where[k] == "a" {
+					t.Fatalf("new key %s went to a in %s", k, state)
+				}
+			}
+			clk.advance(time.Minute)
+			setState(t, b, "a", StateReady)
+			for _, k := range began {
+				if got := visit(t, front, k); got != where[k] {
+					t.Errorf("session %s began on %s while a was in %s; after ready it went to %s", k, where[k], state, got)
+				}
+				if h := b.Lookup(k).Held; h != where[k] {
+					t.Errorf("lookup of %s: held %q, want %s", k, h, where[k])
+				}
+			}
+			for _, k := range coldOfA {
+				if got := visit(t, front, k); got != "a" {
+					t.Errorf("key %s of a, not in use, went to %s after ready", k, got)
+				}
+			}
+			clk.advance(idle)
+			for _, k := range began {
+				if got := visit(t, front, k); got != "a" {
+					t.Errorf("session %s, idle for idle, went to %s, not home to a", k, got)
+				}
+			}
+		})
 	}
 }
 

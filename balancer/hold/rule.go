@@ -42,14 +42,27 @@ type Reason uint8
 const (
 	NoRecord       Reason = iota // no record (or hold is off)
 	Expired                      // the record is idle for idle or longer
-	CurrentVersion               // the record was made under the current ring: it never overrides it
+	CurrentVersion               // on_return home: the record was made under the current ring, which it never overrides
 	Removed                      // the held upstream is no longer a member
 	NotAvailable                 // the held upstream is unavailable or full
 	Holding                      // the record applies
-	HoldingDrain                 // the record applies although made under the current ring: its upstream drains (rule 12)
+	HoldingDrain                 // on_return home: the record applies although made under the current ring: its upstream drains (rule 12)
 )
 
 var reasonNames = [...]string{"no_record", "expired", "current_version", "removed", "unavailable", "holding", "holding_drain"}
+
+// OnReturn is hold.on_return: what a key in use does when the upstream
+// the ring prefers for it comes back.
+type OnReturn string
+
+const (
+	// Stay: a key in use elsewhere stays there until it goes idle; new
+	// and idle keys go to their ring owner. The default.
+	Stay OnReturn = "stay"
+	// Home: exactly the returning upstream's keys return, in use or not
+	// (rule 2).
+	Home OnReturn = "home"
+)
 
 func (r Reason) String() string {
 	if int(r) < len(reasonNames) {
@@ -72,10 +85,16 @@ type Rule struct {
 	// Fail is ring.on_unavailable == fail: a held key's owner is its held
 	// upstream, so an unavailable held upstream means 503, not the ring.
 	Fail bool
-	// Drains says some member is in admin state drain (rule 12): records
-	// made under the current version are then judged too, since one
-	// naming a Draining upstream holds its key there. The balancer sets
-	// it per request; false spares those records the standing question.
+	// Home is on_return home: a record made under the current ring
+	// version overrides the ring only while its upstream drains. false
+	// (on_return stay, the default): a record overrides the ring whatever
+	// its version.
+	Home bool
+	// Drains says some member is in admin state drain (rule 12): under
+	// Home, records made under the current version are then judged too,
+	// since one naming a Draining upstream holds its key there. The
+	// balancer sets it per request; false spares those records the
+	// standing question.
 	Drains bool
 }
 
@@ -85,23 +104,29 @@ type Rule struct {
 // standing is asked about rec.Upstream only when the record otherwise
 // applies, and is not kept.
 //
-// The record applies when it is younger than Idle and was made under a
-// ring version other than current; then a Ready or Draining upstream gets
-// the request (Hold), an Unavailable one gives HoldFail under Fail and
-// Route otherwise, and a NotMember gives Route. A record made under the
-// current version is followed only when its upstream is Draining (rule
-// 12: a draining upstream keeps the keys in use on it, whatever their
-// version); otherwise never: an ejection is not a membership change, so
-// rule 2 (when an upstream returns, exactly its keys return) holds with
-// hold on. Under Fail an Unavailable upstream of such a record gives
-// Route: the ring's owner decides, as for any key of the current version.
+// The record applies when it is younger than Idle; then a Ready or
+// Draining upstream gets the request (Hold), an Unavailable one gives
+// HoldFail under Fail and Route otherwise, and a NotMember gives Route.
+// So under on_return stay a key in use stays where it was served when
+// the ring's preferred upstream returns (after an ejection, a drain or
+// maint, slow start) or when it overflowed there under bounded loads.
+//
+// Under Home a record made under the current version is followed only
+// when its upstream is Draining (rule 12: a draining upstream keeps the
+// keys in use on it, whatever their version); otherwise never: an
+// ejection is not a membership change, so rule 2 (when an upstream
+// returns, exactly its keys return) holds with hold on.
+//
+// Under Fail, an Unavailable upstream of a record made under the current
+// version gives Route: the ring's owner decides, as for any key of the
+// current version.
 func (r Rule) Decide(rec Rec, found bool, current Version, now int64, standing func(upstream string) Standing) Decision {
 	switch {
 	case r.Idle <= 0 || !found:
 		return Decision{Route, NoRecord}
 	case now-rec.LastUse >= int64(r.Idle):
 		return Decision{Route, Expired}
-	case rec.Version == current:
+	case rec.Version == current && r.Home:
 		if r.Drains && standing(rec.Upstream) == Draining {
 			return Decision{Hold, HoldingDrain}
 		}
@@ -111,7 +136,7 @@ func (r Rule) Decide(rec Rec, found bool, current Version, now int64, standing f
 	case Ready, Draining:
 		return Decision{Hold, Holding}
 	case Unavailable:
-		if r.Fail {
+		if r.Fail && rec.Version != current {
 			return Decision{HoldFail, NotAvailable}
 		}
 		return Decision{Route, NotAvailable}

@@ -36,12 +36,12 @@ func TestRuleDecide(t *testing.T) {
 		{"record from another ring, ready", Rule{Idle: idle}, rec, true, v2, standing(Ready), Decision{Hold, Holding}},
 		{"just younger than idle", Rule{Idle: idle}, Rec{"a", v1, now - int64(idle) + 1}, true, v2, standing(Ready), Decision{Hold, Holding}},
 		{"idle for exactly idle", Rule{Idle: idle}, Rec{"a", v1, now - int64(idle)}, true, v2, never, Decision{Route, Expired}},
-		// Rule 2: an ejection is not a membership change. A record made
-		// under the current ring (e.g. on the upstream a key was remapped
-		// to while its owner was out) never overrides the ring, so the
-		// key returns with its owner.
-		{"record from the current ring", Rule{Idle: idle}, rec, true, v1, never, Decision{Route, CurrentVersion}},
-		{"current ring, fail mode", Rule{Idle: idle, Fail: true}, rec, true, v1, never, Decision{Route, CurrentVersion}},
+		// on_return home, rule 2: an ejection is not a membership change.
+		// A record made under the current ring (e.g. on the upstream a
+		// key was remapped to while its owner was out) never overrides
+		// the ring, so the key returns with its owner.
+		{"record from the current ring", Rule{Idle: idle, Home: true}, rec, true, v1, never, Decision{Route, CurrentVersion}},
+		{"current ring, fail mode", Rule{Idle: idle, Home: true, Fail: true}, rec, true, v1, never, Decision{Route, CurrentVersion}},
 		{"held upstream removed", Rule{Idle: idle}, rec, true, v2, standing(NotMember), Decision{Route, Removed}},
 		{"held upstream removed, fail mode", Rule{Idle: idle, Fail: true}, rec, true, v2, standing(NotMember), Decision{Route, Removed}},
 		{"held upstream unavailable", Rule{Idle: idle}, rec, true, v2, standing(Unavailable), Decision{Route, NotAvailable}},
@@ -49,14 +49,24 @@ func TestRuleDecide(t *testing.T) {
 		{"held upstream unavailable, fail mode", Rule{Idle: idle, Fail: true}, rec, true, v2, standing(Unavailable), Decision{HoldFail, NotAvailable}},
 		{"held upstream ready, fail mode", Rule{Idle: idle, Fail: true}, rec, true, v2, standing(Ready), Decision{Hold, Holding}},
 		// Rule 12: a draining upstream keeps the keys held on it, whatever
-		// the record's version; with no member draining, records of the
-		// current ring are not even looked at.
+		// the record's version; under home with no member draining,
+		// records of the current ring are not even looked at.
 		{"draining, record from another ring", Rule{Idle: idle, Drains: true}, rec, true, v2, standing(Draining), Decision{Hold, Holding}},
-		{"draining, record from the current ring", Rule{Idle: idle, Drains: true}, rec, true, v1, standing(Draining), Decision{Hold, HoldingDrain}},
-		{"draining, current ring, fail mode", Rule{Idle: idle, Drains: true, Fail: true}, rec, true, v1, standing(Draining), Decision{Hold, HoldingDrain}},
-		{"another member drains, current ring", Rule{Idle: idle, Drains: true}, rec, true, v1, standing(Ready), Decision{Route, CurrentVersion}},
-		{"draining but unavailable, current ring", Rule{Idle: idle, Drains: true}, rec, true, v1, standing(Unavailable), Decision{Route, CurrentVersion}},
-		{"draining, current ring, expired", Rule{Idle: idle, Drains: true}, Rec{"a", v1, now - int64(idle)}, true, v1, never, Decision{Route, Expired}},
+		{"draining, record from the current ring", Rule{Idle: idle, Home: true, Drains: true}, rec, true, v1, standing(Draining), Decision{Hold, HoldingDrain}},
+		{"draining, current ring, fail mode", Rule{Idle: idle, Home: true, Drains: true, Fail: true}, rec, true, v1, standing(Draining), Decision{Hold, HoldingDrain}},
+		{"another member drains, current ring", Rule{Idle: idle, Home: true, Drains: true}, rec, true, v1, standing(Ready), Decision{Route, CurrentVersion}},
+		{"draining but unavailable, current ring", Rule{Idle: idle, Home: true, Drains: true}, rec, true, v1, standing(Unavailable), Decision{Route, CurrentVersion}},
+		{"draining, current ring, expired", Rule{Idle: idle, Home: true, Drains: true}, Rec{"a", v1, now - int64(idle)}, true, v1, never, Decision{Route, Expired}},
+		// on_return stay (the default): a record younger than idle whose
+		// upstream can take the key wins whatever its version, so a
+		// session that began on a neighbour while its owner was out
+		// stays there when the owner returns.
+		{"stay: record from the current ring", Rule{Idle: idle}, rec, true, v1, standing(Ready), Decision{Hold, Holding}},
+		{"stay: current ring, draining", Rule{Idle: idle, Drains: true}, rec, true, v1, standing(Draining), Decision{Hold, Holding}},
+		{"stay: current ring, unavailable", Rule{Idle: idle}, rec, true, v1, standing(Unavailable), Decision{Route, NotAvailable}},
+		{"stay: current ring, unavailable, fail mode", Rule{Idle: idle, Fail: true}, rec, true, v1, standing(Unavailable), Decision{Route, NotAvailable}},
+		{"stay: current ring, removed", Rule{Idle: idle}, rec, true, v1, standing(NotMember), Decision{Route, Removed}},
+		{"stay: current ring, expired", Rule{Idle: idle}, Rec{"a", v1, now - int64(idle)}, true, v1, never, Decision{Route, Expired}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -94,11 +104,11 @@ func TestAfter(t *testing.T) {
 }
 
 // The store and the rule together, over a membership change and an
-// ejection, as the balancer will drive them.
+// ejection, as the balancer will drive them (on_return home).
 func TestRuleWithStore(t *testing.T) {
 	const idle = 10 * time.Second
 	s := NewStore(Options{MaxKeys: 100, Idle: idle})
-	r := Rule{Idle: idle}
+	r := Rule{Idle: idle, Home: true}
 	v1, v2 := VersionOf("v1"), VersionOf("v2")
 	ready := func(string) Standing { return Ready }
 	serve := func(key uint64, ringChoice string, cur Version, now int64) string {
@@ -133,5 +143,53 @@ func TestRuleWithStore(t *testing.T) {
 	}
 	if got := serve(7, "b", v2, 82*sec); got != "b" {
 		t.Fatalf("b returned: %s, want b", got)
+	}
+}
+
+// on_return stay: a key that moved while its owner was ejected stays
+// where it moved for as long as it is in use after the owner returns,
+// then goes home; under one ring version throughout.
+func TestRuleWithStoreStay(t *testing.T) {
+	const idle = 10 * time.Second
+	s := NewStore(Options{MaxKeys: 100, Idle: idle})
+	r := Rule{Idle: idle}
+	v := VersionOf("v1")
+	out := map[string]bool{}
+	standing := func(u string) Standing {
+		if out[u] {
+			return Unavailable
+		}
+		return Ready
+	}
+	serve := func(key uint64, ringChoice string, now int64) string {
+		rec, ok := s.Lookup(key, now)
+		d := r.Decide(rec, ok, v, now, standing)
+		served := ringChoice
+		if d.Outcome == Hold {
+			served = rec.Upstream
+		}
+		u, rv := After(d, rec, served, v)
+		s.Record(key, u, rv, now)
+		return served
+	}
+	if got := serve(7, "b", 1*sec); got != "b" {
+		t.Fatalf("start: %s", got)
+	}
+	out["b"] = true // b ejected: the walk passes it over, c takes the key
+	if got := serve(7, "c", 2*sec); got != "c" {
+		t.Fatalf("b ejected: %s, want c", got)
+	}
+	delete(out, "b") // b is back: the key in use stays on c
+	for now := 3 * sec; now < 60*sec; now += 9 * sec {
+		if got := serve(7, "b", now); got != "c" {
+			t.Fatalf("b returned, at %ds: served by %s, want c (in use there)", now/sec, got)
+		}
+	}
+	if got := serve(7, "b", 80*sec); got != "b" {
+		t.Fatalf("idle for longer than idle: %s, want b", got)
+	}
+	// A new key goes to its ring owner at once.
+	if got := serve(8, "b", 81*sec); got != "b" {
+		t.Fatalf("new key: %s, want b", got)
 	}
 }

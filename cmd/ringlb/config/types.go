@@ -206,6 +206,11 @@ type Hold struct {
 	MaxKeys int        `yaml:"max_keys" default:"1000000"`
 	Cookie  HoldCookie `yaml:"cookie"`
 	Share   HoldShare  `yaml:"share"`
+	// OnReturn is hold.on_return; default stay: when the upstream the ring
+	// prefers for a key comes back (ready after drain or maint, readmitted
+	// after an ejection), a key in use elsewhere stays there until it goes
+	// idle. home: exactly its keys return, in use or not.
+	OnReturn string `yaml:"on_return" default:"stay"`
 }
 
 // HoldShare is hold.share: the records shared between replicas through a

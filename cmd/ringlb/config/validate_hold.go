@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/hold/share"
 	"github.com/ringlb/ringlb/balancer/key"
 )
@@ -19,6 +20,9 @@ func (d *decoder) validateHold(c *Pool) {
 	}
 	if h.MaxKeys < 1 {
 		d.invalid("hold.max_keys", "must be >= 1, got %d", h.MaxKeys)
+	}
+	if h.OnReturn != string(hold.Stay) && h.OnReturn != string(hold.Home) {
+		d.invalid("hold.on_return", "must be stay or home, got %q", short(h.OnReturn))
 	}
 	d.validateHoldShare(h)
 	ck := &h.Cookie

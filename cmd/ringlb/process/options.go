@@ -2,6 +2,7 @@ package process
 
 import (
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/hold/share"
 	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/cmd/ringlb/certs"
@@ -34,6 +35,7 @@ func balancerOptions(proc *config.Config, cfg *config.Pool) (balancer.Options, e
 			MaxKeys:    cfg.Hold.MaxKeys,
 			CookieName: cfg.Hold.Cookie.Name,
 			Secrets:    cfg.Hold.Cookie.Secrets,
+			OnReturn:   hold.OnReturn(cfg.Hold.OnReturn),
 			Share: share.Options{
 				URL:      cfg.Hold.Share.Redis,
 				Password: cfg.Hold.Share.Password,
