@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/ringlb/ringlb/balancer/hold"
@@ -94,14 +95,12 @@ type holdState struct {
 	httpOnly bool
 
 	// With share on (rule 14): the client, the names a record read from
-	// it may carry (the members), when this ring version became the
-	// balancer's (or it started), and the keys already looked up in the
-	// store since then.
+	// it may carry (the members), and the window in which keys without
+	// a record of this process are looked up in the store (see
+	// shareWindow), which the snapshots of one ring version share.
 	share   *share.Client
 	members *share.Members
-	since   int64
-	looked  *hold.Seen
-	flights *shareFlights
+	window  *atomic.Pointer[shareWindow]
 	written *hold.Written
 }
 
@@ -159,9 +158,10 @@ func (b *Balancer) installHoldLocked(s *snapshot) {
 		}
 		h.members = share.NewMembers(names)
 		if old != nil && old.hold != nil && old.hold.share == h.share && old.hold.cur == h.cur {
-			h.since, h.looked, h.flights = old.hold.since, old.hold.looked, old.hold.flights
+			h.window = old.hold.window
 		} else {
-			h.since, h.looked, h.flights = b.nanotime(), hold.NewSeen(hs.maxKeys), &shareFlights{}
+			h.window = new(atomic.Pointer[shareWindow])
+			h.window.Store(newShareWindow(b.nanotime(), hs.maxKeys))
 		}
 	}
 	s.hold = h

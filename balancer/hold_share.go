@@ -49,10 +49,11 @@ func (b *Balancer) installShareLocked(hs holdSettings) {
 // meanwhile wait for that answer rather than route without it. A record
 // found there becomes this process's own.
 func (b *Balancer) shareLookup(r *http.Request, hs *holdState, h uint64, mono int64) (hold.Rec, bool) {
-	if mono-hs.since >= int64(hs.rule.Idle) {
+	w := hs.window.Load()
+	if mono-w.since >= int64(hs.rule.Idle) {
 		return hold.Rec{}, false
 	}
-	f, first := hs.flights.join(h, hs.looked)
+	f, first := w.flights.join(h, w.looked)
 	if f == nil {
 		return hold.Rec{}, false
 	}
@@ -65,8 +66,35 @@ func (b *Balancer) shareLookup(r *http.Request, hs *holdState, h uint64, mono in
 		}
 	}
 	f.rec, f.ok = b.shareGet(r, hs, h, mono)
-	hs.flights.end(h, f)
+	w.flights.end(h, f)
 	return f.rec, f.ok
+}
+
+// shareWindow is rule 14's window: when it opened (the ring version
+// became current, the process started, or, under on_return stay, an
+// upstream of the pool returned), the keys looked up in the store since,
+// once each, and the lookups in progress.
+type shareWindow struct {
+	since   int64
+	looked  *hold.Seen
+	flights *shareFlights
+}
+
+func newShareWindow(now int64, maxKeys int) *shareWindow {
+	return &shareWindow{since: now, looked: hold.NewSeen(maxKeys), flights: &shareFlights{}}
+}
+
+// returnedLocked opens rule 14's window again when an upstream of the
+// pool returned (made ready, readmitted) under on_return stay with
+// share: a key whose session began on a neighbour of another replica
+// while the upstream was out has no record here, and its owner is back;
+// the store says where it is. Callers hold b.mu.
+func (b *Balancer) returnedLocked() {
+	s := b.snap.Load()
+	if s == nil || s.hold == nil || s.hold.window == nil || s.hold.rule.Home {
+		return
+	}
+	s.hold.window.Store(newShareWindow(b.nanotime(), s.hold.maxKeys))
 }
 
 // shareGet asks the store for the record of h and, when it holds one

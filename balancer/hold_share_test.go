@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/hold/share"
 	"github.com/ringlb/ringlb/internal/testutil/certstest"
 	"github.com/ringlb/ringlb/internal/testutil/redistest"
@@ -389,5 +390,62 @@ func TestHoldShareConcurrentFirstRequests(t *testing.T) {
 	}
 	if s := nw.b.shareCounts.Snapshot(); s.Found != uint64(len(movers)) {
 		t.Errorf("lookups found = %d, want %d", s.Found, len(movers))
+	}
+}
+
+// Rule 14 under on_return stay: sessions that began on one replica while
+// their owner was ejected stay where they began when it returns, also
+// when their next request reaches a replica that never saw them: the
+// return opens the store lookup again. Under on_return home they go to
+// their owner.
+func TestHoldShareReturn(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	for _, home := range []bool{false, true} {
+		const idle = 10 * time.Minute
+		bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c"), newBackend(t, "d")}
+		clk := newFakeClock()
+		opts := holdOptions(upstreamsOf(t, bes...), idle)
+		if home {
+			opts.Hold.OnReturn = hold.Home
+		}
+		prefix := fmt.Sprintf("ret%v:", home)
+		rs := replicas(t, 2, clk, opts, srv, prefix)
+		clk.advance(idle + time.Minute) // the start's window is long closed
+		var ofA []string
+		for _, k := range keys("s-", 300) {
+			if rs[0].b.Lookup(k).Owner == "a" {
+				ofA = append(ofA, k)
+			}
+		}
+		for _, r := range rs {
+			r.b.HealthReporter().SetHealthy("a", false, "test")
+		}
+		began := map[string]string{}
+		for _, k := range ofA {
+			began[k] = visit(t, rs[0].front, k) // sessions begin on replica 0
+		}
+		waitWritten(t, rs, uint64(len(ofA)))
+		clk.advance(time.Minute)
+		for _, r := range rs {
+			r.b.HealthReporter().SetHealthy("a", true, "test")
+		}
+		stayed := 0
+		for _, k := range ofA {
+			got := visit(t, rs[1].front, k) // their next request reaches replica 1
+			if got == began[k] {
+				stayed++
+			} else if got != "a" {
+				t.Errorf("home %v: session %s began on %s, went to %s", home, k, began[k], got)
+			}
+		}
+		switch {
+		case len(ofA) == 0:
+			t.Fatal("a owns no key: the test shows nothing")
+		case !home && stayed != len(ofA):
+			t.Errorf("on_return stay: %d of %d sessions stayed where they began, want all", stayed, len(ofA))
+		case home && stayed != 0:
+			t.Errorf("on_return home: %d of %d sessions stayed away from a, want none", stayed, len(ofA))
+		}
+		t.Logf("home %v: %d of %d sessions begun during a's ejection stayed on replica 1", home, stayed, len(ofA))
 	}
 }

@@ -169,6 +169,9 @@ func (b *Balancer) setStateLocked(u *upstream, st AdminState, origin string) {
 		return
 	}
 	b.log.Info("upstream state", "upstream", u.name, "state", st.String(), "previous", old.String(), "by", origin)
+	if st == StateReady {
+		b.returnedLocked()
+	}
 	b.recomputeLocked()
 }
 
@@ -192,6 +195,9 @@ func (b *Balancer) applyConfigStateLocked(u *upstream, st AdminState, isNew bool
 	old := AdminState(u.state.Swap(uint32(st)))
 	if old != st {
 		b.log.Info("upstream state", "upstream", u.name, "state", st.String(), "previous", old.String(), "by", "config")
+		if st == StateReady {
+			b.returnedLocked()
+		}
 	}
 }
 

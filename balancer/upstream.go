@@ -197,6 +197,7 @@ func (b *Balancer) settleLocked(u *upstream, cause, reason string) {
 		if s := b.snap.Load(); s.slowStart > 0 {
 			u.warmSince.Store(b.nanotime())
 		}
+		b.returnedLocked()
 		// A return from absence is discovery's to log (one line per change).
 		if e := u.ejection.Swap(nil); e == nil || e.Cause != "absent" {
 			b.log.Info("upstream available", "upstream", u.name, "cause", cause, "reason", reason)
