@@ -72,12 +72,12 @@ func TestChurnScript(t *testing.T) {
 	})
 }
 
-// runScript runs the example script (which listens on BASE+1..BASE+9 of
-// the port base in env var portBase) and fails the test if it fails or
-// does not print ok. The README quotes lines of the script's output: each
-// must be a line it printed, once both go through norm (for what varies
-// from run to run).
-func runScript(t *testing.T, script, portBase, ok string, norm func(string) string) {
+// scriptOutput runs examples/SCRIPT with bash on ports from portBase (the
+// script's port variable) and env added to the environment, and returns
+// what it printed and how it exited. It skips without bash or curl, and
+// in -short mode.
+func scriptOutput(t *testing.T, script, portBase string, env ...string) (*bytes.Buffer, error) {
+	t.Helper()
 	if testing.Short() {
 		t.Skipf("-short: %s builds ringlb and runs processes", script)
 	}
@@ -96,17 +96,31 @@ func runScript(t *testing.T, script, portBase, ok string, norm func(string) stri
 		fmt.Sprintf("%s=%d", portBase, reservePortBase(t, 12)),
 		"TMPDIR="+t.TempDir(),
 	)
+	cmd.Env = append(cmd.Env, env...)
 	// On timeout the script gets SIGTERM and cleans up after itself;
 	// startGroup's cleanup kills whatever is left.
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
 	cmd.WaitDelay = 15 * time.Second
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	start := time.Now()
 	p := startGroup(t, cmd)
 	<-p.done
-	if err := p.err; err != nil {
-		t.Fatalf("bash examples/%s: %v (after %v; context: %v)\n%s", script, err, time.Since(start).Round(time.Millisecond), ctx.Err(), out.Bytes())
+	if p.err != nil && ctx.Err() != nil {
+		return &out, fmt.Errorf("%w (%v)", p.err, ctx.Err())
+	}
+	return &out, p.err
+}
+
+// runScript runs the example script (which listens on BASE+1..BASE+9 of
+// the port base in env var portBase) and fails the test if it fails or
+// does not print ok. The README quotes lines of the script's output: each
+// must be a line it printed, once both go through norm (for what varies
+// from run to run).
+func runScript(t *testing.T, script, portBase, ok string, norm func(string) string) {
+	start := time.Now()
+	out, err := scriptOutput(t, script, portBase)
+	if err != nil {
+		t.Fatalf("bash examples/%s: %v (after %v)\n%s", script, err, time.Since(start).Round(time.Millisecond), out.Bytes())
 	}
 	if !strings.Contains(out.String(), ok) {
 		t.Fatalf("%s exited 0 without saying %q:\n%s", script, ok, out.Bytes())
