@@ -84,7 +84,7 @@ func defaults(t *testing.T) *Config {
 			RetryStatuses: []int{},
 			Retries:       1,
 			Timeouts:      Timeouts{Dial: 2 * time.Second, ResponseHeader: 30 * time.Second, Read: 60 * time.Second, ClientBody: 60 * time.Second, IdleConn: 90 * time.Second},
-			Hold:          Hold{Idle: 0, MaxKeys: 1000000, Cookie: HoldCookie{Name: "", SecretFile: ""}, Share: HoldShare{Prefix: "ringlb:hold:", Timeout: 50 * time.Millisecond}},
+			Hold:          Hold{Idle: 0, MaxKeys: 1000000, Cookie: HoldCookie{Name: "", SecretFile: ""}, Share: HoldShare{Prefix: "ringlb:hold:", Timeout: 50 * time.Millisecond}, OnReturn: "stay"},
 		},
 	}
 }
@@ -204,7 +204,7 @@ upstream_tls: {server_name: backend.example, insecure_skip_verify: true}
 				want.Retries = 0
 				want.Timeouts = Timeouts{Dial: 100 * time.Millisecond, ResponseHeader: time.Second, Read: 0, ClientBody: 5 * time.Second, IdleConn: time.Hour}
 				want.MaxHeaderBytes = 1024
-				want.Hold = Hold{Idle: 10 * time.Minute, MaxKeys: 5, Share: HoldShare{Prefix: "ringlb:hold:", Timeout: 50 * time.Millisecond}}
+				want.Hold = Hold{Idle: 10 * time.Minute, MaxKeys: 5, Share: HoldShare{Prefix: "ringlb:hold:", Timeout: 50 * time.Millisecond}, OnReturn: "stay"}
 				want.Limits = Limits{UpstreamRequests: 0, StreamsPerConnection: 1, Send: 0, BodyMemory: 0}
 				if !reflect.DeepEqual(c, want) {
 					t.Errorf("got  %+v\nwant %+v", c, want)
@@ -855,6 +855,7 @@ c.yaml:16: extra: unknown field`},
 	// Hold. Secret files that exist are tested in TestHoldSecretFile.
 	{"hold idle negative", "hold: {idle: -1s}\n" + up, "c.yaml:1: hold.idle: must be >= 0 (0s turns hold off), got -1s"},
 	{"hold max_keys zero", "hold:\n  max_keys: 0\n" + up, "c.yaml:2: hold.max_keys: must be >= 1, got 0"},
+	{"hold on_return unknown", "hold:\n  idle: 1m\n  on_return: sometimes\n" + up, "c.yaml:3: hold.on_return: must be stay or home, got \"sometimes\""},
 	{"hold idle not a duration", "hold: {idle: 10}\n" + up, "c.yaml:1: hold.idle: must be a duration like 2s, got 10"},
 	{"hold unknown field", "hold:\n  cookie:\n    secret: x\n" + up, "c.yaml:3: hold.cookie.secret: unknown field"},
 	{"hold cookie name invalid", "hold:\n  cookie:\n    name: a b\n    secret_file: /nonexistent/s\n" + up,
