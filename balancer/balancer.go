@@ -46,6 +46,7 @@ type snapshot struct {
 	members   []member            // indexed like ring.Members()
 	transport *upstreamTransports // the one every member's proxy uses
 	hold      *holdState          // nil when hold is off
+	handoff   *handoffState       // nil when handoff is off
 
 	// availW is the total weight of the members that take new keys
 	// (available and ready), as float64 bits; drains counts the members
@@ -282,6 +283,7 @@ func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
 		s.members[i] = member{memberSpec: spec, u: u, proxy: b.newProxy(s, u, spec)}
 	}
 	s.specs = nil // kept once, in the members
+	installHandoff(s, old, b.nanotime())
 	b.countsLocked(s)
 	b.ups = ups
 	b.installHoldLocked(s)

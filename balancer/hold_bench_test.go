@@ -167,3 +167,72 @@ func BenchmarkHoldRequestPath(b *testing.B) {
 	}
 	_ = sink
 }
+
+// BenchmarkServeHTTPHandoff is what handoff (rule 17) costs a request:
+// off; on, for requests that carry no header (steady state); and on, for
+// requests that all carry one (their keys' owner drains, so each names
+// it to the upstream it goes to). The header's values are made when the
+// snapshot is, so carrying one allocates nothing either.
+func BenchmarkServeHTTPHandoff(b *testing.B) {
+	bes := []*backend{newBackend(b, "a"), newBackend(b, "b"), newBackend(b, "c")}
+	for _, be := range bes {
+		be.handle = func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }
+	}
+	base := baseOptions(upstreamsOf(b, bes...))
+	base.Timeouts.Read = time.Minute
+	on := base
+	on.Handoff = HandoffOptions{Header: "Ringlb-Handoff", Window: 5 * time.Minute}
+	// off-alike: handoff off, the client sending a header of the same
+	// name length and value length, for the cost of one more header field
+	// upstream (the transport writing it, the test upstream reading it)
+	// that is not ringlb's.
+	for _, tc := range []struct {
+		name  string
+		opts  Options
+		drain bool
+	}{{"off", base, false}, {"off-alike", base, true}, {"on", on, false}, {"header", on, true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			bal, err := New(tc.opts, NewRegistry(), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer bal.Close()
+			var reqs []*http.Request
+			for i := 0; len(reqs) < 1024; i++ {
+				k := fmt.Sprint("user-", i)
+				if tc.drain && bal.Lookup(k).Owner != "a" {
+					continue
+				}
+				r, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://shop.example/item?id=%d", i), nil)
+				r.Header.Set("X-User-ID", k)
+				r.RemoteAddr = "192.0.2.1:5555"
+				r.RequestURI = r.URL.RequestURI()
+				reqs = append(reqs, r)
+			}
+			if tc.drain {
+				if _, err := bal.SetState("a", StateDrain); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if tc.name == "off-alike" {
+				for _, r := range reqs {
+					r.Header.Set("Ringlb-Handofx", `name="a", url="`+bes[0].srv.URL+`"`)
+				}
+			}
+			w := &discardWriter{h: http.Header{}}
+			for _, r := range reqs {
+				clear(w.h)
+				bal.ServeHTTP(w, r)
+			}
+			before := bal.metricsHandoffs()
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				clear(w.h)
+				bal.ServeHTTP(w, reqs[i&1023])
+			}
+			if carried := bal.metricsHandoffs() - before; (tc.drain && tc.opts.Handoff.Header != "") != (carried > 0) {
+				b.Errorf("%v requests carried the header", carried)
+			}
+		})
+	}
+}

@@ -49,6 +49,7 @@ type metrics struct {
 	limited    *prometheus.CounterVec   // upstream
 	noUpstream prometheus.Counter
 	local      prometheus.Counter // attempts failed for ringlb's own limits
+	handoffs   prometheus.Counter // requests that carried the handoff header
 
 	// proc is the process's families, which a Balancer registers only
 	// when it is the process's one pool (New); a Router's pools share the
@@ -116,6 +117,11 @@ func newMetrics(pool string) *metrics {
 	m.local = prometheus.NewCounter(prometheus.CounterOpts{
 		Name:        "ringlb_local_errors_total",
 		Help:        "Attempts that failed for want of ringlb's own resources (file descriptors, local ports, buffers), answered 502 and never counted against an upstream.",
+		ConstLabels: m.pool,
+	})
+	m.handoffs = prometheus.NewCounter(prometheus.CounterOpts{
+		Name:        "ringlb_handoffs_total",
+		Help:        "Requests that carried handoff.header, naming the upstream their key was on before.",
 		ConstLabels: m.pool,
 	})
 	m.inflight = m.desc("ringlb_upstream_inflight",
@@ -191,7 +197,7 @@ func (m *metrics) desc(name, help string, labels ...string) *prometheus.Desc {
 // collectors are the pool's families.
 func (m *metrics) collectors(b *Balancer) []prometheus.Collector {
 	return []prometheus.Collector{
-		m.requests, m.duration, m.ejections, m.overflow, m.retries, m.limited, m.noUpstream, m.local,
+		m.requests, m.duration, m.ejections, m.overflow, m.retries, m.limited, m.noUpstream, m.local, m.handoffs,
 		&stateCollector{b: b}, &holdCollector{b: b},
 	}
 }

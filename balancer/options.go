@@ -72,6 +72,9 @@ type Options struct {
 	// Hold keeps keys in use on their upstream through membership
 	// changes (see HoldOptions); its zero value turns it off.
 	Hold HoldOptions
+	// Handoff is the handoff block (routing rule 17); its zero Header
+	// turns it off.
+	Handoff HandoffOptions
 
 	// Limits bounds what one upstream and one slow client may hold (see
 	// LimitOptions); its zero value sets no limit.

@@ -55,6 +55,7 @@ func (b *Balancer) accessLog(s *snapshot, r *http.Request, rw *responseWriter, m
 	if lr.cause != transport.CauseNone {
 		e.Cause = lr.cause.String()
 	}
+	e.HandoffFrom = lr.handoffFrom
 	switch src {
 	case srcRandom:
 		e.KeySource = "random"
@@ -83,12 +84,13 @@ func first(vs []string) string {
 
 // logReq is what the access log line says of a request's routing.
 type logReq struct {
-	decision string
-	attempts int
-	cause    transport.Cause // of the last failed attempt
-	bytesIn  int64
-	choice   ring.Choice // the first pick
-	skipped  []ring.Skip // why the first pick passed members over
+	handoffFrom string // rule 17's previous upstream named to the upstream; "" for none
+	decision    string
+	attempts    int
+	cause       transport.Cause // of the last failed attempt
+	bytesIn     int64
+	choice      ring.Choice // the first pick
+	skipped     []ring.Skip // why the first pick passed members over
 }
 
 // first notes the request's first choice and, when it is not the key's

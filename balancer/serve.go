@@ -29,7 +29,7 @@ import (
 // (http.ErrAbortHandler) so the client sees it truncated.
 func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var st serving
-	st.start, st.s, st.r = time.Now(), b.snap.Load(), r
+	st.start, st.s, st.r, st.from = time.Now(), b.snap.Load(), r, -1
 	st.rw = newResponseWriter(w)
 	st.rw.no1xx, st.rw.send = !r.ProtoAtLeast(1, 1), st.s.send
 	if st.s.requestID != "" {
@@ -63,6 +63,10 @@ type serving struct {
 	hq   holdReq
 	held bool
 	last *member
+	// from is rule 17's previous upstream of the key (-1: none, or
+	// handoff off); carried says an attempt's request named it.
+	from    int
+	carried bool
 }
 
 // hold is the request's rule 11 decision; nil when hold is off or the
@@ -131,6 +135,9 @@ func (b *Balancer) route(st *serving, w http.ResponseWriter) bool {
 		st.held = true
 		b.holdBegin(s, r, pos, &st.hq)
 	}
+	if s.handoff != nil {
+		b.handoffBegin(st)
+	}
 	// Trailer fields that must not be forwarded go, from those declared
 	// (or, for a body read for the key, received) by now and from those
 	// that arrive with the body's end (trackedBody).
@@ -152,6 +159,10 @@ func (b *Balancer) finish(st *serving) {
 		b.holdRecord(s, q, last) // served: the key lives there now
 	}
 	b.account(s, rw, r, last, st.start)
+	if st.carried {
+		b.metrics.handoffs.Inc()
+		st.lr.handoffFrom = s.members[st.from].u.name
+	}
 	if s.accessLog != nil {
 		if body != nil {
 			st.lr.bytesIn = body.n.Load()
@@ -237,6 +248,9 @@ func (b *Balancer) forward(st *serving) {
 		// one is left and another upstream would take the request.
 		// Otherwise the response is passed on as it is.
 		rw.retryStatus = statusRetry && attempts < s.retries && b.choose(s, pos, tried, q).Member >= 0
+		if s.handoff != nil && s.handoff.attempt(r, st.from, choice.Member) {
+			st.carried = true
+		}
 		b.attempt(s, m, rw, r, body, done, trial)
 		attempts++
 		st.lr.attempts = attempts

@@ -47,13 +47,14 @@ type settings struct {
 	breaker      *breaker.Options // validated; nil when breakers are off
 	transportCfg transportConfig
 	healthChecks bool
-	holdSet      holdSettings  // zero: hold off
-	upstreamMax  int64         // limits.upstream_requests; 0: none
-	send         time.Duration // limits.send; 0: none
-	clientBody   time.Duration // timeouts.client_body; 0: none
-	bodyMemory   int64         // limits.body_memory; 0: none
-	bodyKeys     bool          // a key source reads the body (json)
-	bodyLimit    int           // hash.body_limit, defaulted
+	holdSet      holdSettings   // zero: hold off
+	handoffOpts  HandoffOptions // Header "": off
+	upstreamMax  int64          // limits.upstream_requests; 0: none
+	send         time.Duration  // limits.send; 0: none
+	clientBody   time.Duration  // timeouts.client_body; 0: none
+	bodyMemory   int64          // limits.body_memory; 0: none
+	bodyKeys     bool           // a key source reads the body (json)
+	bodyLimit    int            // hash.body_limit, defaulted
 }
 
 // memberSpec is what the options say about one ring member.
@@ -109,6 +110,7 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 		send:         opts.Limits.Send,
 		clientBody:   opts.Timeouts.ClientBody,
 		bodyMemory:   opts.Limits.BodyMemory,
+		handoffOpts:  opts.Handoff,
 		transportCfg: transportConfig{dial: opts.Timeouts.Dial, responseHeader: opts.Timeouts.ResponseHeader, idleConn: opts.Timeouts.IdleConn, tls: opts.UpstreamTLS},
 	}
 	if bo := opts.Breaker.Compiled(); bo.ConsecutiveFailures > 0 {
@@ -143,6 +145,9 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 	}
 	if err := set.compileKeys(opts); err != nil {
 		return settings{}, nil, err
+	}
+	if opts.Handoff.Header != "" && opts.Handoff.Window <= 0 {
+		return settings{}, nil, fmt.Errorf("balancer: handoff window must be > 0, got %v", opts.Handoff.Window)
 	}
 	if opts.Discovery != nil && opts.Ring.Placement == ring.PlacementNginx {
 		return settings{}, nil, errors.New("balancer: discovery needs placement ringlb")

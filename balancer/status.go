@@ -183,6 +183,10 @@ type LookupResult struct {
 	// "" when it would get 503.
 	Chosen  string
 	Skipped []Skipped
+	// Handoff is what a request with this key (and no hold cookie) would
+	// be told of the key's previous upstream (routing rule 17); nil for
+	// nothing (handoff off, no previous upstream, or sent to it).
+	Handoff *Handoff
 }
 
 // Lookup reports how the current ring places key, through the same pick
@@ -269,6 +273,11 @@ func (b *Balancer) lookupAt(s *snapshot, key string, pos uint64) LookupResult {
 	for _, sk := range skipped {
 		res.Skipped = append(res.Skipped, Skipped{Name: s.members[sk.Member].u.name, Reason: sk.Reason})
 	}
+	to := choice.Member
+	if res.Held != "" {
+		to = s.ring.Index(res.Held)
+	}
+	res.Handoff = b.lookupHandoff(s, pos, to)
 	return res
 }
 

@@ -51,8 +51,11 @@ type Entry struct {
 	Skipped   []Skip
 	Attempts  int
 	Cause     string // refused, reset, timeout, tls, bad response, local, client; "" when none failed
-	RequestID string
-	TraceID   string // from traceparent; "" without one
+	// HandoffFrom is the upstream the handoff header named as the key's
+	// previous one (routing rule 17); "" when the request carried none.
+	HandoffFrom string
+	RequestID   string
+	TraceID     string // from traceparent; "" without one
 }
 
 // Logger writes Entries. It is safe for concurrent use.
@@ -217,7 +220,7 @@ func attrs(e *Entry) []slog.Attr {
 		slog.String("pool", e.Pool), slog.String("upstream", e.Upstream),
 		slog.String("key_source", e.KeySource), slog.String("key_hash", e.KeyHash),
 		slog.String("decision", e.Decision), slog.String("skipped", skippedText(e.Skipped)),
-		slog.Int("attempts", e.Attempts), slog.String("cause", e.Cause),
+		slog.Int("attempts", e.Attempts), slog.String("cause", e.Cause), slog.String("handoff_from", e.HandoffFrom),
 		slog.String("request_id", e.RequestID), slog.String("trace_id", e.TraceID),
 	}
 }

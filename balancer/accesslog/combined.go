@@ -64,6 +64,7 @@ func appendCombined(b []byte, e *Entry, sc *secondCache) []byte {
 	kv("skipped", skippedText(e.Skipped))
 	kv("attempts", strconv.Itoa(e.Attempts))
 	kv("cause", e.Cause)
+	kv("handoff_from", e.HandoffFrom)
 	kv("request_id", e.RequestID)
 	kv("trace_id", e.TraceID)
 	return b

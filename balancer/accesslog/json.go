@@ -66,6 +66,7 @@ func appendJSON(b []byte, e *Entry, sc *secondCache) []byte {
 	b = append(b, ']')
 	num("attempts", int64(e.Attempts))
 	str("cause", e.Cause)
+	str("handoff_from", e.HandoffFrom)
 	str("request_id", e.RequestID)
 	str("trace_id", e.TraceID)
 	return append(b, '}')

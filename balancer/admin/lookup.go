@@ -23,6 +23,17 @@ type lookupJSON struct {
 	Preference []string      `json:"preference"`
 	Chosen     *string       `json:"chosen"`
 	Skipped    []skippedJSON `json:"skipped"`
+	// Handoff is the handoff header a request with this key would carry
+	// (routing rule 17): the key's previous upstream and its URL; left
+	// out when it would carry none.
+	Handoff *handoffJSON `json:"handoff,omitempty"`
+}
+
+// handoffJSON is the previous upstream /debug/lookup says a request's
+// handoff header would name.
+type handoffJSON struct {
+	From string `json:"from"`
+	URL  string `json:"url"`
 }
 
 // skippedJSON is an upstream /debug/lookup says was passed over, and why.
@@ -89,6 +100,9 @@ func toLookupJSON(res balancer.LookupResult) lookupJSON {
 	}
 	if res.Held != "" {
 		out.Held = &res.Held
+	}
+	if h := res.Handoff; h != nil {
+		out.Handoff = &handoffJSON{From: h.From, URL: h.URL}
 	}
 	for _, s := range res.Skipped {
 		out.Skipped = append(out.Skipped, skippedJSON{Name: s.Name, Reason: reasonName(s.Reason)})

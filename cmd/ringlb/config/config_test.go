@@ -85,6 +85,7 @@ func defaults(t *testing.T) *Config {
 			Retries:       1,
 			Timeouts:      Timeouts{Dial: 2 * time.Second, ResponseHeader: 30 * time.Second, Read: 60 * time.Second, ClientBody: 60 * time.Second, IdleConn: 90 * time.Second},
 			Hold:          Hold{Idle: 0, MaxKeys: 1000000, Cookie: HoldCookie{Name: "", SecretFile: ""}, Share: HoldShare{Prefix: "ringlb:hold:", Timeout: 50 * time.Millisecond}, OnReturn: "stay"},
+			Handoff:       Handoff{Window: 5 * time.Minute},
 		},
 	}
 }
@@ -205,6 +206,7 @@ upstream_tls: {server_name: backend.example, insecure_skip_verify: true}
 				want.Timeouts = Timeouts{Dial: 100 * time.Millisecond, ResponseHeader: time.Second, Read: 0, ClientBody: 5 * time.Second, IdleConn: time.Hour}
 				want.MaxHeaderBytes = 1024
 				want.Hold = Hold{Idle: 10 * time.Minute, MaxKeys: 5, Share: HoldShare{Prefix: "ringlb:hold:", Timeout: 50 * time.Millisecond}, OnReturn: "stay"}
+				want.Handoff = Handoff{Window: 5 * time.Minute}
 				want.Limits = Limits{UpstreamRequests: 0, StreamsPerConnection: 1, Send: 0, BodyMemory: 0}
 				if !reflect.DeepEqual(c, want) {
 					t.Errorf("got  %+v\nwant %+v", c, want)
@@ -856,6 +858,12 @@ c.yaml:16: extra: unknown field`},
 	{"hold idle negative", "hold: {idle: -1s}\n" + up, "c.yaml:1: hold.idle: must be >= 0 (0s turns hold off), got -1s"},
 	{"hold max_keys zero", "hold:\n  max_keys: 0\n" + up, "c.yaml:2: hold.max_keys: must be >= 1, got 0"},
 	{"hold on_return unknown", "hold:\n  idle: 1m\n  on_return: sometimes\n" + up, "c.yaml:3: hold.on_return: must be stay or home, got \"sometimes\""},
+	{"handoff header not a name", "handoff:\n  header: \"Bad Name\"\n" + up, "c.yaml:2: handoff.header: must be a valid header name (or \"\" to turn handoff off), got \"Bad Name\""},
+	{"handoff header x-forwarded", "handoff:\n  header: x-forwarded-for\n" + up, "c.yaml:2: handoff.header: \"x-forwarded-for\" is a header ringlb sets itself (X-Forwarded-*); choose another name, e.g. Ringlb-Handoff"},
+	{"handoff header request id", "handoff:\n  header: X-Request-ID\n" + up, "c.yaml:2: handoff.header: \"X-Request-ID\" is request_id_header, which ringlb sets itself; choose another name, e.g. Ringlb-Handoff"},
+	{"handoff header cdn-loop", "handoff:\n  header: CDN-Loop\n" + up, "c.yaml:2: handoff.header: \"CDN-Loop\" is a header ringlb sets or removes itself; choose another name, e.g. Ringlb-Handoff"},
+	{"handoff window zero", "handoff:\n  header: Ringlb-Handoff\n  window: 0s\n" + up, "c.yaml:3: handoff.window: must be > 0, got 0s"},
+	{"handoff window negative", "handoff:\n  window: -1m\n" + up, "c.yaml:2: handoff.window: must be > 0, got -1m0s"},
 	{"hold idle not a duration", "hold: {idle: 10}\n" + up, "c.yaml:1: hold.idle: must be a duration like 2s, got 10"},
 	{"hold unknown field", "hold:\n  cookie:\n    secret: x\n" + up, "c.yaml:3: hold.cookie.secret: unknown field"},
 	{"hold cookie name invalid", "hold:\n  cookie:\n    name: a b\n    secret_file: /nonexistent/s\n" + up,

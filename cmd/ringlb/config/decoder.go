@@ -39,6 +39,10 @@ type fileState struct {
 	sumBuf   []byte
 	known    map[*yaml.Node]poolSum
 	nodeSums map[*yaml.Node]poolSum
+
+	// requestID is request_id_header, which a pool's handoff.header may
+	// not reuse.
+	requestID string
 }
 
 // newDecoder returns a decoder for the file named file, with nothing recorded.

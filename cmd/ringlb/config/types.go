@@ -108,6 +108,8 @@ type Pool struct {
 	Discovery *Discovery `yaml:"discovery"`
 	// Hold is the hold block; its zero Idle turns hold off.
 	Hold Hold `yaml:"hold"`
+	// Handoff is the handoff block; its zero Header turns it off.
+	Handoff Handoff `yaml:"handoff"`
 }
 
 // Limits is the limits block.
@@ -138,6 +140,8 @@ type (
 	Route = route.Route
 	// Hash is the hash block.
 	Hash = balancer.HashOptions
+	// Handoff is the handoff block.
+	Handoff = balancer.HandoffOptions
 	// AffinityCookie is hash.cookie, used when on_missing is cookie.
 	AffinityCookie = balancer.CookieOptions
 	// Ring is the ring block.

@@ -62,6 +62,7 @@ func (d *decoder) validate(c *Config) {
 		d.invalid("limits.body_memory", "must be >= 0 (0: no limit), got %d", c.Limits.BodyMemory)
 	}
 	d.validateTLS(c)
+	d.requestID = c.RequestIDHeader
 	if c.Pools == nil {
 		if d.has("routes") {
 			d.invalid("routes", "needs pools: routes send requests to the pools they name")
@@ -102,6 +103,7 @@ func (d *decoder) validatePool(p *Pool) {
 		d.validateDiscovery(p)
 	}
 	d.validateHold(p)
+	d.validateHandoff(&p.Handoff)
 	d.validateUpstreamTLS(&p.UpstreamTLS)
 }
 

@@ -28,6 +28,7 @@ func balancerOptions(proc *config.Config, cfg *config.Pool) (balancer.Options, e
 		Timeouts:        cfg.Timeouts,
 		RequestIDHeader: proc.RequestIDHeader,
 		Breaker:         cfg.Breaker,
+		Handoff:         cfg.Handoff,
 		HealthChecks:    cfg.Health != nil,
 		Discovery:       DiscoveryOptions(cfg.Discovery),
 		Hold: balancer.HoldOptions{
