@@ -75,10 +75,11 @@ port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 # need_port PORT: fail unless PORT is free.
 need_port() { port_free "$1" || fail "port $1 is taken (set $port_base to use other ports)"; }
 
-# start_upstream NAME PORT: a demo upstream (built into $work/upstream).
+# start_upstream NAME PORT [FLAGS...]: a demo upstream (built into
+# $work/upstream), given FLAGS too.
 start_upstream() {
   need_port "$2"
-  "$work/upstream" -name "$1" -listen "127.0.0.1:$2" >>"$work/$1.log" 2>&1 &
+  "$work/upstream" -name "$1" -listen "127.0.0.1:$2" "${@:3}" >>"$work/$1.log" 2>&1 &
   pid[$1]=$!
   wait_until 20 "$1 listening on 127.0.0.1:$2" curl -fsS -m 5 "http://127.0.0.1:$2/healthz"
 }

@@ -3,6 +3,10 @@
 //
 //	go run ./examples/upstream -name app-1 -listen 127.0.0.1:9001
 //
+// With -handoff HEADER (ringlb's handoff.header), a request that carries
+// the header takes its user's visit count from the upstream it names
+// before counting on.
+//
 // POST /_demo/fail?health=1 (or ?requests=1) makes it fail; POST
 // /_demo/recover heals it.
 package main
@@ -27,9 +31,13 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:9001", "address to listen on")
 	failHealth := flag.Bool("fail-health", false, "start failing the health check")
 	failRequests := flag.Bool("fail-requests", false, "start answering requests with 503")
+	handoff := flag.String("handoff", "", "the handoff header: fetch a user's count from the upstream it names")
 	flag.Parse()
 
 	u := demo.New(*name)
+	if *handoff != "" {
+		u.SetHandoff(*handoff)
+	}
 	u.FailHealth(*failHealth)
 	u.FailRequests(*failRequests)
 	srv := &http.Server{Addr: *listen, Handler: u, ReadHeaderTimeout: 10 * time.Second}

@@ -7,6 +7,7 @@
 //	GET /healthz               200 "ok", or 503 while told to fail its health check
 //	POST /_demo/fail?health=1  fail the health check; ?requests=1 answers requests with 503
 //	POST /_demo/recover        stop failing
+//	GET /_demo/visits?user=U   U's visit count here, a number (for handoff)
 //	anything else              "user U: visit N on NAME", U from the query
 //	                           parameter user, the X-User-ID header, the
 //	                           session cookie, or else the path (the
@@ -16,9 +17,14 @@ package demo
 
 import (
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Upstream is one demo upstream. The zero value is not usable; use New.
@@ -28,9 +34,24 @@ type Upstream struct {
 	failRequests atomic.Bool
 
 	user func(*http.Request) string
+	// handoff, when set, is the header that names a user's previous
+	// upstream (ringlb's handoff.header): a request carrying it takes
+	// the user's count from there first (SetHandoff).
+	handoff string
+	client  *http.Client
 
 	mu     sync.Mutex
 	visits map[string]int
+}
+
+// SetHandoff makes the upstream read header, ringlb's handoff.header: on
+// a request that carries it, the user's visit count is fetched from the
+// upstream it names (GET its url's /_demo/visits) and counting goes on
+// from there, so a user's count survives moving to this upstream. Call
+// it before serving.
+func (u *Upstream) SetHandoff(header string) {
+	u.handoff = header
+	u.client = &http.Client{Timeout: 2 * time.Second}
 }
 
 // New returns a demo upstream called name that tells users apart as the
@@ -80,6 +101,12 @@ func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		fmt.Fprintln(w, "ok")
 		return
+	case "/_demo/visits":
+		u.mu.Lock()
+		n := u.visits[r.URL.Query().Get("user")]
+		u.mu.Unlock()
+		fmt.Fprintln(w, n)
+		return
 	case "/_demo/fail", "/_demo/recover":
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", "POST")
@@ -98,9 +125,57 @@ func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	who := u.user(r)
+	var before int
+	if u.handoff != "" {
+		before = u.fetch(r.Header.Get(u.handoff), who)
+	}
 	u.mu.Lock()
+	u.visits[who] = max(u.visits[who], before)
 	u.visits[who]++
 	n := u.visits[who]
 	u.mu.Unlock()
 	fmt.Fprintf(w, "user %s: visit %d on %s\n", who, n, u.name)
+}
+
+// fetch returns user's visit count at the upstream the handoff header
+// value h names (0 without one, or when it does not answer).
+func (u *Upstream) fetch(h, user string) int {
+	base := sfParam(h, "url")
+	if base == "" {
+		return 0
+	}
+	resp, err := u.client.Get(base + "/_demo/visits?user=" + url.QueryEscape(user))
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 32))
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n
+}
+
+// sfParam returns the sf-string member name of an RFC 8941 dictionary
+// such as `name="app-2", url="http://10.0.0.2:8080"`, or "". It reads
+// only what ringlb writes: members whose values are strings.
+func sfParam(dict, name string) string {
+	for dict != "" {
+		dict = strings.TrimLeft(dict, " ,")
+		k, rest, ok := strings.Cut(dict, "=")
+		if !ok || !strings.HasPrefix(rest, `"`) {
+			return ""
+		}
+		var v strings.Builder
+		i := 1
+		for ; i < len(rest) && rest[i] != '"'; i++ {
+			if rest[i] == '\\' && i+1 < len(rest) {
+				i++
+			}
+			v.WriteByte(rest[i])
+		}
+		if k == name {
+			return v.String()
+		}
+		dict = rest[min(i+1, len(rest)):]
+	}
+	return ""
 }
