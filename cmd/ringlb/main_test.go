@@ -595,3 +595,33 @@ func TestREADMEQuotesSimulateDrain(t *testing.T) {
 		}
 	}
 }
+
+// simulate with handoff: after -add, every moved key's next request names
+// its previous upstream (all of them stay members); after -remove, a key
+// of the removed upstream names none; with -drain, each new key of the
+// draining upstream names it. Without handoff the count is said as what
+// handoff.header would do.
+func TestSimulateHandoff(t *testing.T) {
+	cfg := ringlbtest.WriteConfig(t, upstreamsYAML(4)+"handoff: {header: Ringlb-Handoff}\n")
+	_, out, errOut := runCmd(t, "simulate", "-config", cfg, "-keys", "100000", "-add", "app-5")
+	moved := simFigure(t, out, "keys moved (ring):")
+	if got := simFigure(t, out, "keys that carry a handoff:"); got != moved || moved == 0 {
+		t.Errorf("-add: %.2f%% carry a handoff, %.2f%% moved; want equal:\n%s%s", got, moved, out, errOut)
+	}
+	if !regexp.MustCompile(`(?m)^  from app-[1-4]:\s`).MatchString(out) || strings.Contains(out, "from app-5") {
+		t.Errorf("-add: handoffs should come from app-1..4:\n%s", out)
+	}
+	_, out, _ = runCmd(t, "simulate", "-config", cfg, "-keys", "100000", "-remove", "app-2")
+	if got := simFigure(t, out, "keys that carry a handoff:"); got != 0 {
+		t.Errorf("-remove app-2: %.2f%% carry a handoff, want 0 (only app-2's keys move, and it is gone):\n%s", got, out)
+	}
+	_, out, _ = runCmd(t, "simulate", "-config", cfg, "-keys", "100000", "-drain", "app-2")
+	drained := simFigure(t, out, "keys moved for new traffic:")
+	if got := simFigure(t, out, "keys that carry a handoff:"); got != drained || !strings.Contains(out, "  from app-2:") {
+		t.Errorf("-drain app-2: %.2f%% carry a handoff, %.2f%% moved; want equal, from app-2:\n%s", got, drained, out)
+	}
+	off := ringlbtest.WriteConfig(t, upstreamsYAML(4))
+	if _, out, _ = runCmd(t, "simulate", "-config", off, "-keys", "1000", "-add", "app-5"); !strings.Contains(out, "with handoff.header set, ") {
+		t.Errorf("without handoff:\n%s", out)
+	}
+}

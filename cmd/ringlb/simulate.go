@@ -73,7 +73,7 @@ func cmdSimulate(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "ringlb simulate: %v\n", err)
 			return exitUsage
 		}
-		sim := simulation{keys: *keys, before: before, hold: cfg.Hold, drain: d}
+		sim := simulation{keys: *keys, before: before, hold: cfg.Hold, handoff: cfg.Handoff, drain: d}
 		sim.run()
 		sim.print(stdout, nil, nil)
 		sim.printDrain(stdout)
@@ -84,7 +84,7 @@ func cmdSimulate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ringlb simulate: %v\n", err)
 		return exitUsage
 	}
-	sim := simulation{keys: *keys, before: before, hold: cfg.Hold}
+	sim := simulation{keys: *keys, before: before, hold: cfg.Hold, handoff: cfg.Handoff}
 	if len(adds)+len(removes) > 0 {
 		sim.after, err = ring.New(after, ringOptions(cfg))
 		if err != nil { // changeMembers checked what the ring checks

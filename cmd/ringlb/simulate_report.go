@@ -43,6 +43,38 @@ func (s *simulation) print(w io.Writer, adds, removes []string) {
 		return
 	}
 	printFlows(w, "where moved keys went", s.flows, s.moved)
+	s.printHandoffs(w, "a moved key's next request within the window names the upstream it was on\n"+
+		"(an upstream that left the ring cannot be named)")
+}
+
+// printHandoffs says how many keys' next request would carry the handoff
+// header (rule 17), and naming which upstream; how says what names them.
+func (s *simulation) printHandoffs(w io.Writer, how string) {
+	n := 0
+	for _, c := range s.handoffs {
+		n += c
+	}
+	if s.handoff.Header == "" {
+		fmt.Fprintf(w, "\nwith handoff.header set, %s of the keys (%d) would name their previous upstream to the new one\n", pct(n, s.keys), n)
+		return
+	}
+	fmt.Fprintf(w, "\nhandoff (header %s, window %s):\n%s\n", s.handoff.Header, s.handoff.Window, how)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "keys that carry a handoff:\t%s\t(%d keys)\n", pct(n, s.keys), n)
+	froms := make([]string, 0, len(s.handoffs))
+	for f := range s.handoffs {
+		froms = append(froms, f)
+	}
+	slices.SortFunc(froms, func(a, b string) int {
+		if d := s.handoffs[b] - s.handoffs[a]; d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	for _, f := range froms {
+		fmt.Fprintf(tw, "  from %s:\t%s\t(%d keys)\n", f, pct(s.handoffs[f], s.keys), s.handoffs[f])
+	}
+	tw.Flush()
 }
 
 // printHold says, when hold is on, what it changes for the keys the ring
@@ -106,7 +138,14 @@ func (s *simulation) printDrain(w io.Writer) {
 		fmt.Fprintf(w, "without hold no key is held: every key of a draining upstream moves at once, and only the\n"+
 			"requests in flight (and open tunnels) finish there\n")
 	}
-	fmt.Fprintf(w, "made ready again, exactly its keys come back\n")
+	if s.hold.On() && s.hold.OnReturn != "home" {
+		fmt.Fprintf(w, "made ready again, its keys not in use come back; those in use where they went stay there\n"+
+			"until idle for %s (hold.on_return stay)\n", s.hold.Idle)
+	} else {
+		fmt.Fprintf(w, "made ready again, exactly its keys come back\n")
+	}
+	s.printHandoffs(w, "a new key of a draining upstream names it to the upstream it goes to\n"+
+		"(with hold, a key held there goes there and names nothing)")
 }
 
 // printFlows prints under title the keys that moved from one upstream to

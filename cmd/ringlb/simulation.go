@@ -25,6 +25,12 @@ type simulation struct {
 	hold      config.Hold
 	movedGone int // moved keys whose upstream left the ring: they move even with hold
 
+	// handoff is the handoff block; handoffs counts by previous upstream
+	// the keys whose next request would name it (rule 17): moved keys
+	// whose upstream stays a member, and new keys of a draining one.
+	handoff  config.Handoff
+	handoffs map[string]int
+
 	drain *drainSim // with -drain: what the drained members' new keys do
 }
 
@@ -51,10 +57,11 @@ func newDrainSim(r *ring.Ring, names []string) (*drainSim, error) {
 	return d, nil
 }
 
-// place counts where the key at position h goes for new traffic.
-func (d *drainSim) place(r *ring.Ring, h uint64, owner int) {
+// place counts where the key at position h goes for new traffic; true
+// when it moves off its draining owner.
+func (d *drainSim) place(r *ring.Ring, h uint64, owner int) bool {
 	if !d.draining[owner] {
-		return
+		return false
 	}
 	to := -1
 	r.Walk(h, func(m int) bool {
@@ -66,11 +73,12 @@ func (d *drainSim) place(r *ring.Ring, h uint64, owner int) {
 	})
 	if to < 0 {
 		d.nowhere++
-		return
+		return false
 	}
 	d.moved++
 	ms := r.Members()
 	d.flows[[2]string{ms[owner].Name, ms[to].Name}]++
+	return true
 }
 
 func (s *simulation) run() {
@@ -79,6 +87,7 @@ func (s *simulation) run() {
 		s.countAfter = make([]int, s.after.Len())
 		s.flows = make(map[[2]string]int)
 	}
+	s.handoffs = map[string]int{}
 	bm, am := s.before.Members(), []ring.Member(nil)
 	if s.after != nil {
 		am = s.after.Members()
@@ -92,8 +101,8 @@ func (s *simulation) run() {
 		h := s.before.Hash(key)
 		ob := s.before.Owner(h)
 		s.countBefore[ob]++
-		if s.drain != nil {
-			s.drain.place(s.before, h, ob)
+		if s.drain != nil && s.drain.place(s.before, h, ob) {
+			s.handoffs[bm[ob].Name]++
 		}
 		if s.after == nil {
 			continue
@@ -105,6 +114,8 @@ func (s *simulation) run() {
 			s.flows[[2]string{from, to}]++
 			if s.after.Index(from) < 0 {
 				s.movedGone++
+			} else {
+				s.handoffs[from]++
 			}
 		}
 		// hash mod N over the config-order lists.
