@@ -52,7 +52,7 @@ func TestJSON(t *testing.T) {
 		"uri": "/a b?\"q\"=\x01\ufffd", "protocol": "HTTP/1.1", "status": 200.0, "bytes_received": 12.0, "bytes_sent": 345.0,
 		"duration": 0.0015, "upstream_ttfb": 0.001, "referer": "", "user_agent": "curl/8", "pool": "default",
 		"upstream": "app-1", "key_source": "header:X-User-ID", "key_hash": "00000000deadbeef", "decision": "overflow",
-		"skipped": []any{map[string]any{"name": "app-2", "reason": "full"}}, "attempts": 1.0, "cause": "",
+		"skipped": []any{map[string]any{"name": "app-2", "reason": "full"}}, "attempts": 1.0, "cause": "", "handoff_from": "",
 		"request_id": "r1", "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
 	}
 	if !reflect.DeepEqual(lines[0], want) {
@@ -69,7 +69,7 @@ func TestCombined(t *testing.T) {
 	l.Log(entry())
 	want := `2001:db8::1 - - [01/Dec/2026:09:08:07 +0100] "GET /a\x20b?\x22q\x22=\x01\xff HTTP/1.1" 200 345 "-" "curl/8"` +
 		` host=shop.example bytes_received=12 duration=0.001500 upstream_ttfb=0.001000 pool=default upstream=app-1` +
-		` key_source=header:X-User-ID key_hash=00000000deadbeef decision=overflow skipped=app-2:full attempts=1 cause=- request_id=r1 trace_id=4bf92f3577b34da6a3ce929d0e0e4736` + "\n"
+		` key_source=header:X-User-ID key_hash=00000000deadbeef decision=overflow skipped=app-2:full attempts=1 cause=- handoff_from=- request_id=r1 trace_id=4bf92f3577b34da6a3ce929d0e0e4736` + "\n"
 	if got := out.String(); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
