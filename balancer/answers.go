@@ -92,7 +92,7 @@ func (b *Balancer) bodyFailed(rw *responseWriter, r *http.Request, body *tracked
 		rw.Header().Set("Connection", "close")
 	}
 	if body.prefix.Refused() {
-		b.metrics.proc.bodyRefused.Inc()
+		b.proc.BodyRefused.Inc()
 		plainError(rw, http.StatusServiceUnavailable, "service unavailable: request bodies being read for keys hold limits.body_memory\n")
 		return "body-memory"
 	}
@@ -105,7 +105,7 @@ func (b *Balancer) bodyFailed(rw *responseWriter, r *http.Request, body *tracked
 // move for as long as the upstream is busy), and without a word to its
 // breaker (being busy is not failing).
 func (b *Balancer) busy(s *snapshot, rw *responseWriter, m *member) {
-	m.u.metrics.limited.Inc()
+	m.u.metrics.Limited.Inc()
 	if s.header != "" {
 		rw.Header().Set(s.header, m.u.name)
 	}
@@ -124,7 +124,7 @@ var errBrokeOff = errors.New("the response broke off mid-body")
 func (b *Balancer) logFailure(u *upstream, c transport.Cause, err error, r *http.Request) {
 	l := &u.fails[c]
 	if c == transport.CauseLocal {
-		b.metrics.local.Inc()
+		b.metrics.Local.Inc()
 		l = &b.localLog
 	}
 	ok, suppressed := l.allow(time.Now().UnixNano())
@@ -141,7 +141,7 @@ func (b *Balancer) logFailure(u *upstream, c transport.Cause, err error, r *http
 // on_unavailable fail, the key's owner is not, or drains, or is in maint
 // (named only when upstream_header is set, as in writeError).
 func (b *Balancer) noUpstream(s *snapshot, rw *responseWriter, r *http.Request, owner int) {
-	b.metrics.noUpstream.Inc()
+	b.metrics.NoUpstream.Inc()
 	msg := "no upstream available\n"
 	switch {
 	case s.fail && owner >= 0:

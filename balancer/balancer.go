@@ -20,6 +20,7 @@
 package balancer
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log"
@@ -34,6 +35,7 @@ import (
 	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/hold/share"
 	"github.com/ringlb/ringlb/balancer/hotkeys"
+	"github.com/ringlb/ringlb/balancer/metrics"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -74,7 +76,8 @@ type Balancer struct {
 
 	log     *slog.Logger
 	errLog  *log.Logger
-	metrics *metrics
+	metrics *metrics.Pool
+	proc    *metrics.Process // the process's families: its own, or its Router's
 	bufs    bufferPool
 	epoch   time.Time // the start of nanotime
 	clk     clock
@@ -115,7 +118,7 @@ func New(opts Options, reg prometheus.Registerer, logger *slog.Logger) (*Balance
 // newBalancer is New for a pool of a Router when proc is the Router's
 // process families: then it registers only the pool's own on reg (and
 // the Router reports its discovery sources).
-func newBalancer(opts Options, reg prometheus.Registerer, logger *slog.Logger, proc *procMetrics) (*Balancer, error) {
+func newBalancer(opts Options, reg prometheus.Registerer, logger *slog.Logger, proc *metrics.Process) (*Balancer, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -125,15 +128,15 @@ func newBalancer(opts Options, reg prometheus.Registerer, logger *slog.Logger, p
 		epoch:   time.Now(),
 		clk:     systemClock{},
 		ups:     map[string]*upstream{},
-		metrics: newMetrics(opts.Pool),
+		metrics: metrics.NewPool(cmp.Or(opts.Pool, DefaultPool)),
 		counts:  opts.Counts,
 	}
 	if b.counts == nil {
 		b.counts = NewUpstreamCounts()
 	}
-	b.metrics.proc = proc
+	b.proc = proc
 	if proc == nil {
-		b.metrics.proc = newProcMetrics()
+		b.proc = metrics.NewProcess()
 	}
 	b.disc.changed = make(chan struct{}, 1)
 	set, r, err := compile(opts, nil)
@@ -149,11 +152,11 @@ func newBalancer(opts Options, reg prometheus.Registerer, logger *slog.Logger, p
 	s := b.installLocked(set, r)
 	b.disc.static = opts
 	if reg != nil {
-		cs := b.metrics.collectors(b)
+		cs := b.collectors()
 		if proc == nil { // the process's one pool
-			err = b.metrics.proc.register(reg, append(cs, discoveryCollector{pools: func() []*Balancer { return []*Balancer{b} }})...)
+			err = b.proc.Register(reg, append(cs, discoveryCollector{pools: func() []*Balancer { return []*Balancer{b} }})...)
 		} else {
-			err = registerAll(reg, cs)
+			err = metrics.RegisterAll(reg, cs)
 		}
 		if err != nil {
 			b.transport.CloseIdleConnections()
@@ -207,7 +210,7 @@ func (b *Balancer) Update(opts Options) (string, error) {
 		u := old.members[i].u
 		if b.ups[u.name] != u {
 			removed = append(removed, u.name)
-			b.metrics.retire(u.metrics)
+			b.metrics.Retire(u.metrics)
 		}
 	}
 	b.logConflictsLocked()
@@ -262,7 +265,7 @@ func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
 		isNew := u == nil
 		switch {
 		case isNew:
-			u = &upstream{name: spec.name, metrics: b.metrics.forUpstream(spec.name), all: &b.tunnels}
+			u = &upstream{name: spec.name, metrics: b.metrics.ForUpstream(spec.name), all: &b.tunnels}
 			if old != nil && s.slowStart > 0 && !spec.initial {
 				u.warmSince.Store(now)
 			}
@@ -287,7 +290,7 @@ func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
 	b.countsLocked(s)
 	b.ups = ups
 	b.installHoldLocked(s)
-	b.metrics.proc.body.SetLimit(s.bodyMemory) // the process's: every pool sets the same
+	b.proc.Body.SetLimit(s.bodyMemory) // the process's: every pool sets the same
 	b.snap.Store(s)
 	b.installs.Add(1)
 	b.dropHeldLocked(s)
@@ -337,30 +340,12 @@ func (b *Balancer) Version() string { return b.snap.Load().ring.Version() }
 // problems of a rejected one, for LastReload. The function that performs
 // a reload calls it once per attempt, whatever asked for the reload.
 func (b *Balancer) RecordReload(ok bool, problems ...string) {
-	b.metrics.proc.record(ok, b.clk.Now(), problems)
-}
-
-func (m *procMetrics) record(ok bool, now time.Time, problems []string) {
-	if ok {
-		m.reloadOK.Inc()
-		m.reloadLast.Set(1)
-	} else {
-		m.reloadErr.Inc()
-		m.reloadLast.Set(0)
-	}
-	m.lastReload.Store(&Reload{At: now, OK: ok, Problems: problems})
-}
-
-// Reload is one reload attempt as RecordReload recorded it.
-type Reload struct {
-	At       time.Time
-	OK       bool
-	Problems []string // why it was rejected
+	b.proc.Record(ok, b.clk.Now(), problems)
 }
 
 // LastReload returns the last reload attempt, or nil before the first.
 // The pools of a Router share it.
-func (b *Balancer) LastReload() *Reload { return b.metrics.proc.lastReload.Load() }
+func (b *Balancer) LastReload() *metrics.Reload { return b.proc.LastReload.Load() }
 
 // Close stops discovery, releases the transport's idle connections and
 // stops the timers that end the breakers' open periods. Requests in flight

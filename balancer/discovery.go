@@ -188,7 +188,7 @@ func (b *Balancer) afterMembershipLocked(old, s *snapshot) {
 	}
 	for i := range old.members {
 		if u := old.members[i].u; b.ups[u.name] != u {
-			b.metrics.retire(u.metrics)
+			b.metrics.Retire(u.metrics)
 		}
 	}
 	b.logConflictsLocked()

@@ -194,7 +194,7 @@ func TestHandoffDrainAndHold(t *testing.T) {
 // metricsHandoffs reads ringlb_handoffs_total.
 func (b *Balancer) metricsHandoffs() float64 {
 	var m dto.Metric
-	if err := b.metrics.handoffs.Write(&m); err != nil {
+	if err := b.metrics.Handoffs.Write(&m); err != nil {
 		return -1
 	}
 	return m.GetCounter().GetValue()

@@ -11,11 +11,11 @@ import (
 type holdCollector struct{ b *Balancer }
 
 func (c *holdCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.b.metrics.holdKeys
-	ch <- c.b.metrics.held
-	ch <- c.b.metrics.shareErrors
-	ch <- c.b.metrics.shareLookups
-	ch <- c.b.metrics.hotShare
+	ch <- c.b.metrics.HoldKeys
+	ch <- c.b.metrics.Held
+	ch <- c.b.metrics.ShareErrors
+	ch <- c.b.metrics.ShareLookups
+	ch <- c.b.metrics.HotShare
 }
 
 func (c *holdCollector) Collect(ch chan<- prometheus.Metric) {
@@ -23,14 +23,14 @@ func (c *holdCollector) Collect(ch chan<- prometheus.Metric) {
 	if st := c.b.holdStore.Load(); st != nil {
 		n = st.Len()
 	}
-	ch <- prometheus.MustNewConstMetric(c.b.metrics.holdKeys, prometheus.GaugeValue, float64(n))
-	ch <- prometheus.MustNewConstMetric(c.b.metrics.held, prometheus.CounterValue, float64(c.b.heldTotal.Load()))
+	ch <- prometheus.MustNewConstMetric(c.b.metrics.HoldKeys, prometheus.GaugeValue, float64(n))
+	ch <- prometheus.MustNewConstMetric(c.b.metrics.Held, prometheus.CounterValue, float64(c.b.heldTotal.Load()))
 	sc, m := c.b.shareCounts.Snapshot(), c.b.metrics
-	ch <- prometheus.MustNewConstMetric(m.shareErrors, prometheus.CounterValue, float64(sc.Errors))
-	ch <- prometheus.MustNewConstMetric(m.shareLookups, prometheus.CounterValue, float64(sc.Found), "found")
-	ch <- prometheus.MustNewConstMetric(m.shareLookups, prometheus.CounterValue, float64(sc.None), "none")
-	ch <- prometheus.MustNewConstMetric(m.shareLookups, prometheus.CounterValue, float64(sc.LookupErrors), "error")
-	ch <- prometheus.MustNewConstMetric(m.hotShare, prometheus.GaugeValue, c.b.hot.HottestShare())
+	ch <- prometheus.MustNewConstMetric(m.ShareErrors, prometheus.CounterValue, float64(sc.Errors))
+	ch <- prometheus.MustNewConstMetric(m.ShareLookups, prometheus.CounterValue, float64(sc.Found), "found")
+	ch <- prometheus.MustNewConstMetric(m.ShareLookups, prometheus.CounterValue, float64(sc.None), "none")
+	ch <- prometheus.MustNewConstMetric(m.ShareLookups, prometheus.CounterValue, float64(sc.LookupErrors), "error")
+	ch <- prometheus.MustNewConstMetric(m.HotShare, prometheus.GaugeValue, c.b.hot.HottestShare())
 }
 
 // HoldStatus is the hold block in force, for the status page.

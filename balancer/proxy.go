@@ -308,7 +308,7 @@ func (b *Balancer) trackBody(s *snapshot, w http.ResponseWriter, r *http.Request
 	t.client.Init(r.Body, w, r, s.clientBody)
 	r.Body = &t.client
 	if s.bodyKeys && key.IsJSONBody(r.Header) {
-		t.prefix.Init(&t.client, r.ContentLength, s.bodyLimit, &b.metrics.proc.body)
+		t.prefix.Init(&t.client, r.ContentLength, s.bodyLimit, &b.proc.Body)
 		t.prefix.Trailers = reqbody.NewTrailerGate(r)
 		r.Body = &t.prefix
 	} else if len(r.Trailer) > 0 {

@@ -23,8 +23,8 @@ func (b *Balancer) account(s *snapshot, rw *responseWriter, r *http.Request, m *
 		code = http.StatusOK
 	}
 	if m != nil {
-		m.u.metrics.code(code).Inc()
-		m.u.metrics.duration.Observe(time.Since(start).Seconds())
+		m.u.metrics.Code(code).Inc()
+		m.u.metrics.Duration.Observe(time.Since(start).Seconds())
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/ringlb/ringlb/balancer/metrics"
 	"github.com/ringlb/ringlb/balancer/route"
 )
 
@@ -25,7 +26,7 @@ import (
 type Router struct {
 	table   atomic.Pointer[route.Table[*Balancer]]
 	reg     prometheus.Registerer
-	proc    *procMetrics
+	proc    *metrics.Process
 	noRoute prometheus.Counter
 	counts  *UpstreamCounts // every pool's: limits.upstream_requests counts a URL across pools
 
@@ -37,14 +38,14 @@ type Router struct {
 // ringlb_config_last_reload_success, the discovery families and
 // ringlb_no_route_total. Its pools register theirs on reg too.
 func NewRouter(reg prometheus.Registerer) (*Router, error) {
-	rt := &Router{reg: reg, proc: newProcMetrics(), counts: NewUpstreamCounts()}
+	rt := &Router{reg: reg, proc: metrics.NewProcess(), counts: NewUpstreamCounts()}
 	rt.noRoute = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "ringlb_no_route_total",
 		Help: "Requests answered 404 because no route matched their host and path.",
 	})
 	rt.table.Store(new(route.Table[*Balancer]))
 	if reg != nil {
-		if err := rt.proc.register(reg, rt.noRoute, discoveryCollector{pools: rt.Pools}); err != nil {
+		if err := rt.proc.Register(reg, rt.noRoute, discoveryCollector{pools: rt.Pools}); err != nil {
 			return nil, fmt.Errorf("balancer: registering metrics: %w", err)
 		}
 	}
@@ -55,7 +56,7 @@ func NewRouter(reg prometheus.Registerer) (*Router, error) {
 // it shares b's process families and registers nothing. The admin handler
 // of a single Balancer uses it.
 func RouterFor(b *Balancer) *Router {
-	rt := &Router{proc: b.metrics.proc, noRoute: prometheus.NewCounter(prometheus.CounterOpts{Name: "detached"})}
+	rt := &Router{proc: b.proc, noRoute: prometheus.NewCounter(prometheus.CounterOpts{Name: "detached"})}
 	t, _ := route.Compile(nil, []*Balancer{b}, (*Balancer).Pool) // one pool, no routes: cannot fail
 	rt.table.Store(t)
 	return rt
@@ -97,7 +98,7 @@ func (rt *Router) Install(routes []route.Route, pools []*Balancer) error {
 func (rt *Router) Remove(b *Balancer) {
 	b.Close()
 	if rt.reg != nil {
-		for _, c := range b.metrics.collectors(b) {
+		for _, c := range b.collectors() {
 			rt.reg.Unregister(c)
 		}
 	}
@@ -182,11 +183,11 @@ func (rt *Router) Ready() bool {
 
 // RecordReload counts a reload attempt, as Balancer.RecordReload does.
 func (rt *Router) RecordReload(ok bool, problems ...string) {
-	rt.proc.record(ok, systemClock{}.Now(), problems)
+	rt.proc.Record(ok, systemClock{}.Now(), problems)
 }
 
 // LastReload returns the last reload attempt, or nil before the first.
-func (rt *Router) LastReload() *Reload { return rt.proc.lastReload.Load() }
+func (rt *Router) LastReload() *metrics.Reload { return rt.proc.LastReload.Load() }
 
 // WaitTunnels waits for every pool's upgraded connections, as
 // Balancer.WaitTunnels does, and returns the first error.

@@ -158,7 +158,7 @@ func (b *Balancer) finish(st *serving) {
 	}
 	b.account(s, rw, r, last, st.start)
 	if st.carried {
-		b.metrics.handoffs.Inc()
+		b.metrics.Handoffs.Inc()
 		st.lr.handoffFrom = s.members[st.from].u.name
 	}
 	if s.accessLog != nil {
@@ -363,9 +363,9 @@ func (b *Balancer) outcomeDone(u *upstream, rw *responseWriter, done func(error)
 // retry away from last, which failed it.
 func countChoice(s *snapshot, choice ring.Choice, last *member) {
 	if choice.Overflow >= 0 {
-		s.members[choice.Overflow].u.metrics.overflow.Inc()
+		s.members[choice.Overflow].u.metrics.Overflow.Inc()
 	}
 	if last != nil {
-		last.u.metrics.retries.Inc()
+		last.u.metrics.Retries.Inc()
 	}
 }

@@ -225,4 +225,4 @@ func (s *snapshot) everyNotReady() AdminState {
 
 // Pool returns the name of the pool b serves (Options.Pool, or
 // DefaultPool).
-func (b *Balancer) Pool() string { return b.metrics.pool["pool"] }
+func (b *Balancer) Pool() string { return b.metrics.Labels["pool"] }

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/metrics"
 	"github.com/ringlb/ringlb/balancer/transport"
 
 	"github.com/ringlb/ringlb/balancer/breaker"
@@ -56,7 +57,7 @@ type upstream struct {
 	tunnels atomic.Int64
 	all     *tunnels
 
-	metrics *upstreamMetrics
+	metrics *metrics.Upstream
 
 	// fails rate-limits the warnings for failed attempts, per cause.
 	fails [transport.NumCauses]failLog
@@ -217,9 +218,9 @@ func (b *Balancer) settleLocked(u *upstream, cause, reason string) {
 		}
 		switch cause {
 		case "health":
-			u.metrics.ejectH.Inc()
+			u.metrics.EjectH.Inc()
 		case "breaker":
-			u.metrics.ejectB.Inc()
+			u.metrics.EjectB.Inc()
 		}
 		u.warmSince.Store(0) // a trial or return starts its own slow start
 		u.ejection.Store(&Ejection{Since: b.clk.Now(), Cause: cause, Reason: reason})

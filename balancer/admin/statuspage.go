@@ -8,6 +8,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/hotkeys"
+	"github.com/ringlb/ringlb/balancer/metrics"
 	"github.com/ringlb/ringlb/balancer/route"
 )
 
@@ -29,7 +30,7 @@ type statusPage struct {
 	RinglbVersion, Listen string
 	Started, Uptime       string
 	StartedMillis         int64
-	Reload                *balancer.Reload
+	Reload                *metrics.Reload
 	ReloadAt, ReloadAgo   string
 	ReloadsRendered       int64 // reload attempts counted in metrics when rendered
 	// The certificate the proxy listener serves (with TLS): its subject,
