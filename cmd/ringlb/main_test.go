@@ -305,10 +305,10 @@ func TestValidateShippedConfigs(t *testing.T) {
 	}
 }
 
-// The README quotes `ringlb simulate -add app-5` on config.yaml: the
-// quoted lines must be what the command prints.
-func TestREADMEQuotesSimulate(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// docs/routing.md quotes `./ringlb simulate -add app-5` on config.yaml:
+// the quoted lines must be what the command prints.
+func TestDocsQuoteSimulate(t *testing.T) {
+	readme, err := os.ReadFile("../../docs/routing.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,13 +316,13 @@ func TestREADMEQuotesSimulate(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	m := regexp.MustCompile("(?s)`go run ./cmd/ringlb simulate -add app-5`.*?\n```\n(.*?)```").FindSubmatch(readme)
+	m := regexp.MustCompile("(?s)`./ringlb simulate -add app-5`.*?\n```\n(.*?)```").FindSubmatch(readme)
 	if m == nil {
-		t.Fatal("README quotes no simulate output after `go run ./cmd/ringlb simulate -add app-5`")
+		t.Fatal("docs/routing.md quotes no simulate output after `./ringlb simulate -add app-5`")
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(m[1])), "\n") {
 		if !strings.Contains(out, line+"\n") {
-			t.Errorf("README quotes %q; simulate printed:\n%s", line, out)
+			t.Errorf("docs/routing.md quotes %q; simulate printed:\n%s", line, out)
 		}
 	}
 }
@@ -575,9 +575,9 @@ func atoi(t *testing.T, s string) int {
 	return n
 }
 
-// The README quotes `ringlb simulate -drain app-2` on config.yaml.
-func TestREADMEQuotesSimulateDrain(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// docs/routing.md quotes `./ringlb simulate -drain app-2` on config.yaml.
+func TestDocsQuoteSimulateDrain(t *testing.T) {
+	readme, err := os.ReadFile("../../docs/routing.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -587,11 +587,11 @@ func TestREADMEQuotesSimulateDrain(t *testing.T) {
 	}
 	m := regexp.MustCompile("(?s)`ringlb simulate -drain NAME`.*?\n```\n(.*?)```").FindSubmatch(readme)
 	if m == nil {
-		t.Fatal("README quotes no simulate -drain output")
+		t.Fatal("docs/routing.md quotes no simulate -drain output")
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(m[1])), "\n") {
 		if !strings.Contains(out, line+"\n") {
-			t.Errorf("README quotes %q; simulate printed:\n%s", line, out)
+			t.Errorf("docs/routing.md quotes %q; simulate printed:\n%s", line, out)
 		}
 	}
 }
