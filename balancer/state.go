@@ -169,6 +169,7 @@ func (b *Balancer) setStateLocked(u *upstream, st AdminState, origin string) {
 		return
 	}
 	b.log.Info("upstream state", "upstream", u.name, "state", st.String(), "previous", old.String(), "by", origin)
+	b.warnDrainWithoutHold(u, b.snap.Load().hold != nil, origin)
 	b.recomputeLocked()
 }
 
