@@ -575,6 +575,28 @@ func atoi(t *testing.T, s string) int {
 	return n
 }
 
+// docs/routing.md quotes what `./ringlb simulate -add app-5` says of hold
+// on config.yaml, whose hold.idle is 30m.
+func TestDocsQuoteSimulateHold(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/routing.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd(t, "simulate", "-config", "../../config.yaml", "-add", "app-5")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	m := regexp.MustCompile("(?s)On `config.yaml`, whose `hold.idle` is 30m, `./ringlb simulate -add app-5` prints:\n\n```\n(.*?)```").FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/routing.md quotes no simulate output with hold")
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(m[1])), "\n") {
+		if !strings.Contains(out, line+"\n") {
+			t.Errorf("docs/routing.md quotes %q; simulate printed:\n%s", line, out)
+		}
+	}
+}
+
 // docs/routing.md quotes `./ringlb simulate -drain app-2` on config.yaml.
 func TestDocsQuoteSimulateDrain(t *testing.T) {
 	readme, err := os.ReadFile("../../docs/routing.md")

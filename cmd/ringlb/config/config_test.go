@@ -98,8 +98,9 @@ func TestMinimalConfigGetsDefaults(t *testing.T) {
 
 // The root config.yaml writes out every field and says that every value is
 // the default except its four upstreams, its health block (checks are off
-// by default) and upstream_header, which the demo shows (off by default):
-// it must decode to exactly that.
+// by default), upstream_header, which the demo shows (off by default), and
+// hold.idle, which turns hold on (off by default): it must decode to
+// exactly that.
 func TestRootConfigIsTheDefaults(t *testing.T) {
 	got, err := Load(rootConfig)
 	if err != nil {
@@ -108,6 +109,7 @@ func TestRootConfigIsTheDefaults(t *testing.T) {
 	want := defaults(t)
 	want.File = rootConfig
 	want.UpstreamHeader = "X-Upstream"
+	want.Hold.Idle = 30 * time.Minute
 	want.Health = &Health{
 		Path:         "/healthz",
 		Interval:     2 * time.Second,
@@ -124,7 +126,7 @@ func TestRootConfigIsTheDefaults(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
 	}
-	if s, want := got.Summary(), rootConfig+": ok: 4 upstreams, 640 points, placement ringlb"; s != want {
+	if s, want := got.Summary(), rootConfig+": ok: 4 upstreams, 640 points, placement ringlb, hold idle 30m0s max_keys 1000000"; s != want {
 		t.Errorf("Summary() = %q, want %q", s, want)
 	}
 }
