@@ -11,7 +11,9 @@
 //	                           parameter user, the X-User-ID header, the
 //	                           session cookie, or else the path (the
 //	                           default config's key sources); NewKeyed
-//	                           takes another rule
+//	                           takes another rule, under which a request
+//	                           may have no user: "a visitor with no key
+//	                           yet: not counted, on NAME"
 package demo
 
 import (
@@ -40,7 +42,9 @@ func New(name string) *Upstream {
 }
 
 // NewKeyed returns a demo upstream called name that counts visits per
-// user(r); nil means as New does.
+// user(r); nil means as New does. A request for which user returns "" has
+// no user (a first visit without a key, say): it is answered, and not
+// counted.
 func NewKeyed(name string, user func(*http.Request) string) *Upstream {
 	if user == nil {
 		user = defaultUser
@@ -98,6 +102,10 @@ func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	who := u.user(r)
+	if who == "" {
+		fmt.Fprintf(w, "a visitor with no key yet: not counted, on %s\n", u.name)
+		return
+	}
 	u.mu.Lock()
 	u.visits[who]++
 	n := u.visits[who]
