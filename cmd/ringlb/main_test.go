@@ -171,6 +171,30 @@ func TestUsage(t *testing.T) {
 	}
 }
 
+// flagLine matches a flag in a command's -h: "  -name ...".
+var flagLine = regexp.MustCompile(`(?m)^  -([a-z]+)`)
+
+// ringlb -h lists every flag of every command (as the commands' own -h
+// show them), and a command without flags prints no empty "Flags:".
+func TestUsageListsEveryFlag(t *testing.T) {
+	_, top, _ := runCmd(t, "-h")
+	for _, cmd := range []string{"serve", "validate", "simulate", "demo", "version"} {
+		code, out, _ := runCmd(t, cmd, "-h")
+		if code != exitOK {
+			t.Errorf("ringlb %s -h: exit %d", cmd, code)
+		}
+		flags := flagLine.FindAllStringSubmatch(out, -1)
+		for _, f := range flags {
+			if !strings.Contains(top, "-"+f[1]) {
+				t.Errorf("ringlb -h does not list %s's -%s:\n%s", cmd, f[1], top)
+			}
+		}
+		if strings.Contains(out, "Flags:") && len(flags) == 0 {
+			t.Errorf("ringlb %s -h prints an empty Flags: list:\n%s", cmd, out)
+		}
+	}
+}
+
 // simFigure extracts a percentage following label in simulate's output.
 func simFigure(t *testing.T, out, label string) float64 {
 	t.Helper()
