@@ -6,6 +6,9 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -138,5 +141,49 @@ func TestKubernetesManifestsNotes(t *testing.T) {
 			(!strings.Contains(data, "1.30") || !strings.Contains(data, `exec: {command: ["sleep"`)) {
 			t.Errorf("%s uses preStop's sleep action without saying it needs Kubernetes 1.30 and giving the exec hook for older clusters", m)
 		}
+	}
+}
+
+// TestKubernetesScrapeSnippet: docs/kubernetes.md's scrape snippet is
+// examples/prometheus/kubernetes.yml's relabelling, the namespace label the
+// alerts group fleets by included, and the file warns that Debian's
+// promtool cannot read Kubernetes discovery.
+func TestKubernetesScrapeSnippet(t *testing.T) {
+	type relabel struct {
+		SourceLabels []string `yaml:"source_labels"`
+		Regex        string   `yaml:"regex"`
+		Action       string   `yaml:"action"`
+		TargetLabel  string   `yaml:"target_label"`
+	}
+	type prom struct {
+		ScrapeConfigs []struct {
+			Relabel []relabel `yaml:"relabel_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	doc := string(must(os.ReadFile(filepath.Join(repoRoot, "docs", "kubernetes.md"))))
+	m := regexp.MustCompile("(?s)pod discovery:\n\n```yaml\n(.*?)```").FindStringSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/kubernetes.md: no scrape snippet after \"pod discovery:\"")
+	}
+	var snippet, file prom
+	if err := yaml.Unmarshal([]byte(m[1]), &snippet); err != nil || len(snippet.ScrapeConfigs) != 1 {
+		t.Fatalf("the snippet: %v (%d scrape configs)", err, len(snippet.ScrapeConfigs))
+	}
+	data := must(os.ReadFile(filepath.Join("prometheus", "kubernetes.yml")))
+	if err := yaml.Unmarshal(data, &file); err != nil || len(file.ScrapeConfigs) != 1 {
+		t.Fatalf("kubernetes.yml: %v", err)
+	}
+	labels := map[string]bool{}
+	for _, r := range snippet.ScrapeConfigs[0].Relabel {
+		if !slices.ContainsFunc(file.ScrapeConfigs[0].Relabel, func(f relabel) bool { return reflect.DeepEqual(f, r) }) {
+			t.Errorf("the snippet's relabelling %+v is not kubernetes.yml's", r)
+		}
+		labels[r.TargetLabel] = true
+	}
+	if !labels["namespace"] {
+		t.Error("the snippet sets no namespace label: RinglbReplicasDisagree groups fleets by job and namespace")
+	}
+	if !strings.Contains(string(data), "Debian's promtool") {
+		t.Error("kubernetes.yml does not say that Debian's promtool is built without Kubernetes discovery")
 	}
 }
