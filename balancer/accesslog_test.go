@@ -122,7 +122,7 @@ func TestAccessLogDecisions(t *testing.T) {
 	if lines[1]["upstream"] == "dead" {
 		t.Errorf("retry logged on the dead upstream")
 	}
-	check(2, map[string]any{"decision": "owner", "status": 200.0})
+	check(2, map[string]any{"decision": "next", "status": 200.0}) // its owner a skipped: the next upstream served
 	if sk, _ := lines[2]["skipped"].([]any); len(sk) == 0 || sk[0].(map[string]any)["name"] != "a" || sk[0].(map[string]any)["reason"] != "maint" {
 		t.Errorf("skipped = %v, want a: maint first", lines[2]["skipped"])
 	}

@@ -272,7 +272,9 @@ func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
 		case old != nil:
 			u.endWarmup(now, old.slowStart)
 		}
+		was := u.adminState()
 		b.applyConfigStateLocked(u, spec.state, isNew)
+		b.warnSpecDrain(u, was, spec, set.holdSet.rule.Idle > 0)
 		u.absent.Store(spec.absent) // the caller settles it
 		switch br := u.br.Load(); {
 		case s.breaker == nil:

@@ -104,7 +104,8 @@ func (lr *logReq) first(b *Balancer, s *snapshot, pos uint64, c ring.Choice) {
 }
 
 // decide names the decision once the request is over (unless an early
-// answer named it): retry, held or cookie-held, overflow, or owner.
+// answer named it): retry, held or cookie-held, overflow, next (the first
+// pick passed the owner over: unhealthy, draining, ...), or owner.
 func (lr *logReq) decide(q *holdReq, last *member, s *snapshot) {
 	switch {
 	case lr.decision != "" || last == nil:
@@ -117,6 +118,8 @@ func (lr *logReq) decide(q *holdReq, last *member, s *snapshot) {
 		}
 	case lr.choice.Overflow >= 0:
 		lr.decision = "overflow"
+	case lr.choice.Member != lr.choice.Owner:
+		lr.decision = "next"
 	default:
 		lr.decision = "owner"
 	}

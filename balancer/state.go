@@ -172,6 +172,7 @@ func (b *Balancer) setStateLocked(u *upstream, st AdminState, origin string) {
 	if st == StateReady {
 		b.returnedLocked()
 	}
+	b.warnDrainWithoutHold(u, b.snap.Load().hold != nil, origin)
 	b.recomputeLocked()
 }
 

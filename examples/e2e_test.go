@@ -113,9 +113,9 @@ func scriptOutput(t *testing.T, script, portBase string, env ...string) (*bytes.
 
 // runScript runs the example script (which listens on BASE+1..BASE+9 of
 // the port base in env var portBase) and fails the test if it fails or
-// does not print ok. The README quotes lines of the script's output: each
-// must be a line it printed, once both go through norm (for what varies
-// from run to run).
+// does not print ok. The docs quote lines of the script's output (the
+// page scriptDocs names): each must be a line it printed, once both go
+// through norm (for what varies from run to run).
 func runScript(t *testing.T, script, portBase, ok string, norm func(string) string) {
 	start := time.Now()
 	out, err := scriptOutput(t, script, portBase)
@@ -125,18 +125,11 @@ func runScript(t *testing.T, script, portBase, ok string, norm func(string) stri
 	if !strings.Contains(out.String(), ok) {
 		t.Fatalf("%s exited 0 without saying %q:\n%s", script, ok, out.Bytes())
 	}
-	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile("(?s)`bash examples/" + regexp.QuoteMeta(script) + "`.*?\n```\n(.*?)```").FindSubmatch(readme)
-	if m == nil {
-		t.Fatalf("README quotes no %s output", script)
-	}
+	doc, quoted := scriptQuote(t, script)
 	got := norm(out.String())
-	for _, line := range strings.Split(norm(string(m[1])), "\n") {
+	for _, line := range strings.Split(norm(quoted), "\n") {
 		if line != "" && !strings.Contains(got, line+"\n") {
-			t.Errorf("README quotes %q; %s printed no such line", line, script)
+			t.Errorf("%s quotes %q; %s printed no such line", doc, line, script)
 		}
 	}
 	t.Logf("%s passed in %v:\n%s", script, time.Since(start).Round(time.Millisecond), out.Bytes())

@@ -647,11 +647,13 @@ func TestDockerBuildIsStatic(t *testing.T) {
 	}
 }
 
-// TestNoSpecReferences: the README is the user's reference. Neither it
-// nor the files users copy (config.yaml, the examples, the Dockerfile) may
-// send them to a contract document that is not in their hands.
+// TestNoSpecReferences: the README and docs/ are the user's reference.
+// Neither they nor the files users copy (config.yaml, the examples, the
+// Dockerfile, the release config) may send them to a contract document
+// that is not in their hands.
 func TestNoSpecReferences(t *testing.T) {
-	files := []string{filepath.Join(repoRoot, "README.md"), filepath.Join(repoRoot, "config.yaml"), filepath.Join(repoRoot, "Dockerfile")}
+	files := []string{filepath.Join(repoRoot, "config.yaml"), filepath.Join(repoRoot, "Dockerfile"), filepath.Join(repoRoot, ".goreleaser.yaml")}
+	files = append(files, markdownFiles(t)...)
 	filepath.WalkDir(".", func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && !strings.HasSuffix(p, "_test.go") {
 			files = append(files, p)

@@ -195,12 +195,12 @@ func TestImageConfigListensOnAllInterfaces(t *testing.T) {
 	if ip, perr := netip.ParseAddr(host); err != nil || perr != nil || !ip.IsLoopback() {
 		t.Errorf("%s: admin_listen = %q, want a loopback address", imageConfig, cfg.AdminListen)
 	}
-	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(readme), "0.0.0.0:8080") || !strings.Contains(string(readme), imageConfig) {
-		t.Errorf("README does not say that the image's config (%s) listens on 0.0.0.0:8080", imageConfig)
+	if !strings.Contains(string(doc), "0.0.0.0:8080") || !strings.Contains(string(doc), imageConfig) {
+		t.Errorf("docs/operations.md does not say that the image's config (%s) listens on 0.0.0.0:8080", imageConfig)
 	}
 }
 

@@ -107,12 +107,12 @@ func TestConfigsTLSExample(t *testing.T) {
 	}
 }
 
-// opensslLine matches the openssl command the TLS example and the README
+// opensslLine matches the openssl command the TLS example and docs/protocols.md
 // give for a self-signed pair, with its line continuations.
 var opensslLine = regexp.MustCompile(`(?m)^[#\s]*(openssl req -x509 (?:.*\\\n[#\s]*)*.*)$`)
 
 // TestConfigsTLSOpenSSL runs the openssl command that examples/configs/
-// tls.yaml and the README give, in a copy of examples/configs, and loads
+// tls.yaml and docs/protocols.md give, in a copy of examples/configs, and loads
 // the config with the pair it made: the recipe a user copies works.
 func TestConfigsTLSOpenSSL(t *testing.T) {
 	bin, err := exec.LookPath("openssl")
@@ -120,7 +120,7 @@ func TestConfigsTLSOpenSSL(t *testing.T) {
 		testenv.SkipExternal(t, "openssl", "not on PATH (Debian: apt-get install openssl)")
 	}
 	var cmds []string
-	for _, f := range []string{filepath.Join("configs", "tls.yaml"), filepath.Join(repoRoot, "README.md")} {
+	for _, f := range []string{filepath.Join("configs", "tls.yaml"), filepath.Join(repoRoot, "docs", "protocols.md")} {
 		m := opensslLine.FindSubmatch(must(os.ReadFile(f)))
 		if m == nil {
 			t.Fatalf("%s gives no `openssl req -x509` command", f)
@@ -129,7 +129,7 @@ func TestConfigsTLSOpenSSL(t *testing.T) {
 		cmds = append(cmds, cmd)
 	}
 	if cmds[0] != cmds[1] {
-		t.Errorf("the openssl commands differ:\nconfigs/tls.yaml: %s\nREADME.md:        %s", cmds[0], cmds[1])
+		t.Errorf("the openssl commands differ:\nconfigs/tls.yaml:  %s\ndocs/protocols.md: %s", cmds[0], cmds[1])
 	}
 	args := strings.Fields(cmds[0])[1:]
 	root := t.TempDir()

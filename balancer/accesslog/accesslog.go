@@ -210,13 +210,15 @@ func skippedText(sk []Skip) string {
 	return string(b)
 }
 
-// attrs is e as the text format's slog attributes.
+// attrs is e as the text format's slog attributes: the json format's
+// fields, under the same names and in the same order.
 func attrs(e *Entry) []slog.Attr {
 	return []slog.Attr{
 		slog.String("remote", e.Remote), slog.String("method", e.Method), slog.String("host", e.Host),
-		slog.String("uri", e.URI), slog.String("proto", e.Proto), slog.Int("status", e.Status),
-		slog.Int64("bytes_in", e.BytesIn), slog.Int64("bytes_out", e.BytesOut),
-		slog.Duration("duration", e.Duration), slog.Duration("ttfb", e.TTFB),
+		slog.String("uri", e.URI), slog.String("protocol", e.Proto), slog.Int("status", e.Status),
+		slog.Int64("bytes_received", e.BytesIn), slog.Int64("bytes_sent", e.BytesOut),
+		slog.Duration("duration", e.Duration), slog.Duration("upstream_ttfb", e.TTFB),
+		slog.String("referer", e.Referer), slog.String("user_agent", e.UserAgent),
 		slog.String("pool", e.Pool), slog.String("upstream", e.Upstream),
 		slog.String("key_source", e.KeySource), slog.String("key_hash", e.KeyHash),
 		slog.String("decision", e.Decision), slog.String("skipped", skippedText(e.Skipped)),

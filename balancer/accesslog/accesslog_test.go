@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -79,10 +80,52 @@ func TestText(t *testing.T) {
 	var out bytes.Buffer
 	l, _ := New(Text, "", &out, nil)
 	l.Log(entry())
-	for _, f := range []string{`msg=request`, `decision=overflow`, `skipped=app-2:full`, `key_source=header:X-User-ID`, `request_id=r1`} {
+	for _, f := range []string{`msg=request`, `decision=overflow`, `skipped=app-2:full`, `key_source=header:X-User-ID`, `request_id=r1`,
+		`protocol=HTTP/1.1`, `bytes_received=12`, `bytes_sent=345`, `upstream_ttfb=1ms`, `user_agent=curl/8`} {
 		if !strings.Contains(out.String(), f) {
 			t.Errorf("text line lacks %s: %s", f, out.String())
 		}
+	}
+}
+
+// textKey matches a key of a log/slog text line (key=value, the value
+// quoted when it holds a space).
+var textKey = regexp.MustCompile(`(?:^| )([a-z_]+)=(?:"(?:[^"\\]|\\.)*"|\S*)`)
+
+// The text format names its fields as the json format does, every one of
+// them, in the same order (then slog's own time, level and msg lead).
+func TestTextNamesAreJSONNames(t *testing.T) {
+	var text, js bytes.Buffer
+	lt, _ := New(Text, "", &text, nil)
+	lj, _ := New(JSON, "", &js, nil)
+	lt.Log(entry())
+	lj.Log(entry())
+	var textKeys []string
+	for _, m := range textKey.FindAllStringSubmatch(strings.TrimSpace(text.String()), -1) {
+		if k := m[1]; k != "time" && k != "level" && k != "msg" {
+			textKeys = append(textKeys, k)
+		}
+	}
+	dec := json.NewDecoder(&js)
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("json line: %v %v", tok, err)
+	}
+	var jsonKeys []string
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		if k != "time" {
+			jsonKeys = append(jsonKeys, k.(string))
+		}
+	}
+	if !reflect.DeepEqual(textKeys, jsonKeys) {
+		t.Errorf("text keys %q\njson keys %q", textKeys, jsonKeys)
 	}
 }
 

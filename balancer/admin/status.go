@@ -196,7 +196,7 @@ func (h *handler) section(b *balancer.Balancer, c *counts, ok, full bool, now ti
 	for i, u := range st.Upstreams {
 		row := statusRow{
 			HeldKeys:       held[u.Name],
-			AdminText:      adminText(u.AdminState, drained[u.Name]),
+			AdminText:      adminText(u.AdminState, drained[u.Name], st.Hold.On),
 			UpstreamStatus: u,
 			Index:          i,
 			Color:          upstreamColor(i),
@@ -231,9 +231,12 @@ func (h *handler) section(b *balancer.Balancer, c *counts, ok, full bool, now ti
 }
 
 // adminText says an admin state for people; status.js's adminText()
-// must agree.
-func adminText(state string, drained bool) string {
-	if state == "drain" && drained {
+// must agree. With hold off, a drain keeps no key in use, and says so.
+func adminText(state string, drained, holdOn bool) string {
+	switch {
+	case state == "drain" && !holdOn:
+		return "drain (hold off: keys in use not kept)"
+	case state == "drain" && drained:
 		return "drain (drained)"
 	}
 	return state

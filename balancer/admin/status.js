@@ -69,19 +69,27 @@
   }
 
   // adminText says an admin state as status.go's adminText does.
-  function adminText(state, drained) { return state === "drain" && drained ? "drain (drained)" : state; }
+  function adminText(state, drained, hold) {
+    if (state === "drain" && !hold) return "drain (hold off: keys in use not kept)";
+    return state === "drain" && drained ? "drain (drained)" : state;
+  }
 
   // renderAdmin shows an upstream's admin state (u from upstreams, with
   // drained and held_keys, or from debug/ring, without) and enables the
   // buttons for the other two states.
   function renderAdmin(e, u) {
     if (u.held_keys !== undefined) e.drained = u.drained;
-    setText(e.row, "admin", adminText(u.state, u.state === "drain" && e.drained));
+    var hold = u.hold !== undefined ? u.hold : holdOf(e.row);
+    setText(e.row, "admin", adminText(u.state, u.state === "drain" && e.drained, hold));
     e.row.className = e.row.className.replace(/ admin-\S+/g, "") + (u.state !== "ready" ? " admin-" + u.state : "");
     e.row.querySelectorAll("form.set-state button").forEach(function (b) { b.disabled = b.value === u.state; });
     var held = e.row.querySelector('[data-f="held"]');
     if (u.held_keys !== undefined && held.textContent !== "–") setText(e.row, "held", String(u.held_keys));
   }
+
+  // holdOf says whether hold is on in the pool of an element of its
+  // upstreams table (the server renders it on the table).
+  function holdOf(el) { return el.closest("table").getAttribute("data-hold") === "true"; }
 
   function pct(f) { return (f * 100).toFixed(1) + "%"; }
   function num(f) { return String(Math.round(f * 1000) / 1000); }
@@ -266,6 +274,7 @@
   // POST by themselves, without asking.
   var questions = {
     drain: "Drain %s? It takes no new keys; keys in use stay on it until they go idle, and requests in flight finish.",
+    drainNoHold: "Drain %s? Hold is off, so a drain keeps no key in use: it takes no new keys, and the next request of each key in use on it goes to another upstream. Requests in flight finish.",
     maint: "Put %s in maint? Every request goes elsewhere at once, keys in use included.",
     ready: "Make %s ready? It takes its keys back."
   };
@@ -273,7 +282,8 @@
     f.addEventListener("submit", function (ev) {
       ev.preventDefault();
       var b = f.querySelector("button"), name = b.getAttribute("data-upstream"), st = b.value;
-      if (!window.confirm(questions[st].replace("%s", name))) return;
+      var q = st === "drain" && !holdOf(f) ? questions.drainNoHold : questions[st];
+      if (!window.confirm(q.replace("%s", name))) return;
       fetch(f.getAttribute("action"), { method: "POST", cache: "no-store" }).then(function (r) {
         return r.json().then(function (v) {
           if (!r.ok) throw new Error(r.status + (v && v.error ? " " + v.error : ""));

@@ -25,7 +25,8 @@ import (
 // are looked up through pools and findUpstream, so that routes naming the
 // pool (/pools/POOL/upstreams/NAME) are one more caller of findUpstream.
 
-// upstreamStateJSON is one upstream of /upstreams, fields fixed by SPEC.
+// upstreamStateJSON is one upstream of /upstreams. Its fields are part
+// of the admin API: new ones may come, none is renamed.
 type upstreamStateJSON struct {
 	Name      string `json:"name"`
 	State     string `json:"state"`
@@ -35,13 +36,28 @@ type upstreamStateJSON struct {
 	Tunnels   int64  `json:"tunnels"`
 	Drained   bool   `json:"drained"`
 	Source    string `json:"source"`
+	// Hold says whether hold is on in the upstream's pool: whether a
+	// drain keeps the keys in use on it. With it off, "drained" comes as
+	// soon as nothing is in flight, and every key in use moves.
+	Hold bool `json:"hold"`
+	// Warning, in state drain with hold off, says that the keys in use
+	// are not kept; absent otherwise.
+	Warning string `json:"warning,omitempty"`
 }
 
-func toStateJSON(u balancer.UpstreamState) upstreamStateJSON {
-	return upstreamStateJSON{
+// drainWithoutHold is the warning of a draining upstream's object when
+// hold is off.
+const drainWithoutHold = "hold is off: the keys in use on this upstream are not kept while it drains; the next request of each goes to another upstream (hold.idle > 0 keeps them)"
+
+func toStateJSON(u balancer.UpstreamState, holdOn bool) upstreamStateJSON {
+	j := upstreamStateJSON{
 		Name: u.Name, State: u.State.String(), Available: u.Available, HeldKeys: u.HeldKeys,
-		Inflight: u.Inflight, Tunnels: u.Tunnels, Drained: u.Drained, Source: u.Source,
+		Inflight: u.Inflight, Tunnels: u.Tunnels, Drained: u.Drained, Source: u.Source, Hold: holdOn,
 	}
+	if u.State == balancer.StateDrain && !holdOn {
+		j.Warning = drainWithoutHold
+	}
+	return j
 }
 
 // pool is one pool's Balancer, as the admin routes find upstreams.
@@ -109,10 +125,10 @@ func nameParam(r *http.Request) string {
 func (h *handler) listUpstreams(w http.ResponseWriter, _ *http.Request) {
 	out := map[string][]upstreamStateJSON{}
 	for _, p := range h.pools() {
-		ups := p.b.UpstreamStates()
+		ups, holdOn := p.b.UpstreamStates(), p.b.HoldOn()
 		list := make([]upstreamStateJSON, len(ups))
 		for i, u := range ups {
-			list[i] = toStateJSON(u)
+			list[i] = toStateJSON(u, holdOn)
 		}
 		out[p.name] = list
 	}
@@ -170,5 +186,5 @@ func (h *handler) upstream(w http.ResponseWriter, inPool, name string, st *balan
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
 		return
 	}
-	writeJSON(w, http.StatusOK, toStateJSON(u))
+	writeJSON(w, http.StatusOK, toStateJSON(u, p.b.HoldOn()))
 }

@@ -107,14 +107,14 @@ func TestUpstreamsAPI(t *testing.T) {
 	if len(list) != 3 {
 		t.Fatalf("%d upstreams: %s", len(list), body)
 	}
-	want := []string{"available", "drained", "held_keys", "inflight", "name", "source", "state", "tunnels"}
+	want := []string{"available", "drained", "held_keys", "hold", "inflight", "name", "source", "state", "tunnels"}
 	for i, x := range list {
 		u := x.(map[string]any)
 		if got := keys(u); !slices.Equal(got, want) {
 			t.Errorf("upstream keys %v, want %v", got, want)
 		}
 		if u["name"] != []string{"a", "b", "c"}[i] || u["state"] != "ready" || u["available"] != true ||
-			u["held_keys"] != 1.0 || u["inflight"] != 0.0 || u["tunnels"] != 0.0 || u["drained"] != false || u["source"] != "static" {
+			u["held_keys"] != 1.0 || u["inflight"] != 0.0 || u["tunnels"] != 0.0 || u["drained"] != false || u["source"] != "static" || u["hold"] != true {
 			t.Errorf("upstream %v", u)
 		}
 	}

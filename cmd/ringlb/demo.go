@@ -17,7 +17,6 @@ import (
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
 	"github.com/ringlb/ringlb/cmd/ringlb/demo"
 	"github.com/ringlb/ringlb/cmd/ringlb/process"
-	"github.com/ringlb/ringlb/ring"
 )
 
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -66,16 +65,15 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			go s.Serve(l)
 		}
 	}
-	intro := cfg
+	intro, pool := cfg, ""
 	if cfg.Pools != nil {
-		intro = poolConfig(cfg, &cfg.Pools[0])
+		intro, pool = poolConfig(cfg, &cfg.Pools[0]), cfg.Pools[0].Name
 	}
 	// The demo reloads on SIGHUP and POST /reload only: no watch.
 	return runProcess(ctx, process.Options{Path: path, Config: cfg, Logger: logger, Ready: func(proxy, admin net.Addr) {
-		text := demoIntro(intro, proxy.String(), admin.String())
+		text := demoIntro(intro, pool, proxy.String(), admin.String())
 		if cfg.Pools != nil {
-			// The lookups name the pool the introduction is about.
-			text = demoPools(cfg) + strings.ReplaceAll(text, "/debug/lookup?key=", "/debug/lookup?pool="+cfg.Pools[0].Name+"&key=")
+			text = demoPools(cfg) + text
 		}
 		fmt.Fprint(stdout, text)
 	}})
@@ -126,8 +124,10 @@ func demoAddr(u config.Upstream) (string, error) {
 
 // demoUser tells the demo upstreams' users apart as the config's key does:
 // the affinity cookie under on_missing: cookie, then the first key source
-// present; else the path. (The ip source sees the client's address as
-// ringlb forwards it, the last X-Forwarded-For entry.)
+// present; else the path, or, under on_missing: cookie, "": a first visit
+// without a key, whose affinity id ringlb sets on the answer only, so the
+// upstream cannot count it for that user. (The ip source sees the client's
+// address as ringlb forwards it, the last X-Forwarded-For entry.)
 func demoUser(cfg *config.Config) func(*http.Request) string {
 	h := cfg.Hash
 	return func(r *http.Request) string {
@@ -162,6 +162,9 @@ func demoUser(cfg *config.Config) func(*http.Request) string {
 			if v != "" {
 				return v
 			}
+		}
+		if h.OnMissing == "cookie" {
+			return ""
 		}
 		return r.URL.Path
 	}
@@ -291,7 +294,9 @@ func demoPorts(cfg *config.Config, proxy, admin string) string {
 
 // demoIntro is what the demo prints once it serves: which ports it holds,
 // how to stop it, and curl commands built from the config's key sources.
-func demoIntro(cfg *config.Config, proxy, admin string) string {
+// pool names the pool cfg is, for the admin URLs, when the config has
+// several ("" otherwise).
+func demoIntro(cfg *config.Config, pool, proxy, admin string) string {
 	names := make([]string, len(cfg.Upstreams))
 	for i, u := range cfg.Upstreams {
 		names[i] = u.Name
@@ -323,71 +328,32 @@ func demoIntro(cfg *config.Config, proxy, admin string) string {
 	} else {
 		fmt.Fprintf(&b, "Each user sticks to one upstream, whose visit counter keeps counting (%s):\n", k.desc)
 		fmt.Fprintf(&b, "  for i in 1 2 3; do %s; done\n", curl("42"))
-		fmt.Fprintf(&b, "Eight users spread over the upstreams:\n")
-		fmt.Fprintf(&b, "  for u in 1 2 3 4 5 6 7 8; do %s; done\n", curl("$u"))
+		if users := demoSpread(cfg, k); len(users) > 0 {
+			fmt.Fprintf(&b, "%d users spread over the upstreams, each upstream serving some of them:\n", len(users))
+			fmt.Fprintf(&b, "  for u in %s; do %s; done\n", strings.Join(users, " "), curl("$u"))
+		}
 	}
 	switch cfg.Hash.OnMissing {
 	case "cookie":
-		fmt.Fprintf(&b, "A client with no key gets the affinity cookie %s; keep it in a cookie jar and it sticks:\n", cfg.Hash.Cookie.Name)
+		fmt.Fprintf(&b, "A client with no key gets the affinity cookie %s on its first answer (that visit has no\n", cfg.Hash.Cookie.Name)
+		fmt.Fprintf(&b, "user yet, so the upstream does not count it); keep the cookie in a jar and it sticks:\n")
 		fmt.Fprintf(&b, "  for i in 1 2 3; do curl -s -c jar -b jar %s/; done\n", base)
 	case "reject":
 		fmt.Fprintf(&b, "A request with none of those gets 400:\n  curl -s %s/\n", base)
 	}
 	key := k.key("42")
+	inPool, ringURL := "", "http://"+admin+"/debug/ring"
+	if pool != "" {
+		inPool, ringURL = "pool="+url.QueryEscape(pool)+"&", "'"+ringURL+"?pool="+url.QueryEscape(pool)+"'"
+	}
 	fmt.Fprintf(&b, "Where would the key %s go, and why:\n", key)
-	fmt.Fprintf(&b, "  curl -s 'http://%s/debug/lookup?key=%s'\n", admin, url.QueryEscape(key))
+	fmt.Fprintf(&b, "  curl -s 'http://%s/debug/lookup?%skey=%s'\n", admin, inPool, url.QueryEscape(key))
 	fmt.Fprintf(&b, "The ring, its upstreams and their state:\n")
-	fmt.Fprintf(&b, "  curl -s http://%s/debug/ring    (status page: http://%s/)\n", admin, admin)
+	fmt.Fprintf(&b, "  curl -s %s    (status page: http://%s/)\n", ringURL, admin)
 
 	if victim := demoOwner(cfg, key); victim != nil {
-		b.WriteString(demoFailHint(cfg, victim, curl("42")))
+		b.WriteString(demoFailHint(cfg, victim, key, curl("42")))
 	}
 	fmt.Fprintf(&b, "Press Ctrl-C to stop.\n\n")
-	return b.String()
-}
-
-// demoOwner returns the upstream owning key on the config's ring.
-func demoOwner(cfg *config.Config, key string) *config.Upstream {
-	r, err := ring.New(ringMembers(cfg.Upstreams), ringOptions(cfg))
-	if err != nil || len(cfg.Upstreams) < 2 {
-		return nil
-	}
-	name := r.Members()[r.Owner(r.Hash(key))].Name
-	for i := range cfg.Upstreams {
-		if cfg.Upstreams[i].Name == name {
-			return &cfg.Upstreams[i]
-		}
-	}
-	return nil
-}
-
-// demoFailHint explains, in separate steps, how to make the key's owner
-// fail and heal, and how long ringlb takes to notice each.
-func demoFailHint(cfg *config.Config, u *config.Upstream, again string) string {
-	var b strings.Builder
-	base := u.URL.String()
-	moved, back := "its users move", "its users are back"
-	if cfg.Ring.OnUnavailable == "fail" {
-		moved, back = "its keys get 503 (on_unavailable: fail)", "its keys are served again"
-	}
-	switch {
-	case cfg.Health != nil:
-		h := cfg.Health
-		fmt.Fprintf(&b, "Make %s (the upstream of that key) fail its health check:\n", u.Name)
-		fmt.Fprintf(&b, "  curl -s -X POST '%s/_demo/fail?health=1'\n", base)
-		fmt.Fprintf(&b, "  ringlb ejects it after %d failed probes %s apart (about %s); then %s:\n",
-			h.Fall, h.Interval, time.Duration(h.Fall)*h.Interval, moved)
-		fmt.Fprintf(&b, "  %s\n", again)
-		fmt.Fprintf(&b, "Heal it; after %d passing probes (about %s) %s:\n", h.Rise, time.Duration(h.Rise)*h.Interval, back)
-		fmt.Fprintf(&b, "  curl -s -X POST %s/_demo/recover\n", base)
-	case cfg.Breaker.ConsecutiveFailures > 0:
-		br := cfg.Breaker
-		fmt.Fprintf(&b, "Make %s (the upstream of that key) answer 503 (no health block: its breaker decides):\n", u.Name)
-		fmt.Fprintf(&b, "  curl -s -X POST '%s/_demo/fail?requests=1'\n", base)
-		fmt.Fprintf(&b, "  after %d failed requests its breaker opens for %s and %s:\n", br.ConsecutiveFailures, br.OpenTimeout, moved)
-		fmt.Fprintf(&b, "  for i in $(seq %d); do %s; done\n", br.ConsecutiveFailures+1, again)
-		fmt.Fprintf(&b, "Heal it; once the breaker's open period ends, one request closes it again:\n")
-		fmt.Fprintf(&b, "  curl -s -X POST %s/_demo/recover\n", base)
-	}
 	return b.String()
 }

@@ -3,9 +3,10 @@
 //
 // Usage:
 //
-//	ringlb serve    [-config config.yaml | config.yaml]
+//	ringlb serve    [-config config.yaml | config.yaml] [-watch=false]
 //	ringlb validate [-config config.yaml | config.yaml]
 //	ringlb simulate [-config config.yaml | config.yaml] [-keys N] [-add NAME[=WEIGHT]]... [-remove NAME]...
+//	                [-drain NAME]... [-pool NAME]
 //	ringlb demo     [-config config.yaml | config.yaml]
 //	ringlb version  (also: ringlb --version)
 //
@@ -39,10 +40,15 @@ const (
 const usage = `ringlb: a consistent-hash HTTP reverse proxy
 
 Usage:
-  ringlb serve    [-config config.yaml]   run the proxy (also: ringlb with no subcommand)
+  ringlb serve    [-config config.yaml] [-watch=false]
+                                          run the proxy (also: ringlb with no subcommand); it reloads
+                                          the config file when it changes on disk unless -watch=false
   ringlb validate [-config config.yaml]   check a config
   ringlb simulate [-config config.yaml] [-keys 1000000] [-add NAME[=WEIGHT]]... [-remove NAME]...
-                                          offline: key shares, and keys moved by a membership change
+                  [-drain NAME]... [-pool NAME]
+                                          offline: key shares, keys moved by a membership change
+                                          (-add, -remove) or by draining (-drain); -pool picks the
+                                          pool of a config with several
   ringlb demo     [-config config.yaml]   run demo upstreams in-process with the proxy in front
   ringlb version                          print the version (also: ringlb --version)
 
@@ -178,7 +184,13 @@ func newCommand(name, synopsis string, stdout, stderr io.Writer) (*command, *str
 }
 
 func (c *command) usage(w io.Writer) {
-	fmt.Fprintf(w, "Usage: ringlb %s\n\nFlags:\n", c.synopsis)
+	fmt.Fprintf(w, "Usage: ringlb %s\n", c.synopsis)
+	flags := false
+	c.fs.VisitAll(func(*flag.Flag) { flags = true })
+	if !flags {
+		return // no flags to list under "Flags:"
+	}
+	fmt.Fprintf(w, "\nFlags:\n")
 	c.fs.SetOutput(w)
 	c.fs.PrintDefaults()
 	c.fs.SetOutput(c.stderr)
@@ -231,7 +243,7 @@ func cmdVersion(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("ringlb version", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {}
-	c := &command{fs: fs, synopsis: "version", stdout: stdout, stderr: stderr}
+	c := &command{fs: fs, synopsis: "version\n\nPrints ringlb's version, the revision it was built from and its Go version\n(also: ringlb --version).", stdout: stdout, stderr: stderr}
 	if code, ok := c.parse(args); !ok {
 		return code
 	}

@@ -171,6 +171,30 @@ func TestUsage(t *testing.T) {
 	}
 }
 
+// flagLine matches a flag in a command's -h: "  -name ...".
+var flagLine = regexp.MustCompile(`(?m)^  -([a-z]+)`)
+
+// ringlb -h lists every flag of every command (as the commands' own -h
+// show them), and a command without flags prints no empty "Flags:".
+func TestUsageListsEveryFlag(t *testing.T) {
+	_, top, _ := runCmd(t, "-h")
+	for _, cmd := range []string{"serve", "validate", "simulate", "demo", "version"} {
+		code, out, _ := runCmd(t, cmd, "-h")
+		if code != exitOK {
+			t.Errorf("ringlb %s -h: exit %d", cmd, code)
+		}
+		flags := flagLine.FindAllStringSubmatch(out, -1)
+		for _, f := range flags {
+			if !strings.Contains(top, "-"+f[1]) {
+				t.Errorf("ringlb -h does not list %s's -%s:\n%s", cmd, f[1], top)
+			}
+		}
+		if strings.Contains(out, "Flags:") && len(flags) == 0 {
+			t.Errorf("ringlb %s -h prints an empty Flags: list:\n%s", cmd, out)
+		}
+	}
+}
+
 // simFigure extracts a percentage following label in simulate's output.
 func simFigure(t *testing.T, out, label string) float64 {
 	t.Helper()
@@ -305,10 +329,10 @@ func TestValidateShippedConfigs(t *testing.T) {
 	}
 }
 
-// The README quotes `ringlb simulate -add app-5` on config.yaml: the
-// quoted lines must be what the command prints.
-func TestREADMEQuotesSimulate(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// docs/routing.md quotes `./ringlb simulate -add app-5` on config.yaml:
+// the quoted lines must be what the command prints.
+func TestDocsQuoteSimulate(t *testing.T) {
+	readme, err := os.ReadFile("../../docs/routing.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,13 +340,13 @@ func TestREADMEQuotesSimulate(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	m := regexp.MustCompile("(?s)`go run ./cmd/ringlb simulate -add app-5`.*?\n```\n(.*?)```").FindSubmatch(readme)
+	m := regexp.MustCompile("(?s)`./ringlb simulate -add app-5`.*?\n```\n(.*?)```").FindSubmatch(readme)
 	if m == nil {
-		t.Fatal("README quotes no simulate output after `go run ./cmd/ringlb simulate -add app-5`")
+		t.Fatal("docs/routing.md quotes no simulate output after `./ringlb simulate -add app-5`")
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(m[1])), "\n") {
 		if !strings.Contains(out, line+"\n") {
-			t.Errorf("README quotes %q; simulate printed:\n%s", line, out)
+			t.Errorf("docs/routing.md quotes %q; simulate printed:\n%s", line, out)
 		}
 	}
 }
@@ -575,9 +599,31 @@ func atoi(t *testing.T, s string) int {
 	return n
 }
 
-// The README quotes `ringlb simulate -drain app-2` on config.yaml.
-func TestREADMEQuotesSimulateDrain(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// docs/routing.md quotes what `./ringlb simulate -add app-5` says of hold
+// on config.yaml, whose hold.idle is 30m.
+func TestDocsQuoteSimulateHold(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/routing.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd(t, "simulate", "-config", "../../config.yaml", "-add", "app-5")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	m := regexp.MustCompile("(?s)On `config.yaml`, whose `hold.idle` is 30m, `./ringlb simulate -add app-5` prints:\n\n```\n(.*?)```").FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/routing.md quotes no simulate output with hold")
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(m[1])), "\n") {
+		if !strings.Contains(out, line+"\n") {
+			t.Errorf("docs/routing.md quotes %q; simulate printed:\n%s", line, out)
+		}
+	}
+}
+
+// docs/routing.md quotes `./ringlb simulate -drain app-2` on config.yaml.
+func TestDocsQuoteSimulateDrain(t *testing.T) {
+	readme, err := os.ReadFile("../../docs/routing.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -587,11 +633,11 @@ func TestREADMEQuotesSimulateDrain(t *testing.T) {
 	}
 	m := regexp.MustCompile("(?s)`ringlb simulate -drain NAME`.*?\n```\n(.*?)```").FindSubmatch(readme)
 	if m == nil {
-		t.Fatal("README quotes no simulate -drain output")
+		t.Fatal("docs/routing.md quotes no simulate -drain output")
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(m[1])), "\n") {
 		if !strings.Contains(out, line+"\n") {
-			t.Errorf("README quotes %q; simulate printed:\n%s", line, out)
+			t.Errorf("docs/routing.md quotes %q; simulate printed:\n%s", line, out)
 		}
 	}
 }

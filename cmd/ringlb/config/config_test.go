@@ -99,8 +99,9 @@ func TestMinimalConfigGetsDefaults(t *testing.T) {
 
 // The root config.yaml writes out every field and says that every value is
 // the default except its four upstreams, its health block (checks are off
-// by default) and upstream_header, which the demo shows (off by default):
-// it must decode to exactly that.
+// by default), upstream_header, which the demo shows (off by default), and
+// hold.idle, which turns hold on (off by default): it must decode to
+// exactly that.
 func TestRootConfigIsTheDefaults(t *testing.T) {
 	got, err := Load(rootConfig)
 	if err != nil {
@@ -109,6 +110,7 @@ func TestRootConfigIsTheDefaults(t *testing.T) {
 	want := defaults(t)
 	want.File = rootConfig
 	want.UpstreamHeader = "X-Upstream"
+	want.Hold.Idle = 30 * time.Minute
 	want.Health = &Health{
 		Path:         "/healthz",
 		Interval:     2 * time.Second,
@@ -125,7 +127,7 @@ func TestRootConfigIsTheDefaults(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
 	}
-	if s, want := got.Summary(), rootConfig+": ok: 4 upstreams, 640 points, placement ringlb"; s != want {
+	if s, want := got.Summary(), rootConfig+": ok: 4 upstreams, 640 points, placement ringlb, hold idle 30m0s max_keys 1000000"; s != want {
 		t.Errorf("Summary() = %q, want %q", s, want)
 	}
 }
@@ -662,7 +664,11 @@ var errorCases = []struct {
 	{"duplicate url", "upstreams:\n  - {name: a, url: \"http://Example.com\"}\n  - {name: b, url: \"http://example.com:80/\"}\n",
 		"c.yaml:3: upstreams[1].url: \"http://example.com:80/\" is the same address as upstreams[0].url"},
 	{"url without scheme", "upstreams:\n  - {name: a, url: \"127.0.0.1:9001\"}\n",
-		"c.yaml:2: upstreams[0].url: must be an absolute http:// or https:// URL, got \"127.0.0.1:9001\": first path segment in URL cannot contain colon"},
+		"c.yaml:2: upstreams[0].url: \"127.0.0.1:9001\" has no scheme; write http://127.0.0.1:9001 (or https://127.0.0.1:9001)"},
+	{"host name without scheme", "upstreams:\n  - {name: a, url: \"app.internal:8080\"}\n",
+		"c.yaml:2: upstreams[0].url: \"app.internal:8080\" has no scheme; write http://app.internal:8080 (or https://app.internal:8080)"},
+	{"bare host without scheme", "upstreams:\n  - {name: a, url: localhost}\n",
+		"c.yaml:2: upstreams[0].url: \"localhost\" has no scheme; write http://localhost (or https://localhost)"},
 	{"relative url", "upstreams:\n  - {name: a, url: /app}\n", "c.yaml:2: upstreams[0].url: must be an absolute http:// or https:// URL, got \"/app\""},
 	{"ftp url", "upstreams:\n  - {name: a, url: \"ftp://h\"}\n", "c.yaml:2: upstreams[0].url: must be an absolute http:// or https:// URL, got \"ftp://h\""},
 	{"url with path", "upstreams:\n  - {name: a, url: \"http://h/api\"}\n",

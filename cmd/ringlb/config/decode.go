@@ -257,6 +257,12 @@ func (d *decoder) upstreamURL(f string, n *yaml.Node, u **url.URL) {
 	if !ok {
 		return
 	}
+	if hostWithoutScheme(s) {
+		// 10.0.0.1:8080 would end in url.Parse's "first path segment in
+		// URL cannot contain colon", app:8080 parse as scheme app.
+		d.badValue(f, n, "%q has no scheme; write http://%s (or https://%s)", short(s), short(s), short(s))
+		return
+	}
 	p, err := url.Parse(s)
 	if err != nil {
 		var ue *url.Error
@@ -267,6 +273,14 @@ func (d *decoder) upstreamURL(f string, n *yaml.Node, u **url.URL) {
 		return
 	}
 	*u = p
+}
+
+// hostWithoutScheme reports whether s is a host or host:port written
+// without its scheme ("10.0.0.1:8080", "app.internal:8080", "[::1]:80",
+// "localhost"): no "://", and nothing a URL's path, query, fragment or
+// user info would hold.
+func hostWithoutScheme(s string) bool {
+	return s != "" && !strings.Contains(s, "://") && !strings.ContainsAny(s, "/?#@ \t") && !strings.HasPrefix(s, ":")
 }
 
 // decoded fills in what an upstream's fields give: Addr is the URL's host

@@ -84,6 +84,9 @@ func TestPoolsErrors(t *testing.T) {
 				"c.yaml:2: upstreams: must be inside a pool when the config has pools: move it under pools.NAME"},
 		{"route to an unknown pool", two + "routes: [{pool: a}, {path_prefix: /b, pool: b}, {host: c.example, pool: c}]\n",
 			`c.yaml:6: routes[2].pool: "c" is not a pool; define it under pools`},
+		{"route to a misspelled pool", "pools:\n  sessions:\n    upstreams: [{name: x, url: http://127.0.0.1:1}]\nroutes: [{pool: sesions}]\n",
+			`c.yaml:2: pools.sessions: no route reaches pool "sessions": add a route with pool: sessions` + "\n" +
+				`c.yaml:4: routes[0].pool: "sesions" is not a pool (did you mean sessions?); define it under pools`},
 		{"pool no route reaches", two + "routes: [{pool: a}]\n",
 			`c.yaml:4: pools.b: no route reaches pool "b": add a route with pool: b`},
 		{"routes missing", two,

@@ -51,7 +51,7 @@ func (d *decoder) validatePools(c *Config) {
 		case !d.has(f + ".pool"):
 			d.invalid(f+".pool", "required: the pool this route sends requests to")
 		case !defined[r.Pool]:
-			d.invalid(f+".pool", "%q is not a pool; define it under pools", short(r.Pool))
+			d.invalid(f+".pool", "%q is not a pool%s; define it under pools", short(r.Pool), didYouMean(r.Pool, defined))
 		}
 		for j := range i {
 			if o := c.Routes[j]; o.Host == r.Host && o.PathPrefix == r.PathPrefix && !d.isBad(index("routes", j)) {

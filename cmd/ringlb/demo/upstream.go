@@ -12,7 +12,9 @@
 //	                           parameter user, the X-User-ID header, the
 //	                           session cookie, or else the path (the
 //	                           default config's key sources); NewKeyed
-//	                           takes another rule
+//	                           takes another rule, under which a request
+//	                           may have no user: "a visitor with no key
+//	                           yet: not counted, on NAME"
 package demo
 
 import (
@@ -61,7 +63,9 @@ func New(name string) *Upstream {
 }
 
 // NewKeyed returns a demo upstream called name that counts visits per
-// user(r); nil means as New does.
+// user(r); nil means as New does. A request for which user returns "" has
+// no user (a first visit without a key, say): it is answered, and not
+// counted.
 func NewKeyed(name string, user func(*http.Request) string) *Upstream {
 	if user == nil {
 		user = defaultUser
@@ -125,6 +129,10 @@ func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	who := u.user(r)
+	if who == "" {
+		fmt.Fprintf(w, "a visitor with no key yet: not counted, on %s\n", u.name)
+		return
+	}
 	var before int
 	if u.handoff != "" {
 		before = u.fetch(r.Header.Get(u.handoff), who)
