@@ -3,8 +3,8 @@ package key
 import (
 	"bytes"
 	"io"
-	"strings"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/ringlb/ringlb/internal/testutil/chat"
