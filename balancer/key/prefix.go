@@ -1,6 +1,7 @@
 package key
 
 import (
+	"fmt"
 	"net/http"
 	"sync"
 	"unsafe"
@@ -33,6 +34,17 @@ import (
 // MinPrefixBytes is the least Bytes a prefix source takes: a shorter
 // cut would hold little more than the model's name.
 const MinPrefixBytes = 16
+
+// Describe says what a prefix source keys on, for `ringlb validate`;
+// "" for the other sources (their keys are what their names say).
+func (k Source) Describe(bodyLimit int) string {
+	if k.Kind != Prefix {
+		return ""
+	}
+	return fmt.Sprintf("the body's model, then its messages up to and including the first whose role is user "+
+		"(or its prompt, or its input), each in canonical JSON (RFC 8785), one per line, cut at %d bytes; "+
+		"read from the body's first %d bytes (hash.body_limit), absent for a body that is not JSON", k.Bytes, bodyLimit)
+}
 
 // prefixScan reads a prefix key: the top-level object's model and its
 // prompt field, canonical, through canonScan.
