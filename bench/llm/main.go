@@ -110,8 +110,8 @@ func main() {
 
 // Line is a result in one line, for the progress output.
 func (r Result) Line() string {
-	s := fmt.Sprintf("%d requests (%d failed), hit rate %.1f%%, TTFT p50 %v p99 %v, %.1f req/s, busiest/mean %.2f",
-		r.Requests, r.Failed, 100*r.HitRate, r.TTFT50.Round(time.Millisecond), r.TTFT99.Round(time.Millisecond), r.Throughput, r.BusiestOverMean)
+	s := fmt.Sprintf("%d requests (%d failed), hit rate %.1f%%, TTFT p50 %v p99 %v, %.1f req/s, busiest/mean %.2f, %.1f%% of turns moved",
+		r.Requests, r.Failed, 100*r.HitRate, r.TTFT50.Round(time.Millisecond), r.TTFT99.Round(time.Millisecond), r.Throughput, r.BusiestOverMean, 100*r.Moved)
 	if r.ScaleOut {
 		s += fmt.Sprintf(", of %d conversations across the scale-out %d went to the new server, %d spilled to another", r.Spanning, r.Lost, r.Spilled)
 	}
@@ -133,16 +133,33 @@ func report(w io.Writer, sim Sim, results []Result, args string) {
 		"user messages of %d-%d bytes; %d tokens per answer, streamed.\n\n",
 		sim.Servers, s.Slots, s.CacheBlocks, s.BlockBytes, s.CacheBlocks*s.BlockBytes>>10, s.Base, s.PerByte, s.PerToken,
 		wl.Rate, wl.Duration, wl.Turns, wl.Think, wl.SystemPrompts, wl.SystemBytes, wl.Zipf, wl.UserBytes[0], wl.UserBytes[1], wl.MaxTokens)
-	fmt.Fprintf(w, "| routing | requests | cache hit rate | TTFT p50 | TTFT p99 | throughput (req/s) | tokens/s | busiest/mean | lost at the scale-out (spilled) |\n")
-	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "| routing | requests | cache hit rate | TTFT p50 | TTFT p99 | throughput (req/s) | tokens/s | busiest/mean | turns moved | lost at the scale-out (spilled) |\n")
+	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range results {
 		lost := "-"
 		if r.ScaleOut {
 			lost = fmt.Sprintf("%d of %d (%d)", r.Lost, r.Spanning, r.Spilled)
 		}
-		fmt.Fprintf(w, "| %s | %d | %.1f%% | %v | %v | %.1f | %.0f | %.2f | %s |\n", r.Name, r.Requests, 100*r.HitRate,
-			r.TTFT50.Round(time.Millisecond), r.TTFT99.Round(time.Millisecond), r.Throughput, r.TokensPerSecond, r.BusiestOverMean, lost)
+		fmt.Fprintf(w, "| %s | %d | %.1f%% | %v | %v | %.1f | %.0f | %.2f | %.1f%% | %s |\n", r.Name, r.Requests, 100*r.HitRate,
+			r.TTFT50.Round(time.Millisecond), r.TTFT99.Round(time.Millisecond), r.Throughput, r.TokensPerSecond, r.BusiestOverMean, 100*r.Moved, lost)
 	}
+	fmt.Fprint(w, `
+- cache hit rate: prompt bytes the server found in its KV cache over all
+  prompt bytes (vLLM's prefix_cache_hits over prefix_cache_queries).
+- TTFT: from the request to the first token, as the client saw it
+  (the wait for a slot included).
+- throughput: requests over the time from the first request to the last
+  answer; the arrivals are the same in every row, so it moves little.
+- busiest/mean: the requests of the busiest server (of those there from
+  the start) over the mean.
+- turns moved: turns after a conversation's first that went to another
+  server than the turn before (and found its cache elsewhere).
+- lost at the scale-out: of the conversations with turns before and
+  after the fifth server came, those whose next turn went to it; in
+  brackets, those whose next turn went to another old server (a full
+  server's overflow, as at any other time; with bounded loads an
+  overflow may also land on the new server, counted as lost).
+`)
 	fmt.Fprintln(w)
 }
 

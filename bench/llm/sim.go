@@ -47,6 +47,10 @@ type Result struct {
 	Throughput       float64 // requests per second
 	TokensPerSecond  float64
 	BusiestOverMean  float64 // the busiest server's requests over the mean
+	// Moved is the share of turns after a conversation's first that went
+	// to another server than the turn before: each found its
+	// conversation's cache elsewhere.
+	Moved float64
 	// Spanning counts the conversations across the scale-out; Lost those
 	// whose next turn went to the new server (their cache stayed behind
 	// because the ring changed), Spilled those whose next turn went to
@@ -264,10 +268,36 @@ func summarize(sc Scenario, turns []Turn, elapsed, scaledAt time.Duration) Resul
 		most = max(most, n)
 	}
 	res.BusiestOverMean = float64(most) / (float64(sum) / float64(len(counts)))
+	res.Moved = moved(turns)
 	if sc.ScaleOut {
 		res.Spanning, res.Lost, res.Spilled = lostAtScaleOut(turns, scaledAt, "gpu-5")
 	}
 	return res
+}
+
+// moved is the share of turns, after the first of each conversation,
+// that went to another server than the turn before.
+func moved(turns []Turn) float64 {
+	last := map[int]Turn{}
+	sorted := slices.Clone(turns)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Start < sorted[j].Start })
+	n, m := 0, 0
+	for _, t := range sorted {
+		if t.Err != "" {
+			continue
+		}
+		if prev, ok := last[t.Conv]; ok {
+			n++
+			if prev.Server != t.Server {
+				m++
+			}
+		}
+		last[t.Conv] = t
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(m) / float64(n)
 }
 
 // lostAtScaleOut counts the conversations with a turn before the
