@@ -97,6 +97,9 @@ func TestStreamAllocsPerEvent(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: streams 1000 events a run")
 	}
+	if raceEnabled {
+		t.Skip("-race allocates where a plain build does not")
+	}
 	allocs := func(n int) float64 {
 		sr := newStreamRig(t, n)
 		sr.once(t) // a warm connection and pools
