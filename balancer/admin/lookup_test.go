@@ -105,3 +105,49 @@ func TestLookupRequestBody(t *testing.T) {
 		t.Errorf("POST from a foreign Origin: %d %v, want 403", code, m)
 	}
 }
+
+// POST /debug/lookup with a chat body shows the prefix key it yields (the
+// model and the messages up to the first user message, canonical), its
+// hash and its owner, as the proxy would place the request; a body the
+// source finds no key in falls to the next source.
+func TestLookupPrefixKey(t *testing.T) {
+	u, _ := url.Parse("http://a.internal:8080")
+	reg := balancer.NewRegistry()
+	b, err := balancer.New(balancer.Options{
+		Upstreams: []balancer.UpstreamOptions{{Name: "a", URL: u, Addr: u.Host, Weight: 1}, {Name: "b", URL: u, Addr: u.Host, Weight: 1}, {Name: "c", URL: u, Addr: u.Host, Weight: 1}},
+		Ring:      balancer.RingOptions{PointsPerWeight: 160},
+		Hash:      balancer.HashOptions{Key: []key.Source{{Kind: key.Prefix, Bytes: 256}, {Kind: key.Host}}},
+	}, reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(NewHandler(b, reg, nil, Options{Addr: ln.Addr().String()}))
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct{ body, key, source string }{
+		{`{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello"}], "model": "llama"}`,
+			"\"llama\"\n{\"content\":\"Be brief.\",\"role\":\"system\"}\n{\"content\":\"Hi\",\"role\":\"user\"}", "prefix 256 bytes"},
+		{`{"model":"llama","messages":"not a list"}`, "proxy", "host"},
+	} {
+		res, err := http.Post(srv.URL+"/debug/lookup?path=/v1/chat/completions", "application/json", strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		err = json.NewDecoder(res.Body).Decode(&m)
+		res.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := b.Lookup(tc.key)
+		if res.StatusCode != 200 || m["key"] != tc.key || m["source"] != tc.source || m["hash"] != want.Hash || m["owner"] != want.Owner {
+			t.Errorf("POST %s: %d %v; want key %q from %s, hash %s, owner %s", tc.body, res.StatusCode, m, tc.key, tc.source, want.Hash, want.Owner)
+		}
+	}
+}

@@ -44,15 +44,9 @@ func parseJSONPath(s string) ([]string, error) {
 // limits.body_memory and timeouts.client_body; any other request gets
 // one of its own, held to neither.
 func jsonKey(r *http.Request, path []string, limit int) (string, bool) {
-	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || !IsJSONBody(r.Header) {
-		return "", false
-	}
-	p, ok := r.Body.(*reqbody.Prefix)
+	p, ok := bodyPrefix(r, limit)
 	if !ok {
-		p = new(reqbody.Prefix)
-		p.Init(r.Body, r.ContentLength, limit, nil)
-		p.Trailers = reqbody.NewTrailerGate(r)
-		r.Body = p
+		return "", false
 	}
 	s := jsonScan{p: p, path: path}
 	return s.find()

@@ -17,8 +17,16 @@ import (
 // are checked for them (checkControl), strings passed over are not.
 func (s *jsonScan) str() (start, end int, esc, ok bool) {
 	start = s.pos + 1
-	i := start // bytes before i are passed: no quote ends the string there
-	q := -1    // the first quote at or after i, once one is found
+	end, esc, ok = s.strFrom(start)
+	return start, end, esc, ok
+}
+
+// strFrom scans a string from i, inside it and not inside an escape, to
+// its closing quote (end), leaving pos after that; esc says it holds
+// escapes after i.
+func (s *jsonScan) strFrom(i int) (end int, esc, ok bool) {
+	// Bytes before i are passed: no quote ends the string there.
+	q := -1 // the first quote at or after i, once one is found
 	for {
 		buf := s.p.Bytes()
 		if q < i {
@@ -34,29 +42,29 @@ func (s *jsonScan) str() (start, end int, esc, ok bool) {
 		if b < 0 {
 			if q >= i {
 				s.pos = q + 1
-				return start, q, esc, true
+				return q, esc, true
 			}
 			i = len(buf)
 			if !s.p.More() {
-				return 0, 0, false, false
+				return 0, false, false
 			}
 			continue
 		}
 		i += b
 		esc = true
 		if !s.ensure(i + 2) {
-			return 0, 0, false, false
+			return 0, false, false
 		}
 		switch s.p.Bytes()[i+1] {
 		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 			i += 2
 		case 'u':
 			if !s.ensure(i+6) || !isHex4(s.p.Bytes()[i+2:i+6]) {
-				return 0, 0, false, false
+				return 0, false, false
 			}
 			i += 6
 		default:
-			return 0, 0, false, false
+			return 0, false, false
 		}
 	}
 }

@@ -1,5 +1,6 @@
 // Package key turns a request into its hash key: the sources of
-// hash.key (cookie, header, query, uri, path, ip, host, json, combine),
+// hash.key (cookie, header, query, uri, path, ip, host, json, prefix,
+// combine),
 // each read only from what the upstream will see.
 package key
 
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/textproto"
+	"strconv"
 	"strings"
 	"sync"
 	"unsafe"
@@ -167,6 +169,15 @@ func newFunc(src Source, trusted []netip.Prefix, bodyLimit int) (Func, error) {
 		return func(r *http.Request) (string, bool) { return ClientIP(r, trusted) }, nil
 	case Host:
 		return hostKey, nil
+	case Prefix:
+		if src.Bytes < MinPrefixBytes {
+			return nil, fmt.Errorf("key source prefix: bytes must be >= %d, got %d", MinPrefixBytes, src.Bytes)
+		}
+		if src.Bytes > bodyLimit {
+			return nil, fmt.Errorf("key source prefix: bytes must be <= the body limit, %d, got %d", bodyLimit, src.Bytes)
+		}
+		n := src.Bytes
+		return func(r *http.Request) (string, bool) { return prefixKey(r, n, bodyLimit) }, nil
 	case JSON:
 		path, err := parseJSONPath(src.Name)
 		if err != nil {
@@ -212,6 +223,9 @@ func (k Source) String() string {
 		}
 		return "combine [" + strings.Join(parts, ", ") + "]"
 	}
+	if k.Kind == Prefix {
+		return fmt.Sprintf("prefix %d bytes", k.Bytes)
+	}
 	if k.Name == "" {
 		return string(k.Kind)
 	}
@@ -228,6 +242,9 @@ func (k Source) Label() string {
 		}
 		return "combine:[" + strings.Join(parts, ",") + "]"
 	}
+	if k.Kind == Prefix {
+		return "prefix:" + strconv.Itoa(k.Bytes)
+	}
 	if k.Name == "" {
 		return string(k.Kind)
 	}
@@ -237,16 +254,18 @@ func (k Source) Label() string {
 // Source is one entry of hash.key: Name is the cookie, header or query
 // parameter name, or the json source's dotted path (empty for the
 // others). Sources are a combine source's parts, none of them a combine.
+// Bytes is the prefix source's cut.
 type Source struct {
 	Kind    Kind
 	Name    string
 	Sources []Source
+	Bytes   int
 }
 
 // ReadsBody says whether the source (or a part of it) reads the
 // request body.
 func (k Source) ReadsBody() bool {
-	if k.Kind == JSON {
+	if k.Kind == JSON || k.Kind == Prefix {
 		return true
 	}
 	for _, p := range k.Sources {
@@ -273,6 +292,9 @@ const (
 	// JSON is a string or number field of a JSON request body, Name
 	// being its dotted path.
 	JSON Kind = "json"
+	// Prefix is the start of an LLM request's prompt, canonical, cut at
+	// Bytes (see prefixKey).
+	Prefix Kind = "prefix"
 	// Combine is several sources at once, all present.
 	Combine Kind = "combine"
 )

@@ -53,6 +53,46 @@ type Prefix struct {
 	freed atomic.Bool
 	// trailers keeps the request's declared trailers when rc ends.
 	Trailers TrailerGate
+	// scratch is the buffer a key made from the body (rather than a
+	// slice of it) is written in; it goes back to scratchBufs when buf
+	// goes back or the request is over, whichever comes first.
+	scratch atomic.Pointer[[]byte]
+}
+
+// scratchBufs lends the buffers keys are made in (Scratch); one that
+// grew beyond maxScratch is left to the collector.
+var scratchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1<<10); return &b }}
+
+const maxScratch = 256 << 10
+
+// Scratch returns an empty buffer that a key made from the body may be
+// written in (appending to it as it needs); KeepScratch then records the
+// buffer as it grew, and the key stays valid until the request is
+// routed.
+func (p *Prefix) Scratch() []byte {
+	bp := p.scratch.Load()
+	if bp == nil {
+		bp = scratchBufs.Get().(*[]byte)
+		p.scratch.Store(bp)
+	}
+	return (*bp)[:0]
+}
+
+// KeepScratch records b, grown from what Scratch returned, as p's
+// scratch buffer.
+func (p *Prefix) KeepScratch(b []byte) {
+	if bp := p.scratch.Load(); bp != nil {
+		*bp = b
+	}
+}
+
+// putScratch gives the scratch buffer back, once: Read (on the
+// transport's goroutine) and Done (on the handler's) may both call it.
+func (p *Prefix) putScratch() {
+	if bp := p.scratch.Swap(nil); bp != nil && cap(*bp) <= maxScratch {
+		*bp = (*bp)[:0]
+		scratchBufs.Put(bp)
+	}
 }
 
 // ErrMemory ends the key scan of a body whose next buffer
@@ -181,6 +221,7 @@ func (p *Prefix) Read(b []byte) (int, error) {
 				putBuf(p.pooled)
 				p.pooled = nil
 			}
+			p.putScratch()
 		}
 		return n, nil
 	}
@@ -205,11 +246,13 @@ func (p *Prefix) free() {
 }
 
 // Done ends p's part in a request that is over: buf's bytes go back to
-// the account (if Read has not given them back already) and, when no
-// upstream's transport was given the body (sent false), which could
-// still be reading it, its array goes back to prefixBufs.
+// the account (if Read has not given them back already), the scratch
+// buffer to its pool, and, when no upstream's transport was given the
+// body (sent false), which could still be reading it, its array goes
+// back to prefixBufs.
 func (p *Prefix) Done(sent bool) {
 	p.free()
+	p.putScratch()
 	if !sent && p.pooled != nil {
 		putBuf(p.pooled)
 		p.pooled, p.buf = nil, nil

@@ -207,6 +207,17 @@ func demoKeyOf(k key.Source) demoKey {
 			b := strings.ReplaceAll(strings.ReplaceAll(body, `"`, `\"`), "$U", u)
 			return `-H 'Content-Type: application/json' -d "` + b + `" `, "/"
 		}
+	case key.Prefix:
+		// A chat body whose first user message names the user: its key
+		// is the model and that message, canonical.
+		d.curl = func(u string) (string, string) {
+			return `-H 'Content-Type: application/json' -d "{\"model\":\"demo\",\"messages\":[{\"role\":\"user\",\"content\":\"user ` + u + `\"}]}" `, "/"
+		}
+		n := k.Bytes
+		d.key = func(u string) string {
+			v := "\"demo\"\n{\"content\":\"user " + u + "\",\"role\":\"user\"}"
+			return v[:min(len(v), n)]
+		}
 	case key.Combine:
 		parts := make([]demoKey, len(k.Sources))
 		for i, p := range k.Sources {

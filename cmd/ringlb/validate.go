@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
 	"github.com/ringlb/ringlb/cmd/ringlb/process"
 	"github.com/ringlb/ringlb/ring"
@@ -90,6 +91,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 				return exitFail
 			}
 			fmt.Fprintf(stdout, "  pool %s: %s\n", p.Name, line)
+			printKeys(stdout, p, "    ")
 		}
 		return exitOK
 	}
@@ -103,6 +105,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		fmt.Fprintf(stdout, "%s (not resolved: the ring version depends on the answers)\n", cfg.Summary())
+		printKeys(stdout, &cfg.Pool, "  ")
 		return exitOK
 	}
 	cfg, r, err := loadRing(*path)
@@ -111,5 +114,26 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	fmt.Fprintf(stdout, "%s, version %s\n", cfg.Summary(), r.Version())
+	printKeys(stdout, &cfg.Pool, "  ")
 	return exitOK
+}
+
+// printKeys writes a line for each of the pool's key sources (or a
+// combine's parts) whose key its name does not make plain: what a
+// prefix source keys on.
+func printKeys(w io.Writer, p *config.Pool, indent string) {
+	for i, k := range p.Hash.Key {
+		srcs, names := []key.Source{k}, []string{fmt.Sprintf("hash.key[%d]", i)}
+		if k.Kind == key.Combine {
+			srcs, names = k.Sources, nil
+			for j := range k.Sources {
+				names = append(names, fmt.Sprintf("hash.key[%d].combine[%d]", i, j))
+			}
+		}
+		for j, s := range srcs {
+			if d := s.Describe(p.Hash.BodyLimit); d != "" {
+				fmt.Fprintf(w, "%s%s (%s) keys on %s\n", indent, names[j], s, d)
+			}
+		}
+	}
 }

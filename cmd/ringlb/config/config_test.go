@@ -248,6 +248,26 @@ upstream_tls: {server_name: backend.example, insecure_skip_verify: true}
 			},
 		},
 		{
+			name: "prefix keys",
+			src: `hash:
+  key:
+    - prefix: {bytes: 256}
+    - prefix: 4096
+    - combine: [{prefix: {bytes: 16}}, {header: x-tenant}]
+  body_limit: 4096
+` + up,
+			check: func(t *testing.T, c *Config) {
+				want := []key.Source{
+					{Kind: key.Prefix, Bytes: 256},
+					{Kind: key.Prefix, Bytes: 4096},
+					{Kind: key.Combine, Sources: []key.Source{{Kind: key.Prefix, Bytes: 16}, {Kind: key.Header, Name: "X-Tenant"}}},
+				}
+				if !reflect.DeepEqual(c.Hash.Key, want) {
+					t.Errorf("Key = %+v, want %+v", c.Hash.Key, want)
+				}
+			},
+		},
+		{
 			name: "nginx placement",
 			src: `ring: {placement: nginx, load_factor: 0}
 upstreams:
@@ -611,19 +631,29 @@ var errorCases = []struct {
 			"c.yaml:7: hash.key[3].json: must be field names joined by dots, like metadata.session, got \".a\"\n" +
 			"c.yaml:8: hash.key[4].combine[0].json: must be field names joined by dots, like metadata.session, got \"x.\"\n" +
 			"c.yaml:9: hash.key[5].json: must be a string, got a list"},
+	{"prefix sources", "hash:\n  body_limit: 1024\n  key:\n    - prefix\n    - prefix: {bytes: 15}\n    - prefix: 1025\n    - prefix: {bytes: 1024}\n    - prefix: {byts: 64}\n    - prefix: {}\n    - prefix: {bytes: many}\n    - prefix: [64]\n    - combine: [host, {prefix: 8}]\n    - prefix: {bytes: 64, bytes: 65}\n" + up,
+		"c.yaml:4: hash.key[0]: prefix needs its length, like `prefix: {bytes: 256}`\n" +
+			"c.yaml:5: hash.key[1].prefix.bytes: must be >= 16, got 15\n" +
+			"c.yaml:6: hash.key[2].prefix: must be <= hash.body_limit (1024), got 1025: the key is read from the body's first hash.body_limit bytes\n" +
+			"c.yaml:8: hash.key[4].prefix.byts: unknown field (did you mean bytes?)\n" +
+			"c.yaml:9: hash.key[5].prefix: needs bytes, the length of the key, like `prefix: {bytes: 256}`\n" +
+			"c.yaml:10: hash.key[6].prefix.bytes: must be an integer, got \"many\"\n" +
+			"c.yaml:11: hash.key[7].prefix: must be `{bytes: N}` or a number of bytes, got a list\n" +
+			"c.yaml:12: hash.key[8].combine[1].prefix: must be >= 16, got 8\n" +
+			"c.yaml:13: hash.key[9].prefix.bytes: repeated field (first at line 13)"},
 	{"key sources", "hash:\n  key:\n    - uri\n    - cookie\n    - {uri: x}\n    - foo: 1\n    - [1]\n    - {cookie: a, header: b}\n    - header: \"\"\n    - header: X Y\n    - query:\n    - 7\n" + up,
 		"c.yaml:4: hash.key[1]: cookie needs a name, like `cookie: NAME`\n" +
 			"c.yaml:5: hash.key[2].uri: takes no name; write `- uri`\n" +
-			"c.yaml:6: hash.key[3]: unknown key source \"foo\"; want uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME`, `json: PATH` or `combine: [SOURCE, ...]`\n" +
-			"c.yaml:7: hash.key[4]: must be uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME`, `json: PATH` or `combine: [SOURCE, ...]`, got a list\n" +
-			"c.yaml:8: hash.key[5]: must be one source per list item (uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME`, `json: PATH` or `combine: [SOURCE, ...]`), got a mapping with 2 entries\n" +
+			"c.yaml:6: hash.key[3]: unknown key source \"foo\"; want uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME`, `json: PATH`, `prefix: {bytes: N}` or `combine: [SOURCE, ...]`\n" +
+			"c.yaml:7: hash.key[4]: must be uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME`, `json: PATH`, `prefix: {bytes: N}` or `combine: [SOURCE, ...]`, got a list\n" +
+			"c.yaml:8: hash.key[5]: must be one source per list item (uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME`, `json: PATH`, `prefix: {bytes: N}` or `combine: [SOURCE, ...]`), got a mapping with 2 entries\n" +
 			"c.yaml:9: hash.key[6].header: must not be empty\n" +
 			"c.yaml:10: hash.key[7].header: must be a valid header name, got \"X Y\"\n" +
 			"c.yaml:11: hash.key[8].query: must be a string, got null\n" +
-			"c.yaml:12: hash.key[9]: unknown key source 7; want uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME`, `json: PATH` or `combine: [SOURCE, ...]`"},
+			"c.yaml:12: hash.key[9]: unknown key source 7; want uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME`, `json: PATH`, `prefix: {bytes: N}` or `combine: [SOURCE, ...]`"},
 	{"key source misspelt", "hash:\n  key:\n    - cokie: session\n    - pth\n" + up,
-		"c.yaml:3: hash.key[0]: unknown key source \"cokie\" (did you mean cookie?); want uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME`, `json: PATH` or `combine: [SOURCE, ...]`\n" +
-			"c.yaml:4: hash.key[1]: unknown key source \"pth\" (did you mean path?); want uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME`, `json: PATH` or `combine: [SOURCE, ...]`"},
+		"c.yaml:3: hash.key[0]: unknown key source \"cokie\" (did you mean cookie?); want uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME`, `json: PATH`, `prefix: {bytes: N}` or `combine: [SOURCE, ...]`\n" +
+			"c.yaml:4: hash.key[1]: unknown key source \"pth\" (did you mean path?); want uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME`, `json: PATH`, `prefix: {bytes: N}` or `combine: [SOURCE, ...]`"},
 	{"bad on_missing", "hash: {on_missing: sometimes}\n" + up, "c.yaml:1: hash.on_missing: must be random, reject or cookie, got \"sometimes\""},
 	{"bad affinity cookie", "hash:\n  on_missing: cookie\n  cookie:\n    name: \"a;b\"\n    ttl: 0s\n" + up,
 		"c.yaml:4: hash.cookie.name: must be a valid cookie name, got \"a;b\"\nc.yaml:5: hash.cookie.ttl: must be > 0, got 0s"},

@@ -1,7 +1,7 @@
 package config
 
 // This file decodes hash.key's key sources: uri, path, ip, host, cookie,
-// header, query, json and combine.
+// header, query, json, prefix and combine.
 
 import (
 	"net/textproto"
@@ -14,11 +14,11 @@ import (
 var keySourceKinds = map[key.Kind]bool{
 	key.URI: true, key.Path: true, key.IP: true, key.Host: true,
 	key.Cookie: true, key.Header: true, key.Query: true, key.JSON: true,
-	key.Combine: true,
+	key.Prefix: true, key.Combine: true,
 }
 
 // keySourceForm lists the forms of a key source, for messages.
-const keySourceForm = "uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME`, `json: PATH` or `combine: [SOURCE, ...]`"
+const keySourceForm = "uri, path, ip, host, `cookie: NAME`, `header: NAME`, `query: NAME`, `json: PATH`, `prefix: {bytes: N}` or `combine: [SOURCE, ...]`"
 
 // keySource decodes one hash.key entry: a bare uri, path, ip or host, a
 // one-entry mapping cookie|header|query: NAME or json: PATH, or combine:
@@ -54,6 +54,9 @@ func (d *decoder) bareKeySource(f string, n *yaml.Node) key.Source {
 	case key.JSON:
 		d.badValue(f, n, "json needs a field path, like `json: user` or `json: metadata.session`")
 		return key.Source{}
+	case key.Prefix:
+		d.badValue(f, n, "prefix needs its length, like `prefix: {bytes: 256}`")
+		return key.Source{}
 	case key.Combine:
 		d.badValue(f, n, "combine needs a list of sources, like `combine: [host, uri]`")
 		return key.Source{}
@@ -88,6 +91,9 @@ func (d *decoder) namedKeySource(f string, n *yaml.Node, combine bool) key.Sourc
 			name = textproto.CanonicalMIMEHeaderKey(name)
 		}
 		return key.Source{Kind: kind, Name: name}
+	case key.Prefix:
+		d.lines[kf] = nodePos(k)
+		return d.prefixSource(f, kf, v)
 	case key.Combine:
 		d.lines[kf] = nodePos(k)
 		if !combine {
@@ -103,6 +109,38 @@ func (d *decoder) namedKeySource(f string, n *yaml.Node, combine bool) key.Sourc
 	}
 	d.badValue(f, k, "unknown key source %s%s; want %s", describe(k), didYouMean(k.Value, keySourceKinds), keySourceForm)
 	return key.Source{}
+}
+
+// prefixFields are the fields of a prefix source's mapping.
+var prefixFields = map[string]*field{"bytes": {key: "bytes"}}
+
+// prefixSource decodes the value v of a prefix source (at kf, in the key
+// source at f): a mapping {bytes: N}, or N alone. A value that fails
+// marks f bad and gives the zero key.Source.
+func (d *decoder) prefixSource(f, kf string, v *yaml.Node) key.Source {
+	src := key.Source{Kind: key.Prefix}
+	ok := true
+	switch r := resolve(v); {
+	case r.Kind == yaml.ScalarNode && !isNull(r):
+		src.Bytes, ok = d.integer(kf, r)
+	case r.Kind == yaml.MappingNode:
+		bf, errs := join(kf, "bytes"), len(d.errs)
+		d.mapping(kf, r, prefixFields, func(f string, _ *field, v *yaml.Node) {
+			src.Bytes, ok = d.integer(f, v)
+		})
+		if _, has := d.lines[bf]; !has && len(d.errs) == errs {
+			d.badValue(kf, r, "needs bytes, the length of the key, like `prefix: {bytes: 256}`")
+		}
+		ok = ok && len(d.errs) == errs
+	default:
+		d.typeErr(kf, r, "`{bytes: N}` or a number of bytes")
+		ok = false
+	}
+	if !ok {
+		d.bad[f] = true
+		return key.Source{}
+	}
+	return src
 }
 
 // combineSource decodes the list v of a combine (at kf, in the key source

@@ -15,7 +15,7 @@ func (d *decoder) validateHash(h *Hash) {
 		d.invalid("hash.key", "must list at least one source")
 	}
 	for i, k := range h.Key {
-		d.validateKeySource(index("hash.key", i), k)
+		d.validateKeySource(index("hash.key", i), k, h.BodyLimit)
 	}
 	switch h.OnMissing {
 	case "random", "reject", "cookie":
@@ -39,8 +39,9 @@ func (d *decoder) validateHash(h *Hash) {
 	}
 }
 
-// validateKeySource checks one hash.key entry, f being its field.
-func (d *decoder) validateKeySource(f string, k key.Source) {
+// validateKeySource checks one hash.key entry, f being its field, under
+// hash.body_limit bodyLimit.
+func (d *decoder) validateKeySource(f string, k key.Source, bodyLimit int) {
 	if k.Kind == "" {
 		return // decoding failed and said why
 	}
@@ -51,7 +52,18 @@ func (d *decoder) validateKeySource(f string, k key.Source) {
 			d.invalid(nf, "must list at least one source")
 		}
 		for j, p := range k.Sources {
-			d.validateKeySource(index(nf, j), p)
+			d.validateKeySource(index(nf, j), p, bodyLimit)
+		}
+	case k.Kind == key.Prefix:
+		bf := nf + ".bytes"
+		if !d.has(bf) {
+			bf = nf // written `prefix: N`
+		}
+		switch {
+		case k.Bytes < key.MinPrefixBytes:
+			d.invalid(bf, "must be >= %d, got %d", key.MinPrefixBytes, k.Bytes)
+		case bodyLimit >= 1 && k.Bytes > bodyLimit:
+			d.invalid(bf, "must be <= hash.body_limit (%d), got %d: the key is read from the body's first hash.body_limit bytes", bodyLimit, k.Bytes)
 		}
 	case k.Kind == key.JSON:
 		if k.Name == "" {

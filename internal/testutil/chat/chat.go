@@ -49,3 +49,16 @@ func Request(body string) *http.Request {
 	r.Header.Set("Content-Type", "application/json")
 	return r
 }
+
+// LongSystem is a chat completion body of about size bytes whose key
+// the prefix source must read to the end: a long system prompt (with
+// escapes and non-ASCII text), the user's question, and the model last.
+func LongSystem(size int) []byte {
+	var sb strings.Builder
+	sb.WriteString(`{"messages":[{"role":"system","content":"`)
+	for sb.Len() < size-300 {
+		sb.WriteString(`You are a careful assistant. Answer \"briefly\" and cite the manual, § 4.2.\n`)
+	}
+	sb.WriteString(`"},{"role":"user","content":"What changed in the quarterly report?"}],"temperature":0.7,"max_tokens":512,"stream":true,"model":"llama-3.1-70b-instruct"}`)
+	return []byte(sb.String())
+}
