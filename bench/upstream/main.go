@@ -8,6 +8,11 @@
 // tells the harness whether a proxy keeps its upstream connections alive or
 // keeps opening new ones.
 //
+// GET /sse/... answers a text/event-stream of ?events=N (default 1000)
+// events, "data: ok from NAME\n\n" each, every one written and flushed on
+// its own as a server of server-sent events does, as fast as it can: the
+// stream bench/run.sh's sse feature rows send through ringlb.
+//
 // With -raw it answers from a loop of its own over each TCP connection
 // instead of net/http's server (raw.go): the same responses for a fraction
 // of the CPU, so that the core it shares with the load generator has room
@@ -25,6 +30,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -52,6 +58,10 @@ func main() {
 			_, _ = fmt.Fprintf(w, "conns %d\n", conns.Load())
 			return
 		}
+		if strings.HasPrefix(r.URL.Path, "/sse/") {
+			serveEvents(w, sseEvents(r.URL.RawQuery), body)
+			return
+		}
 		h["Content-Length"] = []string{length}
 		_, _ = w.Write(body)
 	})
@@ -71,5 +81,46 @@ func main() {
 	if err := srv.ListenAndServe(); err != nil {
 		fmt.Fprintln(os.Stderr, "upstream:", err)
 		os.Exit(1)
+	}
+}
+
+// defaultEvents is how many events an /sse/ stream has without ?events=.
+const defaultEvents = 1000
+
+// sseEvents reads events=N from a raw query; defaultEvents when absent or
+// not a positive number.
+func sseEvents(query string) int {
+	for query != "" {
+		var kv string
+		kv, query, _ = strings.Cut(query, "&")
+		if v, ok := strings.CutPrefix(kv, "events="); ok {
+			if n, err := strconv.Atoi(v); err == nil && n > 0 {
+				return n
+			}
+		}
+	}
+	return defaultEvents
+}
+
+// sseEvent is one event of a stream: "data: " and the body naming the
+// upstream, then the blank line that ends an event.
+func sseEvent(body []byte) []byte {
+	return append(append([]byte("data: "), body...), '\n')
+}
+
+// serveEvents writes n events, flushing each.
+func serveEvents(w http.ResponseWriter, n int, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = []string{"text/event-stream"}
+	h["Cache-Control"] = []string{"no-cache"}
+	ev := sseEvent(body)
+	rc := http.NewResponseController(w)
+	for range n {
+		if _, err := w.Write(ev); err != nil {
+			return
+		}
+		if rc.Flush() != nil {
+			return
+		}
 	}
 }

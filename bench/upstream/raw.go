@@ -22,6 +22,8 @@ func serveRaw(listen, name string) error {
 	body := "ok from " + name + "\n"
 	ok := []byte("HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " +
 		strconv.Itoa(len(body)) + "\r\n\r\n" + body)
+	ev := sseEvent([]byte(body))
+	sseChunk := []byte(strconv.FormatInt(int64(len(ev)), 16) + "\r\n" + string(ev) + "\r\n")
 	var conns atomic.Int64
 	for {
 		c, err := ln.Accept()
@@ -37,9 +39,15 @@ func serveRaw(listen, name string) error {
 			defer c.Close()
 			br := bufio.NewReaderSize(c, 8<<10)
 			for {
-				stats, keep, err := readRequest(br)
+				stats, events, keep, err := readRequest(br)
 				if err != nil {
 					return
+				}
+				if events > 0 {
+					if writeEvents(c, events, sseChunk) != nil || !keep {
+						return
+					}
+					continue
 				}
 				resp := ok
 				if stats {
@@ -57,25 +65,49 @@ func serveRaw(listen, name string) error {
 
 var errRequest = errors.New("unsupported request")
 
+// sseHead starts an event stream, chunked (HTTP/1.1).
+const sseHead = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+// writeEvents writes an event stream of n events, each chunk a write of
+// its own (the head goes with the first), then the last chunk.
+func writeEvents(c net.Conn, n int, chunk []byte) error {
+	first := append([]byte(sseHead), chunk...)
+	if _, err := c.Write(first); err != nil {
+		return err
+	}
+	for range n - 1 {
+		if _, err := c.Write(chunk); err != nil {
+			return err
+		}
+	}
+	_, err := c.Write([]byte("0\r\n\r\n"))
+	return err
+}
+
 // readRequest reads one request, body included: whether it asked for
-// /_stats, and whether the connection stays open.
-func readRequest(br *bufio.Reader) (stats, keep bool, err error) {
+// /_stats, how many events it asked for (0: not an /sse/ request), and
+// whether the connection stays open.
+func readRequest(br *bufio.Reader) (stats bool, events int, keep bool, err error) {
 	line, err := br.ReadSlice('\n')
 	if err != nil {
-		return false, false, err
+		return false, 0, false, err
 	}
 	method, rest, _ := bytes.Cut(line, []byte(" "))
 	target, proto, _ := bytes.Cut(rest, []byte(" "))
 	if len(method) == 0 || len(target) == 0 || !bytes.HasPrefix(proto, []byte("HTTP/1.")) {
-		return false, false, errRequest
+		return false, 0, false, errRequest
 	}
 	stats = bytes.HasPrefix(target, []byte("/_stats"))
+	if bytes.HasPrefix(target, []byte("/sse/")) {
+		_, q, _ := bytes.Cut(target, []byte("?"))
+		events = sseEvents(string(q))
+	}
 	keep = len(proto) > 7 && proto[7] == '1'
 	length, chunked := int64(0), false
 	for {
 		h, err := br.ReadSlice('\n')
 		if err != nil {
-			return false, false, err
+			return false, 0, false, err
 		}
 		if len(h) <= 2 {
 			break
@@ -88,7 +120,7 @@ func readRequest(br *bufio.Reader) (stats, keep bool, err error) {
 		switch {
 		case bytes.EqualFold(k, []byte("Content-Length")):
 			if length, err = strconv.ParseInt(string(v), 10, 64); err != nil || length < 0 {
-				return false, false, errRequest
+				return false, 0, false, errRequest
 			}
 		case bytes.EqualFold(k, []byte("Transfer-Encoding")):
 			chunked = bytes.EqualFold(v, []byte("chunked"))
@@ -101,10 +133,10 @@ func readRequest(br *bufio.Reader) (stats, keep bool, err error) {
 		}
 	}
 	if chunked {
-		return stats, keep, discardChunked(br)
+		return stats, events, keep, discardChunked(br)
 	}
 	_, err = br.Discard(int(length))
-	return stats, keep, err
+	return stats, events, keep, err
 }
 
 // discardChunked reads a chunked body and its trailers.
