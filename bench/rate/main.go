@@ -18,7 +18,9 @@
 // (lag: over the requests whose connection was free when they were due).
 //
 // Paths are /k/<n> over -paths distinct n, walked with the same stride as
-// bench/paths.lua. Only what bench/upstream and the proxies in front of it
+// bench/paths.lua. With -cookie NAME=V0,V1,..., request /k/<n> carries the
+// cookie NAME=V(n mod the number of values), as bench/sticky.lua sends it:
+// the path's upstream named by a proxy's sticky cookie. Only what bench/upstream and the proxies in front of it
 // answer is parsed: a status line, headers, and a Content-Length or
 // chunked body.
 //
@@ -41,6 +43,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,10 +55,16 @@ func main() {
 	dur := flag.Duration("duration", 10*time.Second, "how long to send")
 	conns := flag.Int("conns", 64, "keep-alive connections")
 	paths := flag.Int("paths", 100000, "distinct paths /k/<n>")
+	cookie := flag.String("cookie", "", "NAME=V0,V1,...: /k/<n> carries the cookie NAME=V(n mod the number of values)")
 	flag.Parse()
 	u, err := url.Parse(*target)
 	if err != nil || u.Scheme != "http" || u.Host == "" || *rate <= 0 || *conns < 1 || *paths < 1 || *dur <= 0 {
 		fmt.Fprintln(os.Stderr, "rate: need -url http://host:port, -rate > 0, -conns >= 1, -paths >= 1, -duration > 0")
+		os.Exit(2)
+	}
+	cookies, err := cookieHeaders(*cookie)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rate:", err)
 		os.Exit(2)
 	}
 	stride := 7919 // as bench/paths.lua
@@ -77,7 +86,7 @@ func main() {
 		go func() {
 			defer wg.Done()
 			first := start.Add(time.Duration(float64(time.Second) * float64(c) / *rate))
-			r.run(u.Host, first, interval, end, pathOf)
+			r.run(u.Host, first, interval, end, pathOf, cookies)
 		}()
 	}
 	wg.Wait()
@@ -106,7 +115,7 @@ type connResult struct {
 
 // run sends on one connection, its requests due at first, first+interval,
 // ... until end.
-func (r *connResult) run(host string, first time.Time, interval time.Duration, end time.Time, pathOf func() int) {
+func (r *connResult) run(host string, first time.Time, interval time.Duration, end time.Time, pathOf func() int, cookies []string) {
 	var c net.Conn
 	var br *bufio.Reader
 	buf := make([]byte, 0, 256)
@@ -124,10 +133,14 @@ func (r *connResult) run(host string, first time.Time, interval time.Duration, e
 		if d := time.Until(due); d > 0 {
 			time.Sleep(d)
 		}
+		n := pathOf()
 		buf = append(buf[:0], "GET /k/"...)
-		buf = strconv.AppendInt(buf, int64(pathOf()), 10)
+		buf = strconv.AppendInt(buf, int64(n), 10)
 		buf = append(buf, " HTTP/1.1\r\nHost: "...)
 		buf = append(buf, host...)
+		if len(cookies) > 0 {
+			buf = append(buf, cookies[n%len(cookies)]...)
+		}
 		buf = append(buf, "\r\n\r\n"...)
 		sentAt := time.Now()
 		from := sentAt // connection free when due: the generator's lateness is its own
@@ -160,6 +173,26 @@ func (r *connResult) run(host string, first time.Time, interval time.Duration, e
 	if c != nil {
 		c.Close()
 	}
+}
+
+// cookieHeaders turns -cookie NAME=V0,V1,... into one header line per
+// value ("\r\nCookie: NAME=Vi"); none for "".
+func cookieHeaders(spec string) ([]string, error) {
+	if spec == "" {
+		return nil, nil
+	}
+	name, values, ok := strings.Cut(spec, "=")
+	if !ok || name == "" || values == "" {
+		return nil, fmt.Errorf("-cookie %q: want NAME=V0,V1,...", spec)
+	}
+	var out []string
+	for _, v := range strings.Split(values, ",") {
+		if v == "" {
+			return nil, fmt.Errorf("-cookie %q: an empty value", spec)
+		}
+		out = append(out, "\r\nCookie: "+name+"="+v)
+	}
+	return out, nil
 }
 
 var errStatus = errors.New("status not 2xx")
