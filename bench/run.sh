@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# bench/run.sh: side-by-side benchmark of ringlb, nginx and HAProxy doing the
-# same job (consistent hashing of the request URI over four upstreams, bounded
-# loads where the proxy has them), plus wrk straight at one upstream as the
-# ceiling. See bench/README.md for what it measures and how to read it.
+# bench/run.sh: side-by-side benchmark of ringlb, nginx, HAProxy, Caddy and
+# Traefik doing the same job (consistent hashing of the request URI over four
+# upstreams, bounded loads where the proxy has them; Traefik, which cannot
+# hash, keeps each path on its upstream with its sticky cookie), plus wrk
+# straight at one upstream as the ceiling. See bench/README.md for what it
+# measures and how to read it.
 #
 #   bash bench/run.sh                        # defaults: DURATION=10s ROUNDS=3
 #   DURATION=5s ROUNDS=2 bash bench/run.sh   # quicker, noisier
@@ -16,15 +18,22 @@
 #                     closes idle upstream connections after 60 s) (0 to skip)
 #   CONNS=64          wrk connections
 #   BENCH_PATHS=100000 distinct request paths (/k/<n>), read by bench/paths.lua
-#   TARGETS="direct floor ringlb nginx haproxy"  subset / order of targets;
+#   TARGETS="direct floor ringlb nginx haproxy caddy traefik"  subset / order of targets;
 #                     floor is bench/floor: net/http's server, ReverseProxy and
 #                     ringlb's HTTP/1.1 transport with nothing else (what
 #                     ringlb's parts cost before ringlb's own work); lean (not
 #                     by default) is floor with a bare server loop in place of
-#                     net/http's server, a measurement of what that server costs
+#                     net/http's server, a measurement of what that server costs;
+#                     caddy and traefik are built from their Go modules (below)
 #   SPREAD_N=200      distinct paths sent twice each in the stickiness check
-#   BASE_PORT=19100   upstreams on BASE+1..4, lean BASE+78, floor BASE+79, ringlb BASE+80
-#                     (admin +81), nginx BASE+82, haproxy BASE+83
+#   BASE_PORT=19100   upstreams on BASE+1..4, caddy BASE+76, traefik BASE+77, lean BASE+78,
+#                     floor BASE+79, ringlb BASE+80 (admin +81), nginx BASE+82, haproxy BASE+83
+#   BENCH_CACHE=~/.cache/ringlb-bench  caddy and traefik are built once into
+#                     BENCH_CACHE/bin (go install, static, no symbols) and reused
+#                     while there; a build that failed is not tried again until
+#                     its BENCH_CACHE/NAME-VERSION.failed is deleted
+#   CADDY_VERSION=v2.11.9 TRAEFIK_VERSION=v3.7.13
+#   CADDY_BIN= TRAEFIK_BIN=  a binary to use instead of building one
 #   PROXY_CPU=1 LOAD_CPU=0   cores for the proxy, and for wrk + upstreams
 #   PIN=1             0 turns pinning off (it is off anyway on one core)
 #   RESULTS=bench/RESULTS.md  where the Markdown report goes ("" for none;
@@ -72,7 +81,7 @@ WARMUP=${WARMUP:-2s}
 PREWARM=${PREWARM:-1s}
 CONNS=${CONNS:-64}
 BENCH_PATHS=${BENCH_PATHS:-100000}
-TARGETS=${TARGETS:-direct floor ringlb nginx haproxy}
+TARGETS=${TARGETS:-direct floor ringlb nginx haproxy caddy traefik}
 SPREAD_N=${SPREAD_N:-200}
 BASE_PORT=${BASE_PORT:-19100}
 PROXY_CPU=${PROXY_CPU:-1}
@@ -102,6 +111,11 @@ POST_BODY=${POST_BODY:-4096}
 POST_KEYS=${POST_KEYS:-1000}
 REDIS_PORT=${REDIS_PORT:-$((BASE_PORT + 89))}
 RAW_UPSTREAM=${RAW_UPSTREAM:-0}
+BENCH_CACHE=${BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ringlb-bench}
+CADDY_VERSION=${CADDY_VERSION:-v2.11.9}
+TRAEFIK_VERSION=${TRAEFIK_VERSION:-v3.7.13}
+CADDY_BIN=${CADDY_BIN:-}
+TRAEFIK_BIN=${TRAEFIK_BIN:-}
 export BENCH_PATHS POST_BODY POST_KEYS
 
 INVOCATION="DURATION=$DURATION ROUNDS=$ROUNDS WARMUP=$WARMUP PREWARM=$PREWARM CONNS=$CONNS BENCH_PATHS=$BENCH_PATHS TARGETS=\"$TARGETS\" bash bench/run.sh"
@@ -347,15 +361,82 @@ HAVE_RINGLB=0 HAVE_FLOOR=0
 RINGLB_SKIP=$(build ringlb ./cmd/ringlb) && HAVE_RINGLB=1
 FLOOR_SKIP=$(build floor ./bench/floor) && HAVE_FLOOR=1
 
+# go_tool NAME VERSION PKG [REPO [VERSION_VAR]]: prints the path of NAME at
+# VERSION in BENCH_CACHE/bin, built the first time with go install
+# PKG@VERSION, static and without symbols as ringlb is built (VERSION_VAR,
+# a package variable, is set to VERSION with -X). go install refuses a
+# module whose go.mod has replace directives (Traefik's has): with REPO,
+# the module is then built from a shallow git clone of REPO at VERSION,
+# where those directives apply. On failure prints nothing, returns 1 and
+# leaves the reason in BENCH_CACHE/NAME-VERSION.failed, which stops later
+# runs from building it again until it is deleted.
+go_tool() {
+	local name=$1 ver=$2 pkg=$3 repo=${4:-} xvar=${5:-}
+	local bin="$BENCH_CACHE/bin/$name-$ver" failed="$BENCH_CACHE/$name-$ver.failed" logf="$BENCH_CACHE/$name-$ver-build.log" tmp ld="-s -w" why
+	if [[ -x $bin ]]; then
+		echo "$bin"
+		return 0
+	fi
+	[[ ! -f $failed ]] || return 1
+	mkdir -p "$BENCH_CACHE/bin" && tmp=$(mktemp -d "$BENCH_CACHE/build.XXXXXX") || return 1
+	[[ -z $xvar ]] || ld="$ld -X $xvar=$ver"
+	log "building $name $ver: go install $pkg@$ver, once (kept in $BENCH_CACHE/bin; log $logf)"
+	if (cd "$tmp" && GOBIN=$tmp GOFLAGS= CGO_ENABLED=0 go install -trimpath -ldflags "$ld" "$pkg@$ver") >"$logf" 2>&1; then
+		mv "$tmp/$(basename "$pkg")" "$bin" && rm -rf "$tmp" && echo "$bin"
+		return
+	fi
+	why="go install $pkg@$ver: $(grep -v '^go: downloading' "$logf" | head -4 | tr '\n\t' '  ')"
+	if [[ -n $repo ]]; then
+		log "$name: go install failed; building from git clone $repo at $ver"
+		local n
+		n=$(wc -l <"$logf")
+		if { git clone -q --depth 1 --branch "$ver" "$repo" "$tmp/src" &&
+			(cd "$tmp/src" && GOFLAGS= CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$bin" "./${pkg#*/v[0-9]/}"); } >>"$logf" 2>&1; then
+			rm -rf "$tmp"
+			echo "$bin"
+			return
+		fi
+		why="$why; then from git clone $repo: $(tail -n +$((n + 1)) "$logf" | grep -v '^go: downloading' | head -3 | tr '\n\t' '  ')"
+	fi
+	rm -rf "$tmp"
+	echo "$why (full log: $logf; delete $failed to try again)" >"$failed"
+	return 1
+}
+
+# tool_bin NAME GIVEN VERSION PKG [REPO [VERSION_VAR]]: sets TOOL to the
+# binary for target NAME (GIVEN if set, else go_tool's), or TOOL_WHY.
+tool_bin() {
+	local name=$1 given=$2
+	shift 2
+	TOOL= TOOL_WHY=
+	if [[ -n $given ]]; then
+		[[ -x $given ]] && TOOL=$given || TOOL_WHY="$given is not an executable"
+		return
+	fi
+	TOOL=$(go_tool "$name" "$@") || TOOL_WHY="could not build $name $1: $(cat "$BENCH_CACHE/$name-$1.failed" 2>/dev/null)"
+}
+CADDY= CADDY_WHY= TRAEFIK= TRAEFIK_WHY=
+if [[ " $TARGETS " == *" caddy "* ]] && ((H1)); then
+	tool_bin caddy "$CADDY_BIN" "$CADDY_VERSION" github.com/caddyserver/caddy/v2/cmd/caddy
+	CADDY=$TOOL CADDY_WHY=$TOOL_WHY
+fi
+if [[ " $TARGETS " == *" traefik "* ]] && ((H1)); then
+	tool_bin traefik "$TRAEFIK_BIN" "$TRAEFIK_VERSION" github.com/traefik/traefik/v3/cmd/traefik \
+		https://github.com/traefik/traefik github.com/traefik/traefik/v3/pkg/version.Version
+	TRAEFIK=$TOOL TRAEFIK_WHY=$TOOL_WHY
+fi
+
 UPORTS=()
 for i in 1 2 3 4; do UPORTS+=($((BASE_PORT + i))); done
+CADDY_PORT=$((BASE_PORT + 76))
+TRAEFIK_PORT=$((BASE_PORT + 77))
 LEAN_PORT=$((BASE_PORT + 78))
 FLOOR_PORT=$((BASE_PORT + 79))
 RINGLB_PORT=$((BASE_PORT + 80))
 ADMIN_PORT=$((BASE_PORT + 81))
 NGINX_PORT=$((BASE_PORT + 82))
 HAPROXY_PORT=$((BASE_PORT + 83))
-for p in "${UPORTS[@]}" "$LEAN_PORT" "$FLOOR_PORT" "$RINGLB_PORT" "$ADMIN_PORT" "$NGINX_PORT" "$HAPROXY_PORT"; do
+for p in "${UPORTS[@]}" "$CADDY_PORT" "$TRAEFIK_PORT" "$LEAN_PORT" "$FLOOR_PORT" "$RINGLB_PORT" "$ADMIN_PORT" "$NGINX_PORT" "$HAPROXY_PORT"; do
 	port_free "$p" || die "port $p is in use (set BASE_PORT)"
 done
 H2_RINGLB_PORT=$H2_BASE_PORT
@@ -371,7 +452,7 @@ fi
 
 # ---------------------------------------------------------------- configs
 
-mkdir -p "$WORK/nginx/tmp" "$WORK/haproxy"
+mkdir -p "$WORK/nginx/tmp" "$WORK/haproxy" "$WORK/caddy" "$WORK/traefik"
 
 {
 	echo "listen: 127.0.0.1:$RINGLB_PORT"
@@ -457,6 +538,67 @@ EOF
 	for i in 1 2 3 4; do echo "    server u$i 127.0.0.1:${UPORTS[i - 1]}"; done
 } >"$WORK/haproxy/haproxy.cfg"
 
+# Caddy: reverse_proxy with lb_policy uri_hash, which hashes the request
+# URI as received (nginx's $request_uri, HAProxy's balance uri), by
+# rendezvous hashing, without bounded loads. No admin endpoint (it would
+# take localhost:2019), nothing saved or logged, no automatic HTTPS.
+cat >"$WORK/caddy/Caddyfile" <<EOF
+{
+	admin off
+	persist_config off
+	auto_https off
+	log {
+		output discard
+	}
+}
+
+:$CADDY_PORT {
+	bind 127.0.0.1
+	reverse_proxy ${UPORTS[*]/#/127.0.0.1:} {
+		lb_policy uri_hash
+	}
+}
+EOF
+
+# Traefik cannot hash a request onto its servers (its hrw strategy hashes
+# the client's address): weighted round robin with its sticky cookie, the
+# closest it has. The load then carries, for each path, the cookie naming
+# that path's upstream (bench/sticky.lua), so that every request is routed
+# by its key as the others route theirs.
+TRAEFIK_COOKIE=ringlb_bench
+cat >"$WORK/traefik/traefik.yml" <<EOF
+global:
+  checkNewVersion: false
+  sendAnonymousUsage: false
+log:
+  level: ERROR
+entryPoints:
+  web:
+    address: "127.0.0.1:$TRAEFIK_PORT"
+providers:
+  file:
+    filename: "$WORK/traefik/dynamic.yml"
+    watch: false
+EOF
+{
+	cat <<EOF
+http:
+  routers:
+    all:
+      entryPoints: [web]
+      rule: "PathPrefix(\`/\`)"
+      service: upstreams
+  services:
+    upstreams:
+      loadBalancer:
+        sticky:
+          cookie:
+            name: $TRAEFIK_COOKIE
+        servers:
+EOF
+	for p in "${UPORTS[@]}"; do echo "          - url: \"http://127.0.0.1:$p\""; done
+} >"$WORK/traefik/dynamic.yml"
+
 # ---------------------------------------------------------------- start
 
 UPIDS=()
@@ -469,7 +611,7 @@ for i in 1 2 3 4; do
 	wait_http "http://127.0.0.1:${UPORTS[i - 1]}/" "${UPIDS[i - 1]}" "upstream u$i" || die "upstream u$i did not start: $(cat "$WORK/u$i.log")"
 done
 
-declare -A URL=() PIDS_OF=() SKIP=() RSS=() SPREAD=() MED=() SCRIPT=()
+declare -A URL=() PIDS_OF=() SKIP=() RSS=() SPREAD=() MED=() SCRIPT=() WRK_ENV=() RATE_ARGS=() STICKY=()
 EXTRA_PIDS=() # processes of ours besides upstreams and proxies (redis-server): not foreign
 REDIS_PID=
 URL[direct]="http://127.0.0.1:${UPORTS[0]}"
@@ -550,6 +692,79 @@ start_haproxy() {
 	fi
 }
 
+# wait_proxied URL PID NAME: until URL answers with an upstream's body (a
+# proxy whose routes load after its listener opens answers 404 first), or
+# PID dies, or 10 s.
+wait_proxied() {
+	local url=$1 pid=$2 name=$3 i
+	for i in $(seq 1 100); do
+		kill -0 "$pid" 2>/dev/null || return 1
+		[[ $(curl -s --max-time 1 "$url" 2>/dev/null) == "ok from u"* ]] && return 0
+		sleep 0.1
+	done
+	log "$name did not answer from an upstream at $url within 10 s"
+	return 1
+}
+
+start_caddy() {
+	[[ -n $CADDY ]] || {
+		SKIP[caddy]=$CADDY_WHY
+		return
+	}
+	# Its home for anything it would write is the work dir, not ~/.config.
+	XDG_CONFIG_HOME=$WORK/caddy XDG_DATA_HOME=$WORK/caddy GOMAXPROCS=1 "${PROXY[@]}" "$CADDY" run --config "$WORK/caddy/Caddyfile" --adapter caddyfile >"$WORK/caddy/caddy.log" 2>&1 &
+	local pid=$!
+	PIDS+=("$pid")
+	if wait_proxied "http://127.0.0.1:$CADDY_PORT/k/0" "$pid" caddy; then
+		URL[caddy]="http://127.0.0.1:$CADDY_PORT"
+		PIDS_OF[caddy]=$pid
+	else
+		SKIP[caddy]="caddy did not come up: $(tail -3 "$WORK/caddy/caddy.log" | tr '\n' ' ')"
+	fi
+}
+
+# traefik_cookies URL: NAME=V1,V2,V3,V4, the sticky cookie's value for
+# u1..u4, learnt from the Set-Cookie of requests without one (the round
+# robin visits every upstream); "" if some upstream never answered.
+traefik_cookies() {
+	local url=$1 i out u v
+	local -A val=()
+	for i in $(seq 1 40); do
+		out=$(curl -s --max-time 2 -D - "$url/k/$i" | tr -d '\r')
+		u=$(awk '/^ok from / { print $3 }' <<<"$out")
+		v=$(sed -n "s/^[Ss]et-[Cc]ookie: $TRAEFIK_COOKIE=\([^;]*\).*/\1/p" <<<"$out")
+		[[ -z $u || -z $v ]] || val[$u]=$v
+		((${#val[@]} < 4)) || break
+	done
+	((${#val[@]} == 4)) || return 0
+	echo "$TRAEFIK_COOKIE=${val[u1]},${val[u2]},${val[u3]},${val[u4]}"
+}
+
+start_traefik() {
+	[[ -n $TRAEFIK ]] || {
+		SKIP[traefik]=$TRAEFIK_WHY
+		return
+	}
+	GOMAXPROCS=1 "${PROXY[@]}" "$TRAEFIK" --configFile="$WORK/traefik/traefik.yml" >"$WORK/traefik/traefik.log" 2>&1 &
+	local pid=$! c
+	PIDS+=("$pid")
+	if ! wait_proxied "http://127.0.0.1:$TRAEFIK_PORT/k/0" "$pid" traefik; then
+		SKIP[traefik]="traefik did not come up: $(tail -3 "$WORK/traefik/traefik.log" | tr '\n' ' ')"
+		return
+	fi
+	c=$(traefik_cookies "http://127.0.0.1:$TRAEFIK_PORT")
+	if [[ -z $c ]]; then
+		SKIP[traefik]="traefik: no sticky cookie ($TRAEFIK_COOKIE) for each of the four upstreams in 40 requests"
+		return
+	fi
+	URL[traefik]="http://127.0.0.1:$TRAEFIK_PORT"
+	PIDS_OF[traefik]=$pid
+	SCRIPT[traefik]=sticky.lua
+	WRK_ENV[traefik]="STICKY_COOKIE=$c"
+	RATE_ARGS[traefik]="-cookie $c"
+	STICKY[traefik]=$c
+}
+
 ACTIVE=()
 for t in $TARGETS; do
 	((H1)) || break
@@ -560,7 +775,9 @@ for t in $TARGETS; do
 	ringlb) start_ringlb ;;
 	nginx) start_nginx ;;
 	haproxy) start_haproxy ;;
-	*) die "unknown target $t (direct floor lean ringlb nginx haproxy)" ;;
+	caddy) start_caddy ;;
+	traefik) start_traefik ;;
+	*) die "unknown target $t (direct floor lean ringlb nginx haproxy caddy traefik)" ;;
 	esac
 	if [[ -n ${SKIP[$t]:-} ]]; then
 		log "SKIP $t: ${SKIP[$t]}"
@@ -580,7 +797,9 @@ RUNS=$WORK/runs.tsv
 : >"$RUNS"
 
 wrk_cmd() { # target seconds -> the wrk command line
-	echo "(cd bench && BENCH_PATHS=$BENCH_PATHS${SCRIPT[$1]:+ POST_BODY=$POST_BODY POST_KEYS=$POST_KEYS} ${LOAD[*]} wrk -t1 -c$CONNS -d${2}s --latency -s ${SCRIPT[$1]:-paths.lua} ${URL[$1]}/)"
+	local env="BENCH_PATHS=$BENCH_PATHS"
+	case ${SCRIPT[$1]:-} in post.lua) env="$env POST_BODY=$POST_BODY POST_KEYS=$POST_KEYS" ;; esac
+	echo "(cd bench && $env${WRK_ENV[$1]:+ ${WRK_ENV[$1]}} ${LOAD[*]} wrk -t1 -c$CONNS -d${2}s --latency -s ${SCRIPT[$1]:-paths.lua} ${URL[$1]}/)"
 }
 
 # run_wrk SECONDS TARGET [wrk flags]: wrk in the background and `wait` for it,
@@ -588,7 +807,9 @@ wrk_cmd() { # target seconds -> the wrk command line
 run_wrk() {
 	local secs=$1 t=$2
 	shift 2
-	(cd "$ROOT/bench" && exec "${LOAD[@]}" wrk -t1 -c"$CONNS" -d"${secs}s" "$@" -s "${SCRIPT[$t]:-paths.lua}" "${URL[$t]}/") &
+	local -a env=()
+	read -r -a env <<<"${WRK_ENV[$t]:-}"
+	(cd "$ROOT/bench" && exec env "${env[@]}" "${LOAD[@]}" wrk -t1 -c"$CONNS" -d"${secs}s" "$@" -s "${SCRIPT[$t]:-paths.lua}" "${URL[$t]}/") &
 	WRK_PID=$!
 	wait "$WRK_PID" || true
 	WRK_PID=
@@ -681,12 +902,24 @@ done
 # ---------------------------------------------------------------- spread / stickiness
 
 # spread TARGET [BASE_URL CURL_FLAG...] -> one line: per-upstream counts,
-# stickiness, errors, verdict. The base URL defaults to the target's.
+# stickiness, errors, verdict. The base URL defaults to the target's. A
+# target kept on its upstreams by a sticky cookie gets, for path i, the
+# cookie the load sends with /k/i (bench/sticky.lua): one curl, a transfer
+# per path (--next), as the others get one curl with every path.
 spread() {
 	local t=$1 base=${2:-${URL[$1]:-}} i pass
 	shift $(($# < 2 ? $# : 2))
-	local -a urls=()
+	local -a urls=() vals=()
 	for i in $(seq 1 "$SPREAD_N"); do urls+=("$base/spread/$i"); done
+	if [[ -n ${STICKY[$t]:-} ]]; then
+		IFS=, read -r -a vals <<<"${STICKY[$t]#*=}"
+		for i in $(seq 1 "$SPREAD_N"); do
+			((i == 1)) || echo next
+			printf 'url = "%s"\nheader = "Cookie: %s=%s"\nsilent\nmax-time = 2\nwrite-out = " %%{http_code}\\n"\n' \
+				"$base/spread/$i" "${STICKY[$t]%%=*}" "${vals[i % ${#vals[@]}]}"
+		done >"$WORK/spread-$t.curl"
+		urls=(-K "$WORK/spread-$t.curl")
+	fi
 	for pass in 1 2; do
 		timeout 60 curl -s --max-time 2 "$@" -w ' %{http_code}\n' "${urls[@]}" 2>/dev/null |
 			awk '/^ok from / { name = $3; next } /^ [0-9]+$/ { print (name == "" ? "-" : name), $1; name = "" }' >"$WORK/spread-$t-$pass.txt" || true
@@ -722,11 +955,13 @@ RRUNS=$WORK/rateruns.tsv
 # rateruns.tsv: target level rate round achieved p50 p90 p99 p999 max lag_p99 errors cpu_us fcores lpct ppct sent
 
 rate_cmd() { # target rate seconds -> the bench/rate command line
-	echo "GOMAXPROCS=1 ${LOAD[*]}${LOAD[*]:+ }rate -url ${URL[$1]} -rate $2 -duration ${3}s -conns $RATE_CONNS -paths $BENCH_PATHS"
+	echo "GOMAXPROCS=1 ${LOAD[*]}${LOAD[*]:+ }rate -url ${URL[$1]} -rate $2 -duration ${3}s -conns $RATE_CONNS -paths $BENCH_PATHS${RATE_ARGS[$1]:+ ${RATE_ARGS[$1]}}"
 }
 
 run_rate() { # rate seconds target
-	GOMAXPROCS=1 "${LOAD[@]}" "$WORK/rate" -url "${URL[$3]}" -rate "$1" -duration "${2}s" -conns "$RATE_CONNS" -paths "$BENCH_PATHS" &
+	local -a extra=()
+	read -r -a extra <<<"${RATE_ARGS[$3]:-}"
+	GOMAXPROCS=1 "${LOAD[@]}" "$WORK/rate" -url "${URL[$3]}" -rate "$1" -duration "${2}s" -conns "$RATE_CONNS" -paths "$BENCH_PATHS" "${extra[@]}" &
 	WRK_PID=$!
 	wait "$WRK_PID" || true
 	WRK_PID=
@@ -800,9 +1035,10 @@ rate_table() {
 	echo "+p50/+p99/+p99.9: the target's percentile minus direct's at the same rate (ms): what the proxy adds. gen lag: p99 of how late the generator sent the requests whose connection was free (its own timers and core, not charged to the server)."
 	local o p
 	for lv in $RATE_LEVELS; do
-		for p in ringlb floor; do
-			for o in nginx haproxy floor; do
-				[[ $p != "$o" && -n ${RMED[$p.$lv.p99]:-} && -n ${RMED[$o.$lv.p99]:-} ]] || continue
+		for p in ringlb floor caddy traefik; do
+			for o in nginx haproxy floor caddy traefik; do
+				[[ $p != "$o" && ($p == ringlb || $o == nginx || $o == haproxy) ]] || continue
+				[[ -n ${RMED[$p.$lv.p99]:-} && -n ${RMED[$o.$lv.p99]:-} ]] || continue
 				printf '%s%%: %s/%-8s p99 %s  p99.9 %s   added over direct: p99 %s  p99.9 %s\n' "$lv" "$p" "$o" \
 					"$(ratio "${RMED[$p.$lv.p99]}" "${RMED[$o.$lv.p99]}")" "$(ratio "${RMED[$p.$lv.p999]}" "${RMED[$o.$lv.p999]}")" \
 					"$(ratio "${RMED[$p.$lv.d99]:--}" "${RMED[$o.$lv.d99]:--}")" "$(ratio "${RMED[$p.$lv.d999]:--}" "${RMED[$o.$lv.d999]:--}")"
@@ -1377,9 +1613,13 @@ table() {
 	echo "errors: non-2xx responses + socket errors + failed wrk runs, over the kept runs (should be 0)."
 	echo "floor: bench/floor, net/http's server + httputil.ReverseProxy + ringlb's HTTP/1.1 transport, hashing with nothing else."
 	[[ -z ${MED[lean.cpu]:-} ]] || echo "lean: floor with a bare server loop (bench/floor/lean.go) in place of net/http's server: a measurement, not a server."
+	[[ -z ${MED[caddy.cpu]:-} ]] || echo "caddy: reverse_proxy, lb_policy uri_hash (rendezvous hashing of the request URI, no bounded loads)."
+	[[ -z ${MED[traefik.cpu]:-} ]] || echo "traefik: weighted round robin with its sticky cookie; every request carries the cookie naming its path's upstream (bench/sticky.lua)."
 	local o p
-	for p in ringlb floor lean; do
-		for o in nginx haproxy; do
+	for p in ringlb floor lean caddy traefik; do
+		for o in nginx haproxy caddy traefik; do
+			# Caddy and Traefik against nginx and HAProxy, ringlb against all four.
+			[[ $p != "$o" && ($p == ringlb || $o == nginx || $o == haproxy) ]] || continue
 			[[ -n ${MED[$p.cpu]:-} && -n ${MED[$o.cpu]:-} ]] || continue
 			printf '%s/%-8s CPU/req %s   p99 %s   RSS %s\n' "$p" "$o" \
 				"$(ratio "${MED[$p.cpu]}" "${MED[$o.cpu]}")" "$(ratio "${MED[$p.p99]}" "${MED[$o.p99]}")" "$(ratio "${MED[$p.rss]}" "${MED[$o.rss]}")"
@@ -1428,6 +1668,8 @@ version_lines() {
 	fi
 	command -v nginx >/dev/null && echo "- $(nginx -v 2>&1 | head -1)"
 	command -v haproxy >/dev/null && echo "- $( (haproxy -v 2>&1 || true) | head -1)"
+	[[ " ${ACTIVE[*]} " != *" caddy "* ]] || echo "- caddy $(go version -m "$CADDY" 2>/dev/null | awk '$1 == "mod" { print $3; exit }') ($(go version "$CADDY" 2>/dev/null | awk '{ print $2 }'), $CADDY)"
+	[[ " ${ACTIVE[*]} " != *" traefik "* ]] || echo "- traefik $("$TRAEFIK" version 2>/dev/null | awk '$1 == "Version:" { print $2; exit }') ($(go version "$TRAEFIK" 2>/dev/null | awk '{ print $2 }'), $TRAEFIK)"
 	((!H1)) || echo "- $( (wrk -v 2>&1 || true) | head -1)"
 	if [[ $H2 != 0 ]]; then
 		echo "- $(h2load --version 2>&1 | head -1)"
@@ -1580,6 +1822,24 @@ version_lines() {
 		echo
 		echo '```'
 		redact "$WORK/haproxy/haproxy.cfg"
+		echo '```'
+	fi
+	if [[ " ${ACTIVE[*]} " == *" caddy "* ]]; then
+		echo
+		echo "Caddy (\`GOMAXPROCS=1 caddy run --config Caddyfile --adapter caddyfile\`; built with \`CGO_ENABLED=0 go install -trimpath -ldflags '-s -w' github.com/caddyserver/caddy/v2/cmd/caddy@$CADDY_VERSION\`):"
+		echo
+		echo '```'
+		redact "$WORK/caddy/Caddyfile"
+		echo '```'
+	fi
+	if [[ " ${ACTIVE[*]} " == *" traefik "* ]]; then
+		echo
+		echo "Traefik (\`GOMAXPROCS=1 traefik --configFile=traefik.yml\`, $TRAEFIK_VERSION; the load sends each path's cookie, \`${STICKY[traefik]}\` for u1..u4, path /k/n the (n mod 4)-th):"
+		echo
+		echo '```yaml'
+		redact "$WORK/traefik/traefik.yml"
+		echo "# dynamic.yml"
+		redact "$WORK/traefik/dynamic.yml"
 		echo '```'
 	fi
 	for t in "${H2ACTIVE[@]}"; do
