@@ -57,13 +57,19 @@
 #   FEATURES=0        1: after the HTTP/1.1 runs, one ringlb process per feature
 #                     in FEATURE_LIST, interleaved with plain ringlb: each
 #                     feature's CPU/request and p99 against plain ringlb
-#   FEATURE_LIST="plain hold share pools alog nohot nolimits post json"
+#   FEATURE_LIST="plain hold holdhome share pools alog nohot nolimits handoff handoffmoved
+#                 post json sse ssedirect chat4k prefix4k chat64k prefix64k"
 #                     plain: a fresh ringlb process with ringlb's config, started
 #                     with the others and the base of their ratios (without it
 #                     the base is the ringlb process of the main rounds, which
 #                     has been running longer)
-#   FEATURE_ROUNDS=ROUNDS FEATURE_WARMUP=15s (hold and share: long enough to see every path)
+#   FEATURE_ROUNDS=ROUNDS FEATURE_WARMUP=15s (hold, holdhome and share: long enough to see every path)
 #   POST_BODY=4096 POST_KEYS=1000  the post and json rows' bodies (bench/post.lua)
+#   SSE_EVENTS=1000 SSE_CONNS=1    the sse rows: a text/event-stream of SSE_EVENTS
+#                     events per request (bench/sse.lua), over SSE_CONNS connections
+#   CHAT_KEYS=100     the chat and prefix rows' conversations (bench/chat.lua)
+#   PREFIX_KEY="[{prefix: {bytes: 256}}]"  the prefix rows' hash.key (skipped, with
+#                     ringlb validate's reason, when this build refuses it)
 #   REDIS_PORT=BASE_PORT+89        the share row's redis-server; features on BASE+90.., admin BASE+110..
 #   RAW_UPSTREAM=0    1: the four upstreams answer from bench/upstream's own
 #                     HTTP/1.1 loop (-raw) instead of net/http's server: the
@@ -104,11 +110,15 @@ RATE_DURATION=${RATE_DURATION:-10s}
 RATE_ROUNDS=${RATE_ROUNDS:-1}
 RATE_CONNS=${RATE_CONNS:-$CONNS}
 FEATURES=${FEATURES:-0}
-FEATURE_LIST=${FEATURE_LIST:-plain hold share pools alog nohot nolimits post json}
+FEATURE_LIST=${FEATURE_LIST:-plain hold holdhome share pools alog nohot nolimits handoff handoffmoved post json sse ssedirect chat4k prefix4k chat64k prefix64k}
 FEATURE_ROUNDS=${FEATURE_ROUNDS:-$ROUNDS}
 FEATURE_WARMUP=${FEATURE_WARMUP:-15s}
 POST_BODY=${POST_BODY:-4096}
 POST_KEYS=${POST_KEYS:-1000}
+SSE_EVENTS=${SSE_EVENTS:-1000}
+SSE_CONNS=${SSE_CONNS:-1}
+CHAT_KEYS=${CHAT_KEYS:-100}
+[[ -n ${PREFIX_KEY:-} ]] || PREFIX_KEY='[{prefix: {bytes: 256}}]'
 REDIS_PORT=${REDIS_PORT:-$((BASE_PORT + 89))}
 RAW_UPSTREAM=${RAW_UPSTREAM:-0}
 BENCH_CACHE=${BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ringlb-bench}
@@ -116,12 +126,12 @@ CADDY_VERSION=${CADDY_VERSION:-v2.11.9}
 TRAEFIK_VERSION=${TRAEFIK_VERSION:-v3.7.13}
 CADDY_BIN=${CADDY_BIN:-}
 TRAEFIK_BIN=${TRAEFIK_BIN:-}
-export BENCH_PATHS POST_BODY POST_KEYS
+export BENCH_PATHS POST_BODY POST_KEYS SSE_EVENTS CHAT_KEYS
 
 INVOCATION="DURATION=$DURATION ROUNDS=$ROUNDS WARMUP=$WARMUP PREWARM=$PREWARM CONNS=$CONNS BENCH_PATHS=$BENCH_PATHS TARGETS=\"$TARGETS\" bash bench/run.sh"
 [[ $H2 == 0 ]] || INVOCATION="H2=$H2 H2_CLIENTS=$H2_CLIENTS H2_STREAMS=$H2_STREAMS $INVOCATION"
 [[ $RATE == 0 ]] || INVOCATION="RATE=$RATE RATE_LEVELS=\"$RATE_LEVELS\" RATE_DURATION=$RATE_DURATION RATE_ROUNDS=$RATE_ROUNDS RATE_CONNS=$RATE_CONNS${RATE_PEAK:+ RATE_PEAK=$RATE_PEAK} $INVOCATION"
-[[ $FEATURES == 0 ]] || INVOCATION="FEATURES=$FEATURES FEATURE_LIST=\"$FEATURE_LIST\" FEATURE_ROUNDS=$FEATURE_ROUNDS FEATURE_WARMUP=$FEATURE_WARMUP POST_BODY=$POST_BODY POST_KEYS=$POST_KEYS $INVOCATION"
+[[ $FEATURES == 0 ]] || INVOCATION="FEATURES=$FEATURES FEATURE_LIST=\"$FEATURE_LIST\" FEATURE_ROUNDS=$FEATURE_ROUNDS FEATURE_WARMUP=$FEATURE_WARMUP POST_BODY=$POST_BODY POST_KEYS=$POST_KEYS SSE_EVENTS=$SSE_EVENTS SSE_CONNS=$SSE_CONNS CHAT_KEYS=$CHAT_KEYS PREFIX_KEY=\"$PREFIX_KEY\" $INVOCATION"
 [[ $RAW_UPSTREAM == 0 ]] || INVOCATION="RAW_UPSTREAM=$RAW_UPSTREAM $INVOCATION"
 [[ $RAW_UPSTREAM == 0 || $RAW_UPSTREAM == 1 ]] || { echo "bad RAW_UPSTREAM=$RAW_UPSTREAM (0 or 1)" >&2; exit 1; }
 [[ $RATE == 0 || $RATE == 1 ]] || { echo "bad RATE=$RATE (0 or 1)" >&2; exit 1; }
@@ -611,7 +621,7 @@ for i in 1 2 3 4; do
 	wait_http "http://127.0.0.1:${UPORTS[i - 1]}/" "${UPIDS[i - 1]}" "upstream u$i" || die "upstream u$i did not start: $(cat "$WORK/u$i.log")"
 done
 
-declare -A URL=() PIDS_OF=() SKIP=() RSS=() SPREAD=() MED=() SCRIPT=() WRK_ENV=() RATE_ARGS=() STICKY=()
+declare -A URL=() PIDS_OF=() SKIP=() RSS=() SPREAD=() MED=() SCRIPT=() WRK_ENV=() RATE_ARGS=() STICKY=() WRK_CONNS=()
 EXTRA_PIDS=() # processes of ours besides upstreams and proxies (redis-server): not foreign
 REDIS_PID=
 URL[direct]="http://127.0.0.1:${UPORTS[0]}"
@@ -799,7 +809,7 @@ RUNS=$WORK/runs.tsv
 wrk_cmd() { # target seconds -> the wrk command line
 	local env="BENCH_PATHS=$BENCH_PATHS"
 	case ${SCRIPT[$1]:-} in post.lua) env="$env POST_BODY=$POST_BODY POST_KEYS=$POST_KEYS" ;; esac
-	echo "(cd bench && $env${WRK_ENV[$1]:+ ${WRK_ENV[$1]}} ${LOAD[*]} wrk -t1 -c$CONNS -d${2}s --latency -s ${SCRIPT[$1]:-paths.lua} ${URL[$1]}/)"
+	echo "(cd bench && $env${WRK_ENV[$1]:+ ${WRK_ENV[$1]}} ${LOAD[*]} wrk -t1 -c${WRK_CONNS[$1]:-$CONNS} -d${2}s --latency -s ${SCRIPT[$1]:-paths.lua} ${URL[$1]}/)"
 }
 
 # run_wrk SECONDS TARGET [wrk flags]: wrk in the background and `wait` for it,
@@ -809,7 +819,7 @@ run_wrk() {
 	shift 2
 	local -a env=()
 	read -r -a env <<<"${WRK_ENV[$t]:-}"
-	(cd "$ROOT/bench" && exec env "${env[@]}" "${LOAD[@]}" wrk -t1 -c"$CONNS" -d"${secs}s" "$@" -s "${SCRIPT[$t]:-paths.lua}" "${URL[$t]}/") &
+	(cd "$ROOT/bench" && exec env "${env[@]}" "${LOAD[@]}" wrk -t1 -c"${WRK_CONNS[$t]:-$CONNS}" -d"${secs}s" "$@" -s "${SCRIPT[$t]:-paths.lua}" "${URL[$t]}/") &
 	WRK_PID=$!
 	wait "$WRK_PID" || true
 	WRK_PID=
@@ -849,7 +859,7 @@ measure() {
 	# minus the 4 connections of the second sample itself; for direct also wrk's
 	# own (its CONNS plus the one it opens first to check the address)
 	opens=$((o1 - o0 - ${#UPORTS[@]}))
-	[[ $t != direct ]] || opens=$((opens - CONNS - 1))
+	[[ $t != direct && $t != ssedirect ]] || opens=$((opens - ${WRK_CONNS[$t]:-$CONNS} - 1))
 	core_us=$(awk -v b0="${c0[2]:-0}" -v b1="${c1[2]:-0}" -v hz="$CLK_TCK" -v n="$reqs" 'BEGIN { if (n > 0) printf "%.2f", (b1 - b0) / hz * 1e6 / n; else print "-" }')
 	NOISY=$(awk -v f="$fcores" 'BEGIN { print (f > 0.25) ? 1 : 0 }')
 	local note=""
@@ -1096,11 +1106,16 @@ feature_config() {
 		case $f in
 		pools) awk '/^hash:/ { exit } { print }' ;; # pools carry hash, ring and upstreams
 		json) sed -e 's|^  key: \[uri\]|  key: [json: user]|' ;;
+		prefix) awk -v k="$PREFIX_KEY" '/^  key: \[uri\]$/ { print "  key: " k; next } { print }' ;;
+		handoffmoved) awk '{ print } /^    url: / && !done { print "    weight: 2"; done = 1 }' ;; # u1 at weight 2 until the reload
 		alog) sed -e 's|^access_log: false|access_log: {format: json, path: '"$WORK"'/access.log}|' ;;
 		*) cat ;;
 		esac
 	case $f in
-	hold) echo "hold: {idle: 30m}" ;;
+	hold) echo "hold: {idle: 30m, on_return: stay}" ;;
+	holdhome) echo "hold: {idle: 30m, on_return: home}" ;;
+	handoff) echo "handoff: {header: Ringlb-Handoff, window: 5m}" ;;
+	handoffmoved) echo "handoff: {header: Ringlb-Handoff, window: 24h}" ;;
 	share) echo "hold: {idle: 30m, share: {redis: \"redis://127.0.0.1:$REDIS_PORT\"}}" ;;
 	nolimits) echo "limits: {upstream_requests: 0, send: 0s}" ;;
 	pools)
@@ -1123,12 +1138,44 @@ feature_config() {
 # start_feature NAME INDEX: starts ringlb for feature NAME (not in a subshell:
 # it sets URL, PIDS_OF and the others); on failure returns 1 with FWHY set.
 start_feature() {
-	local f=$1 i=$2 port=$((BASE_PORT + 90 + $2)) admin=$((BASE_PORT + 110 + $2)) bin=ringlb pid
+	local f=$1 i=$2 port=$((BASE_PORT + 90 + $2)) admin=$((BASE_PORT + 110 + $2)) bin=ringlb pid cf=$1
+	local probe='{"user":"1"}'
 	case $f in
 	post) # the plain ringlb process, driven with POSTs: json's baseline
 		URL[post]=${URL[$FPLAIN]} PIDS_OF[post]=${PIDS_OF[$FPLAIN]} SCRIPT[post]=post.lua FBASE[post]=$FPLAIN
 		FDESC[post]="plain ringlb (the $FPLAIN process), POSTs with ${POST_BODY}-byte JSON bodies, uri key"
 		return 0
+		;;
+	sse | ssedirect) # the plain ringlb process, or upstream u1 itself, serving event streams
+		if [[ $f == sse ]]; then
+			URL[sse]=${URL[$FPLAIN]} PIDS_OF[sse]=${PIDS_OF[$FPLAIN]}
+			FDESC[sse]="plain ringlb (the $FPLAIN process), each request a text/event-stream of $SSE_EVENTS events (bench/sse.lua), $SSE_CONNS connection(s)"
+		else
+			URL[ssedirect]=${URL[direct]} PIDS_OF[ssedirect]=${UPIDS[0]}
+			FDESC[ssedirect]="the same streams straight from upstream u1, $SSE_CONNS connection(s): sse's latency without ringlb (its CPU is u1's)"
+		fi
+		SCRIPT[$f]=sse.lua WRK_CONNS[$f]=$SSE_CONNS FBASE[$f]=""
+		return 0
+		;;
+	chat4k | chat64k) # the plain ringlb process, chat completion POSTs: the prefix rows' baseline
+		local size=${f#chat}
+		size=$((${size%k} * 1024))
+		URL[$f]=${URL[$FPLAIN]} PIDS_OF[$f]=${PIDS_OF[$FPLAIN]} SCRIPT[$f]=chat.lua WRK_ENV[$f]="CHAT_BODY=$size" FBASE[$f]=$FPLAIN
+		FDESC[$f]="plain ringlb (the $FPLAIN process), POSTs of ${size}-byte chat completion bodies over $CHAT_KEYS conversations (bench/chat.lua), uri key"
+		return 0
+		;;
+	prefix4k | prefix64k)
+		cf=prefix
+		probe='{"model":"m","messages":[{"role":"system","content":"Conversation 0."}]}'
+		if [[ -n ${URL[prefix]:-} ]]; then # one process serves both sizes
+			URL[$f]=${URL[prefix]} PIDS_OF[$f]=${PIDS_OF[prefix]} ADMIN_OF[$f]=${ADMIN_OF[prefix]}
+			prefix_row "$f"
+			return 0
+		fi
+		[[ -z ${FSKIP[prefix4k]:-} ]] || {
+			FWHY=${FSKIP[prefix4k]}
+			return 1
+		}
 		;;
 	nohot)
 		((HAVE_NOHOT)) || {
@@ -1162,26 +1209,38 @@ start_feature() {
 		FWHY="port $port or $admin is in use"
 		return 1
 	}
-	feature_config "$f" "$port" "$admin" >"$WORK/ringlb-$f.yaml"
-	if ! "$WORK/ringlb" validate -config "$WORK/ringlb-$f.yaml" >"$WORK/ringlb-$f-validate.log" 2>&1; then
-		FWHY="this build refuses the config: $(grep -v '^$' "$WORK/ringlb-$f-validate.log" | head -2 | tr '\n' ' ')"
+	feature_config "$cf" "$port" "$admin" >"$WORK/ringlb-$cf.yaml"
+	if ! "$WORK/ringlb" validate -config "$WORK/ringlb-$cf.yaml" >"$WORK/ringlb-$cf-validate.log" 2>&1; then
+		FWHY="this build refuses the config: $(grep -v '^$' "$WORK/ringlb-$cf-validate.log" | head -2 | tr '\n' ' ')"
+		[[ $cf != prefix ]] || FWHY="$FWHY(hash.key: $PREFIX_KEY; set PREFIX_KEY to this build's form of the prefix source)"
 		return 1
 	fi
-	GOMAXPROCS=1 "${PROXY[@]}" "$WORK/$bin" serve -config "$WORK/ringlb-$f.yaml" >"$WORK/ringlb-$f.log" 2>&1 &
+	GOMAXPROCS=1 "${PROXY[@]}" "$WORK/$bin" serve -config "$WORK/ringlb-$cf.yaml" >"$WORK/ringlb-$cf.log" 2>&1 &
 	pid=$!
 	PIDS+=("$pid")
 	if ! { wait_http "http://127.0.0.1:$port/k/0" "$pid" "ringlb ($f)" &&
-		[[ $(curl -s --max-time 2 -H 'Content-Type: application/json' --data '{"user":"1"}' "http://127.0.0.1:$port/k/0") == "ok from u"* ]]; }; then
-		FWHY="ringlb serve ($f) did not come up: $(tail -3 "$WORK/ringlb-$f.log" | tr '\n' ' ')"
+		[[ $(curl -s --max-time 2 -H 'Content-Type: application/json' --data "$probe" "http://127.0.0.1:$port/k/0") == "ok from u"* ]]; }; then
+		FWHY="ringlb serve ($f) did not come up: $(tail -3 "$WORK/ringlb-$cf.log" | tr '\n' ' ')"
 		return 1
 	fi
 	URL[$f]="http://127.0.0.1:$port" PIDS_OF[$f]=$pid ADMIN_OF[$f]="127.0.0.1:$admin" FBASE[$f]=$FPLAIN
+	if [[ $f == handoffmoved ]] && ! ring_moved "$pid"; then
+		FWHY="ringlb ($f) did not reload its config with u1 at weight 1: $(tail -3 "$WORK/ringlb-$cf.log" | tr '\n' ' ')"
+		return 1
+	fi
 	case $f in
 	plain)
 		FPLAIN=plain FBASE[plain]=plain
-		FDESC[$f]="a fresh ringlb process with ringlb's config, started with the feature processes: the base of every row but json"
+		FDESC[$f]="a fresh ringlb process with ringlb's config, started with the feature processes: the base of the rows below"
 		;;
-	hold) FDESC[$f]="hold: {idle: 30m}, steady state (every path recorded during the warm-up)" ;;
+	hold) FDESC[$f]="hold: {idle: 30m, on_return: stay} (stay is the default), steady state (every path recorded during the warm-up)" ;;
+	holdhome) FDESC[$f]="hold: {idle: 30m, on_return: home}, steady state (every path recorded during the warm-up)" ;;
+	handoff) FDESC[$f]="handoff: {header: Ringlb-Handoff, window: 5m}, the ring unchanged since the start: no key moved, no header sent" ;;
+	handoffmoved) FDESC[$f]="handoff: {header: Ringlb-Handoff, window: 24h}, started with u1 at weight 2 and reloaded (SIGHUP) at weight 1 before the runs: the keys u1 gave up carry the header, precomputed when the ring was made (the window outlasts the rounds)" ;;
+	prefix4k | prefix64k)
+		URL[prefix]=${URL[$f]} PIDS_OF[prefix]=$pid ADMIN_OF[prefix]=${ADMIN_OF[$f]}
+		prefix_row "$f"
+		;;
 	share) FDESC[$f]="hold: {idle: 30m, share: {redis: ...}}, a redis-server on the load core; steady state (no lookups)" ;;
 	pools) FDESC[$f]="10 pools (the same 4 upstreams each) and 100 routes; every request matches the last route (90 host routes and 9 path routes before it)" ;;
 	alog) FDESC[$f]="access_log: {format: json, path: FILE}" ;;
@@ -1189,6 +1248,33 @@ start_feature() {
 	nolimits) FDESC[$f]="limits: {upstream_requests: 0, send: 0s}; cost of the default limits = plain - this" ;;
 	json) FDESC[$f]="hash.key: [json: user], POSTs with ${POST_BODY}-byte JSON bodies; against post" SCRIPT[$f]=post.lua FBASE[$f]=post ;;
 	esac
+}
+
+# prefix_row NAME: the prefix row of that size, against the chat row of the same size.
+prefix_row() {
+	local f=$1 size=${1#prefix}
+	size=$((${size%k} * 1024))
+	SCRIPT[$f]=chat.lua WRK_ENV[$f]="CHAT_BODY=$size" FBASE[$f]=chat${f#prefix}
+	FDESC[$f]="hash.key: $PREFIX_KEY, POSTs of ${size}-byte chat completion bodies over $CHAT_KEYS conversations (bench/chat.lua); against chat${f#prefix}"
+}
+
+# ring_moved PID: the handoffmoved process's config rewritten with u1 at
+# weight 1, as plain's, and reloaded; true once the process logs a second
+# ring version (within 10 s).
+ring_moved() {
+	local pid=$1 i
+	awk '!/^    weight: 2$/' "$WORK/ringlb-handoffmoved.yaml" >"$WORK/ringlb-handoffmoved.yaml.new" &&
+		mv "$WORK/ringlb-handoffmoved.yaml.new" "$WORK/ringlb-handoffmoved.yaml" && kill -HUP "$pid" || return 1
+	for i in $(seq 1 100); do
+		(($(grep -c 'msg="ring version"' "$WORK/ringlb-handoffmoved.log") >= 2)) && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# handoffs TARGET: the sum of ringlb_handoffs_total, or "-".
+handoffs() {
+	curl -s --max-time 2 "http://${ADMIN_OF[$1]}/metrics" | awk '/^ringlb_handoffs_total/ { n += $NF; seen = 1 } END { if (seen) print n; else print "-" }'
 }
 
 # share_lookups TARGET: the sum of ringlb_hold_share_lookups_total, or "-".
@@ -1208,7 +1294,7 @@ fpaired() {
 }
 
 feature_table() {
-	printf '%-9s %7s %8s %22s %8s %17s %17s %5s %6s %s\n' feature "req/s" "p99 ms" "CPU us/req (min..max)" "RSS MiB" "CPU vs base" "p99 vs base" runs noisy errors
+	printf '%-12s %7s %8s %22s %8s %17s %17s %5s %6s %s\n' feature "req/s" "p99 ms" "CPU us/req (min..max)" "RSS MiB" "CPU vs base" "p99 vs base" runs noisy errors
 	local f rps p99 c1 c2 c3 rc r1 r2 pc n noisy errs base
 	for f in "${FACTIVE[@]}"; do
 		read -r rps _ _ <<<"$(fcol "$f" 4)"
@@ -1225,10 +1311,10 @@ feature_table() {
 		n=$(awk -F'\t' -v t="$f" '$1 == t && $14 == 1' "$FRUNS" | wc -l)
 		noisy=$(awk -F'\t' -v t="$f" '$1 == t && $14 == 1 && $11 > 0.25' "$FRUNS" | wc -l)
 		errs=$(awk -F'\t' -v t="$f" '$1 == t && $14 == 1 { e += $8 + $9 + ($5 == 0) } END { print e + 0 }' "$FRUNS")
-		printf '%-9s %7s %8s %22s %8s %17s %17s %5s %6s %s\n' "$f" "$rps" "$p99" "$c1 ($c2..$c3)" "${FRSS[$f]:-}" "$rc" "$pc" "$n" "$noisy" "$errs"
+		printf '%-12s %7s %8s %22s %8s %17s %17s %5s %6s %s\n' "$f" "$rps" "$p99" "$c1 ($c2..$c3)" "${FRSS[$f]:-}" "$rc" "$pc" "$n" "$noisy" "$errs"
 	done
-	for f in "${!FSKIP[@]}"; do printf '%-9s skipped: %s\n' "$f" "${FSKIP[$f]}"; done
-	echo "base: $FPLAIN (the plain ringlb process, GETs) for every row but json, whose base is post (the same process, the same POSTs, the uri key)$([[ $FPLAIN == plain ]] && echo "; ringlb's row against it is how much the main rounds' ringlb process, running since the start, drifted")."
+	for f in "${!FSKIP[@]}"; do printf '%-12s skipped: %s\n' "$f" "${FSKIP[$f]}"; done
+	echo "base: $FPLAIN (the plain ringlb process, GETs) for every row but json, whose base is post (the same process, the same POSTs, the uri key), prefix4k and prefix64k, whose bases are chat4k and chat64k (the same process, the same chat POSTs, the uri key), and sse and ssedirect, which have none$([[ $FPLAIN == plain ]] && echo "; ringlb's row against it is how much the main rounds' ringlb process, running since the start, drifted")."
 	echo "CPU/p99 vs base: median (min..max) over rounds of the row's figure divided by its base's in the same round."
 	for f in "${FACTIVE[@]}"; do [[ $f == ringlb ]] || echo "$f: ${FDESC[$f]}${FNOTE[$f]:+; ${FNOTE[$f]}}"; done
 }
@@ -1261,7 +1347,9 @@ if ((FEATURES && H1)); then
 	FPLAIN=ringlb # the base; plain, once started
 	i=0
 	for f in $FEATURE_LIST; do
-		case $f in plain | hold | share | pools | alog | nohot | nolimits | post | json) ;; *) die "unknown feature $f (plain hold share pools alog nohot nolimits post json)" ;; esac
+		case $f in plain | hold | holdhome | share | pools | alog | nohot | nolimits | handoff | handoffmoved | post | json | sse | ssedirect | chat4k | prefix4k | chat64k | prefix64k) ;;
+		*) die "unknown feature $f (plain hold holdhome share pools alog nohot nolimits handoff handoffmoved post json sse ssedirect chat4k prefix4k chat64k prefix64k)" ;;
+		esac
 		FWHY=""
 		if start_feature "$f" "$i"; then
 			FACTIVE+=("$f")
@@ -1276,13 +1364,16 @@ if ((FEATURES && H1)); then
 	for f in "${FACTIVE[@]}"; do
 		[[ $f != ringlb ]] || continue
 		w=$WARM_S
-		[[ $f != hold && $f != share ]] || w=$FEAT_WARM_S
+		[[ $f != hold && $f != holdhome && $f != share ]] || w=$FEAT_WARM_S
 		((w > 0)) || continue
 		log "warm-up $f ${w}s"
 		run_wrk "$w" "$f" >"$WORK/wrk-$f-warmup.txt" 2>&1
 	done
 	declare -A L0=()
-	for f in "${FACTIVE[@]}"; do [[ $f != share ]] || L0[$f]=$(share_lookups "$f"); done
+	for f in "${FACTIVE[@]}"; do
+		[[ $f != share ]] || L0[$f]=$(share_lookups "$f")
+		[[ $f != handoff && $f != handoffmoved ]] || L0[$f]=$(handoffs "$f")
+	done
 	SAVED_RUNS=$RUNS
 	RUNS=$FRUNS
 	for r in $(seq 1 "$FEATURE_ROUNDS"); do
@@ -1296,9 +1387,22 @@ if ((FEATURES && H1)); then
 		if [[ $f == share ]]; then
 			FNOTE[share]="ringlb_hold_share_lookups_total moved by $(awk -v a="${L0[share]}" -v b="$(share_lookups share)" 'BEGIN { if (a == "-" || b == "-") print "?"; else print b - a }') over the measured rounds"
 		fi
+		if [[ $f == handoff || $f == handoffmoved ]]; then
+			# the requests since L0: the measured windows' and their prewarm runs'
+			freqs=$({ cat "$WORK/wrk-$f-"[0-9]*.txt 2>/dev/null || true; } | awk '/ requests in / { n += $1 } END { print n + 0 }')
+			FNOTE[$f]="ringlb_handoffs_total moved by $(awk -v a="${L0[$f]}" -v b="$(handoffs "$f")" -v n="$freqs" 'BEGIN { if (a == "-" || b == "-") print "?"; else printf "%d, %.1f %% of the %d requests of the measured and prewarm runs,", b - a, n ? 100 * (b - a) / n : 0, n }') over the measured rounds"
+		fi
 		read -r -a tp <<<"${PIDS_OF[$f]}"
 		FRSS[$f]=$(awk -v k="$(vmhwm_kib "${tp[@]}")" 'BEGIN { printf "%.1f", k / 1024 }')
 	done
+	if [[ " ${FACTIVE[*]} " == *" sse "* && " ${FACTIVE[*]} " == *" ssedirect "* ]]; then
+		read -r c _ _ <<<"$(fcol sse 10)"
+		read -r a _ _ <<<"$(fcol sse 6)"
+		read -r b _ _ <<<"$(fcol ssedirect 6)"
+		FNOTE[sse]=$(awk -v c="$c" -v a="$a" -v b="$b" -v n="$SSE_EVENTS" 'BEGIN {
+			if (c == "-" || a == "-" || b == "-") { print "no figures"; exit }
+			printf "ringlb CPU per event %.3f us (CPU/req / %d); latency added per event %.3f us (p50 of a whole stream minus ssedirect'"'"'s, / %d)", c / n, n, (a - b) * 1000 / n, n }')
+	fi
 	if [[ " ${FACTIVE[*]} " == *" alog "* ]]; then
 		FNOTE[alog]="$(wc -l <"$WORK/access.log" 2>/dev/null || echo 0) lines written, first: $(head -c 300 "$WORK/access.log" 2>/dev/null | head -1)"
 	fi
