@@ -808,7 +808,11 @@ RUNS=$WORK/runs.tsv
 
 wrk_cmd() { # target seconds -> the wrk command line
 	local env="BENCH_PATHS=$BENCH_PATHS"
-	case ${SCRIPT[$1]:-} in post.lua) env="$env POST_BODY=$POST_BODY POST_KEYS=$POST_KEYS" ;; esac
+	case ${SCRIPT[$1]:-} in
+	post.lua) env="$env POST_BODY=$POST_BODY POST_KEYS=$POST_KEYS" ;;
+	chat.lua) env="$env CHAT_KEYS=$CHAT_KEYS" ;;
+	sse.lua) env="$env SSE_EVENTS=$SSE_EVENTS" ;;
+	esac
 	echo "(cd bench && $env${WRK_ENV[$1]:+ ${WRK_ENV[$1]}} ${LOAD[*]} wrk -t1 -c${WRK_CONNS[$1]:-$CONNS} -d${2}s --latency -s ${SCRIPT[$1]:-paths.lua} ${URL[$1]}/)"
 }
 
