@@ -260,7 +260,7 @@ func (b *Balancer) holdBegin(s *snapshot, r *http.Request, h uint64, q *holdReq)
 		if moved {
 			b.heldTotal.Add(1)
 		}
-		q.shown = moved || rec.Version != hs.cur || s.members[held].u.adminState() == StateDrain
+		q.shown = moved || s.holdNamed(rec, held)
 	} else if q.d.Outcome == hold.HoldFail {
 		q.held = held
 	}
@@ -389,8 +389,16 @@ func (b *Balancer) heldOf(s *snapshot, h uint64) string {
 	if d.Outcome != hold.Hold {
 		return ""
 	}
-	if rec.Version == hs.cur && s.members[held].u.adminState() != StateDrain && !b.instead(s, h, held) {
+	if !s.holdNamed(rec, held) && !b.instead(s, h, held) {
 		return "" // held where the ring sends it anyway
 	}
 	return rec.Upstream
+}
+
+// holdNamed says a hold on member held by rec is worth naming (the access
+// log's "held", /debug/lookup's held) even where the ring would send the
+// key anyway: it follows a record of another ring version, or keeps the
+// key on a draining upstream.
+func (s *snapshot) holdNamed(rec hold.Rec, held int) bool {
+	return rec.Version != s.hold.cur || s.members[held].u.adminState() == StateDrain
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer/accesslog"
 	"github.com/ringlb/ringlb/balancer/transport"
+	"github.com/ringlb/ringlb/internal/mono"
 	"github.com/ringlb/ringlb/ring"
 	"golang.org/x/net/http/httpguts"
 )
@@ -47,7 +48,7 @@ func (b *Balancer) accessLog(s *snapshot, r *http.Request, rw *responseWriter, m
 		TraceID: accesslog.TraceID(first(r.Header["Traceparent"])),
 	}
 	if rw.headAt != 0 {
-		e.TTFB = rw.headAt - start.Sub(monoEpoch) // arithmetic on the monotonic readings
+		e.TTFB = rw.headAt - start.Sub(mono.Epoch) // arithmetic on the monotonic readings
 	}
 	if m != nil {
 		e.Upstream = m.u.name

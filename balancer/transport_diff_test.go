@@ -2,7 +2,6 @@ package balancer
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"io"
@@ -198,16 +197,5 @@ func throughBalancer(t *testing.T, target string, roots *x509.CertPool, c transp
 	front.Config.ErrorLog = log.New(io.Discard, "", 0)
 	front.Start()
 	defer front.Close()
-	var body io.Reader
-	if c.Body != nil {
-		body = bytes.NewReader(c.Body)
-	}
-	out := testnet.RawExchange(t, front.Listener.Addr().String(), strings.ReplaceAll(c.Request, "{host}", "front.example"), body)
-	if c.Then != "" {
-		if c.Wait != nil {
-			c.Wait(t)
-		}
-		out += "\nthen:\n" + testnet.RawExchange(t, front.Listener.Addr().String(), strings.ReplaceAll(c.Then, "{host}", "front.example"), nil)
-	}
-	return out
+	return diffcases.Exchange(t, front.Listener.Addr().String(), "front.example", c)
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ringlb/ringlb/internal/mono"
 	"github.com/ringlb/ringlb/internal/sendlimit"
 )
 
@@ -216,7 +217,7 @@ func (w *responseWriter) head(code int) {
 		}
 	}
 	w.status, w.wroteHeader = code, true
-	w.headAt = mono()
+	w.headAt = mono.Now()
 	if f := w.onHead; f != nil {
 		w.onHead = nil
 		f(code)
@@ -227,12 +228,12 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 	if !w.wroteHeader {
 		w.head(http.StatusOK)
 	}
-	t := mono()
+	t := mono.Now()
 	w.sendStart()
 	n, err := w.ResponseWriter.Write(p)
 	w.bytesOut += int64(n)
 	err = w.sendEnd(err)
-	w.clientWait += mono() - t
+	w.clientWait += mono.Now() - t
 	if err != nil {
 		w.clientErr = true
 	}
@@ -245,24 +246,15 @@ func (w *responseWriter) FlushError() error {
 	if !w.wroteHeader {
 		w.head(http.StatusOK)
 	}
-	t := mono()
+	t := mono.Now()
 	w.sendStart()
 	err := w.sendEnd(http.NewResponseController(w.ResponseWriter).Flush())
-	w.clientWait += mono() - t
+	w.clientWait += mono.Now() - t
 	if err != nil {
 		w.clientErr = true
 	}
 	return err
 }
-
-// monoEpoch anchors mono.
-var monoEpoch = time.Now()
-
-// mono reads the monotonic clock, as time since monoEpoch (never 0 after
-// the first nanosecond): the timing of a request's writes needs no wall
-// clock, and time.Since reads only the monotonic one where time.Now reads
-// both.
-func mono() time.Duration { return time.Since(monoEpoch) }
 
 // minClientWait is the least time blocked on the client that can make a
 // broken-off response the client's doing; below it, writes merely took
@@ -284,7 +276,7 @@ func (w *responseWriter) clientBound() bool {
 	if w.headAt == 0 || w.clientWait < minClientWait {
 		return false
 	}
-	return 2*w.clientWait >= mono()-w.headAt
+	return 2*w.clientWait >= mono.Now()-w.headAt
 }
 
 // Flush implements http.Flusher.

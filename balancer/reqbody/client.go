@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ringlb/ringlb/internal/mono"
 )
 
 // A request body is read from the client by two readers in turn: the key
@@ -55,7 +57,7 @@ type ClientBody struct {
 	// read and never changes.
 	watch *bodyWatch
 
-	since    atomic.Int64 // mono() when the read in progress began; 0: none
+	since    atomic.Int64 // mono.Now() when the read in progress began; 0: none
 	timedOut atomic.Bool
 	ended    atomic.Bool // a read returned an error (io.EOF at the end): no read will wait again
 }
@@ -80,7 +82,7 @@ func (c *ClientBody) Read(p []byte) (int, error) {
 	if c.timedOut.Load() {
 		return 0, ErrClientTimeout
 	}
-	c.since.Store(int64(mono()))
+	c.since.Store(int64(mono.Now()))
 	bw := c.watch
 	timed := bw != nil && bw.arm()
 	n, err := c.rc.Read(p)
@@ -107,7 +109,7 @@ func (c *ClientBody) Close() error { return c.rc.Close() }
 // is not its fault.
 func (c *ClientBody) Stalled() bool {
 	s := c.since.Load()
-	return s != 0 && mono()-time.Duration(s) >= MinStall
+	return s != 0 && mono.Now()-time.Duration(s) >= MinStall
 }
 
 // cut ends the read in progress, and every later one: the read deadline
@@ -143,7 +145,7 @@ type bodyWatch struct {
 	mu      sync.Mutex
 	c       *ClientBody   // the body whose reads it cuts; nil once detached
 	reading bool          // a read is timed now
-	due     time.Duration // mono() when the timed read is due to be cut
+	due     time.Duration // mono.Now() when the timed read is due to be cut
 	fired   bool          // the timer went off: it is not pooled again
 }
 
@@ -156,7 +158,7 @@ func (bw *bodyWatch) arm() bool {
 	if bw.c == nil {
 		return false
 	}
-	bw.reading, bw.due = true, mono()+bw.d
+	bw.reading, bw.due = true, mono.Now()+bw.d
 	bw.t.Reset(bw.d)
 	return true
 }
@@ -176,7 +178,7 @@ func (bw *bodyWatch) fire() {
 	defer bw.mu.Unlock()
 	// A timer that went off just as its read ended may run while the
 	// next read is timed: that one is not due yet.
-	if c := bw.c; c != nil && bw.reading && mono() >= bw.due {
+	if c := bw.c; c != nil && bw.reading && mono.Now() >= bw.due {
 		c.timedOut.Store(true)
 		c.cut()
 	}
@@ -201,11 +203,6 @@ func (bw *bodyWatch) finish(reading bool) {
 		bodyWatches.Put(bw)
 	}
 }
-
-// mono is a monotonic clock: the time since the process began.
-func mono() time.Duration { return time.Since(monoEpoch) }
-
-var monoEpoch = time.Now()
 
 // TimedOut says a read waited longer than the timeout and was cut.
 func (c *ClientBody) TimedOut() bool { return c.timedOut.Load() }

@@ -1,7 +1,6 @@
 package h1
 
 import (
-	"bytes"
 	"crypto/tls"
 	"io"
 	"log"
@@ -109,16 +108,5 @@ func exchangeThrough(t *testing.T, tr http.RoundTripper, target *url.URL, c diff
 	front.Config.ErrorLog = log.New(io.Discard, "", 0)
 	front.Start()
 	defer front.Close()
-	var body io.Reader
-	if c.Body != nil {
-		body = bytes.NewReader(c.Body)
-	}
-	out := testnet.RawExchange(t, front.Listener.Addr().String(), strings.ReplaceAll(c.Request, "{host}", "proxy.example"), body)
-	if c.Then != "" {
-		if c.Wait != nil {
-			c.Wait(t)
-		}
-		out += "\nthen:\n" + testnet.RawExchange(t, front.Listener.Addr().String(), strings.ReplaceAll(c.Then, "{host}", "proxy.example"), nil)
-	}
-	return out
+	return diffcases.Exchange(t, front.Listener.Addr().String(), "proxy.example", c)
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,4 +129,22 @@ func headThenBody(sent chan<- struct{}) func(c net.Conn, br *bufio.Reader) {
 			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s", len(you), you)
 		}
 	}
+}
+
+// Exchange sends c's request (and its follow-up, after c.Wait) to the
+// front at addr as host, on raw connections, and returns what came back.
+func Exchange(t testing.TB, addr, host string, c Case) string {
+	t.Helper()
+	var body io.Reader
+	if c.Body != nil {
+		body = bytes.NewReader(c.Body)
+	}
+	out := testnet.RawExchange(t, addr, strings.ReplaceAll(c.Request, "{host}", host), body)
+	if c.Then != "" {
+		if c.Wait != nil {
+			c.Wait(t)
+		}
+		out += "\nthen:\n" + testnet.RawExchange(t, addr, strings.ReplaceAll(c.Then, "{host}", host), nil)
+	}
+	return out
 }
