@@ -29,10 +29,12 @@
 #   BASE_PORT=19100   upstreams on BASE+1..4, caddy BASE+76, traefik BASE+77, lean BASE+78,
 #                     floor BASE+79, ringlb BASE+80 (admin +81), nginx BASE+82, haproxy BASE+83
 #   BENCH_CACHE=~/.cache/ringlb-bench  caddy and traefik are built once into
-#                     BENCH_CACHE/bin (go install, static, no symbols) and reused
-#                     while there; a build that failed is not tried again until
-#                     its BENCH_CACHE/NAME-VERSION.failed is deleted
-#   CADDY_VERSION=v2.11.9 TRAEFIK_VERSION=v3.7.13
+#                     BENCH_CACHE/bin (caddy with go install, traefik with go
+#                     build in a copy of its module's source; static, no
+#                     symbols) and reused while there; a build that failed is
+#                     not tried again until its BENCH_CACHE/NAME-VERSION.failed
+#                     is deleted
+#   CADDY_VERSION=v2.11.9 TRAEFIK_VERSION=v3.6.12
 #   CADDY_BIN= TRAEFIK_BIN=  a binary to use instead of building one
 #   PROXY_CPU=1 LOAD_CPU=0   cores for the proxy, and for wrk + upstreams
 #   PIN=1             0 turns pinning off (it is off anyway on one core)
@@ -123,7 +125,7 @@ REDIS_PORT=${REDIS_PORT:-$((BASE_PORT + 89))}
 RAW_UPSTREAM=${RAW_UPSTREAM:-0}
 BENCH_CACHE=${BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ringlb-bench}
 CADDY_VERSION=${CADDY_VERSION:-v2.11.9}
-TRAEFIK_VERSION=${TRAEFIK_VERSION:-v3.7.13}
+TRAEFIK_VERSION=${TRAEFIK_VERSION:-v3.6.12}
 CADDY_BIN=${CADDY_BIN:-}
 TRAEFIK_BIN=${TRAEFIK_BIN:-}
 export BENCH_PATHS POST_BODY POST_KEYS SSE_EVENTS CHAT_KEYS
@@ -371,18 +373,37 @@ HAVE_RINGLB=0 HAVE_FLOOR=0
 RINGLB_SKIP=$(build ringlb ./cmd/ringlb) && HAVE_RINGLB=1
 FLOOR_SKIP=$(build floor ./bench/floor) && HAVE_FLOOR=1
 
-# go_tool NAME VERSION PKG [REPO [VERSION_VAR]]: prints the path of NAME at
-# VERSION in BENCH_CACHE/bin, built the first time with go install
-# PKG@VERSION, static and without symbols as ringlb is built (VERSION_VAR,
-# a package variable, is set to VERSION with -X). go install refuses a
-# module whose go.mod has replace directives (Traefik's has): with REPO,
-# the module is then built from a shallow git clone of REPO at VERSION,
-# where those directives apply. On failure prints nothing, returns 1 and
-# leaves the reason in BENCH_CACHE/NAME-VERSION.failed, which stops later
-# runs from building it again until it is deleted.
+# mod_build MODULE@VERSION DIR PKG LDFLAGS OUT: builds PKG (a path from the
+# module's root) into OUT, static, in DIR/src, a copy of the module's
+# source, as the main module, so that its go.mod's replace directives
+# apply. go mod download -json says where the module cache holds that
+# source, or why it cannot. The cache's files are read-only: the copy is
+# made writable, for go build and for rm. It is no checkout:
+# -buildvcs=false keeps a repository that DIR may sit in out of the binary.
+mod_build() {
+	local modver=$1 dir=$2 pkg=$3 ld=$4 out=$5 src
+	(cd "$dir" && GOFLAGS= go mod download -json "$modver") >"$dir/mod.json" || {
+		grep '"Error"' "$dir/mod.json"
+		return 1
+	}
+	src=$(sed -n 's/^\t"Dir": "\(.*\)",$/\1/p' "$dir/mod.json")
+	[[ -n $src ]] && cp -r "$src" "$dir/src" && chmod -R u+w "$dir/src" &&
+		(cd "$dir/src" && GOFLAGS= CGO_ENABLED=0 go build -buildvcs=false -trimpath -ldflags "$ld" -o "$out" "$pkg")
+}
+
+# go_tool NAME VERSION PKG [VERSION_VAR [MODULE]]: prints the path of NAME
+# at VERSION in BENCH_CACHE/bin, built the first time static and without
+# symbols as ringlb is built (VERSION_VAR, a package variable, is set to
+# VERSION with -X). Without MODULE it is go install PKG@VERSION. go install
+# refuses a module whose go.mod has replace directives (Traefik's has): for
+# such a one MODULE names the module that holds PKG, and mod_build builds
+# PKG in a copy of MODULE@VERSION's source, where those directives apply.
+# Either way only modules are fetched, from GOPROXY. On failure prints
+# nothing, returns 1 and leaves the reason in BENCH_CACHE/NAME-VERSION.failed,
+# which stops later runs from building it again until it is deleted.
 go_tool() {
-	local name=$1 ver=$2 pkg=$3 repo=${4:-} xvar=${5:-}
-	local bin="$BENCH_CACHE/bin/$name-$ver" failed="$BENCH_CACHE/$name-$ver.failed" logf="$BENCH_CACHE/$name-$ver-build.log" tmp ld="-s -w" why
+	local name=$1 ver=$2 pkg=$3 xvar=${4:-} mod=${5:-}
+	local bin="$BENCH_CACHE/bin/$name-$ver" failed="$BENCH_CACHE/$name-$ver.failed" logf="$BENCH_CACHE/$name-$ver-build.log" tmp ld="-s -w" how
 	if [[ -x $bin ]]; then
 		echo "$bin"
 		return 0
@@ -390,30 +411,28 @@ go_tool() {
 	[[ ! -f $failed ]] || return 1
 	mkdir -p "$BENCH_CACHE/bin" && tmp=$(mktemp -d "$BENCH_CACHE/build.XXXXXX") || return 1
 	[[ -z $xvar ]] || ld="$ld -X $xvar=$ver"
-	log "building $name $ver: go install $pkg@$ver, once (kept in $BENCH_CACHE/bin; log $logf)"
-	if (cd "$tmp" && GOBIN=$tmp GOFLAGS= CGO_ENABLED=0 go install -trimpath -ldflags "$ld" "$pkg@$ver") >"$logf" 2>&1; then
-		mv "$tmp/$(basename "$pkg")" "$bin" && rm -rf "$tmp" && echo "$bin"
-		return
-	fi
-	why="go install $pkg@$ver: $(grep -v '^go: downloading' "$logf" | head -4 | tr '\n\t' '  ')"
-	if [[ -n $repo ]]; then
-		log "$name: go install failed; building from git clone $repo at $ver"
-		local n
-		n=$(wc -l <"$logf")
-		if { git clone -q --depth 1 --branch "$ver" "$repo" "$tmp/src" &&
-			(cd "$tmp/src" && GOFLAGS= CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$bin" "./${pkg#*/v[0-9]/}"); } >>"$logf" 2>&1; then
+	if [[ -z $mod ]]; then
+		how="go install $pkg@$ver"
+		log "building $name $ver: $how, once (kept in $BENCH_CACHE/bin; log $logf)"
+		if (cd "$tmp" && GOBIN=$tmp GOFLAGS= CGO_ENABLED=0 go install -trimpath -ldflags "$ld" "$pkg@$ver") >"$logf" 2>&1; then
+			mv "$tmp/$(basename "$pkg")" "$bin" && rm -rf "$tmp" && echo "$bin"
+			return
+		fi
+	else
+		how="go build ./${pkg#"$mod"/} in a copy of $mod@$ver"
+		log "building $name $ver: $how, once, many minutes on a small machine (kept in $BENCH_CACHE/bin; log $logf)"
+		if mod_build "$mod@$ver" "$tmp" "./${pkg#"$mod"/}" "$ld" "$bin" >"$logf" 2>&1; then
 			rm -rf "$tmp"
 			echo "$bin"
 			return
 		fi
-		why="$why; then from git clone $repo: $(tail -n +$((n + 1)) "$logf" | grep -v '^go: downloading' | head -3 | tr '\n\t' '  ')"
 	fi
 	rm -rf "$tmp"
-	echo "$why (full log: $logf; delete $failed to try again)" >"$failed"
+	echo "$how: $(grep -v '^go: downloading' "$logf" | head -4 | tr '\n\t' '  ') (full log: $logf; delete $failed to try again)" >"$failed"
 	return 1
 }
 
-# tool_bin NAME GIVEN VERSION PKG [REPO [VERSION_VAR]]: sets TOOL to the
+# tool_bin NAME GIVEN VERSION PKG [VERSION_VAR [MODULE]]: sets TOOL to the
 # binary for target NAME (GIVEN if set, else go_tool's), or TOOL_WHY.
 tool_bin() {
 	local name=$1 given=$2
@@ -432,7 +451,7 @@ if [[ " $TARGETS " == *" caddy "* ]] && ((H1)); then
 fi
 if [[ " $TARGETS " == *" traefik "* ]] && ((H1)); then
 	tool_bin traefik "$TRAEFIK_BIN" "$TRAEFIK_VERSION" github.com/traefik/traefik/v3/cmd/traefik \
-		https://github.com/traefik/traefik github.com/traefik/traefik/v3/pkg/version.Version
+		github.com/traefik/traefik/v3/pkg/version.Version github.com/traefik/traefik/v3
 	TRAEFIK=$TOOL TRAEFIK_WHY=$TOOL_WHY
 fi
 

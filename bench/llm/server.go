@@ -133,6 +133,8 @@ func render(msgs []chatMessage) string {
 	return b.String()
 }
 
+// ServeHTTP answers the routes of an OpenAI-compatible server: the
+// health check, the model list and the two completion endpoints.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/health":
@@ -156,7 +158,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"error": map[string]any{"message": err.Error(), "type": "invalid_request_error"}})
 		return
 	}
-	chat := r.URL.Path == "/v1/chat/completions"
+	s.complete(w, r, &req, r.URL.Path == "/v1/chat/completions")
+}
+
+// complete answers a completion request (a chat's when chat is set): it
+// waits for a slot, sleeps for the prefill of what the cache lacks, then
+// sends the answer streamed or whole, holding the slot until it is sent.
+func (s *Server) complete(w http.ResponseWriter, r *http.Request, req *chatRequest, chat bool) {
 	var prompt string
 	if chat {
 		prompt = render(req.Messages)
@@ -190,62 +198,98 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Server", s.Name)
 	h.Set("X-Prompt-Bytes", strconv.Itoa(len(prompt)))
 	h.Set("X-Cached-Bytes", strconv.Itoa(hit))
-	id := "cmpl-" + strconv.FormatUint(hs0(hs), 36)
-	created := time.Now().Unix()
-	words := strings.SplitAfter(answer, " ")
+	c := completion{id: "cmpl-" + strconv.FormatUint(hs0(hs), 36), created: time.Now().Unix(), model: req.Model, chat: chat,
+		answer: answer, words: strings.SplitAfter(answer, " ")}
 	if req.Stream {
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		w.WriteHeader(http.StatusOK)
-		f, _ := w.(http.Flusher)
-		for i, word := range words {
-			if i > 0 && !sleep(r, s.cfg.PerToken) {
-				return
-			}
-			var chunk map[string]any
-			if chat {
-				delta := map[string]any{"content": word}
-				if i == 0 {
-					delta["role"] = "assistant"
-				}
-				chunk = map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": req.Model,
-					"choices": []map[string]any{{"index": 0, "delta": delta, "finish_reason": nil}}}
-			} else {
-				chunk = map[string]any{"id": id, "object": "text_completion", "created": created, "model": req.Model,
-					"choices": []map[string]any{{"index": 0, "text": word, "finish_reason": nil}}}
-			}
-			writeEvent(w, chunk)
-			f.Flush()
-		}
-		final := map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": req.Model,
-			"choices": []map[string]any{{"index": 0, "delta": map[string]any{}, "finish_reason": "stop"}}}
-		if !chat {
-			final = map[string]any{"id": id, "object": "text_completion", "created": created, "model": req.Model,
-				"choices": []map[string]any{{"index": 0, "text": "", "finish_reason": "stop"}}}
-		}
-		writeEvent(w, final)
-		fmt.Fprint(w, "data: [DONE]\n\n")
-		f.Flush()
-	} else {
-		if !sleep(r, time.Duration(len(words)-1)*s.cfg.PerToken) {
+		if !s.stream(w, r, &c) {
 			return
 		}
-		usage := map[string]any{"prompt_tokens": len(prompt) / 4, "completion_tokens": len(words), "total_tokens": len(prompt)/4 + len(words),
-			"prompt_tokens_details": map[string]any{"cached_tokens": hit / 4}}
-		if chat {
-			writeJSON(w, map[string]any{"id": id, "object": "chat.completion", "created": created, "model": req.Model,
-				"choices": []map[string]any{{"index": 0, "message": map[string]any{"role": "assistant", "content": answer}, "finish_reason": "stop"}},
-				"usage":   usage})
-		} else {
-			writeJSON(w, map[string]any{"id": id, "object": "text_completion", "created": created, "model": req.Model,
-				"choices": []map[string]any{{"index": 0, "text": answer, "finish_reason": "stop"}}, "usage": usage})
-		}
+	} else if !s.whole(w, r, &c, len(prompt), hit) {
+		return
 	}
 	// The answer's blocks are cached too: the next turn's prompt starts
 	// with this prompt and this answer.
 	if chat {
 		s.store(s.blocks(prompt + render([]chatMessage{{Role: "assistant", Content: answer}})))
 	}
+}
+
+// completion is the answer to one completion request, as its response
+// objects carry it.
+type completion struct {
+	id      string
+	created int64
+	model   string
+	chat    bool // a chat completion's objects, not a text completion's
+	answer  string
+	words   []string // answer split after each space: one token each
+}
+
+// stream sends c as server-sent events, one chunk a token, PerToken
+// apart, then the final chunk and [DONE]; false when the client went.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *completion) bool {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	f, _ := w.(http.Flusher)
+	for i, word := range c.words {
+		if i > 0 && !sleep(r, s.cfg.PerToken) {
+			return false
+		}
+		writeEvent(w, c.chunk(word, i == 0))
+		f.Flush()
+	}
+	writeEvent(w, c.final())
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	f.Flush()
+	return true
+}
+
+// chunk is the streamed object of one token; the first of a chat's names
+// the assistant's role.
+func (c *completion) chunk(word string, first bool) map[string]any {
+	if !c.chat {
+		return map[string]any{"id": c.id, "object": "text_completion", "created": c.created, "model": c.model,
+			"choices": []map[string]any{{"index": 0, "text": word, "finish_reason": nil}}}
+	}
+	delta := map[string]any{"content": word}
+	if first {
+		delta["role"] = "assistant"
+	}
+	return map[string]any{"id": c.id, "object": "chat.completion.chunk", "created": c.created, "model": c.model,
+		"choices": []map[string]any{{"index": 0, "delta": delta, "finish_reason": nil}}}
+}
+
+// final is the streamed object after the last token, which says why it
+// stopped.
+func (c *completion) final() map[string]any {
+	if !c.chat {
+		return map[string]any{"id": c.id, "object": "text_completion", "created": c.created, "model": c.model,
+			"choices": []map[string]any{{"index": 0, "text": "", "finish_reason": "stop"}}}
+	}
+	return map[string]any{"id": c.id, "object": "chat.completion.chunk", "created": c.created, "model": c.model,
+		"choices": []map[string]any{{"index": 0, "delta": map[string]any{}, "finish_reason": "stop"}}}
+}
+
+// whole sends c as one JSON object after the decode time of all its
+// tokens but the first, with the usage of a prompt of promptBytes of
+// which hit were cached; false when the client went.
+func (s *Server) whole(w http.ResponseWriter, r *http.Request, c *completion, promptBytes, hit int) bool {
+	if !sleep(r, time.Duration(len(c.words)-1)*s.cfg.PerToken) {
+		return false
+	}
+	usage := map[string]any{"prompt_tokens": promptBytes / 4, "completion_tokens": len(c.words), "total_tokens": promptBytes/4 + len(c.words),
+		"prompt_tokens_details": map[string]any{"cached_tokens": hit / 4}}
+	if c.chat {
+		writeJSON(w, map[string]any{"id": c.id, "object": "chat.completion", "created": c.created, "model": c.model,
+			"choices": []map[string]any{{"index": 0, "message": map[string]any{"role": "assistant", "content": c.answer}, "finish_reason": "stop"}},
+			"usage":   usage})
+	} else {
+		writeJSON(w, map[string]any{"id": c.id, "object": "text_completion", "created": c.created, "model": c.model,
+			"choices": []map[string]any{{"index": 0, "text": c.answer, "finish_reason": "stop"}}, "usage": usage})
+	}
+	return true
 }
 
 func hs0(hs []uint64) uint64 {
