@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/ringlb/ringlb/balancer/accesslog"
+	"github.com/ringlb/ringlb/balancer/downstream"
 	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
@@ -328,39 +329,39 @@ func (s *headSpy) Write(p []byte) (int, error) {
 func (s *headSpy) Flush() { http.NewResponseController(s.ResponseWriter).Flush() }
 
 // TestRequestIDOwnsItsBytes: a made request id is a string of its own,
-// not a view of memory inside the responseWriter. HTTP/2's header
+// not a view of memory inside the downstream.Writer. HTTP/2's header
 // compression tables (the client connection's, and an HTTP/2 upstream's)
 // keep the values they encode for as long as the connection lives; an id
-// that pointed into the responseWriter kept every responseWriter of the
+// that pointed into the Writer kept every Writer of the
 // connection alive with it.
 func TestRequestIDOwnsItsBytes(t *testing.T) {
 	s := &snapshot{settings: settings{requestID: "X-Request-Id", requestIDH2: "x-request-id"}}
 	for _, major := range []int{1, 2} {
-		rw := &responseWriter{}
+		rw := &downstream.Writer{}
 		r := httptest.NewRequest(http.MethodGet, "/", nil)
 		r.ProtoMajor = major
 		requestID(s, rw, r)
-		id := rw.requestID[0]
+		id := rw.RequestID()
 		if len(id) != 32 {
 			t.Fatalf("HTTP/%d: made id %q, want 32 hex digits", major, id)
 		}
 		p := uintptr(unsafe.Pointer(unsafe.StringData(id)))
 		lo := uintptr(unsafe.Pointer(rw))
 		if p >= lo && p < lo+unsafe.Sizeof(*rw) {
-			t.Errorf("HTTP/%d: the id's bytes lie inside the responseWriter (%#x in [%#x, %#x))", major, p, lo, lo+unsafe.Sizeof(*rw))
+			t.Errorf("HTTP/%d: the id's bytes lie inside the Writer (%#x in [%#x, %#x))", major, p, lo, lo+unsafe.Sizeof(*rw))
 		}
 		if got := r.Header.Get("X-Request-Id"); got != id {
 			t.Errorf("HTTP/%d: the request carries %q, the response writer %q", major, got, id)
 		}
-		// The request's value must not alias the responseWriter either:
+		// The request's value must not alias the Writer either:
 		// a recycled one is cleared and then serves another request.
 		v := uintptr(unsafe.Pointer(&r.Header["X-Request-Id"][0]))
 		if v >= lo && v < lo+unsafe.Sizeof(*rw) {
-			t.Errorf("HTTP/%d: the request's value lies inside the responseWriter", major)
+			t.Errorf("HTTP/%d: the request's value lies inside the Writer", major)
 		}
-		rw.recycle()
+		rw.Recycle()
 		if got := r.Header.Get("X-Request-Id"); got != id {
-			t.Errorf("HTTP/%d: after the responseWriter was recycled the request carries %q, want %q", major, got, id)
+			t.Errorf("HTTP/%d: after the Writer was recycled the request carries %q, want %q", major, got, id)
 		}
 	}
 }

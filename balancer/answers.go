@@ -2,12 +2,13 @@ package balancer
 
 import (
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/downstream"
+	"github.com/ringlb/ringlb/balancer/reqbody"
 	"github.com/ringlb/ringlb/balancer/transport"
 )
 
@@ -18,37 +19,37 @@ import (
 // under on_unavailable fail). A departed client's connection is aborted,
 // so it can never read an empty response as a success; it is counted as
 // 499.
-func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, body *trackedBody, m *member) {
-	if body != nil && (body.client.TimedOut() || body.stalled) {
+func (b *Balancer) writeError(s *snapshot, rw *downstream.Writer, r *http.Request, body *reqbody.Tracked, m *member) {
+	if body != nil && (body.Client.TimedOut() || body.Stalled) {
 		// The client held its body back: for longer than
 		// timeouts.client_body, or until the upstream gave up on it.
 		// (Over HTTP/1.1 a read timeout also cancels the request's
 		// context: the client is still there to read this.)
 		msg := "request timeout: the request body was silent for longer than timeouts.client_body\n"
-		if !body.client.TimedOut() {
+		if !body.Client.TimedOut() {
 			msg = "request timeout: the upstream gave up waiting for the request body\n"
-			body.client.Cut() // the transport may still be waiting on it
+			body.Client.Cut() // the transport may still be waiting on it
 		}
 		if r.ProtoMajor == 1 {
 			rw.Header().Set("Connection", "close")
 		}
-		plainError(rw, http.StatusRequestTimeout, msg)
+		downstream.PlainError(rw, http.StatusRequestTimeout, msg)
 		return
 	}
-	if body != nil && body.bad.Load() {
+	if body != nil && body.Bad() {
 		rw.Header().Set("Connection", "close")
-		plainError(rw, http.StatusBadRequest, "bad request: the request body could not be read\n")
+		downstream.PlainError(rw, http.StatusBadRequest, "bad request: the request body could not be read\n")
 		return
 	}
 	if r.Context().Err() != nil {
-		rw.status = 499
+		rw.Status = 499
 		panic(http.ErrAbortHandler)
 	}
-	if code, msg, ok := transport.Refusal(rw.err); ok {
-		plainError(rw, code, msg)
+	if code, msg, ok := transport.Refusal(rw.Err); ok {
+		downstream.PlainError(rw, code, msg)
 		return
 	}
-	if se, ok := rw.err.(*statusError); ok {
+	if se, ok := rw.Err.(*statusError); ok {
 		// The retry found nowhere to go after all (the other upstreams
 		// became unavailable meanwhile): the status as the upstream
 		// gave it, its body having been let go.
@@ -57,7 +58,7 @@ func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, 
 			msg = http.StatusText(se.code) + ": upstream " + m.u.name + " answered " + strconv.Itoa(se.code) + "\n"
 			rw.Header().Set(s.header, m.u.name)
 		}
-		plainError(rw, se.code, msg)
+		downstream.PlainError(rw, se.code, msg)
 		return
 	}
 	// Upstream names stay internal unless upstream_header shows them.
@@ -65,11 +66,11 @@ func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, 
 	if s.header != "" {
 		msg = "bad gateway: upstream " + m.u.name + " failed\n"
 	}
-	if transport.IsLocal(rw.err) {
+	if transport.IsLocal(rw.Err) {
 		msg = "bad gateway: ringlb is out of its own resources (file descriptors, local ports or buffers)\n"
-	} else if transport.ByClient(rw.err) {
+	} else if transport.ByClient(rw.Err) {
 		msg = "bad gateway: upgrade to one protocol at a time, not a list\n"
-	} else if !s.fail && transport.IsTimeout(rw.err) {
+	} else if !s.fail && transport.IsTimeout(rw.Err) {
 		code, msg = http.StatusGatewayTimeout, "gateway timeout: the upstream timed out\n"
 		if s.header != "" {
 			msg = "gateway timeout: upstream " + m.u.name + " timed out\n"
@@ -78,7 +79,7 @@ func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, 
 	if s.header != "" {
 		rw.Header().Set(s.header, m.u.name)
 	}
-	plainError(rw, code, msg)
+	downstream.PlainError(rw, code, msg)
 }
 
 // bodyFailed answers a request whose body the key scan could not read
@@ -87,16 +88,16 @@ func (b *Balancer) writeError(s *snapshot, rw *responseWriter, r *http.Request, 
 // once when limits.body_memory could not hold more of it (counted in
 // ringlb_body_memory_refused_total). An HTTP/1.1 connection is closed
 // after the answer: what is left of the body is not read.
-func (b *Balancer) bodyFailed(rw *responseWriter, r *http.Request, body *trackedBody) string {
+func (b *Balancer) bodyFailed(rw *downstream.Writer, r *http.Request, body *reqbody.Tracked) string {
 	if r.ProtoMajor == 1 {
 		rw.Header().Set("Connection", "close")
 	}
-	if body.prefix.Refused() {
+	if body.Prefix.Refused() {
 		b.proc.BodyRefused.Inc()
-		plainError(rw, http.StatusServiceUnavailable, "service unavailable: request bodies being read for keys hold limits.body_memory\n")
+		downstream.PlainError(rw, http.StatusServiceUnavailable, "service unavailable: request bodies being read for keys hold limits.body_memory\n")
 		return "body-memory"
 	}
-	plainError(rw, http.StatusRequestTimeout, "request timeout: the request body was silent for longer than timeouts.client_body\n")
+	downstream.PlainError(rw, http.StatusRequestTimeout, "request timeout: the request body was silent for longer than timeouts.client_body\n")
 	return "body-timeout"
 }
 
@@ -104,12 +105,12 @@ func (b *Balancer) bodyFailed(rw *responseWriter, r *http.Request, body *tracked
 // limits.upstream_requests requests: at once, not elsewhere (the key would
 // move for as long as the upstream is busy), and without a word to its
 // breaker (being busy is not failing).
-func (b *Balancer) busy(s *snapshot, rw *responseWriter, m *member) {
+func (b *Balancer) busy(s *snapshot, rw *downstream.Writer, m *member) {
 	m.u.metrics.Limited.Inc()
 	if s.header != "" {
 		rw.Header().Set(s.header, m.u.name)
 	}
-	plainError(rw, http.StatusServiceUnavailable, "upstream busy\n")
+	downstream.PlainError(rw, http.StatusServiceUnavailable, "upstream busy\n")
 }
 
 // errBrokeOff stands for the error of a response that broke off mid-body
@@ -140,7 +141,7 @@ func (b *Balancer) logFailure(u *upstream, c transport.Cause, err error, r *http
 // because every upstream drains or is in maint), or, under
 // on_unavailable fail, the key's owner is not, or drains, or is in maint
 // (named only when upstream_header is set, as in writeError).
-func (b *Balancer) noUpstream(s *snapshot, rw *responseWriter, r *http.Request, owner int) {
+func (b *Balancer) noUpstream(s *snapshot, rw *downstream.Writer, r *http.Request, owner int) {
 	b.metrics.NoUpstream.Inc()
 	msg := "no upstream available\n"
 	switch {
@@ -166,14 +167,5 @@ func (b *Balancer) noUpstream(s *snapshot, rw *responseWriter, r *http.Request, 
 			msg = "no upstream available: every upstream in maint\n"
 		}
 	}
-	plainError(rw, http.StatusServiceUnavailable, msg)
-}
-
-func plainError(w http.ResponseWriter, code int, msg string) {
-	hdr := w.Header()
-	hdr.Del("Content-Length")
-	hdr.Set("Content-Type", "text/plain; charset=utf-8")
-	hdr.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(code)
-	io.WriteString(w, msg)
+	downstream.PlainError(rw, http.StatusServiceUnavailable, msg)
 }

@@ -32,6 +32,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ringlb/ringlb/balancer/downstream"
 	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/hold/share"
 	"github.com/ringlb/ringlb/balancer/hotkeys"
@@ -82,7 +83,7 @@ type Balancer struct {
 	epoch   time.Time // the start of nanotime
 	clk     clock
 
-	tunnels tunnels // upgraded connections (WebSocket), for shutdown
+	tunnels downstream.Tunnels // upgraded connections (WebSocket), for shutdown
 
 	mu        sync.Mutex // serialises Update, health reports, settle and Close
 	ups       map[string]*upstream
@@ -265,7 +266,7 @@ func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
 		isNew := u == nil
 		switch {
 		case isNew:
-			u = &upstream{name: spec.name, metrics: b.metrics.ForUpstream(spec.name), all: &b.tunnels}
+			u = &upstream{name: spec.name, metrics: b.metrics.ForUpstream(spec.name), tunnels: downstream.TunnelCount{All: &b.tunnels}}
 			if old != nil && s.slowStart > 0 && !spec.initial {
 				u.warmSince.Store(now)
 			}
@@ -366,3 +367,9 @@ func (b *Balancer) Close() {
 	}
 	b.stopHoldLocked()
 }
+
+// WaitTunnels waits until every upgraded connection (a WebSocket tunnel,
+// which http.Server.Shutdown does not wait for) has closed, or ctx is
+// done; then it closes those still open and returns ctx's error. Call it
+// after the proxy server's Shutdown, with the same deadline.
+func (b *Balancer) WaitTunnels(ctx context.Context) error { return b.tunnels.Wait(ctx) }

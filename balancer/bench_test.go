@@ -34,7 +34,7 @@ func (d *discardWriter) WriteHeader(int)             {}
 // allocs/op when this was written, the difference being the request id,
 // the forwarding headers' values and gobreaker's done closure, plus what
 // the upstream allocates to parse the X-Forwarded-*, X-Request-Id and
-// CDN-Loop headers (ringlb's responseWriter is reused). (The read timeout's
+// CDN-Loop headers (ringlb's downstream.Writer is reused). (The read timeout's
 // body wrapper is not needed: these bodies come with their heads.)
 // bench/PROFILE.md breaks allocs/op down by site. A jump of allocs/op after
 // a change to pick or key extraction is a regression: pick must not

@@ -5,12 +5,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/reqbody"
 	"github.com/ringlb/ringlb/balancer/transport"
 )
 
 // attemptCause is the cause of a failed attempt: transport.CauseClient when the
 // client went away or its body could not be read, else transport.CauseOf(err).
-func attemptCause(err error, r *http.Request, body *trackedBody) transport.Cause {
+func attemptCause(err error, r *http.Request, body *reqbody.Tracked) transport.Cause {
 	if clientFault(r, body) {
 		return transport.CauseClient
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/downstream"
 	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/internal/testutil/chat"
 )
@@ -295,7 +296,7 @@ func TestKeyLabel(t *testing.T) {
 		{&http.Request{URL: u, Header: http.Header{"Cookie": {"session=s"}}}, "cookie:session"},
 		{&http.Request{URL: u, Header: http.Header{}}, ""},
 	} {
-		_, src, _ := b.position(s, &responseWriter{}, tc.r)
+		_, src, _ := b.position(s, &downstream.Writer{}, tc.r)
 		if got := s.keyLabel(src); got != tc.want {
 			t.Errorf("source %d labelled %q, want %q", src, got, tc.want)
 		}

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/ringlb/ringlb/balancer/forward"
 )
 
 // TestCDNLoopHeader checks what the upstream sees in CDN-Loop: this
@@ -16,7 +18,7 @@ func TestCDNLoopHeader(t *testing.T) {
 		w.Write([]byte(strings.Join(r.Header["Cdn-Loop"], "|")))
 	}
 	_, _, front := proxy(t, baseOptions(upstreamsOf(t, be)))
-	tok := LoopToken()
+	tok := forward.LoopToken()
 	if !strings.HasPrefix(tok, "ringlb-") || len(tok) != len("ringlb-")+16 {
 		t.Fatalf("LoopToken() = %q, want ringlb- and 16 hex digits", tok)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/downstream"
 	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/balancer/reqbody"
 )
@@ -40,8 +41,8 @@ func (s *snapshot) keyLabel(src int) string {
 // random one (it keys nothing, so hold does not record it); false means a
 // 400 was written or, with srcBodyFailed, that the body could not be
 // read for a key (ServeHTTP answers). A generated affinity cookie goes on
-// the final response head (see responseWriter.setCookie).
-func (b *Balancer) position(s *snapshot, w *responseWriter, r *http.Request) (pos uint64, src int, ok bool) {
+// the final response head (see downstream.Writer.Cookie).
+func (b *Balancer) position(s *snapshot, w *downstream.Writer, r *http.Request) (pos uint64, src int, ok bool) {
 	if s.onMissing == OnMissingCookie && !key.Dropped(r.Header, "Cookie") {
 		if v, ok := key.CookieValue(r.Header, s.cookie.Name); ok {
 			return s.ring.Hash(v), srcAffinity, true
@@ -57,13 +58,13 @@ func (b *Balancer) position(s *snapshot, w *responseWriter, r *http.Request) (po
 	}
 	switch s.onMissing {
 	case OnMissingReject:
-		plainError(w, http.StatusBadRequest, "missing hash key: the request has none of "+s.keyDesc+"\n")
+		downstream.PlainError(w, http.StatusBadRequest, "missing hash key: the request has none of "+s.keyDesc+"\n")
 		return 0, srcRejected, false
 	case OnMissingCookie:
 		var id [16]byte
 		crand.Read(id[:])
 		v := hex.EncodeToString(id[:])
-		w.setCookie = (&http.Cookie{
+		w.Cookie = (&http.Cookie{
 			Name:     s.cookie.Name,
 			Value:    v,
 			Path:     "/",

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/ringlb/ringlb/balancer/downstream"
+	"github.com/ringlb/ringlb/balancer/reqbody"
 	"github.com/ringlb/ringlb/balancer/transport"
 )
 
@@ -20,26 +22,26 @@ import (
 // A failed attempt leaves nothing in the response header map:
 // ReverseProxy writes a head whenever it fills the map, and clears it
 // after a 1xx head, so the next attempt starts clean.
-func (s *snapshot) retry(rw *responseWriter, r *http.Request, body *trackedBody, attempts int) bool {
+func (s *snapshot) retry(rw *downstream.Writer, r *http.Request, body *reqbody.Tracked, attempts int) bool {
 	switch {
-	case rw.err == nil, rw.wroteHeader, clientFault(r, body), transport.ByClient(rw.err), transport.Refused(rw.err):
+	case rw.Err == nil, rw.WroteHeader(), clientFault(r, body), transport.ByClient(rw.Err), transport.Refused(rw.Err):
 		return false
-	case transport.IsLocal(rw.err):
+	case transport.IsLocal(rw.Err):
 		return false // ringlb's own limit: another upstream would only move the key
 	case s.fail, attempts > s.retries:
 		return false
 	}
-	return retryable(rw.err, r, body)
+	return retryable(rw.Err, r, body)
 }
 
 // retryable says whether a failed attempt may be repeated elsewhere: any
 // request whose connection was never made (and whose body is untouched),
 // or a bodiless GET, HEAD or OPTIONS (a response with a status in
 // retry_statuses fails only those).
-func retryable(err error, r *http.Request, body *trackedBody) bool {
+func retryable(err error, r *http.Request, body *reqbody.Tracked) bool {
 	var de *transport.DialError
 	if errors.As(err, &de) {
-		return body == nil || body.n.Load() == 0
+		return body == nil || body.BytesRead() == 0
 	}
 	return body == nil && idempotent(r.Method)
 }
@@ -55,12 +57,12 @@ func idempotent(method string) bool {
 }
 
 // retryWriterKey is the request context key under which ServeHTTP puts
-// its responseWriter for a request that a status in retry_statuses may
+// its downstream.Writer for a request that a status in retry_statuses may
 // fail; see statusError.
 type retryWriterKey struct{}
 
 // statusError is an upstream response whose status is in retry_statuses,
-// to a request armed for it (responseWriter.retryStatus): the proxy's
+// to a request armed for it (downstream.Writer.RetryStatus): the proxy's
 // ModifyResponse turns it into this error, before anything is written to
 // the client, and the request goes on to the next upstream.
 type statusError struct{ code int }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/ringlb/ringlb/balancer/downstream"
 	"github.com/ringlb/ringlb/balancer/metrics"
 	"github.com/ringlb/ringlb/balancer/route"
 )
@@ -151,13 +152,13 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	path, err := route.Path(r.URL.Path)
 	if err != nil {
-		plainError(w, http.StatusBadRequest, "bad request path: "+err.Error()+"\n")
+		downstream.PlainError(w, http.StatusBadRequest, "bad request path: "+err.Error()+"\n")
 		return
 	}
 	b, ok := t.Match(r.Host, path)
 	if !ok {
 		rt.noRoute.Inc()
-		plainError(w, http.StatusNotFound, "no route for this host and path\n")
+		downstream.PlainError(w, http.StatusNotFound, "no route for this host and path\n")
 		return
 	}
 	b.ServeHTTP(w, r)

@@ -5,9 +5,12 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/ringlb/ringlb/balancer/transport"
-
 	"github.com/ringlb/ringlb/balancer/breaker"
+	"github.com/ringlb/ringlb/balancer/downstream"
+	"github.com/ringlb/ringlb/balancer/forward"
+	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/reqbody"
+	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -22,14 +25,14 @@ import (
 // otherwise. A request whose upstream already holds
 // limits.upstream_requests requests gets 503 "upstream busy" at once,
 // and one that already carries this process's CDN-Loop entry 508 "loop
-// detected" (see loopToken). Upstream responses, 5xx included, pass through as they are;
+// detected" (see forward.LoopToken). Upstream responses, 5xx included, pass through as they are;
 // a response that breaks mid-body aborts the client connection
 // (http.ErrAbortHandler) so the client sees it truncated.
 func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var st serving
 	st.start, st.s, st.r, st.from = time.Now(), b.snap.Load(), r, -1
-	st.rw = newResponseWriter(w)
-	st.rw.no1xx, st.rw.send = !r.ProtoAtLeast(1, 1), st.s.send
+	st.rw = downstream.NewWriter(w)
+	st.rw.No1xx, st.rw.Send = !r.ProtoAtLeast(1, 1), st.s.send
 	if st.s.requestID != "" {
 		requestID(st.s, st.rw, r)
 	}
@@ -45,12 +48,12 @@ func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // end (finish).
 type serving struct {
 	s     *snapshot
-	rw    *responseWriter
+	rw    *downstream.Writer
 	r     *http.Request
 	start time.Time
 	// With an access log, lr gathers what its line says.
 	lr   logReq
-	body *trackedBody
+	body *reqbody.Tracked
 	// src says where the key came from; s.keyLabel(src) names it in one
 	// word ("json:prompt_cache_key") for log lines.
 	pos    uint64
@@ -83,13 +86,13 @@ func (st *serving) hold() *holdReq {
 func (b *Balancer) admit(st *serving) bool {
 	s, rw, r := st.s, st.rw, st.r
 	if msg := transport.CheckH2Head(r); msg != "" {
-		plainError(rw, http.StatusBadRequest, msg)
+		downstream.PlainError(rw, http.StatusBadRequest, msg)
 		st.lr.decision = "rejected"
 		b.accessLog(s, r, rw, nil, st.start, &st.lr, srcRejected, 0)
 		return false
 	}
-	if len(r.Header["Cdn-Loop"]) > 0 && looped(r.Header) {
-		loopDetected(rw)
+	if len(r.Header["Cdn-Loop"]) > 0 && forward.Looped(r.Header) {
+		downstream.PlainError(rw, http.StatusLoopDetected, "loop detected\n")
 		st.lr.decision = "loop"
 		b.accessLog(s, r, rw, nil, st.start, &st.lr, srcRejected, 0)
 		return false
@@ -104,15 +107,15 @@ func (b *Balancer) admit(st *serving) bool {
 func (b *Balancer) route(st *serving, w http.ResponseWriter) bool {
 	s, rw, r := st.s, st.rw, st.r
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
-		st.body = b.trackBody(s, w, r)
+		st.body = reqbody.Track(w, r, s.clientBody, s.bodyKeys && key.IsJSONBody(r.Header), s.bodyLimit, &b.proc.Body)
 	}
 	body := st.body
 	pos, src, ok := b.position(s, rw, r)
 	st.pos, st.src, st.random = pos, src, src == srcRandom
-	if body != nil && body.prefix.Started() && expectsContinue(r) {
+	if body != nil && body.Prefix.Started() && forward.ExpectsContinue(r) {
 		// Reading the body for the key made the server send 100
 		// Continue: the client must not get the upstream's as well.
-		rw.continued = true
+		rw.Continued = true
 	}
 	if !ok {
 		st.lr.decision = "rejected"
@@ -122,12 +125,12 @@ func (b *Balancer) route(st *serving, w http.ResponseWriter) bool {
 		}
 		b.accessLog(s, r, rw, nil, st.start, &st.lr, src, pos)
 		if body != nil {
-			body.finish(false)
+			body.Finish(false)
 		}
 		return false
 	}
 	if body != nil {
-		body.routed(r)
+		body.Routed(r)
 	}
 	if s.hold != nil && !st.random {
 		st.held = true
@@ -138,7 +141,7 @@ func (b *Balancer) route(st *serving, w http.ResponseWriter) bool {
 	}
 	// Trailer fields that must not be forwarded go, from those declared
 	// (or, for a body read for the key, received) by now and from those
-	// that arrive with the body's end (trackedBody).
+	// that arrive with the body's end (reqbody.Tracked).
 	if len(r.Trailer) > 0 {
 		transport.DropBadTrailers(r.Trailer)
 	}
@@ -150,10 +153,10 @@ func (b *Balancer) route(st *serving, w http.ResponseWriter) bool {
 // log line and hot-key count, and its body and writer.
 func (b *Balancer) finish(st *serving) {
 	s, rw, r, last, body, q := st.s, st.rw, st.r, st.last, st.body, st.hold()
-	if rw.tunnel != nil { // the upgraded connection's copy is over
-		b.tunnels.remove(rw.tunnel)
+	if c := rw.Tunnel(); c != nil { // the upgraded connection's copy is over
+		b.tunnels.Remove(c)
 	}
-	if q != nil && last != nil && (rw.err == nil || rw.wroteHeader) {
+	if q != nil && last != nil && (rw.Err == nil || rw.WroteHeader()) {
 		b.holdRecord(s, q, last) // served: the key lives there now
 	}
 	b.account(s, rw, r, last, st.start)
@@ -163,12 +166,12 @@ func (b *Balancer) finish(st *serving) {
 	}
 	if s.accessLog != nil {
 		if body != nil {
-			st.lr.bytesIn = body.n.Load()
+			st.lr.bytesIn = body.BytesRead()
 		}
 		st.lr.decide(q, last, s)
 		b.accessLog(s, r, rw, last, st.start, &st.lr, st.src, st.pos)
 	}
-	rw.sendRelease()
+	rw.SendRelease()
 	if !st.random {
 		sent := ""
 		if last != nil {
@@ -177,9 +180,9 @@ func (b *Balancer) finish(st *serving) {
 		b.hot.Add(st.pos, sent, b.nanotime())
 	}
 	if body != nil {
-		body.finish(last != nil)
+		body.Finish(last != nil)
 	}
-	rw.recycle()
+	rw.Recycle()
 }
 
 // forward sends the request to its upstream and, on a failure that may
@@ -238,29 +241,29 @@ func (b *Balancer) forward(st *serving) {
 		}
 		countChoice(s, choice, st.last)
 		st.last = m
-		rw.err = nil
+		rw.Err = nil
 		if q != nil {
-			rw.holdCookie = q.setCookie(s, m)
+			rw.HoldCookie = q.setCookie(s, m)
 		}
 		// A listed status fails this attempt only if a retry can follow:
 		// one is left and another upstream would take the request.
 		// Otherwise the response is passed on as it is.
-		rw.retryStatus = statusRetry && attempts < s.retries && b.choose(s, pos, tried, q).Member >= 0
+		rw.RetryStatus = statusRetry && attempts < s.retries && b.choose(s, pos, tried, q).Member >= 0
 		if s.handoff != nil && s.handoff.attempt(r, st.from, choice.Member) {
 			st.carried = true
 		}
 		b.attempt(s, m, rw, r, body, done, trial)
 		attempts++
 		st.lr.attempts = attempts
-		if rw.err != nil {
-			st.lr.cause = attemptCause(rw.err, r, body)
+		if rw.Err != nil {
+			st.lr.cause = attemptCause(rw.Err, r, body)
 		}
 		if !s.retry(rw, r, body, attempts) {
 			break
 		}
 	}
-	if rw.err != nil && !rw.wroteHeader {
-		rw.holdCookie = "" // nothing was served: nothing to hold
+	if rw.Err != nil && !rw.WroteHeader() {
+		rw.HoldCookie = "" // nothing was served: nothing to hold
 		b.writeError(s, rw, r, body, st.last)
 	}
 }
@@ -273,16 +276,16 @@ func (b *Balancer) forward(st *serving) {
 // 101), so that a long body (a stream, a download, a tunnel) does not
 // keep the upstream's other keys away; the body's outcome then counts as
 // an ordinary attempt of the closed breaker.
-func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.Request, body *trackedBody, done func(error), trial bool) {
+func (b *Balancer) attempt(s *snapshot, m *member, rw *downstream.Writer, r *http.Request, body *reqbody.Tracked, done func(error), trial bool) {
 	u := m.u
 	u.inflight.Add(1)
 	b.inflight.Add(1)
 	s.transport.begin()
-	rw.trialSettled = false
-	rw.up = u
+	rw.TrialSettled = false
+	rw.Up = &u.tunnels
 	if trial {
-		rw.onHead = func(code int) {
-			rw.trialSettled = true
+		rw.OnHead = func(code int) {
+			rw.TrialSettled = true
 			// A trailers-only gRPC response carries its grpc-status in
 			// the head.
 			b.report(s, u, done, breaker.Outcome{Status: code, GRPC: s.failGRPC.FailedIn(rw.Header())})
@@ -290,26 +293,23 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 	}
 	finished := false
 	if body != nil {
-		body.stalled = false
+		body.Stalled = false
 	}
 	defer func() {
 		m.count.put() // taken by ServeHTTP
-		if rw.upTunnel {
-			rw.upTunnel = false
-			u.tunnels.Add(-1)
-		}
+		rw.EndAttempt()
 		u.inflight.Add(-1)
 		b.inflight.Add(-1)
 		s.transport.end()
 		if !finished {
 			// The response broke off mid-body. The upstream is charged
 			// only when ringlb was not held up by the client (see
-			// responseWriter.clientBound and reqbody.ClientBody.stalled).
+			// downstream.Writer.ClientBound and reqbody.ClientBody.Stalled).
 			if body != nil {
-				body.stalled = body.client.Stalled()
+				body.Stalled = body.Client.Stalled()
 			}
-			gone := clientFault(r, body) || rw.clientBound()
-			b.report(s, u, b.outcomeDone(u, rw, done, trial), breaker.Outcome{Status: rw.status, Err: http.ErrAbortHandler, Gone: gone})
+			gone := clientFault(r, body) || rw.ClientBound()
+			b.report(s, u, b.outcomeDone(u, rw, done, trial), breaker.Outcome{Status: rw.Status, Err: http.ErrAbortHandler, Gone: gone})
 			c := transport.CauseReset
 			if gone {
 				c = transport.CauseClient
@@ -323,36 +323,36 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 	}()
 	m.proxy.ServeHTTP(rw, r)
 	finished = true
-	if body != nil && rw.err != nil {
+	if body != nil && rw.Err != nil {
 		// The upstream's connection ended while ringlb waited on the
 		// client for the body: it gave up on a body the client held
 		// back.
-		body.stalled = body.client.Stalled()
+		body.Stalled = body.Client.Stalled()
 	}
-	// recordError stores a statusError as it is: a type assertion, as
+	// downstream.RecordError stores a statusError as it is: a type assertion, as
 	// errors.As would make se escape (an allocation per request).
-	if se, ok := rw.err.(*statusError); ok {
+	if se, ok := rw.Err.(*statusError); ok {
 		// Not passed on, to be retried: it counts as the response it was.
 		b.report(s, u, b.outcomeDone(u, rw, done, trial), breaker.Outcome{Status: se.code})
-	} else if rw.err != nil {
-		c := attemptCause(rw.err, r, body)
-		b.report(s, u, b.outcomeDone(u, rw, done, trial), breaker.Outcome{Err: rw.err, Gone: transport.NotUpstreams(c, rw.err)})
-		b.logFailure(u, c, rw.err, r)
+	} else if rw.Err != nil {
+		c := attemptCause(rw.Err, r, body)
+		b.report(s, u, b.outcomeDone(u, rw, done, trial), breaker.Outcome{Err: rw.Err, Gone: transport.NotUpstreams(c, rw.Err)})
+		b.logFailure(u, c, rw.Err, r)
 	} else {
 		// The grpc-status trailer has reached rw's header map by now.
-		b.report(s, u, b.outcomeDone(u, rw, done, trial), breaker.Outcome{Status: rw.status, GRPC: s.failGRPC.FailedIn(rw.Header())})
+		b.report(s, u, b.outcomeDone(u, rw, done, trial), breaker.Outcome{Status: rw.Status, GRPC: s.failGRPC.FailedIn(rw.Header())})
 	}
 }
 
 // outcomeDone returns where an attempt's final outcome goes: done, unless
 // the attempt is a trial whose head settled it; then the outcome counts
 // as an ordinary attempt of the breaker (see ordinaryAttempt).
-func (b *Balancer) outcomeDone(u *upstream, rw *responseWriter, done func(error), trial bool) func(error) {
+func (b *Balancer) outcomeDone(u *upstream, rw *downstream.Writer, done func(error), trial bool) func(error) {
 	if !trial {
 		return done
 	}
-	rw.onHead = nil
-	if rw.trialSettled {
+	rw.OnHead = nil
+	if rw.TrialSettled {
 		return b.ordinaryAttempt(u)
 	}
 	return done

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -317,7 +316,7 @@ func TestErrorBodiesNameNoUpstreamWithoutHeader(t *testing.T) {
 	check("timeout", http.StatusGatewayTimeout, "gateway timeout: the upstream timed out\n", keyOwnedBy(t, b, "slow-secret"))
 }
 
-// TestConcurrentRequestsKeepTheirOwn: responseWriters are reused once
+// TestConcurrentRequestsKeepTheirOwn: downstream.Writers are reused once
 // their request is over, so many requests at once, over HTTP/1.1 on
 // plain TCP and over TLS, and HTTP/2, must each get their own status,
 // body and request id: the
@@ -401,32 +400,5 @@ func TestConcurrentRequestsKeepTheirOwn(t *testing.T) {
 				t.Error(err)
 			}
 		})
-	}
-}
-
-// TestRecycleKeepsWhatOthersReach: a responseWriter that a send watch's
-// timer may still read (it went off, or is still set) or whose
-// connection became a tunnel is not cleared for reuse; any other is.
-func TestRecycleKeepsWhatOthersReach(t *testing.T) {
-	c1, c2 := net.Pipe()
-	defer c1.Close()
-	defer c2.Close()
-	for _, tc := range []struct {
-		name string
-		set  func(*responseWriter)
-		kept bool
-	}{
-		{"fired", func(w *responseWriter) { w.sendFired = true }, true},
-		{"sending", func(w *responseWriter) { w.sending = true }, true},
-		{"tunnel", func(w *responseWriter) { w.tunnel = c1 }, true},
-		{"done", func(*responseWriter) {}, false},
-	} {
-		w := newResponseWriter(httptest.NewRecorder())
-		w.status = http.StatusTeapot
-		tc.set(w)
-		w.recycle()
-		if kept := w.status == http.StatusTeapot; kept != tc.kept {
-			t.Errorf("%s: kept = %v, want %v", tc.name, kept, tc.kept)
-		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/downstream"
 	"github.com/ringlb/ringlb/balancer/metrics"
 	"github.com/ringlb/ringlb/balancer/transport"
 
@@ -52,10 +53,8 @@ type upstream struct {
 	state    atomic.Uint32
 	cfgState AdminState
 	// tunnels counts the upgraded connections (WebSocket) open to the
-	// upstream; each is also one of inflight. all is the Balancer's
-	// record of every tunnel, for shutdown.
-	tunnels atomic.Int64
-	all     *tunnels
+	// upstream; each is also one of inflight.
+	tunnels downstream.TunnelCount
 
 	metrics *metrics.Upstream
 

@@ -40,7 +40,7 @@ func parseJSONPath(s string) ([]string, error) {
 // see dropped), is a JSON object up to the field, and the field is a
 // non-empty string (its value, unescaped) or a number (its text as
 // written). The first field of that name wins. A request ServeHTTP
-// serves carries its reqbody.Prefix already (see trackedBody), held to
+// serves carries its reqbody.Prefix already (see reqbody.Tracked), held to
 // limits.body_memory and timeouts.client_body; any other request gets
 // one of its own, held to neither.
 func jsonKey(r *http.Request, path []string, limit int) (string, bool) {

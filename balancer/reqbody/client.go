@@ -1,6 +1,7 @@
 // Package reqbody reads request bodies for the proxy: the prefix a key
 // source reads, held to the process's memory account, the client-body
-// timeout on every read, and the trailers a body may carry.
+// timeout on every read, the trailers a body may carry, and the body the
+// upstreams read (Tracked).
 package reqbody
 
 import (
@@ -15,7 +16,7 @@ import (
 
 // A request body is read from the client by two readers in turn: the key
 // scan (Prefix, on the handler's goroutine, while the request is
-// routed) and the upstream's transport (through trackedBody, on a
+// routed) and the upstream's transport (through Tracked, on a
 // goroutine of its own, which may outlive the handler). Both read it
 // through its ClientBody, which holds each read to timeouts.client_body
 // and notes when a read waits on the client, so that an upstream that
@@ -100,7 +101,7 @@ func (c *ClientBody) Read(p []byte) (int, error) {
 }
 
 // Close closes the server's body; ringlb's transports never reach it
-// (trackedBody ignores Close).
+// (Tracked ignores Close).
 func (c *ClientBody) Close() error { return c.rc.Close() }
 
 // Stalled reports whether a read of the body has been waiting on the

@@ -22,8 +22,9 @@ import (
 // net/http's HTTP/2 transport gives plain errors, which h2Transport
 // recognises by checking the refused request as that transport does
 // (h2Refusal); ReverseProxy's refusal of an unprintable upgrade protocol
-// is recognised in recordError. The checks run only once an attempt has
-// failed, so a request that goes through pays nothing for them.
+// is recognised in downstream.RecordError. The checks run only once an
+// attempt has failed, so a request that goes through pays nothing for
+// them.
 //
 // What can be checked before any upstream is chosen is: an HTTP/2
 // request's :method and :authority (checkH2Head), which net/http's
@@ -114,8 +115,8 @@ func validValues(vv []string) bool {
 
 // BadUpgrade is ReverseProxy's refusal of a request asking to upgrade to
 // a protocol whose name is not printable ASCII, which it answers through
-// its ErrorHandler before calling the transport; recordError knows it by
-// the request.
+// its ErrorHandler before calling the transport; downstream.RecordError
+// knows it by the request.
 func BadUpgrade(r *http.Request, err error) error {
 	if up := UpgradeType(r.Header); up != "" && !printable(up) {
 		return &refusedError{code: http.StatusBadRequest, msg: "bad request: the Upgrade header names an invalid protocol\n", err: err}

@@ -1,6 +1,7 @@
 // Package transport speaks to upstreams: one round tripper per protocol
 // (HTTP/1.1 through h1, h2c and h2 through net/http's), with the dial and
-// TLS settings they share, and the refusals that are the client's fault.
+// TLS settings they share, the refusals that are the client's fault, and
+// the read timeout of their response bodies.
 package transport
 
 import (

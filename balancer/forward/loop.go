@@ -1,4 +1,4 @@
-package balancer
+package forward
 
 import (
 	"crypto/rand"
@@ -31,9 +31,9 @@ func newLoopToken() string {
 // LoopToken returns this process's CDN-Loop pseudonym.
 func LoopToken() string { return loopToken }
 
-// looped reports whether h's CDN-Loop entries include this process's.
+// Looped reports whether h's CDN-Loop entries include this process's.
 // Each entry is a cdn-id, optionally followed by ";" parameters.
-func looped(h http.Header) bool {
+func Looped(h http.Header) bool {
 	for _, v := range h["Cdn-Loop"] {
 		if !strings.Contains(v, loopToken) {
 			continue
@@ -48,17 +48,12 @@ func looped(h http.Header) bool {
 	return false
 }
 
-// setLoop adds this process's entry to the outbound CDN-Loop header,
+// SetLoop adds this process's entry to the outbound CDN-Loop header,
 // after the client's entries (joined into one value).
-func setLoop(out http.Header, in http.Header) {
+func SetLoop(out http.Header, in http.Header) {
 	if prior := in["Cdn-Loop"]; len(prior) > 0 {
 		out["Cdn-Loop"] = []string{strings.Join(prior, ", ") + ", " + loopToken}
 		return
 	}
 	out["Cdn-Loop"] = loopValue[:1:1]
-}
-
-// loopDetected answers 508 to a request that came back to this process.
-func loopDetected(w http.ResponseWriter) {
-	plainError(w, http.StatusLoopDetected, "loop detected\n")
 }
