@@ -32,6 +32,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ringlb/ringlb/balancer/handoff"
 	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/hold/share"
 	"github.com/ringlb/ringlb/balancer/hotkeys"
@@ -48,7 +49,7 @@ type snapshot struct {
 	members   []member            // indexed like ring.Members()
 	transport *upstreamTransports // the one every member's proxy uses
 	hold      *holdState          // nil when hold is off
-	handoff   *handoffState       // nil when handoff is off
+	handoff   *handoff.State      // nil when handoff is off
 
 	// availW is the total weight of the members that take new keys
 	// (available and ready), as float64 bits; drains counts the members

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer/breaker"
+	"github.com/ringlb/ringlb/balancer/handoff"
 	"github.com/ringlb/ringlb/balancer/hold/share"
 	"github.com/ringlb/ringlb/internal/testutil/redistest"
 )
@@ -181,7 +182,7 @@ func BenchmarkServeHTTPHandoff(b *testing.B) {
 	base := baseOptions(upstreamsOf(b, bes...))
 	base.Timeouts.Read = time.Minute
 	on := base
-	on.Handoff = HandoffOptions{Header: "Ringlb-Handoff", Window: 5 * time.Minute}
+	on.Handoff = handoff.Options{Header: "Ringlb-Handoff", Window: 5 * time.Minute}
 	// off-alike: handoff off, the client sending a header of the same
 	// name length and value length, for the cost of one more header field
 	// upstream (the transport writing it, the test upstream reading it)

@@ -246,7 +246,7 @@ func (b *Balancer) forward(st *serving) {
 		// one is left and another upstream would take the request.
 		// Otherwise the response is passed on as it is.
 		rw.retryStatus = statusRetry && attempts < s.retries && b.choose(s, pos, tried, q).Member >= 0
-		if s.handoff != nil && s.handoff.attempt(r, st.from, choice.Member) {
+		if s.handoff != nil && s.handoff.Attempt(r, st.from, choice.Member) {
 			st.carried = true
 		}
 		b.attempt(s, m, rw, r, body, done, trial)

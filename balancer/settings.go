@@ -11,6 +11,7 @@ import (
 	"github.com/ringlb/ringlb/balancer/accesslog"
 	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/balancer/discovery"
+	"github.com/ringlb/ringlb/balancer/handoff"
 	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/balancer/keyhash"
 	"github.com/ringlb/ringlb/balancer/transport"
@@ -47,14 +48,14 @@ type settings struct {
 	breaker      *breaker.Options // validated; nil when breakers are off
 	transportCfg transportConfig
 	healthChecks bool
-	holdSet      holdSettings   // zero: hold off
-	handoffOpts  HandoffOptions // Header "": off
-	upstreamMax  int64          // limits.upstream_requests; 0: none
-	send         time.Duration  // limits.send; 0: none
-	clientBody   time.Duration  // timeouts.client_body; 0: none
-	bodyMemory   int64          // limits.body_memory; 0: none
-	bodyKeys     bool           // a key source reads the body (json)
-	bodyLimit    int            // hash.body_limit, defaulted
+	holdSet      holdSettings    // zero: hold off
+	handoffOpts  handoff.Options // Header "": off
+	upstreamMax  int64           // limits.upstream_requests; 0: none
+	send         time.Duration   // limits.send; 0: none
+	clientBody   time.Duration   // timeouts.client_body; 0: none
+	bodyMemory   int64           // limits.body_memory; 0: none
+	bodyKeys     bool            // a key source reads the body (json)
+	bodyLimit    int             // hash.body_limit, defaulted
 }
 
 // memberSpec is what the options say about one ring member.

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ringlb/ringlb/balancer/breaker"
+	"github.com/ringlb/ringlb/balancer/handoff"
 	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/ring"
 )
@@ -186,7 +187,7 @@ type LookupResult struct {
 	// Handoff is what a request with this key (and no hold cookie) would
 	// be told of the key's previous upstream (routing rule 17); nil for
 	// nothing (handoff off, no previous upstream, or sent to it).
-	Handoff *Handoff
+	Handoff *handoff.Previous
 }
 
 // Lookup reports how the current ring places key, through the same pick

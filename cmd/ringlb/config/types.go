@@ -14,6 +14,7 @@ import (
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/balancer/discovery"
+	"github.com/ringlb/ringlb/balancer/handoff"
 	"github.com/ringlb/ringlb/balancer/route"
 )
 
@@ -141,7 +142,7 @@ type (
 	// Hash is the hash block.
 	Hash = balancer.HashOptions
 	// Handoff is the handoff block.
-	Handoff = balancer.HandoffOptions
+	Handoff = handoff.Options
 	// AffinityCookie is hash.cookie, used when on_missing is cookie.
 	AffinityCookie = balancer.CookieOptions
 	// Ring is the ring block.
