@@ -27,7 +27,7 @@ func installHandoff(s, old *snapshot, now int64) {
 // Held returns the index of the member called upstream (handoff.Members);
 // -1 when there is none. Hold is on: the name is a hold record's.
 func (s *snapshot) Held(upstream string) int {
-	if i, ok := s.hold.index[upstream]; ok {
+	if i, ok := s.hold.Index[upstream]; ok {
 		return i
 	}
 	return -1
@@ -53,7 +53,7 @@ func (b *Balancer) lookupHandoff(s *snapshot, h uint64, u int) *handoff.Previous
 	now := b.nanotime()
 	held := ""
 	if s.hold != nil {
-		if rec, ok := s.hold.store.Lookup(h, now); ok && now-rec.LastUse < int64(s.hold.rule.Idle) {
+		if rec, ok := s.hold.Store.Lookup(h, now); ok && now-rec.LastUse < int64(s.hold.Rule.Idle) {
 			held = rec.Upstream
 		}
 	}
@@ -72,8 +72,8 @@ func (b *Balancer) handoffBegin(st *serving) {
 		return
 	}
 	held := ""
-	if q := st.hold(); q != nil && q.recOK && q.d.Reason != hold.Expired {
-		held = q.rec.Upstream
+	if q := st.hold(); q != nil && q.RecOK && q.Decision.Reason != hold.Expired {
+		held = q.Rec.Upstream
 	}
 	st.from = st.s.handoff.From(held, st.pos, b.nanotime(), st.s)
 }

@@ -168,7 +168,7 @@ func TestHandoffDrainAndHold(t *testing.T) {
 
 	// Hold under on_return home: keys recorded on b while a was out go
 	// back to a, which is told they were on b.
-	opts.Hold = HoldOptions{Idle: time.Hour, MaxKeys: 1000, OnReturn: hold.Home}
+	opts.Hold = hold.Options{Idle: time.Hour, MaxKeys: 1000, OnReturn: hold.Home}
 	if _, err := b.Update(opts); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/ringlb/ringlb/balancer/transport"
 
 	"github.com/ringlb/ringlb/balancer/breaker"
+	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -58,7 +59,7 @@ type serving struct {
 	random bool
 	// With hold on (held), hq is rule 11's decision for the key (see
 	// holdBegin).
-	hq   holdReq
+	hq   hold.Request
 	held bool
 	last *member
 	// from is rule 17's previous upstream of the key (-1: none, or
@@ -70,7 +71,7 @@ type serving struct {
 // hold is the request's rule 11 decision; nil when hold is off or the
 // position is random. (A pointer kept in serving itself would move it
 // to the heap.)
-func (st *serving) hold() *holdReq {
+func (st *serving) hold() *hold.Request {
 	if st.held {
 		return &st.hq
 	}
@@ -154,7 +155,7 @@ func (b *Balancer) finish(st *serving) {
 		b.tunnels.remove(rw.tunnel)
 	}
 	if q != nil && last != nil && (rw.err == nil || rw.wroteHeader) {
-		b.holdRecord(s, q, last) // served: the key lives there now
+		s.hold.Record(q, last.u.name, b.nanotime(), b.clk) // served: the key lives there now
 	}
 	b.account(s, rw, r, last, st.start)
 	if st.carried {
@@ -240,7 +241,7 @@ func (b *Balancer) forward(st *serving) {
 		st.last = m
 		rw.err = nil
 		if q != nil {
-			rw.holdCookie = q.setCookie(s, m)
+			rw.holdCookie = s.hold.SetCookie(q, m.u.name)
 		}
 		// A listed status fails this attempt only if a retry can follow:
 		// one is left and another upstream would take the request.
