@@ -33,8 +33,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ringlb/ringlb/balancer/downstream"
+	"github.com/ringlb/ringlb/balancer/handoff"
 	"github.com/ringlb/ringlb/balancer/hold"
-	"github.com/ringlb/ringlb/balancer/hold/share"
 	"github.com/ringlb/ringlb/balancer/hotkeys"
 	"github.com/ringlb/ringlb/balancer/metrics"
 	"github.com/ringlb/ringlb/ring"
@@ -48,8 +48,8 @@ type snapshot struct {
 	ring      *ring.Ring
 	members   []member            // indexed like ring.Members()
 	transport *upstreamTransports // the one every member's proxy uses
-	hold      *holdState          // nil when hold is off
-	handoff   *handoffState       // nil when handoff is off
+	hold      *hold.State         // nil when hold is off
+	handoff   *handoff.State      // nil when handoff is off
 
 	// availW is the total weight of the members that take new keys
 	// (available and ready), as float64 bits; drains counts the members
@@ -91,17 +91,8 @@ type Balancer struct {
 	transport *upstreamTransports
 	disc      discoveryState
 
-	holdStore atomic.Pointer[hold.Store] // the process's hold records; nil when hold is off
-	holdTimer timer                      // the hold store's expiry pass; nil when none runs
-	heldTotal atomic.Uint64              // ringlb_held_total
-	hot       hotkeys.Counter            // the hottest keys (see hotkeys.go)
-	// holdShare is the shared store's client while hold.share is on
-	// (written under mu; snapshots carry it); holdWritten says when each
-	// key's record was last written to it.
-	holdShare     *share.Client
-	holdShareOpts share.Options
-	holdWritten   *hold.Written
-	shareCounts   share.Counters // ringlb_hold_share_*: outlive a client a reload replaced
+	hold hold.Keeper     // the hold records and the shared store's client, across reloads (under mu)
+	hot  hotkeys.Counter // the hottest keys (see hotkeys.go)
 
 	counts *UpstreamCounts      // per upstream URL, maybe shared with other Balancers
 	urls   map[string]*urlCount // the counts this Balancer's members use; guarded by mu
@@ -134,6 +125,11 @@ func newBalancer(opts Options, reg prometheus.Registerer, logger *slog.Logger, p
 	}
 	if b.counts == nil {
 		b.counts = NewUpstreamCounts()
+	}
+	b.hold.Log, b.hold.Now = logger, b.nanotime
+	b.hold.AfterFunc = func(d time.Duration, f func()) hold.Timer { return b.clk.AfterFunc(d, f) }
+	if p := b.Pool(); p != DefaultPool {
+		b.hold.Prefix = p + ":"
 	}
 	b.proc = proc
 	if proc == nil {
@@ -275,7 +271,7 @@ func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
 		}
 		was := u.adminState()
 		b.applyConfigStateLocked(u, spec.state, isNew)
-		b.warnSpecDrain(u, was, spec, set.holdSet.rule.Idle > 0)
+		b.warnSpecDrain(u, was, spec, set.holdSet.Rule.Idle > 0)
 		u.absent.Store(spec.absent) // the caller settles it
 		switch br := u.br.Load(); {
 		case s.breaker == nil:
@@ -296,7 +292,7 @@ func (b *Balancer) installLocked(set settings, r *ring.Ring) *snapshot {
 	b.proc.Body.SetLimit(s.bodyMemory) // the process's: every pool sets the same
 	b.snap.Store(s)
 	b.installs.Add(1)
-	b.dropHeldLocked(s)
+	b.hold.Keep(s.hold)
 	b.recomputeLocked()
 	return s
 }
@@ -365,7 +361,7 @@ func (b *Balancer) Close() {
 			br.Stop()
 		}
 	}
-	b.stopHoldLocked()
+	b.hold.Close()
 }
 
 // WaitTunnels waits until every upgraded connection (a WebSocket tunnel,

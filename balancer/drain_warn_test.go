@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/balancer/hold"
 )
 
 // An upstream set to drain by the config (at start or by a reload) while
@@ -17,7 +19,7 @@ func TestDrainWithoutHoldWarnsFromConfig(t *testing.T) {
 		opts := baseOptions(upstreamsOf(t, a, c))
 		opts.Upstreams[1].State = StateDrain
 		if holdOn {
-			opts.Hold = HoldOptions{Idle: time.Second, MaxKeys: 100}
+			opts.Hold = hold.Options{Idle: time.Second, MaxKeys: 100}
 		}
 		b, err := New(opts, NewRegistry(), slog.New(slog.NewTextHandler(&logs, nil)))
 		if err != nil {

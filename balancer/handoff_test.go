@@ -11,6 +11,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/ringlb/ringlb/balancer/accesslog"
+	"github.com/ringlb/ringlb/balancer/handoff"
 	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
@@ -62,7 +63,7 @@ func TestHandoffScaleOut(t *testing.T) {
 	bes := handoffBackends(t, "a", "b", "c", "d", "e")
 	clk := newFakeClock()
 	opts := holdOptions(upstreamsOf(t, bes[:4]...), 0)
-	opts.Handoff = HandoffOptions{Header: handoffHeader, Window: time.Minute}
+	opts.Handoff = handoff.Options{Header: handoffHeader, Window: time.Minute}
 	var logBuf testenv.Buffer
 	al, err := accesslog.New(accesslog.JSON, "", &logBuf, nil)
 	if err != nil {
@@ -143,7 +144,7 @@ func TestHandoffDrainAndHold(t *testing.T) {
 	bes := handoffBackends(t, "a", "b", "c", "d")
 	clk := newFakeClock()
 	opts := holdOptions(upstreamsOf(t, bes...), 0)
-	opts.Handoff = HandoffOptions{Header: handoffHeader, Window: time.Minute}
+	opts.Handoff = handoff.Options{Header: handoffHeader, Window: time.Minute}
 	b, _, front := holdProxy(t, clk, opts)
 	var ofA []string
 	for _, k := range keys("d-", 200) {
@@ -167,7 +168,7 @@ func TestHandoffDrainAndHold(t *testing.T) {
 
 	// Hold under on_return home: keys recorded on b while a was out go
 	// back to a, which is told they were on b.
-	opts.Hold = HoldOptions{Idle: time.Hour, MaxKeys: 1000, OnReturn: hold.Home}
+	opts.Hold = hold.Options{Idle: time.Hour, MaxKeys: 1000, OnReturn: hold.Home}
 	if _, err := b.Update(opts); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer/breaker"
+	"github.com/ringlb/ringlb/balancer/handoff"
+	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/hold/share"
 	"github.com/ringlb/ringlb/internal/testutil/redistest"
 )
@@ -32,10 +34,10 @@ func BenchmarkServeHTTPHold(b *testing.B) {
 	base.Breaker = breaker.Options{ConsecutiveFailures: 5, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: time.Minute}
 	base.Timeouts.Read = time.Minute
 	on := base
-	on.Hold = HoldOptions{Idle: time.Hour, MaxKeys: 1_000_000}
+	on.Hold = hold.Options{Idle: time.Hour, MaxKeys: 1_000_000}
 	cookie := on
-	cookie.Hold.CookieName = "ringlb_hold"
-	cookie.Hold.Secrets = [][]byte{[]byte("0123456789abcdef0123456789abcdef")}
+	cookie.Hold.Cookie.Name = "ringlb_hold"
+	cookie.Hold.Cookie.Secrets = [][]byte{[]byte("0123456789abcdef0123456789abcdef")}
 	scaled := func(o Options) Options {
 		o.Upstreams = upstreamsOf(b, append(bes, d)...)
 		return o
@@ -76,7 +78,7 @@ func BenchmarkServeHTTPHold(b *testing.B) {
 				if srv == nil {
 					b.Skip("redis-server not installed")
 				}
-				tc.opts.Hold.Share = share.Options{URL: srv.URL(), Prefix: "bench:", Timeout: time.Second}
+				tc.opts.Hold.Share = share.Options{Redis: srv.URL(), Prefix: "bench:", Timeout: time.Second}
 				tc.after = tc.opts
 				clk = newFakeClock()
 			}
@@ -107,12 +109,12 @@ func BenchmarkServeHTTPHold(b *testing.B) {
 				b.Fatal(err)
 			}
 			if clk != nil {
-				for bal.shareCounts.Written.Load() < uint64(len(reqs)) { // the first visits' writes
+				for bal.hold.Counts.Written.Load() < uint64(len(reqs)) { // the first visits' writes
 					time.Sleep(time.Millisecond)
 				}
-				asked := bal.shareCounts.Snapshot()
+				asked := bal.hold.Counts.Snapshot()
 				defer func() {
-					if now := bal.shareCounts.Snapshot(); now.Found+now.None+now.LookupErrors != asked.Found+asked.None+asked.LookupErrors {
+					if now := bal.hold.Counts.Snapshot(); now.Found+now.None+now.LookupErrors != asked.Found+asked.None+asked.LookupErrors {
 						b.Errorf("the store was asked in steady state")
 					}
 				}()
@@ -138,7 +140,7 @@ func BenchmarkHoldRequestPath(b *testing.B) {
 		ups = append(ups, UpstreamOptions{Name: fmt.Sprint("app-", i), URL: u, Weight: 1})
 	}
 	opts := baseOptions(ups[:4])
-	opts.Hold = HoldOptions{Idle: time.Hour, MaxKeys: 1_000_000}
+	opts.Hold = hold.Options{Idle: time.Hour, MaxKeys: 1_000_000}
 	bal, err := New(opts, nil, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -148,7 +150,7 @@ func BenchmarkHoldRequestPath(b *testing.B) {
 	pos := make([]uint64, 1024)
 	for i := range pos {
 		pos[i] = s.ring.Hash(fmt.Sprint("user-", i))
-		bal.holdStore.Load().Record(pos[i], s.members[s.ring.Owner(pos[i])].u.name, s.hold.cur, bal.nanotime())
+		bal.hold.Store().Record(pos[i], s.members[s.ring.Owner(pos[i])].u.name, s.hold.Current, bal.nanotime())
 	}
 	opts.Upstreams = ups
 	if _, err := bal.Update(opts); err != nil {
@@ -159,10 +161,10 @@ func BenchmarkHoldRequestPath(b *testing.B) {
 	b.ReportAllocs()
 	sink := 0
 	for i := 0; b.Loop(); i++ {
-		var q holdReq
+		var q hold.Request
 		bal.holdBegin(s, r, pos[i&1023], &q)
 		c := bal.choose(s, pos[i&1023], nil, &q)
-		bal.holdRecord(s, &q, &s.members[c.Member])
+		s.hold.Record(&q, s.members[c.Member].u.name, bal.nanotime(), bal.clk)
 		sink += c.Member
 	}
 	_ = sink
@@ -181,7 +183,7 @@ func BenchmarkServeHTTPHandoff(b *testing.B) {
 	base := baseOptions(upstreamsOf(b, bes...))
 	base.Timeouts.Read = time.Minute
 	on := base
-	on.Handoff = HandoffOptions{Header: "Ringlb-Handoff", Window: 5 * time.Minute}
+	on.Handoff = handoff.Options{Header: "Ringlb-Handoff", Window: 5 * time.Minute}
 	// off-alike: handoff off, the client sending a header of the same
 	// name length and value length, for the cost of one more header field
 	// upstream (the transport writing it, the test upstream reading it)

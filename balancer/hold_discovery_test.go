@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/internal/testutil/dnstest"
 )
 
@@ -28,7 +29,7 @@ func TestHoldThroughDiscovery(t *testing.T) {
 	b.mu.Lock()
 	clk.install(b)
 	b.mu.Unlock()
-	opts.Hold = HoldOptions{Idle: idle, MaxKeys: 100_000}
+	opts.Hold = hold.Options{Idle: idle, MaxKeys: 100_000}
 	if _, err := b.Update(opts); err != nil {
 		t.Fatal(err)
 	}

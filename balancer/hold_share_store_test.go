@@ -82,7 +82,7 @@ func TestHoldShareForeignNames(t *testing.T) {
 
 	base := perRequest(t, r, keys("plain-", n/10)) // no record in the store
 	flood := perRequest(t, r, ghosts)
-	names := r.b.holdStore.Load().Names()
+	names := r.b.hold.Store().Names()
 	t.Logf("no record: %.0f B and %.0f µs CPU per request; records naming %d non-members: %.0f B and %.0f µs per request; name table: %d entries",
 		base.bytes, base.cpu, n, flood.bytes, flood.cpu, names)
 	if names > 2 {
@@ -91,7 +91,7 @@ func TestHoldShareForeignNames(t *testing.T) {
 	if flood.bytes > 2*base.bytes+4096 {
 		t.Errorf("a request whose record names a non-member allocates %.0f B, one with no record %.0f B", flood.bytes, base.bytes)
 	}
-	sc := r.b.shareCounts.Snapshot()
+	sc := r.b.hold.Counts.Snapshot()
 	if sc.Found != 0 || sc.None != n+n/10 || sc.Errors != 0 {
 		t.Errorf("lookups: %d found, %d none, %d errors; want 0, %d, 0", sc.Found, sc.None, sc.Errors, n+n/10)
 	}
@@ -128,7 +128,7 @@ func TestHoldShareHugeValue(t *testing.T) {
 	if retained > huge/4 {
 		t.Errorf("%d bytes more on the heap after the server forgot the %d-byte value", retained, huge)
 	}
-	if sc := r.b.shareCounts.Snapshot(); sc.Found != 0 || sc.None != 2 || sc.Errors != 0 {
+	if sc := r.b.hold.Counts.Snapshot(); sc.Found != 0 || sc.None != 2 || sc.Errors != 0 {
 		t.Errorf("lookups: %d found, %d none, %d errors; want 0, 2, 0", sc.Found, sc.None, sc.Errors)
 	}
 }
@@ -158,7 +158,7 @@ func TestHoldShareWrongTypeKey(t *testing.T) {
 	opts.Upstreams = upstreamsOf(t, append(bes, newBackend(t, "e"))...)
 	nw := replicas(t, 1, clk, opts, srv, "t9:")[0]
 	visit(t, nw.front, bad)
-	down := nw.b.holdShare.Down()
+	down := nw.b.Status().Hold.Share.Down
 	moved, movers := 0, 0
 	for _, k := range others {
 		if nw.b.Lookup(k).Owner != where[k] {
@@ -179,7 +179,7 @@ func TestHoldShareWrongTypeKey(t *testing.T) {
 	if down {
 		t.Error("the store was marked down by one key of the wrong type")
 	}
-	sc := nw.b.shareCounts.Snapshot()
+	sc := nw.b.hold.Counts.Snapshot()
 	if sc.Found != uint64(len(others)) || sc.None != 1 || sc.LookupErrors != 0 {
 		t.Errorf("lookups: %d found, %d none, %d errors; want %d, 1, 0", sc.Found, sc.None, sc.LookupErrors, len(others))
 	}
@@ -194,8 +194,8 @@ func TestHoldShareWrongTypeKey(t *testing.T) {
 		}
 		return nil
 	})
-	if sc := nw.b.shareCounts.Snapshot(); sc.Errors != 0 || nw.b.holdShare.Down() {
-		t.Errorf("after writing over the list: %d errors, down %v", sc.Errors, nw.b.holdShare.Down())
+	if sc := nw.b.hold.Counts.Snapshot(); sc.Errors != 0 || nw.b.Status().Hold.Share.Down {
+		t.Errorf("after writing over the list: %d errors, down %v", sc.Errors, nw.b.Status().Hold.Share.Down)
 	}
 	if v := metric(t, nw.reg, "ringlb_hold_share_errors_total"); v != 0 {
 		t.Errorf("ringlb_hold_share_errors_total = %v, want 0", v)

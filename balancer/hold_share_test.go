@@ -33,7 +33,7 @@ type replica struct {
 func replicas(t *testing.T, n int, c *fakeClock, opts Options, srv *redistest.Server, prefix string) []replica {
 	t.Helper()
 	if srv != nil {
-		opts.Hold.Share = share.Options{URL: srv.URL(), Prefix: prefix, Timeout: shareTimeout}
+		opts.Hold.Share = share.Options{Redis: srv.URL(), Prefix: prefix, Timeout: shareTimeout}
 	}
 	out := make([]replica, n)
 	for i := range out {
@@ -49,7 +49,7 @@ func waitWritten(t *testing.T, rs []replica, n uint64) {
 	testenv.Eventually(t, 20*time.Second, func() error {
 		var w uint64
 		for _, r := range rs {
-			w += r.b.shareCounts.Written.Load()
+			w += r.b.hold.Counts.Written.Load()
 		}
 		if w < n {
 			return fmt.Errorf("%d records written, want %d", w, n)
@@ -82,7 +82,7 @@ func scaleOut(t *testing.T, srv *redistest.Server, prefix string) (moved int, mo
 	opts.Upstreams = upstreamsOf(t, append(bes, e)...)
 	for _, r := range rs {
 		if srv != nil {
-			opts.Hold.Share = share.Options{URL: srv.URL(), Prefix: prefix, Timeout: shareTimeout}
+			opts.Hold.Share = share.Options{Redis: srv.URL(), Prefix: prefix, Timeout: shareTimeout}
 		}
 		if _, err := r.b.Update(opts); err != nil {
 			t.Fatal(err)
@@ -158,7 +158,7 @@ func TestHoldShareSteadyStateAsksNothing(t *testing.T) {
 		visit(t, rs[0].front, k)
 	}
 	asked := func() uint64 {
-		s := rs[0].b.shareCounts.Snapshot()
+		s := rs[0].b.hold.Counts.Snapshot()
 		return s.Found + s.None + s.LookupErrors
 	}
 	if asked() != 20 {
@@ -208,7 +208,7 @@ func TestHoldShareStoreDown(t *testing.T) {
 	waitWritten(t, rs, 50)
 	srv.Stop()
 	opts.Upstreams = upstreamsOf(t, append(bes, newBackend(t, "d"))...)
-	opts.Hold.Share = share.Options{URL: srv.URL(), Prefix: "t3:", Timeout: shareTimeout}
+	opts.Hold.Share = share.Options{Redis: srv.URL(), Prefix: "t3:", Timeout: shareTimeout}
 	if _, err := rs[0].b.Update(opts); err != nil {
 		t.Fatal(err)
 	}
@@ -229,10 +229,10 @@ func TestHoldShareStoreDown(t *testing.T) {
 		t.Error("no lookup counted as error with the store down")
 	}
 	srv.Restart()
-	w := rs[0].b.shareCounts.Written.Load()
+	w := rs[0].b.hold.Counts.Written.Load()
 	testenv.Eventually(t, 20*time.Second, func() error {
 		visit(t, rs[0].front, fmt.Sprint("after-", time.Now().UnixNano()))
-		if rs[0].b.shareCounts.Written.Load() == w {
+		if rs[0].b.hold.Counts.Written.Load() == w {
 			return fmt.Errorf("nothing written since the store returned")
 		}
 		return nil
@@ -290,11 +290,11 @@ func TestHoldSharePasswordAndTLS(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.Start(t, tc.srv)
 			opts := holdOptions(upstreamsOf(t, newBackend(t, "a")), time.Minute)
-			opts.Hold.Share = share.Options{URL: srv.URL(), Password: tc.pw, Prefix: "t5:", Timeout: shareTimeout, TLS: tc.tls}
+			opts.Hold.Share = share.Options{Redis: srv.URL(), Password: tc.pw, Prefix: "t5:", Timeout: shareTimeout, TLS: tc.tls}
 			b, _, front := proxy(t, opts)
 			visit(t, front, "user-1")
 			testenv.Eventually(t, 20*time.Second, func() error {
-				s := b.shareCounts.Snapshot()
+				s := b.hold.Counts.Snapshot()
 				switch {
 				case tc.ok && s.Written == 0:
 					return fmt.Errorf("nothing written yet (%d errors)", s.Errors)
@@ -303,7 +303,7 @@ func TestHoldSharePasswordAndTLS(t *testing.T) {
 				}
 				return nil
 			})
-			if s := b.shareCounts.Snapshot(); tc.ok && s.Errors != 0 {
+			if s := b.hold.Counts.Snapshot(); tc.ok && s.Errors != 0 {
 				t.Errorf("%d errors", s.Errors)
 			}
 		})
@@ -388,7 +388,7 @@ func TestHoldShareConcurrentFirstRequests(t *testing.T) {
 	if n := cmdCalls(t, srv, "getrange") - gets; n != len(movers) {
 		t.Errorf("the store answered %d GETs for %d keys, want one per key", n, len(movers))
 	}
-	if s := nw.b.shareCounts.Snapshot(); s.Found != uint64(len(movers)) {
+	if s := nw.b.hold.Counts.Snapshot(); s.Found != uint64(len(movers)) {
 		t.Errorf("lookups found = %d, want %d", s.Found, len(movers))
 	}
 }

@@ -27,7 +27,7 @@ import (
 func holdProxy(t testing.TB, c *fakeClock, opts Options) (*Balancer, *prometheus.Registry, *httptest.Server) {
 	t.Helper()
 	off := opts
-	off.Hold = HoldOptions{}
+	off.Hold = hold.Options{}
 	b, reg, front := proxy(t, off)
 	c.install(b)
 	if _, err := b.Update(opts); err != nil {
@@ -43,7 +43,7 @@ func holdOptions(ups []UpstreamOptions, idle time.Duration) Options {
 	opts.Ring.LoadFactor = 0
 	opts.Hash.Key = []key.Source{{Kind: key.Header, Name: "X-User-ID"}}
 	opts.Hash.OnMissing = OnMissingReject
-	opts.Hold = HoldOptions{Idle: idle, MaxKeys: 100_000}
+	opts.Hold = hold.Options{Idle: idle, MaxKeys: 100_000}
 	return opts
 }
 
@@ -179,7 +179,7 @@ func TestHoldLeavesEjectionAlone(t *testing.T) {
 	on := holdOptions(upstreamsOf(t, bes...), time.Hour)
 	on.Hold.OnReturn = hold.Home
 	off := on
-	off.Hold = HoldOptions{}
+	off.Hold = hold.Options{}
 	bOn, _, frontOn := holdProxy(t, clk, on)
 	bOff, _, frontOff := proxy(t, off)
 	ks := keys("k", 300)
@@ -406,8 +406,8 @@ func TestHoldCookieReplicas(t *testing.T) {
 	e := newBackend(t, "e")
 	clk := newFakeClock()
 	opts := holdOptions(upstreamsOf(t, bes...), idle)
-	opts.Hold.CookieName = "ringlb_hold"
-	opts.Hold.Secrets = [][]byte{secret}
+	opts.Hold.Cookie.Name = "ringlb_hold"
+	opts.Hold.Cookie.Secrets = [][]byte{secret}
 	opts.Hash.Cookie = CookieOptions{Name: "ringlb_affinity", HTTPOnly: true}
 	r1, _, front1 := holdProxy(t, clk, opts)
 
@@ -506,11 +506,11 @@ func TestHoldCookieRotation(t *testing.T) {
 	e := newBackend(t, "e")
 	clk := newFakeClock()
 	before := holdOptions(upstreamsOf(t, bes...), idle)
-	before.Hold.CookieName = "ringlb_hold"
+	before.Hold.Cookie.Name = "ringlb_hold"
 	after := before
 	after.Upstreams = upstreamsOf(t, append(bes, e)...)
 	with := func(o Options, secrets ...[]byte) Options {
-		o.Hold.Secrets = secrets
+		o.Hold.Cookie.Secrets = secrets
 		return o
 	}
 	// Cookies from a replica signing with the old secret, before the
@@ -588,7 +588,7 @@ func TestHoldMaxKeysFlood(t *testing.T) {
 	if n := metric(t, reg, "ringlb_hold_keys"); n != 100 {
 		t.Fatalf("ringlb_hold_keys = %v after max_keys went to 100", n)
 	}
-	if got := b.holdStore.Load().MaxKeys(); got != 100 {
+	if got := b.hold.Store().MaxKeys(); got != 100 {
 		t.Fatalf("store MaxKeys %d", got)
 	}
 	// Eviction takes the least recent of a sample: the last keys of the
@@ -668,8 +668,8 @@ func TestHoldConcurrent(t *testing.T) {
 	e := newBackend(t, "e")
 	opts := holdOptions(upstreamsOf(t, bes...), 20*time.Millisecond)
 	opts.Hold.MaxKeys = 300
-	opts.Hold.CookieName = "ringlb_hold"
-	opts.Hold.Secrets = [][]byte{[]byte(strings.Repeat("k", 32))}
+	opts.Hold.Cookie.Name = "ringlb_hold"
+	opts.Hold.Cookie.Secrets = [][]byte{[]byte(strings.Repeat("k", 32))}
 	opts.Ring.LoadFactor = 1.25
 	b, reg, front := proxy(t, opts)
 	stop := make(chan struct{})
@@ -703,7 +703,7 @@ func TestHoldConcurrent(t *testing.T) {
 				return
 			default:
 			}
-			if st := b.holdStore.Load(); st != nil {
+			if st := b.hold.Store(); st != nil {
 				st.Expire(b.nanotime(), 64)
 			}
 			time.Sleep(time.Millisecond)
@@ -725,7 +725,7 @@ func TestHoldConcurrent(t *testing.T) {
 				if ck != "" {
 					cookies[k] = ck
 				}
-				if n := b.holdStore.Load().Len(); n > 400 {
+				if n := b.hold.Store().Len(); n > 400 {
 					t.Errorf("store holds %d records, max_keys at most 400", n)
 					return
 				}
@@ -755,7 +755,7 @@ func TestHoldOff(t *testing.T) {
 	if clk.pending() != 1 {
 		t.Fatalf("%d timers pending with hold on, want the expiry timer", clk.pending())
 	}
-	opts.Hold = HoldOptions{}
+	opts.Hold = hold.Options{}
 	if _, err := b.Update(opts); err != nil {
 		t.Fatal(err)
 	}
@@ -763,14 +763,14 @@ func TestHoldOff(t *testing.T) {
 	if n := metric(t, reg, "ringlb_hold_keys"); n != 0 {
 		t.Errorf("ringlb_hold_keys = %v with hold off", n)
 	}
-	if clk.pending() != 0 || b.holdStore.Load() != nil {
-		t.Errorf("hold off: %d timers pending, store %v", clk.pending(), b.holdStore.Load())
+	if clk.pending() != 0 || b.hold.Store() != nil {
+		t.Errorf("hold off: %d timers pending, store %v", clk.pending(), b.hold.Store())
 	}
 	if h := b.Lookup("k").Held; h != "" {
 		t.Errorf("hold off: lookup held %q", h)
 	}
 	// Close stops the expiry timer.
-	opts.Hold = HoldOptions{Idle: time.Hour}
+	opts.Hold = hold.Options{Idle: time.Hour}
 	if _, err := b.Update(opts); err != nil {
 		t.Fatal(err)
 	}
@@ -805,8 +805,8 @@ func TestHoldCookieSurvives1xxAndRetry(t *testing.T) {
 	}
 	clk := newFakeClock()
 	opts := holdOptions(upstreamsOf(t, a, bb), time.Hour)
-	opts.Hold.CookieName = "ringlb_hold"
-	opts.Hold.Secrets = [][]byte{secret}
+	opts.Hold.Cookie.Name = "ringlb_hold"
+	opts.Hold.Cookie.Secrets = [][]byte{secret}
 	b, _, front := holdProxy(t, clk, opts)
 	codec, _ := hold.NewCodec([][]byte{secret})
 	key := ""

@@ -7,6 +7,8 @@ import (
 
 	"github.com/ringlb/ringlb/balancer/accesslog"
 	"github.com/ringlb/ringlb/balancer/breaker"
+	"github.com/ringlb/ringlb/balancer/handoff"
+	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/ring"
@@ -70,11 +72,12 @@ type Options struct {
 	HealthChecks bool
 
 	// Hold keeps keys in use on their upstream through membership
-	// changes (see HoldOptions); its zero value turns it off.
-	Hold HoldOptions
-	// Handoff is the handoff block (routing rule 17); its zero Header
-	// turns it off.
-	Handoff HandoffOptions
+	// changes (routing rule 11; see hold.Options); its zero value turns
+	// it off.
+	Hold hold.Options
+	// Handoff is the handoff block (routing rule 17; see package
+	// handoff); its zero Header turns it off.
+	Handoff handoff.Options
 
 	// Limits bounds what one upstream and one slow client may hold (see
 	// LimitOptions); its zero value sets no limit.

@@ -7,6 +7,7 @@ import (
 	"github.com/ringlb/ringlb/balancer/accesslog"
 	"github.com/ringlb/ringlb/balancer/downstream"
 	"github.com/ringlb/ringlb/balancer/forward"
+	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/reqbody"
 	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/internal/mono"
@@ -104,14 +105,14 @@ func (lr *logReq) first(b *Balancer, s *snapshot, pos uint64, c ring.Choice) {
 // decide names the decision once the request is over (unless an early
 // answer named it): retry, held or cookie-held, overflow, next (the first
 // pick passed the owner over: unhealthy, draining, ...), or owner.
-func (lr *logReq) decide(q *holdReq, last *member, s *snapshot) {
+func (lr *logReq) decide(q *hold.Request, last *member, s *snapshot) {
 	switch {
 	case lr.decision != "" || last == nil:
 	case lr.attempts > 1:
 		lr.decision = "retry"
-	case q != nil && q.held >= 0 && q.shown && last == &s.members[q.held]:
+	case q != nil && q.Held >= 0 && q.Shown && last == &s.members[q.Held]:
 		lr.decision = "held"
-		if q.ckOK {
+		if q.CookieOK {
 			lr.decision = "cookie-held"
 		}
 	case lr.choice.Overflow >= 0:

@@ -8,6 +8,7 @@ import (
 	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/balancer/downstream"
 	"github.com/ringlb/ringlb/balancer/forward"
+	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/balancer/reqbody"
 	"github.com/ringlb/ringlb/balancer/transport"
@@ -61,7 +62,7 @@ type serving struct {
 	random bool
 	// With hold on (held), hq is rule 11's decision for the key (see
 	// holdBegin).
-	hq   holdReq
+	hq   hold.Request
 	held bool
 	last *member
 	// from is rule 17's previous upstream of the key (-1: none, or
@@ -73,7 +74,7 @@ type serving struct {
 // hold is the request's rule 11 decision; nil when hold is off or the
 // position is random. (A pointer kept in serving itself would move it
 // to the heap.)
-func (st *serving) hold() *holdReq {
+func (st *serving) hold() *hold.Request {
 	if st.held {
 		return &st.hq
 	}
@@ -157,7 +158,7 @@ func (b *Balancer) finish(st *serving) {
 		b.tunnels.Remove(c)
 	}
 	if q != nil && last != nil && (rw.Err == nil || rw.WroteHeader()) {
-		b.holdRecord(s, q, last) // served: the key lives there now
+		s.hold.Record(q, last.u.name, b.nanotime(), b.clk) // served: the key lives there now
 	}
 	b.account(s, rw, r, last, st.start)
 	if st.carried {
@@ -243,13 +244,13 @@ func (b *Balancer) forward(st *serving) {
 		st.last = m
 		rw.Err = nil
 		if q != nil {
-			rw.HoldCookie = q.setCookie(s, m)
+			rw.HoldCookie = s.hold.SetCookie(q, m.u.name)
 		}
 		// A listed status fails this attempt only if a retry can follow:
 		// one is left and another upstream would take the request.
 		// Otherwise the response is passed on as it is.
 		rw.RetryStatus = statusRetry && attempts < s.retries && b.choose(s, pos, tried, q).Member >= 0
-		if s.handoff != nil && s.handoff.attempt(r, st.from, choice.Member) {
+		if s.handoff != nil && s.handoff.Attempt(r, st.from, choice.Member) {
 			st.carried = true
 		}
 		b.attempt(s, m, rw, r, body, done, trial)

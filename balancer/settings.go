@@ -11,6 +11,8 @@ import (
 	"github.com/ringlb/ringlb/balancer/accesslog"
 	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/balancer/discovery"
+	"github.com/ringlb/ringlb/balancer/handoff"
+	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/balancer/keyhash"
 	"github.com/ringlb/ringlb/balancer/transport"
@@ -47,14 +49,14 @@ type settings struct {
 	breaker      *breaker.Options // validated; nil when breakers are off
 	transportCfg transportConfig
 	healthChecks bool
-	holdSet      holdSettings   // zero: hold off
-	handoffOpts  HandoffOptions // Header "": off
-	upstreamMax  int64          // limits.upstream_requests; 0: none
-	send         time.Duration  // limits.send; 0: none
-	clientBody   time.Duration  // timeouts.client_body; 0: none
-	bodyMemory   int64          // limits.body_memory; 0: none
-	bodyKeys     bool           // a key source reads the body (json)
-	bodyLimit    int            // hash.body_limit, defaulted
+	holdSet      hold.Settings   // zero: hold off
+	handoffOpts  handoff.Options // Header "": off
+	upstreamMax  int64           // limits.upstream_requests; 0: none
+	send         time.Duration   // limits.send; 0: none
+	clientBody   time.Duration   // timeouts.client_body; 0: none
+	bodyMemory   int64           // limits.body_memory; 0: none
+	bodyKeys     bool            // a key source reads the body (json)
+	bodyLimit    int             // hash.body_limit, defaulted
 }
 
 // memberSpec is what the options say about one ring member.
@@ -153,11 +155,12 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 		return settings{}, nil, errors.New("balancer: discovery needs placement ringlb")
 	}
 	var err error
-	if set.holdSet, err = compileHold(opts.Hold, set.fail); err != nil {
-		return settings{}, nil, err
+	if set.holdSet, err = hold.Compile(opts.Hold, set.fail); err != nil {
+		return settings{}, nil, fmt.Errorf("balancer: %w", err)
 	}
-	if set.holdSet.share.URL != "" {
-		set.holdSet.share.Salt = opts.Hash.Salt // the records' names are reported hashes
+	set.holdSet.Secure, set.holdSet.HTTPOnly = opts.Hash.Cookie.Secure, opts.Hash.Cookie.HTTPOnly
+	if set.holdSet.Share.Redis != "" {
+		set.holdSet.Share.Salt = string(opts.Hash.Salt) // the records' names are reported hashes
 	}
 	r, err := set.membership(opts, found, nil)
 	if err != nil {

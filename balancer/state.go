@@ -89,7 +89,7 @@ func (u *upstream) adminState() AdminState { return AdminState(u.state.Load()) }
 // path for it.
 func (b *Balancer) UpstreamStates() []UpstreamState {
 	s := b.snap.Load()
-	held := b.heldCounts()
+	held := b.hold.CountByUpstream()
 	out := make([]UpstreamState, len(s.members))
 	for i := range s.members {
 		out[i] = s.upstreamState(i, held)
@@ -105,16 +105,7 @@ func (b *Balancer) UpstreamState(name string) (UpstreamState, error) {
 	if i < 0 {
 		return UpstreamState{}, fmt.Errorf("%w %q", ErrUnknownUpstream, name)
 	}
-	return s.upstreamState(i, b.heldCounts()), nil
-}
-
-// heldCounts counts the live hold records by upstream; nil with hold off.
-func (b *Balancer) heldCounts() map[string]int {
-	st := b.holdStore.Load()
-	if st == nil {
-		return nil
-	}
-	return st.CountByUpstream(b.nanotime())
+	return s.upstreamState(i, b.hold.CountByUpstream()), nil
 }
 
 func (s *snapshot) upstreamState(i int, held map[string]int) UpstreamState {

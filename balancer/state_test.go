@@ -243,8 +243,8 @@ func TestDrainHonoursHoldCookie(t *testing.T) {
 	bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c")}
 	clk := newFakeClock()
 	opts := holdOptions(upstreamsOf(t, bes...), idle)
-	opts.Hold.CookieName = "ringlb_hold"
-	opts.Hold.Secrets = [][]byte{secret}
+	opts.Hold.Cookie.Name = "ringlb_hold"
+	opts.Hold.Cookie.Secrets = [][]byte{secret}
 	_, _, front1 := holdProxy(t, clk, opts)
 	cookies := map[string]string{}
 	for _, k := range keys("u", 100) {

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/ringlb/ringlb/balancer/breaker"
+	"github.com/ringlb/ringlb/balancer/handoff"
+	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/ring"
 )
@@ -29,7 +31,7 @@ type RingStatus struct {
 	// without a discovery block.
 	Discovery []DiscoveryStatus
 	// Hold is the hold block in force; its zero value: hold off.
-	Hold HoldStatus
+	Hold hold.Status
 }
 
 // UpstreamStatus is one upstream in a RingStatus.
@@ -72,11 +74,8 @@ func (b *Balancer) Status() RingStatus {
 		LoadFactor:      s.loadFactor,
 		LoadFloor:       s.loadFloor,
 		OnMissing:       string(s.onMissing),
-		Hold:            s.holdStatus(),
+		Hold:            b.hold.Status(s.hold),
 		Upstreams:       make([]UpstreamStatus, len(s.members)),
-	}
-	if st.Hold.On {
-		st.Hold.Share = b.shareStatus()
 	}
 	st.KeySources = append(st.KeySources, s.keyNames...)
 	for _, d := range b.discoveryStatus() {
@@ -186,7 +185,7 @@ type LookupResult struct {
 	// Handoff is what a request with this key (and no hold cookie) would
 	// be told of the key's previous upstream (routing rule 17); nil for
 	// nothing (handoff off, no previous upstream, or sent to it).
-	Handoff *Handoff
+	Handoff *handoff.Previous
 }
 
 // Lookup reports how the current ring places key, through the same pick

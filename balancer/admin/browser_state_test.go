@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/key"
 )
 
@@ -151,7 +152,7 @@ func TestStatusPageStateButtonsInBrowser(t *testing.T) {
 		Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160},
 		Hash:     balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
 		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
-		Hold:     balancer.HoldOptions{Idle: time.Hour, MaxKeys: 100},
+		Hold:     hold.Options{Idle: time.Hour, MaxKeys: 100},
 	}, reg, nil)
 	if err != nil {
 		t.Fatal(err)

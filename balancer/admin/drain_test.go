@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
@@ -32,7 +33,7 @@ func drainProxy(t *testing.T, holdOn bool) (adm *httptest.Server, logs *testenv.
 		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
 	}
 	if holdOn {
-		opts.Hold = balancer.HoldOptions{Idle: time.Hour, MaxKeys: 1000}
+		opts.Hold = hold.Options{Idle: time.Hour, MaxKeys: 1000}
 	}
 	logs = &testenv.Buffer{}
 	reg := balancer.NewRegistry()

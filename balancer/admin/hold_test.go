@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/hold/share"
 	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/internal/testutil/redistest"
@@ -32,7 +33,7 @@ func TestHoldLookupAndStatus(t *testing.T) {
 		Upstreams: ups[:3], Ring: balancer.RingOptions{PointsPerWeight: 160},
 		Hash:     balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: balancer.OnMissingReject},
 		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
-		Hold:     balancer.HoldOptions{Idle: time.Hour, MaxKeys: 1000},
+		Hold:     hold.Options{Idle: time.Hour, MaxKeys: 1000},
 	}
 	reg := balancer.NewRegistry()
 	b, err := balancer.New(opts, reg, nil)
@@ -100,8 +101,8 @@ func TestHoldLookupAndStatus(t *testing.T) {
 // answers, and what went through it; a store that stops answering shows.
 func TestHoldShareStatus(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
-	_, front, admin := serveKeyed(t, balancer.OnMissingReject, balancer.HoldOptions{Idle: time.Hour, MaxKeys: 1000,
-		Share: share.Options{URL: srv.URL(), Prefix: "st:", Timeout: 2 * time.Second}}, "a")
+	_, front, admin := serveKeyed(t, balancer.OnMissingReject, hold.Options{Idle: time.Hour, MaxKeys: 1000,
+		Share: share.Options{Redis: srv.URL(), Prefix: "st:", Timeout: 2 * time.Second}}, "a")
 	get := func(k string) {
 		req, _ := http.NewRequest(http.MethodGet, front.URL, nil)
 		req.Header.Set("X-User-ID", k)

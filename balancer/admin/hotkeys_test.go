@@ -12,13 +12,14 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/key"
 )
 
 // /debug/hotkeys lists the hottest keys by hash, with their owner and
 // where they went, and /debug/lookup?hash= places one of them.
 func TestHotKeysEndpoint(t *testing.T) {
-	b, front, admin := serveKeyed(t, balancer.OnMissingRandom, balancer.HoldOptions{}, "a", "b", "c")
+	b, front, admin := serveKeyed(t, balancer.OnMissingRandom, hold.Options{}, "a", "b", "c")
 
 	send := func(k string) {
 		req, _ := http.NewRequest(http.MethodGet, front.URL, nil)
@@ -113,7 +114,7 @@ func TestHotKeysSalted(t *testing.T) {
 
 // The status page lists the hottest keys with their owner and where they went.
 func TestHotKeysOnStatusPage(t *testing.T) {
-	b, front, admin := serveKeyed(t, balancer.OnMissingRandom, balancer.HoldOptions{}, "a")
+	b, front, admin := serveKeyed(t, balancer.OnMissingRandom, hold.Options{}, "a")
 	_, _, page := fetch(t, http.MethodGet, admin.URL+"/")
 	if !strings.Contains(page, "no keyed request in this window yet") {
 		t.Error("empty hot keys table not said")
@@ -134,7 +135,7 @@ func TestHotKeysOnStatusPage(t *testing.T) {
 
 // serveKeyed serves a balancer keyed on X-User-ID over upstreams that
 // answer their own name, with its admin handler, on loopback.
-func serveKeyed(t *testing.T, onMissing balancer.OnMissing, hold balancer.HoldOptions, names ...string) (b *balancer.Balancer, front, admin *httptest.Server) {
+func serveKeyed(t *testing.T, onMissing balancer.OnMissing, hold hold.Options, names ...string) (b *balancer.Balancer, front, admin *httptest.Server) {
 	t.Helper()
 	return serveKeyedWith(t, func(o *balancer.Options) { o.Hash.OnMissing, o.Hold = onMissing, hold }, names...)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/key"
 )
 
@@ -33,7 +34,7 @@ func stateProxy(t *testing.T) (*balancer.Balancer, *httptest.Server, *httptest.S
 		Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160},
 		Hash:     balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: balancer.OnMissingReject},
 		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
-		Hold:     balancer.HoldOptions{Idle: time.Hour, MaxKeys: 1000},
+		Hold:     hold.Options{Idle: time.Hour, MaxKeys: 1000},
 	}, reg, nil)
 	if err != nil {
 		t.Fatal(err)

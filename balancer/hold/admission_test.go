@@ -14,7 +14,7 @@ import (
 // were gone.)
 func TestStoreAdmissionByUse(t *testing.T) {
 	const max, users, flood = 2000, 20, 40_000
-	s := NewStore(Options{MaxKeys: max, Idle: 10 * time.Minute})
+	s := NewStore(StoreOptions{MaxKeys: max, Idle: 10 * time.Minute})
 	user := func(i int) uint64 { return uint64(i)*0x9E3779B97F4A7C15 + 3 }
 	now := int64(time.Second)
 	for pass := 0; pass < 2; pass++ { // seen twice: in use
@@ -60,7 +60,7 @@ func TestStoreAdmissionByUse(t *testing.T) {
 // An expired key in use is no obstacle.
 func TestStoreAdmissionSecondTry(t *testing.T) {
 	const max = 64 // one shard
-	s := NewStore(Options{MaxKeys: max, Idle: time.Minute})
+	s := NewStore(StoreOptions{MaxKeys: max, Idle: time.Minute})
 	now := int64(time.Second)
 	for pass := 0; pass < 2; pass++ {
 		for k := uint64(1); k <= max; k++ {

@@ -23,7 +23,7 @@ var sinkRec Rec
 // filled returns a store holding n records on 8 upstreams under one version.
 func filled(b *testing.B, n int) (*Store, []uint64) {
 	b.Helper()
-	s := NewStore(Options{MaxKeys: n, Idle: time.Hour})
+	s := NewStore(StoreOptions{MaxKeys: n, Idle: time.Hour})
 	keys := make([]uint64, n)
 	rng := rand.New(rand.NewPCG(1, 2))
 	ups := make([]string, 8)

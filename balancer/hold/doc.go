@@ -31,6 +31,16 @@
 //     replica sharing the secret, and NeedSet, which decides when a
 //     response should set it.
 //
+// On top of them, what a pool of the balancer runs: Options, the hold
+// block as the config file writes it, and Compile, which turns it into
+// Settings; Keeper, the store and the shared store's client (package
+// share) a pool keeps across reloads; State, the hold of one snapshot of
+// its ring; and Request, rule 11 for one request, which State finds the
+// record for (this process's, the shared store's within rule 14's window,
+// or the cookie's), decides, records after serving and writes the cookie
+// of. What only the balancer knows (how the walk judges a member, where
+// the ring sends a key) it passes in.
+//
 // Times given to Store and Rule are monotonic nanoseconds from one clock
 // (see Clock); the cookie, which travels between processes, uses wall-clock
 // time.

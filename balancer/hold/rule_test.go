@@ -107,7 +107,7 @@ func TestAfter(t *testing.T) {
 // ejection, as the balancer will drive them (on_return home).
 func TestRuleWithStore(t *testing.T) {
 	const idle = 10 * time.Second
-	s := NewStore(Options{MaxKeys: 100, Idle: idle})
+	s := NewStore(StoreOptions{MaxKeys: 100, Idle: idle})
 	r := Rule{Idle: idle, Home: true}
 	v1, v2 := VersionOf("v1"), VersionOf("v2")
 	ready := func(string) Standing { return Ready }
@@ -151,7 +151,7 @@ func TestRuleWithStore(t *testing.T) {
 // then goes home; under one ring version throughout.
 func TestRuleWithStoreStay(t *testing.T) {
 	const idle = 10 * time.Second
-	s := NewStore(Options{MaxKeys: 100, Idle: idle})
+	s := NewStore(StoreOptions{MaxKeys: 100, Idle: idle})
 	r := Rule{Idle: idle}
 	v := VersionOf("v1")
 	out := map[string]bool{}

@@ -33,8 +33,8 @@ type Rec struct {
 	LastUse  int64
 }
 
-// Options configure a Store.
-type Options struct {
+// StoreOptions configure a Store.
+type StoreOptions struct {
 	// MaxKeys bounds the number of records; values below 1 count as 1.
 	// Beyond it the least recently used records are forgotten
 	// (approximately: see Store).
@@ -124,7 +124,7 @@ const (
 )
 
 // NewStore returns an empty store.
-func NewStore(o Options) *Store {
+func NewStore(o StoreOptions) *Store {
 	maxKeys := max(o.MaxKeys, 1)
 	n := 1
 	for n < maxShards && maxKeys/(n*2) >= minRecordsInShard {
@@ -169,9 +169,9 @@ func (s *Store) SetIdle(d time.Duration) {
 	s.grain.Store(min(int64(d)/256, int64(time.Millisecond)))
 }
 
-// MaxKeys returns the most records the store holds (Options.MaxKeys, at
-// least 1). It is fixed: a store for another bound is a new store (see
-// Range to carry the records over).
+// MaxKeys returns the most records the store holds
+// (StoreOptions.MaxKeys, at least 1). It is fixed: a store for another
+// bound is a new store (see Range to carry the records over).
 func (s *Store) MaxKeys() int { return s.maxKeys }
 
 // Idle returns how long records live without use.

@@ -11,7 +11,7 @@ import (
 const sec = int64(time.Second)
 
 func TestStoreRecordLookupExpire(t *testing.T) {
-	s := NewStore(Options{MaxKeys: 100, Idle: 10 * time.Second})
+	s := NewStore(StoreOptions{MaxKeys: 100, Idle: 10 * time.Second})
 	v1, v2 := VersionOf("v1"), VersionOf("v2")
 	if _, ok := s.Lookup(42, 0); ok {
 		t.Fatal("empty store found a record")
@@ -70,7 +70,7 @@ func TestStoreRecordLookupExpire(t *testing.T) {
 // that much behind.
 func TestStoreRefreshGrain(t *testing.T) {
 	ms := int64(time.Millisecond)
-	s := NewStore(Options{MaxKeys: 10, Idle: time.Hour})
+	s := NewStore(StoreOptions{MaxKeys: 10, Idle: time.Hour})
 	s.Record(1, "a", 1, 100*ms)
 	s.Record(1, "a", 1, 100*ms+ms/2)
 	if r, _ := s.Lookup(1, 101*ms); r.LastUse != 100*ms {
@@ -89,7 +89,7 @@ func TestStoreRefreshGrain(t *testing.T) {
 
 func TestStoreDrop(t *testing.T) {
 	idle := 10 * time.Second
-	s := NewStore(Options{MaxKeys: 1000, Idle: idle})
+	s := NewStore(StoreOptions{MaxKeys: 1000, Idle: idle})
 	for k := uint64(0); k < 100; k++ {
 		up := "a"
 		if k%2 == 1 {
@@ -128,7 +128,7 @@ func TestStoreDrop(t *testing.T) {
 // members and those dropped within twice idle.
 func TestStoreKeep(t *testing.T) {
 	idle := 10 * time.Second
-	s := NewStore(Options{MaxKeys: 10_000, Idle: idle})
+	s := NewStore(StoreOptions{MaxKeys: 10_000, Idle: idle})
 	const n, long = 1000, 8 << 10
 	runtime.GC()
 	var m0, m1 runtime.MemStats
@@ -203,7 +203,7 @@ func TestNamesReuse(t *testing.T) {
 // keys in use: a hot set refreshed while a flood of new keys passes stays.
 func TestStoreBoundAndLRU(t *testing.T) {
 	const max, hot, flood = 2000, 50, 40_000
-	s := NewStore(Options{MaxKeys: max, Idle: 1000 * time.Hour})
+	s := NewStore(StoreOptions{MaxKeys: max, Idle: 1000 * time.Hour})
 	now := int64(0) // one millisecond per insert
 	hotKey := func(i int) uint64 { return uint64(i)*0x9E3779B97F4A7C15 + 1 }
 	for i := 0; i < flood; i++ {
@@ -242,7 +242,7 @@ func TestStoreBoundAndLRU(t *testing.T) {
 }
 
 func TestStoreTinyAndNginxHashes(t *testing.T) {
-	s := NewStore(Options{MaxKeys: 1, Idle: time.Hour})
+	s := NewStore(StoreOptions{MaxKeys: 1, Idle: time.Hour})
 	for k := uint64(0); k < 10; k++ {
 		s.Record(k, "a", 1, int64(k)+1)
 		if s.Len() != 1 {
@@ -253,7 +253,7 @@ func TestStoreTinyAndNginxHashes(t *testing.T) {
 		}
 	}
 	// Under nginx placement hashes are 32-bit values in the top half.
-	s = NewStore(Options{MaxKeys: 100_000, Idle: time.Hour})
+	s = NewStore(StoreOptions{MaxKeys: 100_000, Idle: time.Hour})
 	for k := uint64(0); k < 5000; k++ {
 		s.Record(k<<32, "a", 1, 1)
 	}
@@ -267,7 +267,7 @@ func TestStoreTinyAndNginxHashes(t *testing.T) {
 // Idle records go away as new keys arrive, without any sweep call, and
 // Expire empties a store whose records are all idle.
 func TestStoreIncrementalExpiry(t *testing.T) {
-	s := NewStore(Options{MaxKeys: 1 << 14, Idle: time.Second})
+	s := NewStore(StoreOptions{MaxKeys: 1 << 14, Idle: time.Second})
 	for k := uint64(0); k < 2000; k++ {
 		s.Record(k*0x9E3779B97F4A7C15, "a", 1, 0)
 	}
@@ -288,7 +288,7 @@ func TestStoreIncrementalExpiry(t *testing.T) {
 // version made from it; a reader checks that they match. With -race this
 // also checks the lock-free paths.
 func TestStoreConcurrent(t *testing.T) {
-	s := NewStore(Options{MaxKeys: 2000, Idle: 50 * time.Millisecond})
+	s := NewStore(StoreOptions{MaxKeys: 2000, Idle: 50 * time.Millisecond})
 	ups := []string{"a", "b", "c", "d"}
 	vers := map[string]Version{}
 	for _, u := range ups {
@@ -349,7 +349,7 @@ func TestStoreConcurrent(t *testing.T) {
 // through it carries the records into a store of another size.
 func TestStoreRange(t *testing.T) {
 	const idle = 10 * time.Second
-	s := NewStore(Options{MaxKeys: 1000, Idle: idle})
+	s := NewStore(StoreOptions{MaxKeys: 1000, Idle: idle})
 	if s.MaxKeys() != 1000 {
 		t.Fatalf("MaxKeys = %d", s.MaxKeys())
 	}
@@ -387,7 +387,7 @@ func TestStoreRange(t *testing.T) {
 	if n != 7 {
 		t.Fatalf("Range went on after false: %d calls", n)
 	}
-	small := NewStore(Options{MaxKeys: 50, Idle: idle})
+	small := NewStore(StoreOptions{MaxKeys: 50, Idle: idle})
 	s.Range(11*sec, func(k uint64, r Rec) bool { small.Record(k, r.Upstream, r.Version, r.LastUse); return true })
 	if small.Len() != 50 || small.MaxKeys() != 50 {
 		t.Fatalf("copy into a 50-key store: Len %d", small.Len())

@@ -135,14 +135,14 @@ func TestSeenConcurrentGrowth(t *testing.T) {
 // them. A full one still admits a refused key on its second try.
 func TestStoreDoorkeeperOnFirstRefusal(t *testing.T) {
 	base := heapAfter(nil)
-	s := NewStore(Options{MaxKeys: 1_000_000, Idle: time.Hour})
+	s := NewStore(StoreOptions{MaxKeys: 1_000_000, Idle: time.Hour})
 	for k := uint64(1); k <= 1000; k++ {
 		s.Record(k, "a", 1, 1)
 	}
 	if got := heapAfter(s) - base; got > 1<<19 {
 		t.Errorf("a store for 1000000 keys holding 1000: %d bytes of heap, want under 512 KiB", got)
 	}
-	small := NewStore(Options{MaxKeys: 64, Idle: time.Hour})
+	small := NewStore(StoreOptions{MaxKeys: 64, Idle: time.Hour})
 	now := int64(1)
 	for k := uint64(1); k <= 64; k++ { // every record seen twice: in use
 		small.Record(k, "a", 1, now)

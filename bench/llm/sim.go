@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/key"
 )
 
@@ -151,7 +152,7 @@ func ringlbOptions(sc Scenario, us []*url.URL) balancer.Options {
 		Timeouts: balancer.TimeoutOptions{Dial: 2 * time.Second, ResponseHeader: 120 * time.Second, Read: 60 * time.Second, IdleConn: 90 * time.Second},
 	}
 	if sc.Hold {
-		opts.Hold = balancer.HoldOptions{Idle: 30 * time.Minute, MaxKeys: 1 << 20}
+		opts.Hold = hold.Options{Idle: 30 * time.Minute, MaxKeys: 1 << 20}
 	}
 	for i, u := range us {
 		opts.Upstreams = append(opts.Upstreams, balancer.UpstreamOptions{Name: fmt.Sprintf("gpu-%d", i+1), URL: u, Addr: u.Host, Weight: 1})

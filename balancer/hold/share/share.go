@@ -24,7 +24,6 @@
 package share
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -39,7 +38,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/keyhash"
 )
 
@@ -56,21 +54,36 @@ const (
 	maxBackoff = 5 * time.Second
 )
 
-// Options configure a Client.
+// Options configure a Client. The first fields are the hold.share block
+// of the config file, which decodes into it by their yaml tags and sets
+// their defaults by their default tags; the config reads Password from
+// PasswordFile. The balancer sets the others.
 type Options struct {
-	// URL is redis://[user@]host:port[/db] or rediss:// for TLS.
-	URL string
-	// Password, when not empty, authenticates (it overrides one in URL).
+	// Redis is hold.share.redis, the server's URL:
+	// redis://[user@]host:port[/db] or rediss:// for TLS; default "",
+	// meaning records stay in this process. A password in the URL is an
+	// error in the config file: it belongs in PasswordFile.
+	Redis string `yaml:"redis"`
+	// PasswordFile is hold.share.password_file, the password file's path
+	// as written; default "". A relative path is read from the config
+	// file's directory.
+	PasswordFile string `yaml:"password_file"`
+	// Password is the password file's first line, read when the config
+	// is loaded (and on every reload); "" without a file. When not empty
+	// it authenticates (it overrides one in Redis).
 	Password string
-	// Prefix starts every key the client writes.
-	Prefix string
+	// Prefix is hold.share.prefix; default "ringlb:hold:". It starts every
+	// key the client writes.
+	Prefix string `yaml:"prefix" default:"'ringlb:hold:'"`
+	// Timeout is hold.share.timeout, the longest Get waits; default 50ms;
+	// > 0.
+	Timeout time.Duration `yaml:"timeout" default:"50ms"`
+
 	// Salt, when not empty (hash.salt_file), names each record by the
 	// salted hash of its key's ring hash instead of the ring hash, so
 	// that a reader of the server cannot recover ip or numeric keys from
 	// the names. Replicas sharing records must have the same salt.
-	Salt []byte
-	// Timeout is the longest Get waits.
-	Timeout time.Duration
+	Salt string
 	// Idle is how long a record lives in the server without a rewrite.
 	Idle time.Duration
 	// TLS, when not nil, replaces the TLS settings of a rediss:// URL
@@ -95,17 +108,17 @@ type Counters struct {
 	LookupErrors atomic.Uint64 // lookups that failed, timed out, or were not tried (server down)
 }
 
-// Check reports whether o's URL can make a client (a redis:// or
+// Check reports whether o's Redis URL can make a client (a redis:// or
 // rediss:// URL the library accepts) and its timeout is positive.
 func Check(o Options) error {
-	u, err := url.Parse(o.URL)
+	u, err := url.Parse(o.Redis)
 	if err != nil {
 		return fmt.Errorf("not a URL: %v", err)
 	}
 	if u.Scheme != "redis" && u.Scheme != "rediss" {
 		return fmt.Errorf("scheme must be redis or rediss, got %q", u.Scheme)
 	}
-	if _, err := redis.ParseURL(o.URL); err != nil {
+	if _, err := redis.ParseURL(o.Redis); err != nil {
 		return err
 	}
 	if o.Timeout <= 0 {
@@ -117,14 +130,14 @@ func Check(o Options) error {
 // Same reports whether o and p would make the same client (a reload that
 // keeps them keeps the client and its queue).
 func (o Options) Same(p Options) bool {
-	return o.URL == p.URL && o.Password == p.Password && o.Prefix == p.Prefix &&
-		o.Timeout == p.Timeout && o.Idle == p.Idle && o.TLS == p.TLS && bytes.Equal(o.Salt, p.Salt)
+	return o.Redis == p.Redis && o.Password == p.Password && o.Prefix == p.Prefix &&
+		o.Timeout == p.Timeout && o.Idle == p.Idle && o.TLS == p.TLS && o.Salt == p.Salt
 }
 
 // Record is a hold record as the server keeps it.
 type Record struct {
 	Upstream string
-	Version  hold.Version
+	Version  uint64    // the ring version's hash (hold.Version)
 	At       time.Time // when the serving replica wrote it
 }
 
@@ -171,7 +184,7 @@ func New(o Options) (*Client, error) {
 		return nil, fmt.Errorf("share: %w", err)
 	}
 	setLogger.Do(func() { redis.SetLogger(quiet{}) })
-	ro, _ := redis.ParseURL(o.URL)
+	ro, _ := redis.ParseURL(o.Redis)
 	if o.Password != "" {
 		ro.Password = o.Password
 	}
@@ -200,7 +213,7 @@ func New(o Options) (*Client, error) {
 	c := &Client{
 		rdb:     redis.NewClient(ro),
 		prefix:  o.Prefix,
-		salted:  keyhash.New(o.Salt),
+		salted:  keyhash.New([]byte(o.Salt)),
 		timeout: o.Timeout,
 		idle:    o.Idle,
 		log:     o.Logger,
@@ -230,6 +243,21 @@ func (c *Client) Queued() int {
 // Down reports whether the server is known to be unreachable.
 func (c *Client) Down() bool { return c.down.Load() }
 
+// Status is a client's state, for the status page; its zero value: no
+// client (share off).
+type Status struct {
+	On     bool
+	Server string // host:port
+	Down   bool
+	Queued int
+	CountersSnapshot
+}
+
+// Status returns the client's state.
+func (c *Client) Status() Status {
+	return Status{On: true, Server: c.addr, Down: c.Down(), Queued: c.Queued(), CountersSnapshot: c.n.Snapshot()}
+}
+
 // Close writes what is queued (waiting at most a second for the server),
 // stops the writer and closes the connections.
 func (c *Client) Close() {
@@ -252,7 +280,7 @@ func (c *Client) key(b []byte, h uint64) []byte {
 
 // encode renders a record as "VERSION(hex) UNIXMILLI UPSTREAM".
 func encode(b []byte, r Record) []byte {
-	b = strconv.AppendUint(b, uint64(r.Version), 16)
+	b = strconv.AppendUint(b, r.Version, 16)
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, r.At.UnixMilli(), 10)
 	b = append(b, ' ')
@@ -276,7 +304,7 @@ func decode(v string) (Record, bool) {
 	if err != nil {
 		return Record{}, false
 	}
-	return Record{Upstream: up, Version: hold.Version(vv), At: time.UnixMilli(ms)}, true
+	return Record{Upstream: up, Version: vv, At: time.UnixMilli(ms)}, true
 }
 
 // markDown notes that the server did not answer; the writer probes it

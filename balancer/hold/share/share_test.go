@@ -11,14 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/internal/testutil/redistest"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
 func newClient(t *testing.T, srv *redistest.Server, prefix string) *Client {
 	t.Helper()
-	c, err := New(Options{URL: srv.URL(), Prefix: prefix, Timeout: time.Second, Idle: time.Minute})
+	c, err := New(Options{Redis: srv.URL(), Prefix: prefix, Timeout: time.Second, Idle: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +162,7 @@ func pipelines(t *testing.T, srv *redistest.Server) int {
 // beyond the bound are dropped and counted.
 func TestDown(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
-	c, err := New(Options{URL: srv.URL(), Prefix: "d:", Timeout: 200 * time.Millisecond, Idle: time.Minute})
+	c, err := New(Options{Redis: srv.URL(), Prefix: "d:", Timeout: 200 * time.Millisecond, Idle: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,19 +204,19 @@ func TestDown(t *testing.T) {
 
 func TestCheck(t *testing.T) {
 	for _, u := range []string{"redis://127.0.0.1:6379", "rediss://user@cache:6380/2", "redis://h"} {
-		if err := Check(Options{URL: u, Timeout: time.Second}); err != nil {
+		if err := Check(Options{Redis: u, Timeout: time.Second}); err != nil {
 			t.Errorf("%s: %v", u, err)
 		}
 	}
 	for _, u := range []string{"http://h:1", "h:6379", "redis://h:1/x", ""} {
-		if err := Check(Options{URL: u, Timeout: time.Second}); err == nil {
+		if err := Check(Options{Redis: u, Timeout: time.Second}); err == nil {
 			t.Errorf("%s: no error", u)
 		}
 	}
 }
 
 func TestDecode(t *testing.T) {
-	r := Record{Upstream: "a b", Version: hold.Version(1<<63 + 5), At: time.UnixMilli(42)}
+	r := Record{Upstream: "a b", Version: 1<<63 + 5, At: time.UnixMilli(42)}
 	got, ok := decode(string(encode(nil, r)))
 	if !ok || got != r {
 		t.Errorf("round trip: %+v %v", got, ok)
@@ -232,7 +231,7 @@ func TestDecode(t *testing.T) {
 // BenchmarkPut is the request path's part of a write: queueing one record.
 func BenchmarkPut(b *testing.B) {
 	srv := redistest.Start(b, redistest.Options{})
-	c, err := New(Options{URL: srv.URL(), Prefix: "bp:", Timeout: time.Second, Idle: time.Minute})
+	c, err := New(Options{Redis: srv.URL(), Prefix: "bp:", Timeout: time.Second, Idle: time.Minute})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -248,7 +247,7 @@ func BenchmarkPut(b *testing.B) {
 // records per second through one client, as ns per record.
 func BenchmarkWrite(b *testing.B) {
 	srv := redistest.Start(b, redistest.Options{})
-	c, err := New(Options{URL: srv.URL(), Prefix: "bw:", Timeout: time.Second, Idle: time.Minute})
+	c, err := New(Options{Redis: srv.URL(), Prefix: "bw:", Timeout: time.Second, Idle: time.Minute})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -283,7 +282,7 @@ func cpuTime() int64 {
 // its p50 and p99.
 func BenchmarkGet(b *testing.B) {
 	srv := redistest.Start(b, redistest.Options{})
-	c, err := New(Options{URL: srv.URL(), Prefix: "bg:", Timeout: time.Second, Idle: time.Minute})
+	c, err := New(Options{Redis: srv.URL(), Prefix: "bg:", Timeout: time.Second, Idle: time.Minute})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -313,7 +312,7 @@ func BenchmarkGet(b *testing.B) {
 // its work once whatever b.N is.
 func BenchmarkServerMemory(b *testing.B) {
 	srv := redistest.Start(b, redistest.Options{})
-	c, err := New(Options{URL: srv.URL(), Prefix: "ringlb:hold:", Timeout: time.Second, Idle: time.Hour})
+	c, err := New(Options{Redis: srv.URL(), Prefix: "ringlb:hold:", Timeout: time.Second, Idle: time.Hour})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -334,7 +333,7 @@ func BenchmarkServerMemory(b *testing.B) {
 		for c.Queued() > QueueMax/2 {
 			time.Sleep(time.Millisecond)
 		}
-		c.Put(uint64(i)*0x9e3779b97f4a7c15, Record{Upstream: "app-7.app.default.svc.cluster.local:8080", Version: hold.Version(0x1234567890abcdef), At: time.Now()})
+		c.Put(uint64(i)*0x9e3779b97f4a7c15, Record{Upstream: "app-7.app.default.svc.cluster.local:8080", Version: 0x1234567890abcdef, At: time.Now()})
 	}
 	for c.Counters().Written.Load() < n {
 		time.Sleep(10 * time.Millisecond)

@@ -191,11 +191,11 @@ func (c *Config) Summary() string {
 func (p *Pool) Summary() string {
 	return fmt.Sprintf("%s, %d points, placement %s%s%s",
 		plural(len(p.Upstreams), "upstream"), p.TotalPoints(), p.Ring.Placement,
-		p.Discovery.summary(), p.Hold.summary())
+		p.Discovery.summary(), holdSummary(p.Hold))
 }
 
-// summary describes the hold block for Summary: "" when hold is off.
-func (h Hold) summary() string {
+// holdSummary describes the hold block for Summary: "" when hold is off.
+func holdSummary(h Hold) string {
 	if !h.On() {
 		return ""
 	}

@@ -36,7 +36,7 @@ import (
 // comment stating both and its bounds; its check in the block's
 // validate_*.go (validate.go for the top level's fields); and its use. A
 // field of a block the balancer reads in a shape of its own
-// (limits, hold, discovery, health, upstream_tls, upstreams) also has its
+// (limits, discovery, health, upstream_tls, upstreams) also has its
 // line in the command's conversion (cmd/ringlb/options.go).
 
 // field is one field of a block as the file names it.

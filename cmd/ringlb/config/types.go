@@ -14,6 +14,9 @@ import (
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/balancer/discovery"
+	"github.com/ringlb/ringlb/balancer/handoff"
+	"github.com/ringlb/ringlb/balancer/hold"
+	"github.com/ringlb/ringlb/balancer/hold/share"
 	"github.com/ringlb/ringlb/balancer/route"
 )
 
@@ -141,7 +144,15 @@ type (
 	// Hash is the hash block.
 	Hash = balancer.HashOptions
 	// Handoff is the handoff block.
-	Handoff = balancer.HandoffOptions
+	Handoff = handoff.Options
+	// Hold is the hold block: keys in use stay on the upstream that
+	// served them through membership changes.
+	Hold = hold.Options
+	// HoldCookie is hold.cookie.
+	HoldCookie = hold.CookieOptions
+	// HoldShare is hold.share: the records shared between replicas
+	// through a Redis server (routing rule 14).
+	HoldShare = share.Options
 	// AffinityCookie is hash.cookie, used when on_missing is cookie.
 	AffinityCookie = balancer.CookieOptions
 	// Ring is the ring block.
@@ -197,64 +208,6 @@ func (r StatusRange) String() string {
 		return strconv.Itoa(r.Min)
 	}
 	return strconv.Itoa(r.Min) + "-" + strconv.Itoa(r.Max)
-}
-
-// Hold is the hold block: keys in use stay on the upstream that served
-// them through membership changes.
-type Hold struct {
-	// Idle is hold.idle; default 0s, which turns hold off. A key seen within
-	// Idle stays where it is across a membership change.
-	Idle time.Duration `yaml:"idle"`
-	// MaxKeys is hold.max_keys; default 1000000; >= 1. Beyond it the least
-	// recently seen keys are forgotten.
-	MaxKeys int        `yaml:"max_keys" default:"1000000"`
-	Cookie  HoldCookie `yaml:"cookie"`
-	Share   HoldShare  `yaml:"share"`
-	// OnReturn is hold.on_return; default stay: when the upstream the ring
-	// prefers for a key comes back (ready after drain or maint, readmitted
-	// after an ejection), a key in use elsewhere stays there until it goes
-	// idle. home: exactly its keys return, in use or not.
-	OnReturn string `yaml:"on_return" default:"stay"`
-}
-
-// HoldShare is hold.share: the records shared between replicas through a
-// Redis server (routing rule 14).
-type HoldShare struct {
-	// Redis is the server's URL, redis://[user@]host:port[/db] or
-	// rediss:// for TLS; default "", meaning records stay in this process.
-	// A password in the URL is an error: it belongs in PasswordFile.
-	Redis string `yaml:"redis"`
-	// PasswordFile is the password file's path as written; default "". A
-	// relative path is read from the config file's directory.
-	PasswordFile string `yaml:"password_file"`
-	// Password is the password file's first line, read when the config
-	// is loaded (and on every reload); "" without a file.
-	Password string
-	// Prefix starts every key written; default "ringlb:hold:".
-	Prefix string `yaml:"prefix" default:"'ringlb:hold:'"`
-	// Timeout is the longest a request waits for a lookup; default 50ms; > 0.
-	Timeout time.Duration `yaml:"timeout" default:"50ms"`
-}
-
-// On reports whether hold is turned on (Idle > 0).
-func (h Hold) On() bool { return h.Idle > 0 }
-
-// HoldCookie is hold.cookie: the signed cookie that carries a hold to every
-// replica sharing the secret.
-type HoldCookie struct {
-	// Name is the cookie's name; default "", meaning no cookie: the hold
-	// is per process. Else a valid cookie name distinct from the cookies
-	// the key is read from.
-	Name string `yaml:"name"`
-	// SecretFile is the path of the secret file as written; default "".
-	// Required when Name is set; a relative path is read from the config
-	// file's directory.
-	SecretFile string `yaml:"secret_file"`
-	// Secrets are the secret file's non-blank lines, surrounding spaces
-	// and tabs removed, in file order, each at least 32 bytes: the first
-	// signs, all verify. Read when the config is loaded (and on every
-	// reload); nil when Name is "".
-	Secrets [][]byte
 }
 
 // Discovery is the discovery block: ring members resolved from DNS, beside

@@ -21,8 +21,8 @@ func (d *decoder) validateHold(c *Pool) {
 	if h.MaxKeys < 1 {
 		d.invalid("hold.max_keys", "must be >= 1, got %d", h.MaxKeys)
 	}
-	if h.OnReturn != string(hold.Stay) && h.OnReturn != string(hold.Home) {
-		d.invalid("hold.on_return", "must be stay or home, got %q", short(h.OnReturn))
+	if h.OnReturn != hold.Stay && h.OnReturn != hold.Home {
+		d.invalid("hold.on_return", "must be stay or home, got %q", short(string(h.OnReturn)))
 	}
 	d.validateHoldShare(h)
 	ck := &h.Cookie
@@ -78,7 +78,7 @@ func (d *decoder) validateHoldShare(h *Hold) {
 			return
 		}
 	}
-	if err := share.Check(share.Options{URL: sh.Redis, Timeout: time.Second}); err != nil {
+	if err := share.Check(share.Options{Redis: sh.Redis, Timeout: time.Second}); err != nil {
 		d.invalid("hold.share.redis", "want redis://[user@]host:port[/db] or rediss://...: %v", err)
 	}
 	if sh.Timeout <= 0 {

@@ -2,8 +2,6 @@ package process
 
 import (
 	"github.com/ringlb/ringlb/balancer"
-	"github.com/ringlb/ringlb/balancer/hold"
-	"github.com/ringlb/ringlb/balancer/hold/share"
 	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/cmd/ringlb/certs"
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
@@ -31,19 +29,7 @@ func balancerOptions(proc *config.Config, cfg *config.Pool) (balancer.Options, e
 		Handoff:         cfg.Handoff,
 		HealthChecks:    cfg.Health != nil,
 		Discovery:       DiscoveryOptions(cfg.Discovery),
-		Hold: balancer.HoldOptions{
-			Idle:       cfg.Hold.Idle,
-			MaxKeys:    cfg.Hold.MaxKeys,
-			CookieName: cfg.Hold.Cookie.Name,
-			Secrets:    cfg.Hold.Cookie.Secrets,
-			OnReturn:   hold.OnReturn(cfg.Hold.OnReturn),
-			Share: share.Options{
-				URL:      cfg.Hold.Share.Redis,
-				Password: cfg.Hold.Share.Password,
-				Prefix:   cfg.Hold.Share.Prefix,
-				Timeout:  cfg.Hold.Share.Timeout,
-			},
-		},
+		Hold:            cfg.Hold,
 		Limits: balancer.LimitOptions{UpstreamRequests: proc.Limits.UpstreamRequests, Send: proc.Limits.Send,
 			BodyMemory: int64(proc.Limits.BodyMemory)},
 	}

@@ -33,8 +33,8 @@ func TestBalancerOptionsHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := o.Hold
-	if h.Idle != 10*time.Minute || h.MaxKeys != 5 || h.CookieName != "ringlb_hold" ||
-		!slices.EqualFunc(h.Secrets, []string{s1, s2}, func(b []byte, s string) bool { return string(b) == s }) {
+	if h.Idle != 10*time.Minute || h.MaxKeys != 5 || h.Cookie.Name != "ringlb_hold" ||
+		!slices.EqualFunc(h.Cookie.Secrets, []string{s1, s2}, func(b []byte, s string) bool { return string(b) == s }) {
 		t.Errorf("Hold = %+v", h)
 	}
 	cfg, err = config.Parse("c.yaml", []byte("upstreams:\n  - name: a\n    url: http://127.0.0.1:9001\n"))
@@ -44,7 +44,7 @@ func TestBalancerOptionsHold(t *testing.T) {
 	if o, err = balancerOptions(cfg, &cfg.Pool); err != nil {
 		t.Fatal(err)
 	}
-	if h := o.Hold; h.Idle != 0 || h.CookieName != "" {
+	if h := o.Hold; h.Idle != 0 || h.Cookie.Name != "" {
 		t.Errorf("no hold block: Hold = %+v, want off", h)
 	}
 }

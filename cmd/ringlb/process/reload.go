@@ -231,13 +231,17 @@ func (s *server) applyPools(next *config.Config, opts []balancer.Options, kept [
 }
 
 // sameOptions reports whether a pool's balancer options are unchanged (a
-// CA file read again unchanged gives an equal pool).
+// CA file read again unchanged gives an equal pool). The paths of hold's
+// secret and password files are not compared: what the balancer runs
+// with is what they hold, which is.
 func sameOptions(a, b balancer.Options) bool {
 	ap, bp := a.UpstreamTLS.RootCAs, b.UpstreamTLS.RootCAs
 	if (ap == nil) != (bp == nil) || (ap != nil && !ap.Equal(bp)) {
 		return false
 	}
 	a.UpstreamTLS.RootCAs, b.UpstreamTLS.RootCAs = nil, nil
+	a.Hold.Cookie.SecretFile, b.Hold.Cookie.SecretFile = "", ""
+	a.Hold.Share.PasswordFile, b.Hold.Share.PasswordFile = "", ""
 	return reflect.DeepEqual(a, b)
 }
 
