@@ -14,6 +14,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer/accesslog"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
@@ -69,7 +70,7 @@ func TestAccessLogDecisions(t *testing.T) {
 	opts := baseOptions(ups)
 	opts.Ring.LoadFactor = 0
 	opts.Hash.Key = []key.Source{{Kind: key.Header, Name: "X-User-ID"}}
-	opts.Hash.OnMissing = OnMissingReject
+	opts.Hash.OnMissing = options.OnMissingReject
 	opts.AccessLog = jl.l
 	opts.RequestIDHeader = "X-Request-Id"
 	b, _, front := proxy(t, opts)

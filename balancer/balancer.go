@@ -35,6 +35,7 @@ import (
 	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/hold/share"
 	"github.com/ringlb/ringlb/balancer/hotkeys"
+	"github.com/ringlb/ringlb/balancer/inflight"
 	"github.com/ringlb/ringlb/balancer/metrics"
 	"github.com/ringlb/ringlb/ring"
 )
@@ -64,7 +65,7 @@ type member struct {
 	memberSpec
 	u     *upstream
 	proxy *httputil.ReverseProxy
-	count *urlCount // the requests in flight to its URL, for limits.upstream_requests
+	count *inflight.Count // the requests in flight to its URL, for limits.upstream_requests
 }
 
 // Balancer is the proxy handler. It is safe for concurrent use; create it
@@ -102,8 +103,8 @@ type Balancer struct {
 	holdWritten   *hold.Written
 	shareCounts   share.Counters // ringlb_hold_share_*: outlive a client a reload replaced
 
-	counts *UpstreamCounts      // per upstream URL, maybe shared with other Balancers
-	urls   map[string]*urlCount // the counts this Balancer's members use; guarded by mu
+	counts *inflight.Counts           // per upstream URL, maybe shared with other Balancers
+	urls   map[string]*inflight.Count // the counts this Balancer's members use; guarded by mu
 
 	localLog failLog // rate-limits warnings about ringlb's own limits, all upstreams together
 }
@@ -132,7 +133,7 @@ func newBalancer(opts Options, reg prometheus.Registerer, logger *slog.Logger, p
 		counts:  opts.Counts,
 	}
 	if b.counts == nil {
-		b.counts = NewUpstreamCounts()
+		b.counts = inflight.NewCounts()
 	}
 	b.proc = proc
 	if proc == nil {
@@ -154,7 +155,7 @@ func newBalancer(opts Options, reg prometheus.Registerer, logger *slog.Logger, p
 	if reg != nil {
 		cs := b.collectors()
 		if proc == nil { // the process's one pool
-			err = b.proc.Register(reg, append(cs, discoveryCollector{pools: func() []*Balancer { return []*Balancer{b} }})...)
+			err = b.proc.Register(reg, append(cs, discoveryCollector(func() []*Balancer { return []*Balancer{b} }))...)
 		} else {
 			err = metrics.RegisterAll(reg, cs)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/internal/testutil/chat"
 )
@@ -69,7 +70,7 @@ func benchServeHTTP(b *testing.B, kind string) {
 	opts.Breaker = breaker.Options{ConsecutiveFailures: 5, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: time.Minute}
 	opts.Timeouts.Read = time.Minute // on by default (timeouts.read)
 	// limits' defaults
-	opts.Limits = LimitOptions{UpstreamRequests: 1024, Send: time.Minute}
+	opts.Limits = options.Limits{UpstreamRequests: 1024, Send: time.Minute}
 	// request_id_header's default: every request below arrives without
 	// one, so each gets an id made for it.
 	opts.RequestIDHeader = "X-Request-Id"
@@ -208,7 +209,7 @@ func BenchmarkServeHTTPJSONKey(b *testing.B) {
 	opts.Breaker = breaker.Options{ConsecutiveFailures: 5, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: time.Minute}
 	opts.Timeouts.Read = time.Minute
 	opts.Timeouts.ClientBody = time.Minute
-	opts.Limits = LimitOptions{UpstreamRequests: 1024, Send: time.Minute, BodyMemory: 64 << 20}
+	opts.Limits = options.Limits{UpstreamRequests: 1024, Send: time.Minute, BodyMemory: 64 << 20}
 	opts.RequestIDHeader = "X-Request-Id"
 	bal, err := New(opts, NewRegistry(), nil)
 	if err != nil {

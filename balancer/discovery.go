@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -16,39 +15,6 @@ import (
 	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/ring"
 )
-
-// DiscoveryOptions is the discovery block: ring members resolved from DNS,
-// beside (or instead of) the static upstreams. Its fields are in the
-// config's order; see package discovery for what each one does.
-//
-// Discovered members are ring members like static ones (health checks,
-// breakers, slow start, bounded loads, metric series). A member's name is
-// its identity, so a member whose address changes keeps its keys: only
-// its proxy's target changes, and the ring version does not. A member
-// missing from its source's answer stays on the ring but is skipped (skip
-// reason "absent") until it returns or is removed. A discovered name equal
-// to a static upstream's is ignored (the static one wins) and logged.
-type DiscoveryOptions struct {
-	Resolver    string // host:port of the DNS server; "": the system's
-	Interval    time.Duration
-	Timeout     time.Duration
-	RemoveAfter time.Duration
-	Confirm     int
-	Sources     []discovery.Source
-	// Kubeconfig and ClusterDomain are for the Kubernetes sources: the
-	// API server's kubeconfig file ("": in-cluster) and the cluster's DNS
-	// domain ("": cluster.local).
-	Kubeconfig    string
-	ClusterDomain string
-}
-
-// DiscoveryStatus is one discovery source's state, for the admin pages.
-type DiscoveryStatus struct {
-	Source      string    // the srv or host value as configured
-	Members     int       // present members (absent ones not counted)
-	LastSuccess time.Time // zero before the first successful answer
-	LastError   string    // "" when the last query succeeded
-}
 
 // discoveryRun is one running Discoverer: the one a discovery block
 // started, kept across reloads while the block stays.
@@ -67,23 +33,13 @@ type discoveryState struct {
 	changed   chan struct{}      // signalled (never blocking) after a membership change
 }
 
-// discovererOptions translates the block for package discovery; changes
-// reach b through run.
-func (b *Balancer) discovererOptions(o *DiscoveryOptions, run *discoveryRun) discovery.Options {
-	do := o.Options()
+// discovererOptions are the block's options with b's OnChange and
+// Logger: changes reach b through run.
+func (b *Balancer) discovererOptions(o *discovery.Options, run *discoveryRun) discovery.Options {
+	do := *o
 	do.OnChange = func(u discovery.Update) { b.discovered(run, u.Members) }
 	do.Logger = b.log
 	return do
-}
-
-// Options is the block as package discovery takes it, without OnChange
-// and Logger.
-func (o *DiscoveryOptions) Options() discovery.Options {
-	return discovery.Options{
-		Resolver: o.Resolver, Interval: o.Interval, Timeout: o.Timeout,
-		RemoveAfter: o.RemoveAfter, Confirm: o.Confirm, Sources: o.Sources,
-		Kubeconfig: o.Kubeconfig, ClusterDomain: o.ClusterDomain,
-	}
 }
 
 // foundFor returns the discovered members a snapshot built from opts holds:
@@ -286,61 +242,16 @@ func (b *Balancer) discoveryStatus() []discovery.Status {
 	return nil
 }
 
-var (
-	descDiscMembers = prometheus.NewDesc("ringlb_discovery_members",
-		"Members the discovery source last resolved to (absent ones not counted).", []string{"source"}, nil)
-	descDiscUpdates = prometheus.NewDesc("ringlb_discovery_updates_total",
-		"Answers from the discovery source that changed the membership.", []string{"source"}, nil)
-	descDiscErrors = prometheus.NewDesc("ringlb_discovery_errors_total",
-		"Failed queries of the discovery source (its membership was kept).", []string{"source"}, nil)
-)
-
-// discoveryCollector reports the discovery series from the Discoverers'
-// status at scrape time, so a source removed by a reload (or the whole
-// block) loses its series at once. The families are the process's: a
-// source several pools use is reported once, as the first of them sees it.
-type discoveryCollector struct{ pools func() []*Balancer }
-
-func (c discoveryCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- descDiscMembers
-	ch <- descDiscUpdates
-	ch <- descDiscErrors
-}
-
-func (c discoveryCollector) Collect(ch chan<- prometheus.Metric) {
-	var seen map[string]bool
-	for _, b := range c.pools() {
-		for _, st := range b.discoveryStatus() {
-			if seen[st.Source] {
-				continue
+// discoveryCollector returns the collector of the discovery families of
+// the pools that pools returns.
+func discoveryCollector(pools func() []*Balancer) prometheus.Collector {
+	return discovery.NewCollector(func() []*discovery.Discoverer {
+		var out []*discovery.Discoverer
+		for _, b := range pools() {
+			if run := b.disc.run.Load(); run != nil {
+				out = append(out, run.d)
 			}
-			if seen == nil {
-				seen = map[string]bool{}
-			}
-			seen[st.Source] = true
-			ch <- prometheus.MustNewConstMetric(descDiscMembers, prometheus.GaugeValue, float64(st.Members), st.Source)
-			ch <- prometheus.MustNewConstMetric(descDiscUpdates, prometheus.CounterValue, float64(st.Updates), st.Source)
-			ch <- prometheus.MustNewConstMetric(descDiscErrors, prometheus.CounterValue, float64(st.Errors), st.Source)
 		}
-	}
-}
-
-// sameRing reports whether prev (nil: none) is the ring that members and
-// ro would build, under placement ringlb: the same names and weights (a
-// discovered member's address is not part of its identity), so an answer
-// that only readdressed, or marked members absent or returned, reuses the
-// ring instead of building and sorting all its points again.
-func sameRing(prev *ring.Ring, members []ring.Member, ro RingOptions) bool {
-	if prev == nil || prev.Placement() != ring.PlacementRinglb || ro.Placement == ring.PlacementNginx ||
-		prev.PointsPerWeight() != ro.PointsPerWeight || prev.Len() != len(members) {
-		return false
-	}
-	pm := prev.Members() // sorted by name under placement ringlb
-	for _, m := range members {
-		i, ok := slices.BinarySearchFunc(pm, m.Name, func(p ring.Member, n string) int { return strings.Compare(p.Name, n) })
-		if !ok || pm[i].Weight != m.Weight {
-			return false
-		}
-	}
-	return true
+		return out
+	})
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ringlb/ringlb/balancer/discovery"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/internal/testutil/dnstest"
 	"github.com/ringlb/ringlb/ring"
@@ -44,9 +45,9 @@ const srvName = "_http._tcp.app.test"
 
 func discOptions(z *dnstest.Server, static []UpstreamOptions, sources ...discovery.Source) Options {
 	opts := baseOptions(static)
-	opts.Hash.OnMissing = OnMissingReject
+	opts.Hash.OnMissing = options.OnMissingReject
 	opts.Ring.LoadFactor = 0 // placement alone decides, however many requests run at once
-	opts.Discovery = &DiscoveryOptions{
+	opts.Discovery = &discovery.Options{
 		Resolver: z.Addr, Interval: time.Hour, Timeout: 300 * time.Millisecond,
 		RemoveAfter: time.Hour, Confirm: 3, Sources: sources,
 	}
@@ -619,7 +620,7 @@ func TestDiscoveryReload(t *testing.T) {
 
 	// A bad block is rejected; membership and discovery carry on.
 	bad := opts
-	bad.Discovery = &DiscoveryOptions{Resolver: z.Addr, Interval: time.Hour, Timeout: time.Second, Confirm: 0, Sources: opts.Discovery.Sources}
+	bad.Discovery = &discovery.Options{Resolver: z.Addr, Interval: time.Hour, Timeout: time.Second, Confirm: 0, Sources: opts.Discovery.Sources}
 	v := r.b.Version()
 	if _, err := r.b.Update(bad); err == nil || !strings.Contains(err.Error(), "confirm") {
 		t.Fatalf("bad block: err %v", err)
@@ -631,7 +632,7 @@ func TestDiscoveryReload(t *testing.T) {
 	// A second source: the reload resolves it at once.
 	z.SetAddrs("cache.test", "127.0.0.1")
 	next := opts
-	next.Discovery = &DiscoveryOptions{
+	next.Discovery = &discovery.Options{
 		Resolver: z.Addr, Interval: time.Hour, Timeout: time.Second, RemoveAfter: time.Hour, Confirm: 3,
 		Sources: []discovery.Source{srvSource(srvName), {Host: "cache.test", Port: 1, Scheme: "http", Weight: 2}},
 	}

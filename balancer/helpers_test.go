@@ -21,6 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -77,14 +78,14 @@ func deadURL(t testing.TB) *url.URL {
 func baseOptions(ups []UpstreamOptions) Options {
 	return Options{
 		Upstreams: ups,
-		Ring:      RingOptions{PointsPerWeight: 160, LoadFactor: 1.25},
-		Hash: HashOptions{
+		Ring:      options.Ring{PointsPerWeight: 160, LoadFactor: 1.25},
+		Hash: options.Hash{
 			Key:       []key.Source{{Kind: key.Cookie, Name: "session"}, {Kind: key.Header, Name: "X-User-ID"}, {Kind: key.Query, Name: "user"}, {Kind: key.URI}},
 			OnMissing: "random",
 		},
 		UpstreamHeader: "X-Upstream",
 		Retries:        1,
-		Timeouts:       TimeoutOptions{Dial: 2 * time.Second, ResponseHeader: 10 * time.Second, IdleConn: 30 * time.Second},
+		Timeouts:       options.Timeouts{Dial: 2 * time.Second, ResponseHeader: 10 * time.Second, IdleConn: 30 * time.Second},
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/internal/testutil/chat"
 )
 
@@ -245,7 +246,7 @@ func TestCombinePresence(t *testing.T) {
 		{Kind: key.Combine, Sources: []key.Source{{Kind: key.Header, Name: "X-Tenant"}, {Kind: key.Query, Name: "user"}, {Kind: key.Host}}},
 		{Kind: key.Query, Name: "user"},
 	}
-	opts.Hash.OnMissing = OnMissingReject
+	opts.Hash.OnMissing = options.OnMissingReject
 	b, _, front := proxy(t, opts)
 	c := front.Client()
 	for k := range 24 {

@@ -221,7 +221,7 @@ func (b *Balancer) forward(st *serving) {
 		tried = append(tried, choice.Member) // whatever comes of it, m is done with this request
 		// The limit comes before the breaker, so that a busy upstream's
 		// half-open trial is not spent on a request that never goes.
-		if !m.count.take(s.upstreamMax) {
+		if !m.count.Take(s.upstreamMax) {
 			if st.last == nil {
 				st.lr.decision = "busy"
 				b.busy(s, rw, m)
@@ -233,7 +233,7 @@ func (b *Balancer) forward(st *serving) {
 		if !ok {
 			// The breaker refused after the walk admitted it (a race with a
 			// trip, or the half-open trial was taken): walk on.
-			m.count.put()
+			m.count.Put()
 			continue
 		}
 		countChoice(s, choice, st.last)
@@ -293,7 +293,7 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *responseWriter, r *http.R
 		body.stalled = false
 	}
 	defer func() {
-		m.count.put() // taken by ServeHTTP
+		m.count.Put() // taken by ServeHTTP
 		if rw.upTunnel {
 			rw.upTunnel = false
 			u.tunnels.Add(-1)

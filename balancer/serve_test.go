@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/balancer/options"
 )
 
 // TestClientGoneCounts499 checks that a client leaving mid-request frees
@@ -338,7 +340,7 @@ func TestConcurrentRequestsKeepTheirOwn(t *testing.T) {
 			}
 			opts := baseOptions(upstreamsOf(t, bes...))
 			opts.RequestIDHeader = "X-Request-Id"
-			opts.Limits = LimitOptions{UpstreamRequests: 1024, Send: time.Minute}
+			opts.Limits = options.Limits{UpstreamRequests: 1024, Send: time.Minute}
 			b, err := New(opts, NewRegistry(), nil)
 			if err != nil {
 				t.Fatal(err)

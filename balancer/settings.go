@@ -13,6 +13,7 @@ import (
 	"github.com/ringlb/ringlb/balancer/discovery"
 	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/balancer/keyhash"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/ring"
 )
@@ -24,12 +25,12 @@ type settings struct {
 	specs []memberSpec // indexed like the ring's Members(); installLocked reads them
 
 	keys         []key.Spec
-	keyNames     []string        // each key source as RingStatus.KeySources names it
-	keyLabels    []string        // each key source as key.Source.Label names it, for logs
-	keyDesc      string          // "cookie session, header X-User-ID", for 400 answers
-	salt         *keyhash.Salted // HashOptions.Salt; nil: reported hashes are ring positions
-	onMissing    OnMissing       // never empty
-	cookie       CookieOptions
+	keyNames     []string          // each key source as RingStatus.KeySources names it
+	keyLabels    []string          // each key source as key.Source.Label names it, for logs
+	keyDesc      string            // "cookie session, header X-User-ID", for 400 answers
+	salt         *keyhash.Salted   // options.Hash.Salt; nil: reported hashes are ring positions
+	onMissing    options.OnMissing // never empty
+	cookie       options.Cookie
 	loadFactor   float64
 	loadFloor    int64 // >= 1
 	fail         bool
@@ -119,18 +120,18 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 		set.failGRPC = breaker.NewGRPCStatusSet(bo.FailureGRPCStatuses)
 	}
 	switch opts.Ring.OnUnavailable {
-	case "", OnUnavailableRemap:
-	case OnUnavailableFail:
+	case "", options.OnUnavailableRemap:
+	case options.OnUnavailableFail:
 		set.fail = true
 	default:
 		return settings{}, nil, fmt.Errorf("balancer: on_unavailable: unknown value %q", opts.Ring.OnUnavailable)
 	}
 	switch opts.Hash.OnMissing {
-	case "", OnMissingRandom:
-		set.onMissing = OnMissingRandom
-	case OnMissingReject, OnMissingCookie:
+	case "", options.OnMissingRandom:
+		set.onMissing = options.OnMissingRandom
+	case options.OnMissingReject, options.OnMissingCookie:
 		set.onMissing = opts.Hash.OnMissing
-		if opts.Hash.OnMissing == OnMissingCookie && opts.Hash.Cookie.Name == "" {
+		if opts.Hash.OnMissing == options.OnMissingCookie && opts.Hash.Cookie.Name == "" {
 			return settings{}, nil, errors.New("balancer: on_missing cookie needs a cookie name")
 		}
 	default:
@@ -171,7 +172,7 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 func (set *settings) compileKeys(opts Options) error {
 	bodyLimit := opts.Hash.BodyLimit
 	if bodyLimit < 1 {
-		bodyLimit = DefaultBodyLimit
+		bodyLimit = options.DefaultBodyLimit
 	}
 	set.bodyLimit = bodyLimit
 	for i, k := range opts.Hash.Key {
@@ -224,10 +225,11 @@ func (set *settings) membership(opts Options, found []discovery.Member, prev *ri
 		return nil, err
 	}
 	rm = append(rm, drm...)
-	r := prev
-	if !sameRing(prev, rm, opts.Ring) {
-		r, err = ring.New(rm, ring.Options{Placement: opts.Ring.Placement, PointsPerWeight: opts.Ring.PointsPerWeight,
-			AllowEmpty: opts.Discovery != nil})
+	// An answer that only readdressed, or marked members absent or
+	// returned, keeps the ring instead of building all its points again.
+	r, ro := prev, ring.Options{Placement: opts.Ring.Placement, PointsPerWeight: opts.Ring.PointsPerWeight, AllowEmpty: opts.Discovery != nil}
+	if !prev.Places(rm, ro) {
+		r, err = ring.New(rm, ro)
 		if err != nil {
 			return nil, fmt.Errorf("balancer: %w", err)
 		}

@@ -1,6 +1,7 @@
 package balancer
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 )
@@ -127,17 +128,10 @@ func (s *snapshot) upstreamState(i int, held map[string]int) UpstreamState {
 		HeldKeys:  held[u.name],
 		Inflight:  u.inflight.Load(),
 		Tunnels:   u.tunnels.Load(),
-		Source:    sourceName(m.source),
+		Source:    cmp.Or(m.source, "static"),
 	}
 	st.Drained = st.State == StateDrain && st.HeldKeys == 0 && st.Inflight == 0 && st.Tunnels == 0
 	return st
-}
-
-func sourceName(source string) string {
-	if source == "" {
-		return "static"
-	}
-	return source
 }
 
 // SetState sets the admin state of the ring member called name, as the

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer/hold"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 	"github.com/ringlb/ringlb/ring"
 )
@@ -288,7 +289,7 @@ func TestStatesFailMode(t *testing.T) {
 	bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c")}
 	clk := newFakeClock()
 	opts := holdOptions(upstreamsOf(t, bes...), idle)
-	opts.Ring.OnUnavailable = OnUnavailableFail
+	opts.Ring.OnUnavailable = options.OnUnavailableFail
 	b, _, front := holdProxy(t, clk, opts)
 	held := keyOwnedBy(t, b, "a")
 	if visit(t, front, held) != "a" {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/options"
 )
 
 func setup(t *testing.T, reload ReloadFunc) (*balancer.Balancer, *httptest.Server) {
@@ -31,9 +32,9 @@ func setupWith(t *testing.T, reload ReloadFunc, opts Options) (*balancer.Balance
 	}
 	reg := balancer.NewRegistry()
 	b, err := balancer.New(balancer.Options{
-		Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160, LoadFactor: 1.25},
-		Hash:     balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
-		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
+		Upstreams: ups, Ring: options.Ring{PointsPerWeight: 160, LoadFactor: 1.25},
+		Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
+		Timeouts: options.Timeouts{Dial: time.Second},
 	}, reg, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
@@ -193,9 +194,9 @@ func TestStatusPageInBrowser(t *testing.T) {
 	}
 	reg := balancer.NewRegistry()
 	opts := balancer.Options{
-		Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160, LoadFactor: 1.25, SlowStart: 10 * time.Minute},
-		Hash:           balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
-		UpstreamHeader: "X-Upstream", Retries: 1, Timeouts: balancer.TimeoutOptions{Dial: time.Second},
+		Upstreams: ups, Ring: options.Ring{PointsPerWeight: 160, LoadFactor: 1.25, SlowStart: 10 * time.Minute},
+		Hash:           options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
+		UpstreamHeader: "X-Upstream", Retries: 1, Timeouts: options.Timeouts{Dial: time.Second},
 	}
 	b, err := balancer.New(opts, reg, nil)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/hold/share"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/internal/testutil/redistest"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
@@ -29,9 +30,9 @@ func TestHoldLookupAndStatus(t *testing.T) {
 		ups = append(ups, balancer.UpstreamOptions{Name: n, URL: u, Addr: u.Host, Weight: 1})
 	}
 	opts := balancer.Options{
-		Upstreams: ups[:3], Ring: balancer.RingOptions{PointsPerWeight: 160},
-		Hash:     balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: balancer.OnMissingReject},
-		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
+		Upstreams: ups[:3], Ring: options.Ring{PointsPerWeight: 160},
+		Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: options.OnMissingReject},
+		Timeouts: options.Timeouts{Dial: time.Second},
 		Hold:     balancer.HoldOptions{Idle: time.Hour, MaxKeys: 1000},
 	}
 	reg := balancer.NewRegistry()
@@ -100,7 +101,7 @@ func TestHoldLookupAndStatus(t *testing.T) {
 // answers, and what went through it; a store that stops answering shows.
 func TestHoldShareStatus(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
-	_, front, admin := serveKeyed(t, balancer.OnMissingReject, balancer.HoldOptions{Idle: time.Hour, MaxKeys: 1000,
+	_, front, admin := serveKeyed(t, options.OnMissingReject, balancer.HoldOptions{Idle: time.Hour, MaxKeys: 1000,
 		Share: share.Options{URL: srv.URL(), Prefix: "st:", Timeout: 2 * time.Second}}, "a")
 	get := func(k string) {
 		req, _ := http.NewRequest(http.MethodGet, front.URL, nil)

@@ -13,12 +13,13 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/options"
 )
 
 // /debug/hotkeys lists the hottest keys by hash, with their owner and
 // where they went, and /debug/lookup?hash= places one of them.
 func TestHotKeysEndpoint(t *testing.T) {
-	b, front, admin := serveKeyed(t, balancer.OnMissingRandom, balancer.HoldOptions{}, "a", "b", "c")
+	b, front, admin := serveKeyed(t, options.OnMissingRandom, balancer.HoldOptions{}, "a", "b", "c")
 
 	send := func(k string) {
 		req, _ := http.NewRequest(http.MethodGet, front.URL, nil)
@@ -113,7 +114,7 @@ func TestHotKeysSalted(t *testing.T) {
 
 // The status page lists the hottest keys with their owner and where they went.
 func TestHotKeysOnStatusPage(t *testing.T) {
-	b, front, admin := serveKeyed(t, balancer.OnMissingRandom, balancer.HoldOptions{}, "a")
+	b, front, admin := serveKeyed(t, options.OnMissingRandom, balancer.HoldOptions{}, "a")
 	_, _, page := fetch(t, http.MethodGet, admin.URL+"/")
 	if !strings.Contains(page, "no keyed request in this window yet") {
 		t.Error("empty hot keys table not said")
@@ -134,7 +135,7 @@ func TestHotKeysOnStatusPage(t *testing.T) {
 
 // serveKeyed serves a balancer keyed on X-User-ID over upstreams that
 // answer their own name, with its admin handler, on loopback.
-func serveKeyed(t *testing.T, onMissing balancer.OnMissing, hold balancer.HoldOptions, names ...string) (b *balancer.Balancer, front, admin *httptest.Server) {
+func serveKeyed(t *testing.T, onMissing options.OnMissing, hold balancer.HoldOptions, names ...string) (b *balancer.Balancer, front, admin *httptest.Server) {
 	t.Helper()
 	return serveKeyedWith(t, func(o *balancer.Options) { o.Hash.OnMissing, o.Hold = onMissing, hold }, names...)
 }
@@ -150,9 +151,9 @@ func serveKeyedWith(t *testing.T, mut func(*balancer.Options), names ...string) 
 		ups = append(ups, balancer.UpstreamOptions{Name: n, URL: u, Addr: u.Host, Weight: 1})
 	}
 	opts := balancer.Options{
-		Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160},
-		Hash:     balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
-		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
+		Upstreams: ups, Ring: options.Ring{PointsPerWeight: 160},
+		Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
+		Timeouts: options.Timeouts{Dial: time.Second},
 	}
 	mut(&opts)
 	reg := balancer.NewRegistry()

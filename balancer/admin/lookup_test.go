@@ -11,6 +11,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/options"
 )
 
 // /debug/lookup with a described request takes its key as the proxy
@@ -54,8 +55,8 @@ func TestLookupRequestBody(t *testing.T) {
 	reg := balancer.NewRegistry()
 	b, err := balancer.New(balancer.Options{
 		Upstreams: []balancer.UpstreamOptions{{Name: "a", URL: u, Addr: u.Host, Weight: 1}, {Name: "b", URL: u, Addr: u.Host, Weight: 1}},
-		Ring:      balancer.RingOptions{PointsPerWeight: 160},
-		Hash: balancer.HashOptions{Key: []key.Source{
+		Ring:      options.Ring{PointsPerWeight: 160},
+		Hash: options.Hash{Key: []key.Source{
 			{Kind: key.JSON, Name: "prompt_cache_key"}, {Kind: key.JSON, Name: "user"}, {Kind: key.Host},
 		}},
 	}, reg, nil)
@@ -115,8 +116,8 @@ func TestLookupPrefixKey(t *testing.T) {
 	reg := balancer.NewRegistry()
 	b, err := balancer.New(balancer.Options{
 		Upstreams: []balancer.UpstreamOptions{{Name: "a", URL: u, Addr: u.Host, Weight: 1}, {Name: "b", URL: u, Addr: u.Host, Weight: 1}, {Name: "c", URL: u, Addr: u.Host, Weight: 1}},
-		Ring:      balancer.RingOptions{PointsPerWeight: 160},
-		Hash:      balancer.HashOptions{Key: []key.Source{{Kind: key.Prefix, Bytes: 256}, {Kind: key.Host}}},
+		Ring:      options.Ring{PointsPerWeight: 160},
+		Hash:      options.Hash{Key: []key.Source{{Kind: key.Prefix, Bytes: 256}, {Kind: key.Host}}},
 	}, reg, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/balancer/route"
 )
 
@@ -44,9 +45,9 @@ func poolsRouter(t *testing.T) (*balancer.Router, *prometheus.Registry, func(poo
 			ups = append(ups, balancer.UpstreamOptions{Name: n, URL: u, Addr: u.Host, Weight: 1})
 		}
 		return balancer.Options{
-			Pool: pool, Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160},
-			Hash:     balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
-			Timeouts: balancer.TimeoutOptions{Dial: time.Second},
+			Pool: pool, Upstreams: ups, Ring: options.Ring{PointsPerWeight: 160},
+			Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
+			Timeouts: options.Timeouts{Dial: time.Second},
 		}
 	}
 	mk := func(pool string, names ...string) *balancer.Balancer {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/balancer/route"
 )
 
@@ -161,8 +162,8 @@ func BenchmarkStatusPagePools(b *testing.B) {
 			ups = append(ups, balancer.UpstreamOptions{Name: fmt.Sprintf("app-%d", i), URL: u, Addr: u.Host, Weight: 1})
 		}
 		pb, err := rt.NewPool(balancer.Options{
-			Pool: fmt.Sprintf("pool-%d", p), Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160},
-			Hash: balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
+			Pool: fmt.Sprintf("pool-%d", p), Upstreams: ups, Ring: options.Ring{PointsPerWeight: 160},
+			Hash: options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
 		}, nil)
 		if err != nil {
 			b.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/options"
 )
 
 // stateProxy serves a Balancer with hold on in front of real backends a,
@@ -30,9 +31,9 @@ func stateProxy(t *testing.T) (*balancer.Balancer, *httptest.Server, *httptest.S
 	}
 	reg := balancer.NewRegistry()
 	b, err := balancer.New(balancer.Options{
-		Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160},
-		Hash:     balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: balancer.OnMissingReject},
-		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
+		Upstreams: ups, Ring: options.Ring{PointsPerWeight: 160},
+		Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: options.OnMissingReject},
+		Timeouts: options.Timeouts{Dial: time.Second},
 		Hold:     balancer.HoldOptions{Idle: time.Hour, MaxKeys: 1000},
 	}, reg, nil)
 	if err != nil {
@@ -200,8 +201,8 @@ func TestUpstreamsAPIEscapedName(t *testing.T) {
 	reg := balancer.NewRegistry()
 	b, err := balancer.New(balancer.Options{
 		Upstreams: []balancer.UpstreamOptions{{Name: "[::1]:8080", URL: u, Addr: u.Host, Weight: 1}},
-		Ring:      balancer.RingOptions{PointsPerWeight: 160},
-		Hash:      balancer.HashOptions{Key: []key.Source{{Kind: key.URI}}},
+		Ring:      options.Ring{PointsPerWeight: 160},
+		Hash:      options.Hash{Key: []key.Source{{Kind: key.URI}}},
 	}, reg, nil)
 	if err != nil {
 		t.Fatal(err)

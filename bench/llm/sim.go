@@ -19,6 +19,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/options"
 )
 
 // Scenario is one way of routing the workload.
@@ -143,12 +144,12 @@ func frontFor(sc Scenario, servers []*Server, first, all []*url.URL) (front stri
 // examples/configs/llm.yaml gives, before the upstreams us.
 func ringlbOptions(sc Scenario, us []*url.URL) balancer.Options {
 	opts := balancer.Options{
-		Ring: balancer.RingOptions{PointsPerWeight: 160, LoadFactor: sc.LoadFactor, LoadFloor: sc.LoadFloor},
-		Hash: balancer.HashOptions{Key: sc.Keys, OnMissing: balancer.OnMissingRandom, BodyLimit: 256 << 10},
+		Ring: options.Ring{PointsPerWeight: 160, LoadFactor: sc.LoadFactor, LoadFloor: sc.LoadFloor},
+		Hash: options.Hash{Key: sc.Keys, OnMissing: options.OnMissingRandom, BodyLimit: 256 << 10},
 		// The servers say who they are (X-Server); ringlb's header
 		// would say the same.
 		Retries:  1,
-		Timeouts: balancer.TimeoutOptions{Dial: 2 * time.Second, ResponseHeader: 120 * time.Second, Read: 60 * time.Second, IdleConn: 90 * time.Second},
+		Timeouts: options.Timeouts{Dial: 2 * time.Second, ResponseHeader: 120 * time.Second, Read: 60 * time.Second, IdleConn: 90 * time.Second},
 	}
 	if sc.Hold {
 		opts.Hold = balancer.HoldOptions{Idle: 30 * time.Minute, MaxKeys: 1 << 20}

@@ -1,0 +1,42 @@
+package inflight
+
+import (
+	"net/url"
+	"testing"
+)
+
+// A URL's count is one whatever the case of its scheme and host and
+// whether its default port is written; Take stops at the limit, Release
+// forgets a count no Balancer uses.
+func TestCounts(t *testing.T) {
+	u := func(s string) *url.URL {
+		p, err := url.Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if Key(u("http://h.example")) != Key(u("http://H.example:80")) {
+		t.Error("http://h.example and http://H.example:80 are counted apart")
+	}
+	if Key(u("https://h.example")) != "https://h.example:443" {
+		t.Errorf("Key(https://h.example) = %q", Key(u("https://h.example")))
+	}
+	c := NewCounts()
+	n := c.Acquire(Key(u("http://h.example")))
+	if !n.Take(2) || !n.Take(2) || n.Take(2) {
+		t.Error("Take under limit 2: want two requests to go and the third refused")
+	}
+	if !n.Busy(2) || n.Busy(0) {
+		t.Error("Busy at the limit: want true under 2 and false without a limit")
+	}
+	if got := c.InFlight(u("HTTP://h.example:80")); got != 2 {
+		t.Errorf("InFlight = %d, want 2", got)
+	}
+	n.Put()
+	n.Put()
+	c.Release(Key(u("http://h.example")))
+	if got := c.InFlight(u("http://h.example")); got != 0 {
+		t.Errorf("InFlight after release = %d, want 0", got)
+	}
+}
