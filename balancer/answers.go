@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/state"
 	"github.com/ringlb/ringlb/balancer/transport"
 )
 
@@ -151,18 +152,18 @@ func (b *Balancer) noUpstream(s *snapshot, rw *responseWriter, r *http.Request, 
 			who = "upstream " + u.name
 		}
 		switch u.adminState() {
-		case StateDrain:
+		case state.Drain:
 			msg = who + " for this key is draining\n"
-		case StateMaint:
+		case state.Maint:
 			msg = who + " for this key is in maint\n"
 		default:
 			msg = who + " for this key is unavailable\n"
 		}
 	default:
 		switch s.everyNotReady() {
-		case StateDrain:
+		case state.Drain:
 			msg = "no upstream available: every upstream draining\n"
-		case StateMaint:
+		case state.Maint:
 			msg = "no upstream available: every upstream in maint\n"
 		}
 	}

@@ -103,8 +103,8 @@ type Balancer struct {
 	holdWritten   *hold.Written
 	shareCounts   share.Counters // ringlb_hold_share_*: outlive a client a reload replaced
 
-	counts *inflight.Counts           // per upstream URL, maybe shared with other Balancers
-	urls   map[string]*inflight.Count // the counts this Balancer's members use; guarded by mu
+	counts *inflight.Counts // per upstream URL, maybe shared with other Balancers
+	urls   inflight.Uses    // the counts this Balancer's members use; guarded by mu
 
 	localLog failLog // rate-limits warnings about ringlb's own limits, all upstreams together
 }
@@ -356,9 +356,9 @@ func (b *Balancer) LastReload() *metrics.Reload { return b.proc.LastReload.Load(
 // with the next request or health report; the members stay as discovery
 // last left them).
 func (b *Balancer) Close() {
-	b.stopDiscovery()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.disc.run.Stop()
 	b.transport.CloseIdleConnections()
 	for _, u := range b.ups {
 		if br := u.br.Load(); br != nil {

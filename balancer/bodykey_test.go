@@ -247,7 +247,7 @@ func TestJSONKeyExpectContinue(t *testing.T) {
 func TestJSONKeyRetryReplaysBody(t *testing.T) {
 	good := bodyEcho(t, "good")
 	refused := testnet.RefusedAddr(t)
-	ups := []UpstreamOptions{
+	ups := []options.Upstream{
 		{Name: "good", URL: mustURL(t, good.srv.URL), Weight: 1},
 		{Name: "refused", URL: mustURL(t, "http://"+refused), Weight: 1},
 	}

@@ -2,44 +2,28 @@ package balancer
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"net/url"
 	"slices"
 	"strings"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ringlb/ringlb/balancer/discovery"
+	"github.com/ringlb/ringlb/balancer/options"
+	"github.com/ringlb/ringlb/balancer/state"
 	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/ring"
 )
 
-// discoveryRun is one running Discoverer: the one a discovery block
-// started, kept across reloads while the block stays.
-type discoveryRun struct {
-	d      *discovery.Discoverer
-	cancel context.CancelFunc
-}
-
 // discoveryState is the Balancer's discovery side. Guarded by Balancer.mu
 // except run, which the metrics and admin pages read without a lock.
 type discoveryState struct {
-	run       atomic.Pointer[discoveryRun]
+	run       discovery.Running  // the discovery block's Discoverer
 	static    Options            // the options last installed, the static half of every membership
 	found     []discovery.Member // the Discoverer's last member list
 	conflicts map[string]bool    // discovered names a static upstream shadows, logged once each
 	changed   chan struct{}      // signalled (never blocking) after a membership change
-}
-
-// discovererOptions are the block's options with b's OnChange and
-// Logger: changes reach b through run.
-func (b *Balancer) discovererOptions(o *discovery.Options, run *discoveryRun) discovery.Options {
-	do := *o
-	do.OnChange = func(u discovery.Update) { b.discovered(run, u.Members) }
-	do.Logger = b.log
-	return do
 }
 
 // foundFor returns the discovered members a snapshot built from opts holds:
@@ -53,40 +37,25 @@ func (d *discoveryState) foundFor(opts Options) []discovery.Member {
 }
 
 // prepareDiscoveryLocked does the fallible part of applying opts'
-// discovery block, before anything changes: it builds the Discoverer of a
-// new block (not running yet) or reconfigures the running one (which then
-// resolves at once). commit, called once the snapshot is installed,
-// starts the new one or stops the old one when the block was removed.
-// Callers hold b.mu.
+// discovery block, before anything changes (see discovery.Running.Prepare);
+// commit, called once the snapshot is installed, starts a new Discoverer
+// or stops the old one when the block was removed. Callers hold b.mu.
 func (b *Balancer) prepareDiscoveryLocked(opts Options) (commit func(), err error) {
-	cur := b.disc.run.Load()
-	switch {
-	case opts.Discovery == nil && cur == nil:
-		return func() {}, nil
-	case opts.Discovery == nil:
-		return func() {
-			b.disc.run.Store(nil)
-			b.disc.found = nil
-			cur.cancel() // a poll in flight finds itself replaced and changes nothing
-			b.log.Info("discovery off: the ring's members are the static upstreams")
-		}, nil
-	case cur != nil:
-		if err := cur.d.Reconfigure(b.discovererOptions(opts.Discovery, cur)); err != nil {
-			return nil, fmt.Errorf("balancer: %w", err)
-		}
-		return func() {}, nil
+	var o *discovery.Options
+	if opts.Discovery != nil {
+		do := *opts.Discovery
+		do.Logger = b.log
+		o = &do
 	}
-	run := &discoveryRun{}
-	d, err := discovery.New(b.discovererOptions(opts.Discovery, run))
+	start, err := b.disc.run.Prepare(o, func(d *discovery.Discoverer, u discovery.Update) { b.discovered(d, u.Members) })
 	if err != nil {
 		return nil, fmt.Errorf("balancer: %w", err)
 	}
-	run.d = d
 	return func() {
-		ctx, cancel := context.WithCancel(context.Background())
-		run.cancel = cancel
-		b.disc.run.Store(run)
-		go d.Run(ctx) // returns when cancelled
+		if start() {
+			b.disc.found = nil
+			b.log.Info("discovery off: the ring's members are the static upstreams")
+		}
 	}, nil
 }
 
@@ -95,28 +64,18 @@ func (b *Balancer) prepareDiscoveryLocked(opts Options) (commit func(), err erro
 // leaves the pool's options as they are, and so calls no Update. It never
 // blocks.
 func (b *Balancer) Resolve() {
-	if run := b.disc.run.Load(); run != nil {
-		run.d.Resolve()
+	if d := b.disc.run.Discoverer(); d != nil {
+		d.Resolve()
 	}
 }
 
-// stopDiscovery stops the running Discoverer, if any (Close).
-func (b *Balancer) stopDiscovery() {
-	b.mu.Lock()
-	run := b.disc.run.Swap(nil)
-	b.mu.Unlock()
-	if run != nil {
-		run.cancel()
-	}
-}
-
-// discovered installs a new member list from run: the next snapshot is
-// the static upstreams plus the discovered members, with everything else
-// as it was. Lists from a Discoverer that was since stopped are ignored.
-func (b *Balancer) discovered(run *discoveryRun, found []discovery.Member) {
+// discovered installs a new member list from d: the next snapshot is the
+// static upstreams plus the discovered members, with everything else as
+// it was. Lists from a Discoverer that was since stopped are ignored.
+func (b *Balancer) discovered(d *discovery.Discoverer, found []discovery.Member) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.disc.run.Load() != run {
+	if !b.disc.run.Current(d) {
 		return
 	}
 	b.disc.found = found
@@ -178,7 +137,7 @@ func (b *Balancer) logConflictsLocked() {
 
 // discoveredSpecs returns the members of found that a static upstream
 // (in static) does not shadow, as ring members and specs by name.
-func discoveredSpecs(found []discovery.Member, static map[string]UpstreamOptions) ([]ring.Member, map[string]memberSpec, error) {
+func discoveredSpecs(found []discovery.Member, static map[string]options.Upstream) ([]ring.Member, map[string]memberSpec, error) {
 	rm := make([]ring.Member, 0, len(found))
 	specs := make(map[string]memberSpec, len(found))
 	for _, m := range found {
@@ -198,9 +157,9 @@ func discoveredSpecs(found []discovery.Member, static map[string]UpstreamOptions
 		// held keys stay, new keys go elsewhere (rule 12). As a configured
 		// state, it applies when it changes, so a state set through the
 		// admin API meanwhile stands until the endpoint's changes.
-		st := StateReady
+		st := state.Ready
 		if m.Terminating {
-			st = StateDrain
+			st = state.Drain
 		}
 		specs[m.Name] = memberSpec{name: m.Name, url: u, weight: m.Weight, protocol: proto, state: st,
 			source: m.Source, absent: m.Absent, initial: m.Initial}
@@ -236,8 +195,8 @@ func (b *Balancer) Members() []MemberURL {
 // discoveryStatus returns each source's state, in config order; nil
 // without a discovery block.
 func (b *Balancer) discoveryStatus() []discovery.Status {
-	if run := b.disc.run.Load(); run != nil {
-		return run.d.Status()
+	if d := b.disc.run.Discoverer(); d != nil {
+		return d.Status()
 	}
 	return nil
 }
@@ -248,8 +207,8 @@ func discoveryCollector(pools func() []*Balancer) prometheus.Collector {
 	return discovery.NewCollector(func() []*discovery.Discoverer {
 		var out []*discovery.Discoverer
 		for _, b := range pools() {
-			if run := b.disc.run.Load(); run != nil {
-				out = append(out, run.d)
+			if d := b.disc.run.Discoverer(); d != nil {
+				out = append(out, d)
 			}
 		}
 		return out

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/balancer/metrics"
+	"github.com/ringlb/ringlb/balancer/state"
 )
 
 // An upstream set to drain by the config (at start or by a reload) while
@@ -15,11 +18,11 @@ func TestDrainWithoutHoldWarnsFromConfig(t *testing.T) {
 	for _, holdOn := range []bool{false, true} {
 		var logs bytes.Buffer
 		opts := baseOptions(upstreamsOf(t, a, c))
-		opts.Upstreams[1].State = StateDrain
+		opts.Upstreams[1].State = state.Drain
 		if holdOn {
 			opts.Hold = HoldOptions{Idle: time.Second, MaxKeys: 100}
 		}
-		b, err := New(opts, NewRegistry(), slog.New(slog.NewTextHandler(&logs, nil)))
+		b, err := New(opts, metrics.NewRegistry(), slog.New(slog.NewTextHandler(&logs, nil)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer/hold"
+	"github.com/ringlb/ringlb/balancer/state"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -120,18 +121,18 @@ func (s *snapshot) handoffFrom(rec hold.Rec, found bool, h uint64, now int64) in
 			if j < 0 {
 				return false // removed: it had the key, and cannot hand it over
 			}
-			if s.members[j].u.available() && s.members[j].u.adminState() != StateMaint {
+			if s.members[j].u.available() && s.members[j].u.adminState() != state.Maint {
 				p = j
 				return false
 			}
 			return true
 		})
 	default:
-		if o := s.ring.Owner(h); o >= 0 && s.members[o].u.adminState() == StateDrain {
+		if o := s.ring.Owner(h); o >= 0 && s.members[o].u.adminState() == state.Drain {
 			p = o
 		}
 	}
-	if p >= 0 && (!s.members[p].u.available() || s.members[p].u.adminState() == StateMaint) {
+	if p >= 0 && (!s.members[p].u.available() || s.members[p].u.adminState() == state.Maint) {
 		p = -1
 	}
 	return p

@@ -12,6 +12,7 @@ import (
 	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/hold/share"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/state"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -295,7 +296,7 @@ func (b *Balancer) standing(s *snapshot, i int, now int64) hold.Standing {
 	if w.judge(i, 0) != ring.Accept {
 		return hold.Unavailable
 	}
-	if s.members[i].u.adminState() == StateDrain {
+	if s.members[i].u.adminState() == state.Drain {
 		return hold.Draining
 	}
 	return hold.Ready
@@ -400,5 +401,5 @@ func (b *Balancer) heldOf(s *snapshot, h uint64) string {
 // key anyway: it follows a record of another ring version, or keeps the
 // key on a draining upstream.
 func (s *snapshot) holdNamed(rec hold.Rec, held int) bool {
-	return rec.Version != s.hold.cur || s.members[held].u.adminState() == StateDrain
+	return rec.Version != s.hold.cur || s.members[held].u.adminState() == state.Drain
 }

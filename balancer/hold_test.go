@@ -39,7 +39,7 @@ func holdProxy(t testing.TB, c *fakeClock, opts Options) (*Balancer, *prometheus
 
 // holdOptions is baseOptions keyed on X-User-ID, with hold on (idle) and
 // bounded loads off, as a session-holding fleet runs.
-func holdOptions(ups []UpstreamOptions, idle time.Duration) Options {
+func holdOptions(ups []options.Upstream, idle time.Duration) Options {
 	opts := baseOptions(ups)
 	opts.Ring.LoadFactor = 0
 	opts.Hash.Key = []key.Source{{Kind: key.Header, Name: "X-User-ID"}}

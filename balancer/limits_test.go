@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer/inflight"
+	"github.com/ringlb/ringlb/balancer/metrics"
 	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/balancer/route"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
@@ -104,7 +105,7 @@ func TestUpstreamRequestsAcrossPools(t *testing.T) {
 		}
 		w.Write([]byte("ok"))
 	}
-	rt, err := NewRouter(NewRegistry())
+	rt, err := NewRouter(metrics.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

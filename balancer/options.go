@@ -2,7 +2,6 @@ package balancer
 
 import (
 	"net/netip"
-	"net/url"
 
 	"github.com/ringlb/ringlb/balancer/accesslog"
 	"github.com/ringlb/ringlb/balancer/breaker"
@@ -27,7 +26,7 @@ type Options struct {
 	// (Update ignores it).
 	Pool string
 
-	Upstreams []UpstreamOptions
+	Upstreams []options.Upstream
 	Ring      options.Ring
 	Hash      options.Hash
 
@@ -94,38 +93,4 @@ type Options struct {
 	// for Limits.UpstreamRequests; Balancers sharing one are limited
 	// together. Read by New only; nil: the Balancer counts on its own.
 	Counts *inflight.Counts
-}
-
-// UpstreamOptions describes one upstream: an entry of the config file's
-// upstreams, which decodes into it. Each field's comment names the field
-// in the file, its default there and the bounds the config's validation
-// enforces.
-type UpstreamOptions struct {
-	// Name is name, the upstream's identity on the ring under placement
-	// ringlb, and its label everywhere (metrics, logs, the upstream
-	// header): non-empty, unique, made of ASCII letters, digits and
-	// "-_.:".
-	Name string `yaml:"name"`
-	// URL is url, where requests go: an absolute http or https URL. A
-	// path in it is prefixed to the request path; the config allows none
-	// (other than "/"), nor user info, a query or a fragment, and no two
-	// upstreams share one (compared as scheme://host:port, default ports
-	// filled in).
-	URL *url.URL `yaml:"url"`
-	// Weight is weight; default 1; > 0, whole under placement nginx.
-	Weight float64 `yaml:"weight" default:"1"`
-	// Addr is the URL's host[:port] exactly as written; the identity under
-	// placement nginx. It is not in the file: the config fills it in.
-	Addr string
-	// Protocol is protocol, how requests reach it: http1 (transport.HTTP1,
-	// the default and the zero value), h2c (cleartext HTTP/2 with prior
-	// knowledge; needs an http URL) or h2 (HTTP/2 over TLS; needs https).
-	Protocol transport.Protocol `yaml:"protocol" default:"http1"`
-	// State is state, the admin state the upstream starts in: ready
-	// (StateReady, the default and the zero value), drain or maint (see
-	// AdminState, routing rule 12). Update applies it only when it differs
-	// from the previous options' State for this upstream, so a state set
-	// through SetState (the admin API) outlives reloads that leave this
-	// field alone.
-	State AdminState `yaml:"state" default:"ready"`
 }

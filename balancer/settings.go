@@ -14,6 +14,7 @@ import (
 	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/balancer/keyhash"
 	"github.com/ringlb/ringlb/balancer/options"
+	"github.com/ringlb/ringlb/balancer/state"
 	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/ring"
 )
@@ -65,7 +66,7 @@ type memberSpec struct {
 	weight   float64
 	points   int                // ring.PointsFor(points_per_weight, weight): slow start's point count
 	protocol transport.Protocol // how ringlb speaks to it; discovered members take their source's
-	state    AdminState         // the configured admin state; discovered members: ready
+	state    state.Admin        // the configured admin state; discovered members: ready
 
 	source  string // the discovery source's name; "" for a static upstream
 	absent  bool   // discovered, missing from its source's answer: skipped
@@ -195,7 +196,7 @@ func (set *settings) compileKeys(opts Options) error {
 // records, for each ring member, what the options say about it. When prev
 // (nil: none) has the same members, it is the ring.
 func (set *settings) membership(opts Options, found []discovery.Member, prev *ring.Ring) (*ring.Ring, error) {
-	byName := make(map[string]UpstreamOptions, len(opts.Upstreams))
+	byName := make(map[string]options.Upstream, len(opts.Upstreams))
 	rm := make([]ring.Member, 0, len(opts.Upstreams))
 	for i, uo := range opts.Upstreams {
 		if uo.Name == "" {
@@ -214,7 +215,7 @@ func (set *settings) membership(opts Options, found []discovery.Member, prev *ri
 			return nil, fmt.Errorf("balancer: upstreams[%d] (%s): protocol h2 needs an https url, got %v", i, uo.Name, uo.URL)
 		case uo.Protocol > transport.H2:
 			return nil, fmt.Errorf("balancer: upstreams[%d] (%s): unknown protocol %v", i, uo.Name, uo.Protocol)
-		case int(uo.State) >= len(adminStates):
+		case int(uo.State) >= len(state.Names()):
 			return nil, fmt.Errorf("balancer: upstreams[%d] (%s): unknown state %v", i, uo.Name, uo.State)
 		}
 		byName[uo.Name] = uo

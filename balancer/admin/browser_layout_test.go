@@ -14,7 +14,9 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/metrics"
 	"github.com/ringlb/ringlb/balancer/options"
+	"github.com/ringlb/ringlb/balancer/state"
 )
 
 // measurePage loads the status page in a frame of the width its query
@@ -48,14 +50,14 @@ func TestStatusPageFitsItsWidth(t *testing.T) {
 		t.Skip("-short: runs headless Chromium")
 	}
 	bin := chromiumPath(t)
-	var ups []balancer.UpstreamOptions
+	var ups []options.Upstream
 	for i := 1; i <= 4; i++ {
 		be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 		t.Cleanup(be.Close)
 		u := mustParse(t, be.URL)
-		ups = append(ups, balancer.UpstreamOptions{Name: fmt.Sprintf("app-%d", i), URL: u, Addr: u.Host, Weight: 1})
+		ups = append(ups, options.Upstream{Name: fmt.Sprintf("app-%d", i), URL: u, Addr: u.Host, Weight: 1})
 	}
-	reg := balancer.NewRegistry()
+	reg := metrics.NewRegistry()
 	b, err := balancer.New(balancer.Options{
 		Upstreams: ups, Ring: options.Ring{PointsPerWeight: 160},
 		Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: options.OnMissingRandom},
@@ -75,7 +77,7 @@ func TestStatusPageFitsItsWidth(t *testing.T) {
 			res.Body.Close()
 		}
 	}
-	if _, err := b.SetState("app-2", balancer.StateDrain); err != nil {
+	if _, err := b.SetState("app-2", state.Drain); err != nil {
 		t.Fatal(err)
 	}
 	admin := httptest.NewUnstartedServer(nil)

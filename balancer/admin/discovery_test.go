@@ -12,6 +12,7 @@ import (
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/discovery"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/metrics"
 	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/internal/testutil/dnstest"
 )
@@ -60,7 +61,7 @@ func TestDiscoveryViews(t *testing.T) {
 	const src = "_http._tcp.app.test"
 	z := dnstest.New(t)
 	z.SetSilent(src, true)
-	reg := balancer.NewRegistry()
+	reg := metrics.NewRegistry()
 	b, err := balancer.New(balancer.Options{
 		Ring:     options.Ring{PointsPerWeight: 160},
 		Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},

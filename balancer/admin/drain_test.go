@@ -11,6 +11,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/metrics"
 	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
@@ -20,12 +21,12 @@ import (
 // listener (answering Host 127.0.0.1:9901).
 func drainProxy(t *testing.T, holdOn bool) (adm *httptest.Server, logs *testenv.Buffer) {
 	t.Helper()
-	var ups []balancer.UpstreamOptions
+	var ups []options.Upstream
 	for _, n := range []string{"a", "b"} {
 		be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, n) }))
 		t.Cleanup(be.Close)
 		u := mustParse(t, be.URL)
-		ups = append(ups, balancer.UpstreamOptions{Name: n, URL: u, Addr: u.Host, Weight: 1})
+		ups = append(ups, options.Upstream{Name: n, URL: u, Addr: u.Host, Weight: 1})
 	}
 	opts := balancer.Options{
 		Upstreams: ups, Ring: options.Ring{PointsPerWeight: 160},
@@ -36,7 +37,7 @@ func drainProxy(t *testing.T, holdOn bool) (adm *httptest.Server, logs *testenv.
 		opts.Hold = balancer.HoldOptions{Idle: time.Hour, MaxKeys: 1000}
 	}
 	logs = &testenv.Buffer{}
-	reg := balancer.NewRegistry()
+	reg := metrics.NewRegistry()
 	b, err := balancer.New(opts, reg, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)

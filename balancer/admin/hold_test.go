@@ -13,6 +13,7 @@ import (
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/hold/share"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/metrics"
 	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/internal/testutil/redistest"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
@@ -22,12 +23,12 @@ import (
 // held on after a membership change (null for a key never served), and
 // the status page shows the held keys and the held share of requests.
 func TestHoldLookupAndStatus(t *testing.T) {
-	var ups []balancer.UpstreamOptions
+	var ups []options.Upstream
 	for _, n := range []string{"a", "b", "c", "d"} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, n) }))
 		t.Cleanup(srv.Close)
 		u, _ := url.Parse(srv.URL)
-		ups = append(ups, balancer.UpstreamOptions{Name: n, URL: u, Addr: u.Host, Weight: 1})
+		ups = append(ups, options.Upstream{Name: n, URL: u, Addr: u.Host, Weight: 1})
 	}
 	opts := balancer.Options{
 		Upstreams: ups[:3], Ring: options.Ring{PointsPerWeight: 160},
@@ -35,7 +36,7 @@ func TestHoldLookupAndStatus(t *testing.T) {
 		Timeouts: options.Timeouts{Dial: time.Second},
 		Hold:     balancer.HoldOptions{Idle: time.Hour, MaxKeys: 1000},
 	}
-	reg := balancer.NewRegistry()
+	reg := metrics.NewRegistry()
 	b, err := balancer.New(opts, reg, nil)
 	if err != nil {
 		t.Fatal(err)

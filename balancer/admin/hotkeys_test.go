@@ -13,6 +13,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/metrics"
 	"github.com/ringlb/ringlb/balancer/options"
 )
 
@@ -143,12 +144,12 @@ func serveKeyed(t *testing.T, onMissing options.OnMissing, hold balancer.HoldOpt
 // serveKeyedWith is serveKeyed with the options as mut leaves them.
 func serveKeyedWith(t *testing.T, mut func(*balancer.Options), names ...string) (b *balancer.Balancer, front, admin *httptest.Server) {
 	t.Helper()
-	var ups []balancer.UpstreamOptions
+	var ups []options.Upstream
 	for _, n := range names {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, n) }))
 		t.Cleanup(srv.Close)
 		u, _ := url.Parse(srv.URL)
-		ups = append(ups, balancer.UpstreamOptions{Name: n, URL: u, Addr: u.Host, Weight: 1})
+		ups = append(ups, options.Upstream{Name: n, URL: u, Addr: u.Host, Weight: 1})
 	}
 	opts := balancer.Options{
 		Upstreams: ups, Ring: options.Ring{PointsPerWeight: 160},
@@ -156,7 +157,7 @@ func serveKeyedWith(t *testing.T, mut func(*balancer.Options), names ...string) 
 		Timeouts: options.Timeouts{Dial: time.Second},
 	}
 	mut(&opts)
-	reg := balancer.NewRegistry()
+	reg := metrics.NewRegistry()
 	b, err := balancer.New(opts, reg, nil)
 	if err != nil {
 		t.Fatal(err)

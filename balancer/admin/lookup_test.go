@@ -11,6 +11,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/metrics"
 	"github.com/ringlb/ringlb/balancer/options"
 )
 
@@ -52,9 +53,9 @@ func TestLookupRequestBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	u, _ := url.Parse("http://a.internal:8080")
-	reg := balancer.NewRegistry()
+	reg := metrics.NewRegistry()
 	b, err := balancer.New(balancer.Options{
-		Upstreams: []balancer.UpstreamOptions{{Name: "a", URL: u, Addr: u.Host, Weight: 1}, {Name: "b", URL: u, Addr: u.Host, Weight: 1}},
+		Upstreams: []options.Upstream{{Name: "a", URL: u, Addr: u.Host, Weight: 1}, {Name: "b", URL: u, Addr: u.Host, Weight: 1}},
 		Ring:      options.Ring{PointsPerWeight: 160},
 		Hash: options.Hash{Key: []key.Source{
 			{Kind: key.JSON, Name: "prompt_cache_key"}, {Kind: key.JSON, Name: "user"}, {Kind: key.Host},
@@ -113,9 +114,9 @@ func TestLookupRequestBody(t *testing.T) {
 // source finds no key in falls to the next source.
 func TestLookupPrefixKey(t *testing.T) {
 	u, _ := url.Parse("http://a.internal:8080")
-	reg := balancer.NewRegistry()
+	reg := metrics.NewRegistry()
 	b, err := balancer.New(balancer.Options{
-		Upstreams: []balancer.UpstreamOptions{{Name: "a", URL: u, Addr: u.Host, Weight: 1}, {Name: "b", URL: u, Addr: u.Host, Weight: 1}, {Name: "c", URL: u, Addr: u.Host, Weight: 1}},
+		Upstreams: []options.Upstream{{Name: "a", URL: u, Addr: u.Host, Weight: 1}, {Name: "b", URL: u, Addr: u.Host, Weight: 1}, {Name: "c", URL: u, Addr: u.Host, Weight: 1}},
 		Ring:      options.Ring{PointsPerWeight: 160},
 		Hash:      options.Hash{Key: []key.Source{{Kind: key.Prefix, Bytes: 256}, {Kind: key.Host}}},
 	}, reg, nil)

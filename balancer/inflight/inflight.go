@@ -99,3 +99,31 @@ func Key(u *url.URL) string {
 	}
 	return scheme + "://" + host
 }
+
+// Uses is the counts one Balancer's members use, by Key: each is
+// acquired once however many members share its URL.
+type Uses map[string]*Count
+
+// Use returns the count of the URL at u, for a member of the Balancer
+// whose counts in use were prev before: prev's count of it, or one
+// acquired from c. It notes the count in us.
+func (us Uses) Use(u *url.URL, prev Uses, c *Counts) *Count {
+	k := Key(u)
+	n := us[k]
+	if n == nil {
+		if n = prev[k]; n == nil {
+			n = c.Acquire(k)
+		}
+		us[k] = n
+	}
+	return n
+}
+
+// ReleaseUnused releases to c the counts in prev that us does not use.
+func (us Uses) ReleaseUnused(prev Uses, c *Counts) {
+	for k := range prev {
+		if us[k] == nil {
+			c.Release(k)
+		}
+	}
+}

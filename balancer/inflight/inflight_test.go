@@ -40,3 +40,35 @@ func TestCounts(t *testing.T) {
 		t.Errorf("InFlight after release = %d, want 0", got)
 	}
 }
+
+// Members sharing a URL share its count; a URL a Balancer stops using is
+// released, one it keeps keeps its count.
+func TestUses(t *testing.T) {
+	u := func(s string) *url.URL {
+		p, err := url.Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	c := NewCounts()
+	first := Uses{}
+	a, b := first.Use(u("http://a:80"), nil, c), first.Use(u("http://A"), nil, c)
+	gone := first.Use(u("http://b"), nil, c)
+	if a != b || a == gone {
+		t.Fatal("one URL spelled twice has two counts, or two URLs one")
+	}
+	a.Take(0)
+	next := Uses{}
+	if next.Use(u("http://a"), first, c) != a {
+		t.Error("a URL in use again got a new count")
+	}
+	next.ReleaseUnused(first, c)
+	gone.Take(0)
+	if n := c.InFlight(u("http://b")); n != 0 {
+		t.Errorf("InFlight of a released URL = %d, want 0 (forgotten)", n)
+	}
+	if n := c.InFlight(u("http://a")); n != 1 {
+		t.Errorf("InFlight of a kept URL = %d, want 1", n)
+	}
+}

@@ -1,6 +1,7 @@
 // Package options holds the option blocks the config file and the
-// Balancer share: the ring, hash, timeouts and limits blocks, which the
-// config decodes into and the Balancer reads as they are.
+// Balancer share: an upstream, the ring, hash, timeouts and limits
+// blocks, which the config decodes into and the Balancer reads as they
+// are.
 //
 // Each field's comment names the field in the file, its default there
 // (what a file without the field gets) and the bounds the config's
@@ -9,11 +10,48 @@
 package options
 
 import (
+	"net/url"
 	"time"
 
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/state"
+	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/ring"
 )
+
+// Upstream describes one upstream: an entry of the config file's
+// upstreams, which decodes into it. Each field's comment names the field
+// in the file, its default there and the bounds the config's validation
+// enforces.
+type Upstream struct {
+	// Name is name, the upstream's identity on the ring under placement
+	// ringlb, and its label everywhere (metrics, logs, the upstream
+	// header): non-empty, unique, made of ASCII letters, digits and
+	// "-_.:".
+	Name string `yaml:"name"`
+	// URL is url, where requests go: an absolute http or https URL. A
+	// path in it is prefixed to the request path; the config allows none
+	// (other than "/"), nor user info, a query or a fragment, and no two
+	// upstreams share one (compared as scheme://host:port, default ports
+	// filled in).
+	URL *url.URL `yaml:"url"`
+	// Weight is weight; default 1; > 0, whole under placement nginx.
+	Weight float64 `yaml:"weight" default:"1"`
+	// Addr is the URL's host[:port] exactly as written; the identity under
+	// placement nginx. It is not in the file: the config fills it in.
+	Addr string
+	// Protocol is protocol, how requests reach it: http1 (transport.HTTP1,
+	// the default and the zero value), h2c (cleartext HTTP/2 with prior
+	// knowledge; needs an http URL) or h2 (HTTP/2 over TLS; needs https).
+	Protocol transport.Protocol `yaml:"protocol" default:"http1"`
+	// State is state, the admin state the upstream starts in: ready
+	// (state.Ready, the default and the zero value), drain or maint (see
+	// state.Admin, routing rule 12). The Balancer's Update applies it only
+	// when it differs from the previous options' State for this upstream,
+	// so a state set through its SetState (the admin API) outlives reloads
+	// that leave this field alone.
+	State state.Admin `yaml:"state" default:"ready"`
+}
 
 // Ring is the ring block.
 type Ring struct {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/metrics"
 	"github.com/ringlb/ringlb/balancer/options"
 )
 
@@ -126,7 +127,7 @@ func frontFor(sc Scenario, servers []*Server, first, all []*url.URL) (front stri
 		return u, func() error { p.set(all); return nil }, stop, nil
 	case "ringlb":
 		opts := ringlbOptions(sc, first)
-		b, err := balancer.New(opts, balancer.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		b, err := balancer.New(opts, metrics.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 		if err != nil {
 			return "", nil, nil, err
 		}
@@ -155,7 +156,7 @@ func ringlbOptions(sc Scenario, us []*url.URL) balancer.Options {
 		opts.Hold = balancer.HoldOptions{Idle: 30 * time.Minute, MaxKeys: 1 << 20}
 	}
 	for i, u := range us {
-		opts.Upstreams = append(opts.Upstreams, balancer.UpstreamOptions{Name: fmt.Sprintf("gpu-%d", i+1), URL: u, Addr: u.Host, Weight: 1})
+		opts.Upstreams = append(opts.Upstreams, options.Upstream{Name: fmt.Sprintf("gpu-%d", i+1), URL: u, Addr: u.Host, Weight: 1})
 	}
 	return opts
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/discovery"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/metrics"
 	"github.com/ringlb/ringlb/balancer/options"
 )
 
@@ -63,7 +64,7 @@ func TestPerf1000(t *testing.T) {
 	}
 	start := time.Now()
 	logs := &lockedBuf{}
-	b, err := balancer.New(opts, balancer.NewRegistry(), slog.New(slog.NewTextHandler(logs, nil)))
+	b, err := balancer.New(opts, metrics.NewRegistry(), slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

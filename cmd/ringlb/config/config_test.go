@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/state"
 	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/ring"
 )
@@ -74,7 +74,7 @@ func defaults(t *testing.T) *Config {
 				BodyLimit: 65536,
 			},
 			Ring:      Ring{PointsPerWeight: 160, LoadFactor: 0, LoadFloor: 8, Placement: "ringlb", SlowStart: 0, OnUnavailable: "remap"},
-			Upstreams: []Upstream{{Name: "a", URL: u.URL, Weight: 1, Addr: "127.0.0.1:9001", Protocol: transport.HTTP1, State: balancer.StateReady}},
+			Upstreams: []Upstream{{Name: "a", URL: u.URL, Weight: 1, Addr: "127.0.0.1:9001", Protocol: transport.HTTP1, State: state.Ready}},
 			Health:    nil,
 			Breaker: Breaker{
 				ConsecutiveFailures: 5,
@@ -124,7 +124,7 @@ func TestRootConfigIsTheDefaults(t *testing.T) {
 	want.Upstreams = nil
 	for i := 1; i <= 4; i++ {
 		u := mustURL(t, fmt.Sprintf("http://127.0.0.1:900%d", i))
-		want.Upstreams = append(want.Upstreams, Upstream{Name: fmt.Sprintf("app-%d", i), URL: u.URL, Weight: 1, Addr: u.Addr, Protocol: transport.HTTP1, State: balancer.StateReady})
+		want.Upstreams = append(want.Upstreams, Upstream{Name: fmt.Sprintf("app-%d", i), URL: u.URL, Weight: 1, Addr: u.Addr, Protocol: transport.HTTP1, State: state.Ready})
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
@@ -199,8 +199,8 @@ upstream_tls: {server_name: backend.example, insecure_skip_verify: true}
 				}
 				want.Ring = Ring{PointsPerWeight: 100, LoadFactor: 2, LoadFloor: 3, Placement: "ringlb", SlowStart: 30 * time.Second, OnUnavailable: "remap"}
 				want.Upstreams = []Upstream{
-					{Name: "app-1", URL: mustURL(t, "https://backend.example:8443/").URL, Weight: 2.5, Addr: "backend.example:8443", Protocol: transport.H2, State: balancer.StateReady},
-					{Name: "app_2.x:y", URL: mustURL(t, "http://[::1]:9002").URL, Weight: 16, Addr: "[::1]:9002", Protocol: transport.H2C, State: balancer.StateDrain},
+					{Name: "app-1", URL: mustURL(t, "https://backend.example:8443/").URL, Weight: 2.5, Addr: "backend.example:8443", Protocol: transport.H2, State: state.Ready},
+					{Name: "app_2.x:y", URL: mustURL(t, "http://[::1]:9002").URL, Weight: 16, Addr: "[::1]:9002", Protocol: transport.H2C, State: state.Drain},
 				}
 				want.Health = &Health{Path: "/ready?deep=1", Interval: 10 * time.Second, Timeout: 9 * time.Second, Rise: 1, Fall: 1, ExpectStatus: StatusRange{Min: 200, Max: 200}}
 				want.Breaker = Breaker{ConsecutiveFailures: 0, FailureStatuses: []int{}, FailureGRPCStatuses: []int{0, 16}, OpenTimeout: time.Second, MaxOpenTimeout: time.Second}

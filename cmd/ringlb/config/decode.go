@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/state"
 	"github.com/ringlb/ringlb/balancer/transport"
 	"gopkg.in/yaml.v3"
 )
@@ -137,10 +137,10 @@ func (d *decoder) custom(f string, n *yaml.Node, v reflect.Value) bool {
 				d.badValue(f, n, "must be http1, h2c or h2, got %q", short(s))
 			}
 		}
-	case *balancer.AdminState: // upstreams[].state
+	case *state.Admin: // upstreams[].state
 		if s, ok := d.str(f, n); ok {
 			var err error
-			if *p, err = balancer.ParseAdminState(s); err != nil {
+			if *p, err = state.Parse(s); err != nil {
 				d.badValue(f, n, "must be ready, drain or maint, got %q", short(s))
 			}
 		}

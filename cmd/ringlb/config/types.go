@@ -120,7 +120,7 @@ type (
 	// goes to Pool.
 	Route = route.Route
 	// Upstream is one entry of upstreams.
-	Upstream = balancer.UpstreamOptions
+	Upstream = options.Upstream
 	// Hash is the hash block.
 	Hash = options.Hash
 	// Handoff is the handoff block.
