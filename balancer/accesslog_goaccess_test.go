@@ -12,6 +12,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer/accesslog"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
@@ -31,7 +32,7 @@ func TestAccessLogGoaccess(t *testing.T) {
 	}
 	opts := baseOptions(upstreamsOf(t, newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c")))
 	opts.Hash.Key = []key.Source{{Kind: key.Header, Name: "X-User-ID"}}
-	opts.Hash.OnMissing = OnMissingReject
+	opts.Hash.OnMissing = options.OnMissingReject
 	opts.AccessLog, opts.RequestIDHeader = l, "X-Request-Id"
 	_, _, front := proxy(t, opts)
 	sent := 0

@@ -15,6 +15,9 @@ import (
 	"github.com/ringlb/ringlb/balancer/accesslog"
 	"github.com/ringlb/ringlb/balancer/downstream"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/metrics"
+	"github.com/ringlb/ringlb/balancer/options"
+	"github.com/ringlb/ringlb/balancer/state"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
@@ -66,11 +69,11 @@ func TestAccessLogDecisions(t *testing.T) {
 	}
 	jl := newJSONLog(t)
 	ups := upstreamsOf(t, a, c)
-	ups = append(ups, UpstreamOptions{Name: "dead", URL: deadURL(t), Weight: 1})
+	ups = append(ups, options.Upstream{Name: "dead", URL: deadURL(t), Weight: 1})
 	opts := baseOptions(ups)
 	opts.Ring.LoadFactor = 0
 	opts.Hash.Key = []key.Source{{Kind: key.Header, Name: "X-User-ID"}}
-	opts.Hash.OnMissing = OnMissingReject
+	opts.Hash.OnMissing = options.OnMissingReject
 	opts.AccessLog = jl.l
 	opts.RequestIDHeader = "X-Request-Id"
 	b, _, front := proxy(t, opts)
@@ -98,7 +101,7 @@ func TestAccessLogDecisions(t *testing.T) {
 	if gotID != "client-id-7" {
 		t.Errorf("a client's request id reached the upstream as %q", gotID)
 	}
-	if _, err := b.SetState("a", StateMaint); err != nil {
+	if _, err := b.SetState("a", state.Maint); err != nil {
 		t.Fatal(err)
 	}
 	get(t, front.Client(), front.URL+"/", "X-User-ID", kA)
@@ -150,7 +153,7 @@ func TestAccessLogHTTP2Trace(t *testing.T) {
 	jl := newJSONLog(t)
 	opts := baseOptions(upstreamsOf(t, be))
 	opts.AccessLog, opts.RequestIDHeader = jl.l, "X-Request-Id"
-	b, err := New(opts, NewRegistry(), nil)
+	b, err := New(opts, metrics.NewRegistry(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +219,7 @@ func testRequestIDsMade(t *testing.T, h2 bool) {
 	}
 	opts := baseOptions(upstreamsOf(t, be))
 	opts.RequestIDHeader = "X-Request-Id"
-	b, err := New(opts, NewRegistry(), nil)
+	b, err := New(opts, metrics.NewRegistry(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +382,7 @@ func TestAccessLogCombinedRequestSpaces(t *testing.T) {
 	}
 	opts := baseOptions(upstreamsOf(t, be))
 	opts.AccessLog = l
-	b, err := New(opts, NewRegistry(), nil)
+	b, err := New(opts, metrics.NewRegistry(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer/downstream"
 	"github.com/ringlb/ringlb/balancer/reqbody"
+	"github.com/ringlb/ringlb/balancer/state"
 	"github.com/ringlb/ringlb/balancer/transport"
 )
 
@@ -152,18 +153,18 @@ func (b *Balancer) noUpstream(s *snapshot, rw *downstream.Writer, r *http.Reques
 			who = "upstream " + u.name
 		}
 		switch u.adminState() {
-		case StateDrain:
+		case state.Drain:
 			msg = who + " for this key is draining\n"
-		case StateMaint:
+		case state.Maint:
 			msg = who + " for this key is in maint\n"
 		default:
 			msg = who + " for this key is unavailable\n"
 		}
 	default:
 		switch s.everyNotReady() {
-		case StateDrain:
+		case state.Drain:
 			msg = "no upstream available: every upstream draining\n"
-		case StateMaint:
+		case state.Maint:
 			msg = "no upstream available: every upstream in maint\n"
 		}
 	}

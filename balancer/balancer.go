@@ -36,6 +36,7 @@ import (
 	"github.com/ringlb/ringlb/balancer/handoff"
 	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/hotkeys"
+	"github.com/ringlb/ringlb/balancer/inflight"
 	"github.com/ringlb/ringlb/balancer/metrics"
 	"github.com/ringlb/ringlb/ring"
 )
@@ -65,7 +66,7 @@ type member struct {
 	memberSpec
 	u     *upstream
 	proxy *httputil.ReverseProxy
-	count *urlCount // the requests in flight to its URL, for limits.upstream_requests
+	count *inflight.Count // the requests in flight to its URL, for limits.upstream_requests
 }
 
 // Balancer is the proxy handler. It is safe for concurrent use; create it
@@ -94,8 +95,8 @@ type Balancer struct {
 	hold hold.Keeper     // the hold records and the shared store's client, across reloads (under mu)
 	hot  hotkeys.Counter // the hottest keys (see hotkeys.go)
 
-	counts *UpstreamCounts      // per upstream URL, maybe shared with other Balancers
-	urls   map[string]*urlCount // the counts this Balancer's members use; guarded by mu
+	counts *inflight.Counts // per upstream URL, maybe shared with other Balancers
+	urls   inflight.Uses    // the counts this Balancer's members use; guarded by mu
 
 	localLog failLog // rate-limits warnings about ringlb's own limits, all upstreams together
 }
@@ -124,7 +125,7 @@ func newBalancer(opts Options, reg prometheus.Registerer, logger *slog.Logger, p
 		counts:  opts.Counts,
 	}
 	if b.counts == nil {
-		b.counts = NewUpstreamCounts()
+		b.counts = inflight.NewCounts()
 	}
 	b.hold.Log, b.hold.Now = logger, b.nanotime
 	b.hold.AfterFunc = func(d time.Duration, f func()) hold.Timer { return b.clk.AfterFunc(d, f) }
@@ -151,7 +152,7 @@ func newBalancer(opts Options, reg prometheus.Registerer, logger *slog.Logger, p
 	if reg != nil {
 		cs := b.collectors()
 		if proc == nil { // the process's one pool
-			err = b.proc.Register(reg, append(cs, discoveryCollector{pools: func() []*Balancer { return []*Balancer{b} }})...)
+			err = b.proc.Register(reg, append(cs, discoveryCollector(func() []*Balancer { return []*Balancer{b} }))...)
 		} else {
 			err = metrics.RegisterAll(reg, cs)
 		}
@@ -352,9 +353,9 @@ func (b *Balancer) LastReload() *metrics.Reload { return b.proc.LastReload.Load(
 // with the next request or health report; the members stay as discovery
 // last left them).
 func (b *Balancer) Close() {
-	b.stopDiscovery()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.disc.run.Stop()
 	b.transport.CloseIdleConnections()
 	for _, u := range b.ups {
 		if br := u.br.Load(); br != nil {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/metrics"
+	"github.com/ringlb/ringlb/balancer/options"
 )
 
 func TestReloadUnderLoad(t *testing.T) {
@@ -78,21 +80,21 @@ func TestReloadUnderLoad(t *testing.T) {
 }
 
 func TestSameOptionsSameChoice(t *testing.T) {
-	ups := []UpstreamOptions{}
+	ups := []options.Upstream{}
 	for _, n := range []string{"app-1", "app-2", "app-3", "app-4", "app-5"} {
 		u := mustURL(t, "http://"+n+".internal:8080")
-		ups = append(ups, UpstreamOptions{Name: n, URL: u, Addr: u.Host, Weight: 1})
+		ups = append(ups, options.Upstream{Name: n, URL: u, Addr: u.Host, Weight: 1})
 	}
 	ups[2].Weight = 2.5
 	b1, err := New(baseOptions(ups), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rev := make([]UpstreamOptions, len(ups))
+	rev := make([]options.Upstream, len(ups))
 	for i := range ups {
 		rev[len(ups)-1-i] = ups[i]
 	}
-	b2, err := New(baseOptions(rev), NewRegistry(), nil)
+	b2, err := New(baseOptions(rev), metrics.NewRegistry(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +236,7 @@ func TestReloadChangesURL(t *testing.T) {
 
 func TestNewRejectsBadOptions(t *testing.T) {
 	good := baseOptions(upstreamsOf(t, newBackend(t, "a")))
-	reg := NewRegistry()
+	reg := metrics.NewRegistry()
 	for name, mut := range map[string]func(*Options){
 		"no upstreams":   func(o *Options) { o.Upstreams = nil },
 		"unknown key":    func(o *Options) { o.Hash.Key = []key.Source{{Kind: "body"}} },
@@ -243,8 +245,8 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		"on_missing":     func(o *Options) { o.Hash.OnMissing = "guess" },
 		"cookie name":    func(o *Options) { o.Hash.OnMissing = "cookie"; o.Hash.Cookie.Name = "" },
 		"on_unavailable": func(o *Options) { o.Ring.OnUnavailable = "panic" },
-		"weight":         func(o *Options) { o.Upstreams = []UpstreamOptions{{Name: "a", URL: o.Upstreams[0].URL, Weight: -1}} },
-		"url":            func(o *Options) { o.Upstreams = []UpstreamOptions{{Name: "a", URL: mustURL(t, "/rel"), Weight: 1}} },
+		"weight":         func(o *Options) { o.Upstreams = []options.Upstream{{Name: "a", URL: o.Upstreams[0].URL, Weight: -1}} },
+		"url":            func(o *Options) { o.Upstreams = []options.Upstream{{Name: "a", URL: mustURL(t, "/rel"), Weight: 1}} },
 		"duplicate": func(o *Options) {
 			o.Upstreams = append(o.Upstreams, o.Upstreams[0])
 		},

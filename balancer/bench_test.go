@@ -12,6 +12,8 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/metrics"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/internal/testutil/chat"
 )
@@ -69,7 +71,7 @@ func benchServeHTTP(b *testing.B, kind string) {
 	opts.Breaker = breaker.Options{ConsecutiveFailures: 5, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: time.Minute}
 	opts.Timeouts.Read = time.Minute // on by default (timeouts.read)
 	// limits' defaults
-	opts.Limits = LimitOptions{UpstreamRequests: 1024, Send: time.Minute}
+	opts.Limits = options.Limits{UpstreamRequests: 1024, Send: time.Minute}
 	// request_id_header's default: every request below arrives without
 	// one, so each gets an id made for it.
 	opts.RequestIDHeader = "X-Request-Id"
@@ -78,7 +80,7 @@ func benchServeHTTP(b *testing.B, kind string) {
 	case "floor":
 		h = floorProxy(opts)
 	case "router":
-		rt, err := NewRouter(NewRegistry())
+		rt, err := NewRouter(metrics.NewRegistry())
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -92,7 +94,7 @@ func benchServeHTTP(b *testing.B, kind string) {
 		}
 		h = rt
 	default:
-		bal, err := New(opts, NewRegistry(), nil)
+		bal, err := New(opts, metrics.NewRegistry(), nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -165,10 +167,10 @@ func floorProxy(opts Options) http.Handler {
 func BenchmarkPick(b *testing.B) {
 	for _, n := range []int{3, 30, 300} {
 		b.Run(fmt.Sprint("members=", n), func(b *testing.B) {
-			var ups []UpstreamOptions
+			var ups []options.Upstream
 			for i := range n {
 				u, _ := url.Parse(fmt.Sprintf("http://10.0.%d.%d:80", i/250, i%250))
-				ups = append(ups, UpstreamOptions{Name: fmt.Sprint("app-", i), URL: u, Weight: 1})
+				ups = append(ups, options.Upstream{Name: fmt.Sprint("app-", i), URL: u, Weight: 1})
 			}
 			bal, err := New(baseOptions(ups), nil, nil)
 			if err != nil {
@@ -208,9 +210,9 @@ func BenchmarkServeHTTPJSONKey(b *testing.B) {
 	opts.Breaker = breaker.Options{ConsecutiveFailures: 5, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: time.Minute}
 	opts.Timeouts.Read = time.Minute
 	opts.Timeouts.ClientBody = time.Minute
-	opts.Limits = LimitOptions{UpstreamRequests: 1024, Send: time.Minute, BodyMemory: 64 << 20}
+	opts.Limits = options.Limits{UpstreamRequests: 1024, Send: time.Minute, BodyMemory: 64 << 20}
 	opts.RequestIDHeader = "X-Request-Id"
-	bal, err := New(opts, NewRegistry(), nil)
+	bal, err := New(opts, metrics.NewRegistry(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

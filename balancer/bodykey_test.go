@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/internal/testutil/chat"
 	"github.com/ringlb/ringlb/internal/testutil/testnet"
 )
@@ -33,7 +34,7 @@ func TestJSONKeyHopByHop(t *testing.T) {
 			inner(w, r)
 		}
 	}
-	b, _, front := proxy(t, jsonOptions(t, DefaultBodyLimit, bes...))
+	b, _, front := proxy(t, jsonOptions(t, options.DefaultBodyLimit, bes...))
 	body := `{"user":"alice"}`
 	for _, tc := range []struct {
 		name, head string
@@ -86,7 +87,7 @@ func bodyEcho(t testing.TB, name string) *backend {
 func jsonOptions(t testing.TB, limit int, bes ...*backend) Options {
 	opts := baseOptions(upstreamsOf(t, bes...))
 	opts.Hash.Key = []key.Source{{Kind: key.JSON, Name: "user"}, {Kind: key.JSON, Name: "metadata.session"}, {Kind: key.Header, Name: "X-Session"}}
-	opts.Hash.OnMissing = OnMissingReject
+	opts.Hash.OnMissing = options.OnMissingReject
 	opts.Hash.BodyLimit = limit
 	return opts
 }
@@ -207,7 +208,7 @@ func TestRequestTrailers(t *testing.T) {
 // its 100 Continue for "100-Continue, foo" too).
 func TestJSONKeyExpectContinue(t *testing.T) {
 	be := bodyEcho(t, "a")
-	_, _, front := proxy(t, jsonOptions(t, DefaultBodyLimit, be, bodyEcho(t, "b")))
+	_, _, front := proxy(t, jsonOptions(t, options.DefaultBodyLimit, be, bodyEcho(t, "b")))
 	body := `{"user":"alice","messages":[]}`
 	for _, expect := range []string{"100-continue", "100-Continue", "100-Continue, foo", "foo, 100-CONTINUE"} {
 		for _, framing := range []string{fmt.Sprintf("Content-Length: %d", len(body)), "Transfer-Encoding: chunked"} {
@@ -246,11 +247,11 @@ func TestJSONKeyExpectContinue(t *testing.T) {
 func TestJSONKeyRetryReplaysBody(t *testing.T) {
 	good := bodyEcho(t, "good")
 	refused := testnet.RefusedAddr(t)
-	ups := []UpstreamOptions{
+	ups := []options.Upstream{
 		{Name: "good", URL: mustURL(t, good.srv.URL), Weight: 1},
 		{Name: "refused", URL: mustURL(t, "http://"+refused), Weight: 1},
 	}
-	opts := jsonOptions(t, DefaultBodyLimit)
+	opts := jsonOptions(t, options.DefaultBodyLimit)
 	opts.Upstreams = ups
 	b, _, front := proxy(t, opts)
 	// A key the refusing upstream owns.
@@ -359,7 +360,7 @@ func FuzzJSONBodyReplay(f *testing.F) {
 
 // fuzzLimits are the body limits FuzzJSONBodyReplay's balancers read up
 // to: one below most bodies, one around them, the default.
-var fuzzLimits = []int{16, 256, DefaultBodyLimit}
+var fuzzLimits = []int{16, 256, options.DefaultBodyLimit}
 
 // refJSONKey is an independent reading of the json source for a valid
 // JSON document, with encoding/json's tokenizer: the first top-level

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer/breaker"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 	"github.com/ringlb/ringlb/ring"
 )
@@ -584,7 +585,7 @@ func TestOpenPeriodEndsWithoutTraffic(t *testing.T) {
 // set) under a write deadline, as servers with a WriteTimeout or a
 // send_timeout do: a reader slower than the deadline gets a cut body.
 // stalled gets a value when a write to ringlb failed.
-func writeDeadlineUpstream(t *testing.T, name string, deadline time.Duration, size int) (UpstreamOptions, <-chan struct{}) {
+func writeDeadlineUpstream(t *testing.T, name string, deadline time.Duration, size int) (options.Upstream, <-chan struct{}) {
 	t.Helper()
 	stalled := make(chan struct{}, 16)
 	chunk := make([]byte, 64<<10)
@@ -602,7 +603,7 @@ func writeDeadlineUpstream(t *testing.T, name string, deadline time.Duration, si
 	srv.Start()
 	t.Cleanup(srv.Close)
 	u := mustURL(t, srv.URL)
-	return UpstreamOptions{Name: name, URL: u, Addr: u.Host, Weight: 1}, stalled
+	return options.Upstream{Name: name, URL: u, Addr: u.Host, Weight: 1}, stalled
 }
 
 // TestSlowClientDoesNotChargeUpstream: a client that reads nothing for
@@ -618,7 +619,7 @@ func TestSlowClientDoesNotChargeUpstream(t *testing.T) {
 	// a busy machine under -race), as a real write timeout is.
 	a, stalled := writeDeadlineUpstream(t, "a", time.Second, size)
 	be := newBackend(t, "b")
-	opts := baseOptions(append([]UpstreamOptions{a}, upstreamsOf(t, be)...))
+	opts := baseOptions(append([]options.Upstream{a}, upstreamsOf(t, be)...))
 	opts.Ring.LoadFactor = 0
 	opts.Breaker = breaker.Options{ConsecutiveFailures: 1, FailureStatuses: []int{502, 503, 504}, OpenTimeout: time.Minute}
 	b, _, front := proxy(t, opts)

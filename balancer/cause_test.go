@@ -23,6 +23,8 @@ import (
 
 	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/metrics"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/internal/testutil/certstest"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
@@ -113,9 +115,9 @@ func TestCauseOf(t *testing.T) {
 func TestFailureLogs(t *testing.T) {
 	logs := &logBuffer{}
 	refused := mustURL(t, "http://"+testnet.RefusedAddr(t))
-	opts := baseOptions([]UpstreamOptions{{Name: "gone", URL: refused, Addr: refused.Host, Weight: 1}})
+	opts := baseOptions([]options.Upstream{{Name: "gone", URL: refused, Addr: refused.Host, Weight: 1}})
 	opts.Retries = 0
-	b, err := New(opts, NewRegistry(), slog.New(slog.NewTextHandler(logs, nil)))
+	b, err := New(opts, metrics.NewRegistry(), slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +181,7 @@ func TestTLSUpstreamClosingIdle(t *testing.T) {
 // POSTs one after another must all get 200.
 func idleClosingPOSTs(t *testing.T, u *url.URL, roots *x509.CertPool, who string, waitClosed func()) {
 	t.Helper()
-	opts := baseOptions([]UpstreamOptions{{Name: "tls", URL: u, Addr: u.Host, Weight: 1}})
+	opts := baseOptions([]options.Upstream{{Name: "tls", URL: u, Addr: u.Host, Weight: 1}})
 	opts.UpstreamTLS.RootCAs = roots
 	opts.Breaker = breaker.Options{ConsecutiveFailures: 3, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 5 * time.Second, MaxOpenTimeout: 60 * time.Second}
 	_, _, front := proxy(t, opts)
@@ -236,17 +238,17 @@ func TestLocalErrorsNotCharged(t *testing.T) {
 func localErrorsChild(t *testing.T) {
 	// Upstreams that refuse: a dial that got a descriptor would fail
 	// anyway, and count against its upstream.
-	var ups []UpstreamOptions
+	var ups []options.Upstream
 	for _, name := range []string{"a", "b", "c"} {
 		u := mustURL(t, "http://"+testnet.RefusedAddr(t))
-		ups = append(ups, UpstreamOptions{Name: name, URL: u, Addr: u.Host, Weight: 1})
+		ups = append(ups, options.Upstream{Name: name, URL: u, Addr: u.Host, Weight: 1})
 	}
 	opts := baseOptions(ups)
 	opts.Hash.Key = []key.Source{{Kind: key.Query, Name: "user"}}
 	opts.Hash.OnMissing = "reject"
 	opts.Breaker = breaker.Options{ConsecutiveFailures: 2, FailureStatuses: []int{502, 503, 504}, OpenTimeout: 30 * time.Second, MaxOpenTimeout: 60 * time.Second}
 	logs := &logBuffer{}
-	reg := NewRegistry()
+	reg := metrics.NewRegistry()
 	b, err := New(opts, reg, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ringlb/ringlb/balancer/breaker"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/internal/testutil/nginxtest"
 )
 
@@ -236,7 +237,7 @@ const jsonBodyHead = "POST /v1 HTTP/1.1\r\nHost: front\r\nContent-Type: applicat
 // held is given back.
 func TestJSONKeyClientBodyTimeout(t *testing.T) {
 	be := bodyEcho(t, "a")
-	opts := jsonOptions(t, DefaultBodyLimit, be)
+	opts := jsonOptions(t, options.DefaultBodyLimit, be)
 	opts.Timeouts.ClientBody = 300 * time.Millisecond
 	_, reg, front := proxy(t, opts)
 	for _, sent := range []string{`{"user":"al`, `{"pad":"` + strings.Repeat("p", 10000)} {
@@ -275,7 +276,7 @@ func waitGauge(t testing.TB, reg prometheus.Gatherer, name string, want float64)
 // gauge reads 0 and a request is keyed again.
 func TestBodyMemoryLimit(t *testing.T) {
 	be := bodyEcho(t, "a")
-	opts := jsonOptions(t, DefaultBodyLimit, be)
+	opts := jsonOptions(t, options.DefaultBodyLimit, be)
 	opts.Limits.BodyMemory = 40 << 10
 	_, reg, front := proxy(t, opts)
 	partial := `{"pad":"` + strings.Repeat("p", 9000-8)
@@ -325,7 +326,7 @@ func TestBodyMemoryLimit(t *testing.T) {
 // is given back.
 func TestBodyMemoryFollowsArrival(t *testing.T) {
 	be := bodyEcho(t, "a")
-	_, reg, front := proxy(t, jsonOptions(t, DefaultBodyLimit, be))
+	_, reg, front := proxy(t, jsonOptions(t, options.DefaultBodyLimit, be))
 	const declared = 64 << 10
 	first := `{"pad":"p`
 	u := startUpload(t, front.Listener.Addr().String(), jsonBodyHead, declared, first)
@@ -360,7 +361,7 @@ func TestBodyMemoryReleasedOnFailure(t *testing.T) {
 			c.Close()
 		}
 	}
-	_, reg, front := proxy(t, jsonOptions(t, DefaultBodyLimit, be))
+	_, reg, front := proxy(t, jsonOptions(t, options.DefaultBodyLimit, be))
 	body := `{"user":"alice","pad":"` + strings.Repeat("p", 20000) + `"}`
 	for _, path := range []string{"/part", "/whole"} {
 		for range 5 {

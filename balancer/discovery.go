@@ -2,88 +2,28 @@ package balancer
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"net/url"
 	"slices"
 	"strings"
-	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ringlb/ringlb/balancer/discovery"
+	"github.com/ringlb/ringlb/balancer/options"
+	"github.com/ringlb/ringlb/balancer/state"
 	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/ring"
 )
 
-// DiscoveryOptions is the discovery block: ring members resolved from DNS,
-// beside (or instead of) the static upstreams. Its fields are in the
-// config's order; see package discovery for what each one does.
-//
-// Discovered members are ring members like static ones (health checks,
-// breakers, slow start, bounded loads, metric series). A member's name is
-// its identity, so a member whose address changes keeps its keys: only
-// its proxy's target changes, and the ring version does not. A member
-// missing from its source's answer stays on the ring but is skipped (skip
-// reason "absent") until it returns or is removed. A discovered name equal
-// to a static upstream's is ignored (the static one wins) and logged.
-type DiscoveryOptions struct {
-	Resolver    string // host:port of the DNS server; "": the system's
-	Interval    time.Duration
-	Timeout     time.Duration
-	RemoveAfter time.Duration
-	Confirm     int
-	Sources     []discovery.Source
-	// Kubeconfig and ClusterDomain are for the Kubernetes sources: the
-	// API server's kubeconfig file ("": in-cluster) and the cluster's DNS
-	// domain ("": cluster.local).
-	Kubeconfig    string
-	ClusterDomain string
-}
-
-// DiscoveryStatus is one discovery source's state, for the admin pages.
-type DiscoveryStatus struct {
-	Source      string    // the srv or host value as configured
-	Members     int       // present members (absent ones not counted)
-	LastSuccess time.Time // zero before the first successful answer
-	LastError   string    // "" when the last query succeeded
-}
-
-// discoveryRun is one running Discoverer: the one a discovery block
-// started, kept across reloads while the block stays.
-type discoveryRun struct {
-	d      *discovery.Discoverer
-	cancel context.CancelFunc
-}
-
 // discoveryState is the Balancer's discovery side. Guarded by Balancer.mu
 // except run, which the metrics and admin pages read without a lock.
 type discoveryState struct {
-	run       atomic.Pointer[discoveryRun]
+	run       discovery.Running  // the discovery block's Discoverer
 	static    Options            // the options last installed, the static half of every membership
 	found     []discovery.Member // the Discoverer's last member list
 	conflicts map[string]bool    // discovered names a static upstream shadows, logged once each
 	changed   chan struct{}      // signalled (never blocking) after a membership change
-}
-
-// discovererOptions translates the block for package discovery; changes
-// reach b through run.
-func (b *Balancer) discovererOptions(o *DiscoveryOptions, run *discoveryRun) discovery.Options {
-	do := o.Options()
-	do.OnChange = func(u discovery.Update) { b.discovered(run, u.Members) }
-	do.Logger = b.log
-	return do
-}
-
-// Options is the block as package discovery takes it, without OnChange
-// and Logger.
-func (o *DiscoveryOptions) Options() discovery.Options {
-	return discovery.Options{
-		Resolver: o.Resolver, Interval: o.Interval, Timeout: o.Timeout,
-		RemoveAfter: o.RemoveAfter, Confirm: o.Confirm, Sources: o.Sources,
-		Kubeconfig: o.Kubeconfig, ClusterDomain: o.ClusterDomain,
-	}
 }
 
 // foundFor returns the discovered members a snapshot built from opts holds:
@@ -97,40 +37,25 @@ func (d *discoveryState) foundFor(opts Options) []discovery.Member {
 }
 
 // prepareDiscoveryLocked does the fallible part of applying opts'
-// discovery block, before anything changes: it builds the Discoverer of a
-// new block (not running yet) or reconfigures the running one (which then
-// resolves at once). commit, called once the snapshot is installed,
-// starts the new one or stops the old one when the block was removed.
-// Callers hold b.mu.
+// discovery block, before anything changes (see discovery.Running.Prepare);
+// commit, called once the snapshot is installed, starts a new Discoverer
+// or stops the old one when the block was removed. Callers hold b.mu.
 func (b *Balancer) prepareDiscoveryLocked(opts Options) (commit func(), err error) {
-	cur := b.disc.run.Load()
-	switch {
-	case opts.Discovery == nil && cur == nil:
-		return func() {}, nil
-	case opts.Discovery == nil:
-		return func() {
-			b.disc.run.Store(nil)
-			b.disc.found = nil
-			cur.cancel() // a poll in flight finds itself replaced and changes nothing
-			b.log.Info("discovery off: the ring's members are the static upstreams")
-		}, nil
-	case cur != nil:
-		if err := cur.d.Reconfigure(b.discovererOptions(opts.Discovery, cur)); err != nil {
-			return nil, fmt.Errorf("balancer: %w", err)
-		}
-		return func() {}, nil
+	var o *discovery.Options
+	if opts.Discovery != nil {
+		do := *opts.Discovery
+		do.Logger = b.log
+		o = &do
 	}
-	run := &discoveryRun{}
-	d, err := discovery.New(b.discovererOptions(opts.Discovery, run))
+	start, err := b.disc.run.Prepare(o, func(d *discovery.Discoverer, u discovery.Update) { b.discovered(d, u.Members) })
 	if err != nil {
 		return nil, fmt.Errorf("balancer: %w", err)
 	}
-	run.d = d
 	return func() {
-		ctx, cancel := context.WithCancel(context.Background())
-		run.cancel = cancel
-		b.disc.run.Store(run)
-		go d.Run(ctx) // returns when cancelled
+		if start() {
+			b.disc.found = nil
+			b.log.Info("discovery off: the ring's members are the static upstreams")
+		}
 	}, nil
 }
 
@@ -139,28 +64,18 @@ func (b *Balancer) prepareDiscoveryLocked(opts Options) (commit func(), err erro
 // leaves the pool's options as they are, and so calls no Update. It never
 // blocks.
 func (b *Balancer) Resolve() {
-	if run := b.disc.run.Load(); run != nil {
-		run.d.Resolve()
+	if d := b.disc.run.Discoverer(); d != nil {
+		d.Resolve()
 	}
 }
 
-// stopDiscovery stops the running Discoverer, if any (Close).
-func (b *Balancer) stopDiscovery() {
-	b.mu.Lock()
-	run := b.disc.run.Swap(nil)
-	b.mu.Unlock()
-	if run != nil {
-		run.cancel()
-	}
-}
-
-// discovered installs a new member list from run: the next snapshot is
-// the static upstreams plus the discovered members, with everything else
-// as it was. Lists from a Discoverer that was since stopped are ignored.
-func (b *Balancer) discovered(run *discoveryRun, found []discovery.Member) {
+// discovered installs a new member list from d: the next snapshot is the
+// static upstreams plus the discovered members, with everything else as
+// it was. Lists from a Discoverer that was since stopped are ignored.
+func (b *Balancer) discovered(d *discovery.Discoverer, found []discovery.Member) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.disc.run.Load() != run {
+	if !b.disc.run.Current(d) {
 		return
 	}
 	b.disc.found = found
@@ -222,7 +137,7 @@ func (b *Balancer) logConflictsLocked() {
 
 // discoveredSpecs returns the members of found that a static upstream
 // (in static) does not shadow, as ring members and specs by name.
-func discoveredSpecs(found []discovery.Member, static map[string]UpstreamOptions) ([]ring.Member, map[string]memberSpec, error) {
+func discoveredSpecs(found []discovery.Member, static map[string]options.Upstream) ([]ring.Member, map[string]memberSpec, error) {
 	rm := make([]ring.Member, 0, len(found))
 	specs := make(map[string]memberSpec, len(found))
 	for _, m := range found {
@@ -242,9 +157,9 @@ func discoveredSpecs(found []discovery.Member, static map[string]UpstreamOptions
 		// held keys stay, new keys go elsewhere (rule 12). As a configured
 		// state, it applies when it changes, so a state set through the
 		// admin API meanwhile stands until the endpoint's changes.
-		st := StateReady
+		st := state.Ready
 		if m.Terminating {
-			st = StateDrain
+			st = state.Drain
 		}
 		specs[m.Name] = memberSpec{name: m.Name, url: u, weight: m.Weight, protocol: proto, state: st,
 			source: m.Source, absent: m.Absent, initial: m.Initial}
@@ -280,67 +195,22 @@ func (b *Balancer) Members() []MemberURL {
 // discoveryStatus returns each source's state, in config order; nil
 // without a discovery block.
 func (b *Balancer) discoveryStatus() []discovery.Status {
-	if run := b.disc.run.Load(); run != nil {
-		return run.d.Status()
+	if d := b.disc.run.Discoverer(); d != nil {
+		return d.Status()
 	}
 	return nil
 }
 
-var (
-	descDiscMembers = prometheus.NewDesc("ringlb_discovery_members",
-		"Members the discovery source last resolved to (absent ones not counted).", []string{"source"}, nil)
-	descDiscUpdates = prometheus.NewDesc("ringlb_discovery_updates_total",
-		"Answers from the discovery source that changed the membership.", []string{"source"}, nil)
-	descDiscErrors = prometheus.NewDesc("ringlb_discovery_errors_total",
-		"Failed queries of the discovery source (its membership was kept).", []string{"source"}, nil)
-)
-
-// discoveryCollector reports the discovery series from the Discoverers'
-// status at scrape time, so a source removed by a reload (or the whole
-// block) loses its series at once. The families are the process's: a
-// source several pools use is reported once, as the first of them sees it.
-type discoveryCollector struct{ pools func() []*Balancer }
-
-func (c discoveryCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- descDiscMembers
-	ch <- descDiscUpdates
-	ch <- descDiscErrors
-}
-
-func (c discoveryCollector) Collect(ch chan<- prometheus.Metric) {
-	var seen map[string]bool
-	for _, b := range c.pools() {
-		for _, st := range b.discoveryStatus() {
-			if seen[st.Source] {
-				continue
+// discoveryCollector returns the collector of the discovery families of
+// the pools that pools returns.
+func discoveryCollector(pools func() []*Balancer) prometheus.Collector {
+	return discovery.NewCollector(func() []*discovery.Discoverer {
+		var out []*discovery.Discoverer
+		for _, b := range pools() {
+			if d := b.disc.run.Discoverer(); d != nil {
+				out = append(out, d)
 			}
-			if seen == nil {
-				seen = map[string]bool{}
-			}
-			seen[st.Source] = true
-			ch <- prometheus.MustNewConstMetric(descDiscMembers, prometheus.GaugeValue, float64(st.Members), st.Source)
-			ch <- prometheus.MustNewConstMetric(descDiscUpdates, prometheus.CounterValue, float64(st.Updates), st.Source)
-			ch <- prometheus.MustNewConstMetric(descDiscErrors, prometheus.CounterValue, float64(st.Errors), st.Source)
 		}
-	}
-}
-
-// sameRing reports whether prev (nil: none) is the ring that members and
-// ro would build, under placement ringlb: the same names and weights (a
-// discovered member's address is not part of its identity), so an answer
-// that only readdressed, or marked members absent or returned, reuses the
-// ring instead of building and sorting all its points again.
-func sameRing(prev *ring.Ring, members []ring.Member, ro RingOptions) bool {
-	if prev == nil || prev.Placement() != ring.PlacementRinglb || ro.Placement == ring.PlacementNginx ||
-		prev.PointsPerWeight() != ro.PointsPerWeight || prev.Len() != len(members) {
-		return false
-	}
-	pm := prev.Members() // sorted by name under placement ringlb
-	for _, m := range members {
-		i, ok := slices.BinarySearchFunc(pm, m.Name, func(p ring.Member, n string) int { return strings.Compare(p.Name, n) })
-		if !ok || pm[i].Weight != m.Weight {
-			return false
-		}
-	}
-	return true
+		return out
+	})
 }

@@ -24,7 +24,7 @@ func BenchmarkDiscoveryInstall1000(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		bal.disc.run.Load().d.Poll(context.Background())
+		bal.disc.run.Discoverer().Poll(context.Background())
 		if n := bal.snap.Load().ring.Len(); n != 1000 {
 			b.Fatalf("%d members", n)
 		}
@@ -49,7 +49,7 @@ func BenchmarkDiscoveryInstall1000Additional(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		bal.disc.run.Load().d.Poll(context.Background())
+		bal.disc.run.Discoverer().Poll(context.Background())
 		if n := bal.snap.Load().ring.Len(); n != 1000 {
 			b.Fatalf("%d members", n)
 		}
@@ -71,7 +71,7 @@ func BenchmarkDiscoveryPollUnchanged1000(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer bal.Close()
-	d := bal.disc.run.Load().d
+	d := bal.disc.run.Discoverer()
 	d.Poll(context.Background())
 	snap := bal.snap.Load()
 	b.ReportAllocs()
@@ -114,7 +114,7 @@ func BenchmarkDiscoveryApply1000(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer bal.Close()
-			run := bal.disc.run.Load()
+			run := bal.disc.run.Discoverer()
 			bal.discovered(run, c.lists[1])
 			b.ReportAllocs()
 			i := 0

@@ -23,6 +23,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ringlb/ringlb/balancer/discovery"
+	"github.com/ringlb/ringlb/balancer/metrics"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/internal/testutil/dnstest"
 	"github.com/ringlb/ringlb/ring"
@@ -42,11 +44,11 @@ type discRig struct {
 
 const srvName = "_http._tcp.app.test"
 
-func discOptions(z *dnstest.Server, static []UpstreamOptions, sources ...discovery.Source) Options {
+func discOptions(z *dnstest.Server, static []options.Upstream, sources ...discovery.Source) Options {
 	opts := baseOptions(static)
-	opts.Hash.OnMissing = OnMissingReject
+	opts.Hash.OnMissing = options.OnMissingReject
 	opts.Ring.LoadFactor = 0 // placement alone decides, however many requests run at once
-	opts.Discovery = &DiscoveryOptions{
+	opts.Discovery = &discovery.Options{
 		Resolver: z.Addr, Interval: time.Hour, Timeout: 300 * time.Millisecond,
 		RemoveAfter: time.Hour, Confirm: 3, Sources: sources,
 	}
@@ -59,7 +61,7 @@ func srvSource(name string) discovery.Source {
 
 func newDiscRig(t *testing.T, z *dnstest.Server, opts Options) *discRig {
 	t.Helper()
-	r := &discRig{z: z, reg: NewRegistry(), logs: &logBuffer{}, client: &http.Client{Timeout: 5 * time.Second}}
+	r := &discRig{z: z, reg: metrics.NewRegistry(), logs: &logBuffer{}, client: &http.Client{Timeout: 5 * time.Second}}
 	b, err := New(opts, r.reg, slog.New(slog.NewTextHandler(r.logs, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -75,11 +77,11 @@ func newDiscRig(t *testing.T, z *dnstest.Server, opts Options) *discRig {
 // membership changed.
 func (r *discRig) poll(t *testing.T) bool {
 	t.Helper()
-	run := r.b.disc.run.Load()
-	if run == nil {
+	d := r.b.disc.run.Discoverer()
+	if d == nil {
 		t.Fatal("no discovery running")
 	}
-	return run.d.Poll(context.Background())
+	return d.Poll(context.Background())
 }
 
 // placement returns where each key goes now, by Lookup (the request's pick).
@@ -619,19 +621,19 @@ func TestDiscoveryReload(t *testing.T) {
 
 	// A bad block is rejected; membership and discovery carry on.
 	bad := opts
-	bad.Discovery = &DiscoveryOptions{Resolver: z.Addr, Interval: time.Hour, Timeout: time.Second, Confirm: 0, Sources: opts.Discovery.Sources}
+	bad.Discovery = &discovery.Options{Resolver: z.Addr, Interval: time.Hour, Timeout: time.Second, Confirm: 0, Sources: opts.Discovery.Sources}
 	v := r.b.Version()
 	if _, err := r.b.Update(bad); err == nil || !strings.Contains(err.Error(), "confirm") {
 		t.Fatalf("bad block: err %v", err)
 	}
-	if r.b.Version() != v || len(r.b.Members()) != 4 || r.b.disc.run.Load() == nil {
+	if r.b.Version() != v || len(r.b.Members()) != 4 || r.b.disc.run.Discoverer() == nil {
 		t.Fatal("a rejected block changed the membership")
 	}
 
 	// A second source: the reload resolves it at once.
 	z.SetAddrs("cache.test", "127.0.0.1")
 	next := opts
-	next.Discovery = &DiscoveryOptions{
+	next.Discovery = &discovery.Options{
 		Resolver: z.Addr, Interval: time.Hour, Timeout: time.Second, RemoveAfter: time.Hour, Confirm: 3,
 		Sources: []discovery.Source{srvSource(srvName), {Host: "cache.test", Port: 1, Scheme: "http", Weight: 2}},
 	}

@@ -1,5 +1,7 @@
 package balancer
 
+import "github.com/ringlb/ringlb/balancer/state"
+
 // HoldOn reports whether hold is on in the snapshot in force: then a
 // draining upstream keeps the keys in use on it (those held there);
 // without, a drain keeps no key, and the next request of each of its
@@ -15,7 +17,7 @@ const drainWithoutHoldMsg = "upstream draining with hold off: keys in use on it 
 // its sessions in use, so their next requests go elsewhere at once, which
 // is what a drain is usually meant to avoid.
 func (b *Balancer) warnDrainWithoutHold(u *upstream, holdOn bool, by string) {
-	if holdOn || u.adminState() != StateDrain {
+	if holdOn || u.adminState() != state.Drain {
 		return
 	}
 	b.log.Warn(drainWithoutHoldMsg, "upstream", u.name, "by", by,
@@ -25,8 +27,8 @@ func (b *Balancer) warnDrainWithoutHold(u *upstream, holdOn bool, by string) {
 // warnSpecDrain warns, on an install, about an upstream that was not
 // draining (was) and is now, by its configured state or, for a
 // discovered member, by its endpoint terminating, while hold is off.
-func (b *Balancer) warnSpecDrain(u *upstream, was AdminState, spec memberSpec, holdOn bool) {
-	if was == StateDrain {
+func (b *Balancer) warnSpecDrain(u *upstream, was state.Admin, spec memberSpec, holdOn bool) {
+	if was == state.Drain {
 		return
 	}
 	by := "config"

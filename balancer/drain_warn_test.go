@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer/hold"
+	"github.com/ringlb/ringlb/balancer/metrics"
+	"github.com/ringlb/ringlb/balancer/state"
 )
 
 // An upstream set to drain by the config (at start or by a reload) while
@@ -17,11 +19,11 @@ func TestDrainWithoutHoldWarnsFromConfig(t *testing.T) {
 	for _, holdOn := range []bool{false, true} {
 		var logs bytes.Buffer
 		opts := baseOptions(upstreamsOf(t, a, c))
-		opts.Upstreams[1].State = StateDrain
+		opts.Upstreams[1].State = state.Drain
 		if holdOn {
 			opts.Hold = hold.Options{Idle: time.Second, MaxKeys: 100}
 		}
-		b, err := New(opts, NewRegistry(), slog.New(slog.NewTextHandler(&logs, nil)))
+		b, err := New(opts, metrics.NewRegistry(), slog.New(slog.NewTextHandler(&logs, nil)))
 		if err != nil {
 			t.Fatal(err)
 		}

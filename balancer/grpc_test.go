@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer/breaker"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/balancer/transport"
 )
 
@@ -57,7 +58,7 @@ func TestGRPCStatusFeedsTheBreaker(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			be := newGRPCBackend(t)
 			be.trailerOnly.Store(trailersOnly)
-			opts := baseOptions([]UpstreamOptions{{Name: "g", URL: mustURL(t, be.srv.URL), Addr: "g", Weight: 1, Protocol: transport.H2C}})
+			opts := baseOptions([]options.Upstream{{Name: "g", URL: mustURL(t, be.srv.URL), Addr: "g", Weight: 1, Protocol: transport.H2C}})
 			opts.Breaker = breaker.Options{ConsecutiveFailures: 2, FailureStatuses: []int{502}, FailureGRPCStatuses: []int{14}, OpenTimeout: time.Hour}
 			b, _, front := proxy(t, opts)
 			clk := newFakeClock()

@@ -3,6 +3,7 @@ package balancer
 import (
 	"github.com/ringlb/ringlb/balancer/handoff"
 	"github.com/ringlb/ringlb/balancer/hold"
+	"github.com/ringlb/ringlb/balancer/state"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -37,11 +38,11 @@ func (s *snapshot) Held(upstream string) int {
 // upstream (handoff.Members): available and not in maint.
 func (s *snapshot) Usable(i int) bool {
 	u := s.members[i].u
-	return u.available() && u.adminState() != StateMaint
+	return u.available() && u.adminState() != state.Maint
 }
 
 // Draining reports whether member i is in admin state drain.
-func (s *snapshot) Draining(i int) bool { return s.members[i].u.adminState() == StateDrain }
+func (s *snapshot) Draining(i int) bool { return s.members[i].u.adminState() == state.Drain }
 
 // lookupHandoff is the handoff a request at ring position h would carry,
 // sent to member u (-1: nowhere), with this process's hold record (no

@@ -13,6 +13,7 @@ import (
 	"github.com/ringlb/ringlb/balancer/accesslog"
 	"github.com/ringlb/ringlb/balancer/handoff"
 	"github.com/ringlb/ringlb/balancer/hold"
+	"github.com/ringlb/ringlb/balancer/state"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
@@ -152,19 +153,19 @@ func TestHandoffDrainAndHold(t *testing.T) {
 			ofA = append(ofA, k)
 		}
 	}
-	setState(t, b, "a", StateDrain)
+	setState(t, b, "a", state.Drain)
 	for _, k := range ofA {
 		if up, h := askHandoff(t, front, k, ""); up == "a" || h != handoffValue(bes[0]) {
 			t.Errorf("key %s of draining a: served by %s with %q, want elsewhere with %q", k, up, h, handoffValue(bes[0]))
 		}
 	}
-	setState(t, b, "a", StateMaint) // in maint a cannot hand anything over
+	setState(t, b, "a", state.Maint) // in maint a cannot hand anything over
 	for _, k := range ofA {
 		if _, h := askHandoff(t, front, k, ""); h != "" {
 			t.Errorf("key %s of a in maint carried %q", k, h)
 		}
 	}
-	setState(t, b, "a", StateReady)
+	setState(t, b, "a", state.Ready)
 
 	// Hold under on_return home: keys recorded on b while a was out go
 	// back to a, which is told they were on b.

@@ -21,6 +21,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/ringlb/ringlb/balancer/metrics"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -59,11 +61,11 @@ func mustURL(t testing.TB, s string) *url.URL {
 	return u
 }
 
-func upstreamsOf(t testing.TB, bes ...*backend) []UpstreamOptions {
-	var out []UpstreamOptions
+func upstreamsOf(t testing.TB, bes ...*backend) []options.Upstream {
+	var out []options.Upstream
 	for _, be := range bes {
 		u := mustURL(t, be.srv.URL)
-		out = append(out, UpstreamOptions{Name: be.name, URL: u, Addr: u.Host, Weight: 1})
+		out = append(out, options.Upstream{Name: be.name, URL: u, Addr: u.Host, Weight: 1})
 	}
 	return out
 }
@@ -74,24 +76,24 @@ func deadURL(t testing.TB) *url.URL {
 	return mustURL(t, "http://"+testnet.RefusedAddr(t))
 }
 
-func baseOptions(ups []UpstreamOptions) Options {
+func baseOptions(ups []options.Upstream) Options {
 	return Options{
 		Upstreams: ups,
-		Ring:      RingOptions{PointsPerWeight: 160, LoadFactor: 1.25},
-		Hash: HashOptions{
+		Ring:      options.Ring{PointsPerWeight: 160, LoadFactor: 1.25},
+		Hash: options.Hash{
 			Key:       []key.Source{{Kind: key.Cookie, Name: "session"}, {Kind: key.Header, Name: "X-User-ID"}, {Kind: key.Query, Name: "user"}, {Kind: key.URI}},
 			OnMissing: "random",
 		},
 		UpstreamHeader: "X-Upstream",
 		Retries:        1,
-		Timeouts:       TimeoutOptions{Dial: 2 * time.Second, ResponseHeader: 10 * time.Second, IdleConn: 30 * time.Second},
+		Timeouts:       options.Timeouts{Dial: 2 * time.Second, ResponseHeader: 10 * time.Second, IdleConn: 30 * time.Second},
 	}
 }
 
 // proxy builds a Balancer on a fresh registry and serves it over loopback.
 func proxy(t testing.TB, opts Options) (*Balancer, *prometheus.Registry, *httptest.Server) {
 	t.Helper()
-	reg := NewRegistry()
+	reg := metrics.NewRegistry()
 	b, err := New(opts, reg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -415,13 +417,13 @@ func (be *ctlBackend) restart(t testing.TB) {
 func newRig(t testing.TB, n int, mut func(*Options)) *rig {
 	t.Helper()
 	r := &rig{clk: newFakeClock(), logs: &logBuffer{}, bes: map[string]*ctlBackend{}}
-	var ups []UpstreamOptions
+	var ups []options.Upstream
 	for i := range n {
 		name := string(rune('a' + i))
 		be := newCtlBackend(t, name)
 		r.bes[name] = be
 		u := mustURL(t, be.srv.URL)
-		ups = append(ups, UpstreamOptions{Name: name, URL: u, Addr: u.Host, Weight: 1})
+		ups = append(ups, options.Upstream{Name: name, URL: u, Addr: u.Host, Weight: 1})
 	}
 	opts := baseOptions(ups)
 	opts.Ring.LoadFactor = 0
@@ -429,7 +431,7 @@ func newRig(t testing.TB, n int, mut func(*Options)) *rig {
 	if mut != nil {
 		mut(&opts)
 	}
-	r.reg = NewRegistry()
+	r.reg = metrics.NewRegistry()
 	logger := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	b, err := New(opts, r.reg, logger)
 	if err != nil {

@@ -13,6 +13,9 @@ import (
 	"github.com/ringlb/ringlb/balancer/handoff"
 	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/hold/share"
+	"github.com/ringlb/ringlb/balancer/metrics"
+	"github.com/ringlb/ringlb/balancer/options"
+	"github.com/ringlb/ringlb/balancer/state"
 	"github.com/ringlb/ringlb/internal/testutil/redistest"
 )
 
@@ -82,7 +85,7 @@ func BenchmarkServeHTTPHold(b *testing.B) {
 				tc.after = tc.opts
 				clk = newFakeClock()
 			}
-			bal, err := New(tc.opts, NewRegistry(), nil)
+			bal, err := New(tc.opts, metrics.NewRegistry(), nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -134,10 +137,10 @@ func BenchmarkServeHTTPHold(b *testing.B) {
 // 1024 keys after a scale-out (so every key has a record of the old ring).
 // It must not allocate.
 func BenchmarkHoldRequestPath(b *testing.B) {
-	var ups []UpstreamOptions
+	var ups []options.Upstream
 	for i := range 5 {
 		u, _ := url.Parse(fmt.Sprintf("http://10.0.0.%d:80", i+1))
-		ups = append(ups, UpstreamOptions{Name: fmt.Sprint("app-", i), URL: u, Weight: 1})
+		ups = append(ups, options.Upstream{Name: fmt.Sprint("app-", i), URL: u, Weight: 1})
 	}
 	opts := baseOptions(ups[:4])
 	opts.Hold = hold.Options{Idle: time.Hour, MaxKeys: 1_000_000}
@@ -194,7 +197,7 @@ func BenchmarkServeHTTPHandoff(b *testing.B) {
 		drain bool
 	}{{"off", base, false}, {"off-alike", base, true}, {"on", on, false}, {"header", on, true}} {
 		b.Run(tc.name, func(b *testing.B) {
-			bal, err := New(tc.opts, NewRegistry(), nil)
+			bal, err := New(tc.opts, metrics.NewRegistry(), nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -212,7 +215,7 @@ func BenchmarkServeHTTPHandoff(b *testing.B) {
 				reqs = append(reqs, r)
 			}
 			if tc.drain {
-				if _, err := bal.SetState("a", StateDrain); err != nil {
+				if _, err := bal.SetState("a", state.Drain); err != nil {
 					b.Fatal(err)
 				}
 			}

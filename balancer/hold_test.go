@@ -19,6 +19,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/options"
 )
 
 // holdProxy serves a Balancer over loopback whose clock c drives, with
@@ -38,11 +39,11 @@ func holdProxy(t testing.TB, c *fakeClock, opts Options) (*Balancer, *prometheus
 
 // holdOptions is baseOptions keyed on X-User-ID, with hold on (idle) and
 // bounded loads off, as a session-holding fleet runs.
-func holdOptions(ups []UpstreamOptions, idle time.Duration) Options {
+func holdOptions(ups []options.Upstream, idle time.Duration) Options {
 	opts := baseOptions(ups)
 	opts.Ring.LoadFactor = 0
 	opts.Hash.Key = []key.Source{{Kind: key.Header, Name: "X-User-ID"}}
-	opts.Hash.OnMissing = OnMissingReject
+	opts.Hash.OnMissing = options.OnMissingReject
 	opts.Hold = hold.Options{Idle: idle, MaxKeys: 100_000}
 	return opts
 }
@@ -302,7 +303,7 @@ func TestHoldHeldUpstreamUnavailable(t *testing.T) {
 			clk := newFakeClock()
 			opts := holdOptions(upstreamsOf(t, bes...), time.Hour)
 			if fail {
-				opts.Ring.OnUnavailable = OnUnavailableFail
+				opts.Ring.OnUnavailable = options.OnUnavailableFail
 			}
 			b, _, front := holdProxy(t, clk, opts)
 			where := map[string]string{}
@@ -408,7 +409,7 @@ func TestHoldCookieReplicas(t *testing.T) {
 	opts := holdOptions(upstreamsOf(t, bes...), idle)
 	opts.Hold.Cookie.Name = "ringlb_hold"
 	opts.Hold.Cookie.Secrets = [][]byte{secret}
-	opts.Hash.Cookie = CookieOptions{Name: "ringlb_affinity", HTTPOnly: true}
+	opts.Hash.Cookie = options.Cookie{Name: "ringlb_affinity", HTTPOnly: true}
 	r1, _, front1 := holdProxy(t, clk, opts)
 
 	// Replica 1 serves keys before the scale-out and sets their cookies.
@@ -611,7 +612,7 @@ func TestHoldOnMissing(t *testing.T) {
 	bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c")}
 	clk := newFakeClock()
 	opts := holdOptions(upstreamsOf(t, bes...), time.Hour)
-	opts.Hash.OnMissing = OnMissingRandom
+	opts.Hash.OnMissing = options.OnMissingRandom
 	_, reg, front := holdProxy(t, clk, opts)
 	for range 50 {
 		if code, _, _ := get(t, front.Client(), front.URL+"/"); code != 200 {
@@ -622,8 +623,8 @@ func TestHoldOnMissing(t *testing.T) {
 		t.Errorf("on_missing random: %v records of keyless requests", n)
 	}
 
-	opts.Hash.OnMissing = OnMissingCookie
-	opts.Hash.Cookie = CookieOptions{Name: "ringlb_affinity", TTL: time.Hour, HTTPOnly: true}
+	opts.Hash.OnMissing = options.OnMissingCookie
+	opts.Hash.Cookie = options.Cookie{Name: "ringlb_affinity", TTL: time.Hour, HTTPOnly: true}
 	b, _, front := holdProxy(t, clk, opts)
 	type user struct{ cookie, where string }
 	var users []user

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer/downstream"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/internal/testutil/chat"
 )
 
@@ -35,10 +36,10 @@ func TestIPKeyIgnoresSpoofedEntries(t *testing.T) {
 }
 
 func TestNginxPlacementLookup(t *testing.T) {
-	var ups []UpstreamOptions
+	var ups []options.Upstream
 	for _, hp := range []string{"10.0.0.1:8080", "10.0.0.2:8080", "10.0.0.3"} {
 		u := mustURL(t, "http://"+hp)
-		ups = append(ups, UpstreamOptions{Name: "n" + hp, URL: u, Addr: u.Host, Weight: 1})
+		ups = append(ups, options.Upstream{Name: "n" + hp, URL: u, Addr: u.Host, Weight: 1})
 	}
 	opts := baseOptions(ups)
 	opts.Ring.Placement = "nginx"
@@ -246,7 +247,7 @@ func TestCombinePresence(t *testing.T) {
 		{Kind: key.Combine, Sources: []key.Source{{Kind: key.Header, Name: "X-Tenant"}, {Kind: key.Query, Name: "user"}, {Kind: key.Host}}},
 		{Kind: key.Query, Name: "user"},
 	}
-	opts.Hash.OnMissing = OnMissingReject
+	opts.Hash.OnMissing = options.OnMissingReject
 	b, _, front := proxy(t, opts)
 	c := front.Client()
 	for k := range 24 {
@@ -275,7 +276,7 @@ func TestCombinePresence(t *testing.T) {
 // names it in one word, for log lines.
 func TestKeyLabel(t *testing.T) {
 	u := mustURL(t, "http://a.internal")
-	opts := baseOptions([]UpstreamOptions{{Name: "a", URL: u, Weight: 1}})
+	opts := baseOptions([]options.Upstream{{Name: "a", URL: u, Weight: 1}})
 	opts.Hash.Key = []key.Source{
 		{Kind: key.JSON, Name: "prompt_cache_key"},
 		{Kind: key.Combine, Sources: []key.Source{{Kind: key.Host}, {Kind: key.Header, Name: "X-Tenant"}}},

@@ -8,13 +8,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/inflight"
+	"github.com/ringlb/ringlb/balancer/metrics"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/balancer/route"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 	"github.com/ringlb/ringlb/ring"
 )
 
 // TestUpstreamRequestsAcrossBalancers gives two Balancers (two pools) one
-// UpstreamCounts and the same upstream, limited to 2 requests in flight:
+// inflight.Counts and the same upstream, limited to 2 requests in flight:
 // one request held through each fills it, so a third, through either,
 // gets 503 "upstream busy". URLs that differ only in case or a default
 // port written out are one upstream.
@@ -27,9 +30,9 @@ func TestUpstreamRequestsAcrossBalancers(t *testing.T) {
 		}
 		w.Write([]byte("ok"))
 	}
-	counts := NewUpstreamCounts()
+	counts := inflight.NewCounts()
 	opts := baseOptions(upstreamsOf(t, be))
-	opts.Limits = LimitOptions{UpstreamRequests: 2}
+	opts.Limits = options.Limits{UpstreamRequests: 2}
 	opts.Counts = counts
 	b1, reg1, f1 := proxy(t, opts)
 	_, _, f2 := proxy(t, opts)
@@ -70,7 +73,7 @@ func TestUpstreamRequestsAcrossBalancers(t *testing.T) {
 	if n := counts.InFlight(&spelled); n != 2 {
 		t.Errorf("InFlight(%v) = %d, want 2: the same upstream as %v", &spelled, n, target)
 	}
-	if urlKey(mustURL(t, "http://h.example")) != urlKey(mustURL(t, "http://H.example:80")) {
+	if inflight.Key(mustURL(t, "http://h.example")) != inflight.Key(mustURL(t, "http://H.example:80")) {
 		t.Error("http://h.example and http://H.example:80 are counted apart")
 	}
 
@@ -102,7 +105,7 @@ func TestUpstreamRequestsAcrossPools(t *testing.T) {
 		}
 		w.Write([]byte("ok"))
 	}
-	rt, err := NewRouter(NewRegistry())
+	rt, err := NewRouter(metrics.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +114,7 @@ func TestUpstreamRequestsAcrossPools(t *testing.T) {
 	for _, name := range []string{"one", "two"} {
 		opts := baseOptions(upstreamsOf(t, be))
 		opts.Pool = name
-		opts.Limits = LimitOptions{UpstreamRequests: 1}
+		opts.Limits = options.Limits{UpstreamRequests: 1}
 		b, err := rt.NewPool(opts, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -2,20 +2,9 @@ package balancer
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-)
 
-// NewRegistry returns a registry holding the Go runtime and process
-// collectors, ready to be passed to New and served on /metrics. The command
-// and the tests share it so that both expose the same families.
-func NewRegistry() *prometheus.Registry {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	)
-	return reg
-}
+	"github.com/ringlb/ringlb/balancer/state"
+)
 
 // DefaultPool is the name of the one pool of a config without pools: the
 // pool label of a Balancer whose Options.Pool is empty.
@@ -57,9 +46,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.Absent, prometheus.GaugeValue, absent, u.name)
 		ch <- prometheus.MustNewConstMetric(m.Breaker, prometheus.GaugeValue, float64(u.breakerState()), u.name)
 		st := u.adminState()
-		for i, name := range adminStates {
+		for i, name := range state.Names() {
 			v := 0.0
-			if AdminState(i) == st {
+			if state.Admin(i) == st {
 				v = 1
 			}
 			ch <- prometheus.MustNewConstMetric(m.State, prometheus.GaugeValue, v, u.name, name)

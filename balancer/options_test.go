@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer/breaker"
+	"github.com/ringlb/ringlb/balancer/options"
 )
 
 // New trusts the bounds the config's validation enforces: values out of
@@ -13,7 +14,7 @@ func TestNewTakesValuesOutOfBounds(t *testing.T) {
 	opts := baseOptions(upstreamsOf(t, newBackend(t, "a")))
 	opts.Retries = -1
 	opts.RetryStatuses = []int{404, 700}
-	opts.Limits = LimitOptions{UpstreamRequests: -1, Send: -time.Second}
+	opts.Limits = options.Limits{UpstreamRequests: -1, Send: -time.Second}
 	opts.Hash.BodyLimit = -1
 	opts.Breaker = breaker.Options{ConsecutiveFailures: 1, FailureStatuses: []int{99, 700}, FailureGRPCStatuses: []int{-1, 40},
 		OpenTimeout: time.Minute, MaxOpenTimeout: time.Second}

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/ringlb/ringlb/balancer/breaker"
+	"github.com/ringlb/ringlb/balancer/state"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -86,9 +87,9 @@ func (w *walk) judge(i, seq int) ring.Reason {
 	u := m.u
 	// The admin state first: it is the operator's word, and it holds
 	// whatever the health check says.
-	switch AdminState(u.state.Load()) {
-	case StateReady:
-	case StateDrain:
+	switch state.Admin(u.state.Load()) {
+	case state.Ready:
+	case state.Drain:
 		if !w.held {
 			return ring.Draining
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer/downstream"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/balancer/reqbody"
 )
 
@@ -43,7 +44,7 @@ func (s *snapshot) keyLabel(src int) string {
 // read for a key (ServeHTTP answers). A generated affinity cookie goes on
 // the final response head (see downstream.Writer.Cookie).
 func (b *Balancer) position(s *snapshot, w *downstream.Writer, r *http.Request) (pos uint64, src int, ok bool) {
-	if s.onMissing == OnMissingCookie && !key.Dropped(r.Header, "Cookie") {
+	if s.onMissing == options.OnMissingCookie && !key.Dropped(r.Header, "Cookie") {
 		if v, ok := key.CookieValue(r.Header, s.cookie.Name); ok {
 			return s.ring.Hash(v), srcAffinity, true
 		}
@@ -57,10 +58,10 @@ func (b *Balancer) position(s *snapshot, w *downstream.Writer, r *http.Request) 
 		}
 	}
 	switch s.onMissing {
-	case OnMissingReject:
+	case options.OnMissingReject:
 		downstream.PlainError(w, http.StatusBadRequest, "missing hash key: the request has none of "+s.keyDesc+"\n")
 		return 0, srcRejected, false
-	case OnMissingCookie:
+	case options.OnMissingCookie:
 		var id [16]byte
 		crand.Read(id[:])
 		v := hex.EncodeToString(id[:])

@@ -19,6 +19,8 @@ import (
 
 	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/metrics"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/internal/testutil/certstest"
 	"github.com/ringlb/ringlb/internal/testutil/testnet"
@@ -104,12 +106,12 @@ func newRefusalRigMax(t *testing.T, p1, p2 transport.Protocol, max int, mut func
 	t.Helper()
 	rr := &refusalRig{ups: map[string]*refusalUpstream{}}
 	ca := certstest.NewCA(t)
-	var ups []UpstreamOptions
+	var ups []options.Upstream
 	for i, p := range []transport.Protocol{p1, p2} {
 		u := newRefusalUpstream(t, fmt.Sprint("u", i+1), p, ca, max)
 		rr.ups[u.name] = u
 		url := mustURL(t, u.srv.URL)
-		ups = append(ups, UpstreamOptions{Name: u.name, URL: url, Addr: url.Host, Weight: 1, Protocol: p})
+		ups = append(ups, options.Upstream{Name: u.name, URL: url, Addr: url.Host, Weight: 1, Protocol: p})
 	}
 	opts := baseOptions(ups)
 	opts.UpstreamTLS.RootCAs = ca.Pool()
@@ -121,7 +123,7 @@ func newRefusalRigMax(t *testing.T, p1, p2 transport.Protocol, max int, mut func
 	if mut != nil {
 		mut(&opts)
 	}
-	b, err := New(opts, NewRegistry(), nil)
+	b, err := New(opts, metrics.NewRegistry(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

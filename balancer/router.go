@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/ringlb/ringlb/balancer/downstream"
+	"github.com/ringlb/ringlb/balancer/inflight"
 	"github.com/ringlb/ringlb/balancer/metrics"
 	"github.com/ringlb/ringlb/balancer/route"
 )
@@ -29,7 +30,7 @@ type Router struct {
 	reg     prometheus.Registerer
 	proc    *metrics.Process
 	noRoute prometheus.Counter
-	counts  *UpstreamCounts // every pool's: limits.upstream_requests counts a URL across pools
+	counts  *inflight.Counts // every pool's: limits.upstream_requests counts a URL across pools
 
 	mu sync.Mutex // serialises Install and Remove
 }
@@ -39,14 +40,14 @@ type Router struct {
 // ringlb_config_last_reload_success, the discovery families and
 // ringlb_no_route_total. Its pools register theirs on reg too.
 func NewRouter(reg prometheus.Registerer) (*Router, error) {
-	rt := &Router{reg: reg, proc: metrics.NewProcess(), counts: NewUpstreamCounts()}
+	rt := &Router{reg: reg, proc: metrics.NewProcess(), counts: inflight.NewCounts()}
 	rt.noRoute = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "ringlb_no_route_total",
 		Help: "Requests answered 404 because no route matched their host and path.",
 	})
 	rt.table.Store(new(route.Table[*Balancer]))
 	if reg != nil {
-		if err := rt.proc.Register(reg, rt.noRoute, discoveryCollector{pools: rt.Pools}); err != nil {
+		if err := rt.proc.Register(reg, rt.noRoute, discoveryCollector(rt.Pools)); err != nil {
 			return nil, fmt.Errorf("balancer: registering metrics: %w", err)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/ringlb/ringlb/balancer/metrics"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/balancer/route"
 )
 
@@ -13,7 +15,7 @@ import (
 // routes, serving it over loopback.
 func newRouter(t testing.TB, routes []route.Route, pools ...Options) (*Router, *httptest.Server) {
 	t.Helper()
-	reg := NewRegistry()
+	reg := metrics.NewRegistry()
 	rt, err := NewRouter(reg)
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +48,7 @@ func TestRouteMatch(t *testing.T) {
 	}
 	var pools []Options
 	for _, p := range []string{"api", "cdn", "static", "never", "v6", "exact"} {
-		o := baseOptions([]UpstreamOptions{{Name: "x", URL: mustURL(t, "http://127.0.0.1:1"), Weight: 1}})
+		o := baseOptions([]options.Upstream{{Name: "x", URL: mustURL(t, "http://127.0.0.1:1"), Weight: 1}})
 		o.Pool = p
 		pools = append(pools, o)
 	}
@@ -89,7 +91,7 @@ func TestRouterServeHTTP(t *testing.T) {
 	a1, a2, b1, b2 := newBackend(t, "x"), newBackend(t, "y"), newBackend(t, "x"), newBackend(t, "y")
 	pa, pb := baseOptions(upstreamsOf(t, a1, a2)), baseOptions(upstreamsOf(t, b1, b2))
 	pa.Pool, pb.Pool = "a", "b"
-	reg := NewRegistry()
+	reg := metrics.NewRegistry()
 	rt, err := NewRouter(reg)
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +153,7 @@ func TestRouterServeHTTP(t *testing.T) {
 // benchRoutes is n host routes of which the request matches the last.
 func benchRoutes(tb testing.TB, n int) (*Router, string) {
 	var routes []route.Route
-	o := baseOptions([]UpstreamOptions{{Name: "x", URL: mustURL(tb, "http://127.0.0.1:1"), Weight: 1}})
+	o := baseOptions([]options.Upstream{{Name: "x", URL: mustURL(tb, "http://127.0.0.1:1"), Weight: 1}})
 	o.Pool = "p"
 	for i := range n - 1 {
 		host := fmt.Sprintf("service-%d.example.com", i)

@@ -225,7 +225,7 @@ func (b *Balancer) forward(st *serving) {
 		tried = append(tried, choice.Member) // whatever comes of it, m is done with this request
 		// The limit comes before the breaker, so that a busy upstream's
 		// half-open trial is not spent on a request that never goes.
-		if !m.count.take(s.upstreamMax) {
+		if !m.count.Take(s.upstreamMax) {
 			if st.last == nil {
 				st.lr.decision = "busy"
 				b.busy(s, rw, m)
@@ -237,7 +237,7 @@ func (b *Balancer) forward(st *serving) {
 		if !ok {
 			// The breaker refused after the walk admitted it (a race with a
 			// trip, or the half-open trial was taken): walk on.
-			m.count.put()
+			m.count.Put()
 			continue
 		}
 		countChoice(s, choice, st.last)
@@ -297,7 +297,7 @@ func (b *Balancer) attempt(s *snapshot, m *member, rw *downstream.Writer, r *htt
 		body.Stalled = false
 	}
 	defer func() {
-		m.count.put() // taken by ServeHTTP
+		m.count.Put() // taken by ServeHTTP
 		rw.EndAttempt()
 		u.inflight.Add(-1)
 		b.inflight.Add(-1)

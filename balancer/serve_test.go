@@ -11,6 +11,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ringlb/ringlb/balancer/metrics"
+	"github.com/ringlb/ringlb/balancer/options"
 )
 
 // TestClientGoneCounts499 checks that a client leaving mid-request frees
@@ -24,7 +27,7 @@ func TestClientGoneCounts499(t *testing.T) {
 			<-r.Context().Done()
 		}
 	}
-	reg := NewRegistry()
+	reg := metrics.NewRegistry()
 	b, err := New(baseOptions(upstreamsOf(t, a, bb)), reg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +146,7 @@ func TestRetryRefused(t *testing.T) {
 	live := newBackend(t, "live")
 	ups := upstreamsOf(t, live)
 	dead := deadURL(t)
-	ups = append(ups, UpstreamOptions{Name: "dead", URL: dead, Addr: dead.Host, Weight: 1})
+	ups = append(ups, options.Upstream{Name: "dead", URL: dead, Addr: dead.Host, Weight: 1})
 	b, reg, front := proxy(t, baseOptions(ups))
 	key := keyOwnedBy(t, b, "dead")
 	c := front.Client()
@@ -190,7 +193,7 @@ func TestFailModeNoRetry(t *testing.T) {
 	live := newBackend(t, "live")
 	ups := upstreamsOf(t, live)
 	dead := deadURL(t)
-	ups = append(ups, UpstreamOptions{Name: "dead", URL: dead, Addr: dead.Host, Weight: 1})
+	ups = append(ups, options.Upstream{Name: "dead", URL: dead, Addr: dead.Host, Weight: 1})
 	opts := baseOptions(ups)
 	opts.Ring.OnUnavailable = "fail"
 	opts.Ring.LoadFactor = 0
@@ -280,7 +283,7 @@ func TestErrorBodiesNameNoUpstreamWithoutHeader(t *testing.T) {
 		}
 	}
 	dead := deadURL(t)
-	ups := append(upstreamsOf(t, slow), UpstreamOptions{Name: "dead-secret", URL: dead, Addr: dead.Host, Weight: 1})
+	ups := append(upstreamsOf(t, slow), options.Upstream{Name: "dead-secret", URL: dead, Addr: dead.Host, Weight: 1})
 	opts := baseOptions(ups)
 	opts.UpstreamHeader = ""
 	opts.Retries = 0
@@ -337,8 +340,8 @@ func TestConcurrentRequestsKeepTheirOwn(t *testing.T) {
 			}
 			opts := baseOptions(upstreamsOf(t, bes...))
 			opts.RequestIDHeader = "X-Request-Id"
-			opts.Limits = LimitOptions{UpstreamRequests: 1024, Send: time.Minute}
-			b, err := New(opts, NewRegistry(), nil)
+			opts.Limits = options.Limits{UpstreamRequests: 1024, Send: time.Minute}
+			b, err := New(opts, metrics.NewRegistry(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

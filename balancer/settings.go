@@ -15,6 +15,8 @@ import (
 	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/balancer/keyhash"
+	"github.com/ringlb/ringlb/balancer/options"
+	"github.com/ringlb/ringlb/balancer/state"
 	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/ring"
 )
@@ -26,12 +28,12 @@ type settings struct {
 	specs []memberSpec // indexed like the ring's Members(); installLocked reads them
 
 	keys         []key.Spec
-	keyNames     []string        // each key source as RingStatus.KeySources names it
-	keyLabels    []string        // each key source as key.Source.Label names it, for logs
-	keyDesc      string          // "cookie session, header X-User-ID", for 400 answers
-	salt         *keyhash.Salted // HashOptions.Salt; nil: reported hashes are ring positions
-	onMissing    OnMissing       // never empty
-	cookie       CookieOptions
+	keyNames     []string          // each key source as RingStatus.KeySources names it
+	keyLabels    []string          // each key source as key.Source.Label names it, for logs
+	keyDesc      string            // "cookie session, header X-User-ID", for 400 answers
+	salt         *keyhash.Salted   // options.Hash.Salt; nil: reported hashes are ring positions
+	onMissing    options.OnMissing // never empty
+	cookie       options.Cookie
 	loadFactor   float64
 	loadFloor    int64 // >= 1
 	fail         bool
@@ -66,7 +68,7 @@ type memberSpec struct {
 	weight   float64
 	points   int                // ring.PointsFor(points_per_weight, weight): slow start's point count
 	protocol transport.Protocol // how ringlb speaks to it; discovered members take their source's
-	state    AdminState         // the configured admin state; discovered members: ready
+	state    state.Admin        // the configured admin state; discovered members: ready
 
 	source  string // the discovery source's name; "" for a static upstream
 	absent  bool   // discovered, missing from its source's answer: skipped
@@ -121,18 +123,18 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 		set.failGRPC = breaker.NewGRPCStatusSet(bo.FailureGRPCStatuses)
 	}
 	switch opts.Ring.OnUnavailable {
-	case "", OnUnavailableRemap:
-	case OnUnavailableFail:
+	case "", options.OnUnavailableRemap:
+	case options.OnUnavailableFail:
 		set.fail = true
 	default:
 		return settings{}, nil, fmt.Errorf("balancer: on_unavailable: unknown value %q", opts.Ring.OnUnavailable)
 	}
 	switch opts.Hash.OnMissing {
-	case "", OnMissingRandom:
-		set.onMissing = OnMissingRandom
-	case OnMissingReject, OnMissingCookie:
+	case "", options.OnMissingRandom:
+		set.onMissing = options.OnMissingRandom
+	case options.OnMissingReject, options.OnMissingCookie:
 		set.onMissing = opts.Hash.OnMissing
-		if opts.Hash.OnMissing == OnMissingCookie && opts.Hash.Cookie.Name == "" {
+		if opts.Hash.OnMissing == options.OnMissingCookie && opts.Hash.Cookie.Name == "" {
 			return settings{}, nil, errors.New("balancer: on_missing cookie needs a cookie name")
 		}
 	default:
@@ -174,7 +176,7 @@ func compile(opts Options, found []discovery.Member) (settings, *ring.Ring, erro
 func (set *settings) compileKeys(opts Options) error {
 	bodyLimit := opts.Hash.BodyLimit
 	if bodyLimit < 1 {
-		bodyLimit = DefaultBodyLimit
+		bodyLimit = options.DefaultBodyLimit
 	}
 	set.bodyLimit = bodyLimit
 	for i, k := range opts.Hash.Key {
@@ -197,7 +199,7 @@ func (set *settings) compileKeys(opts Options) error {
 // records, for each ring member, what the options say about it. When prev
 // (nil: none) has the same members, it is the ring.
 func (set *settings) membership(opts Options, found []discovery.Member, prev *ring.Ring) (*ring.Ring, error) {
-	byName := make(map[string]UpstreamOptions, len(opts.Upstreams))
+	byName := make(map[string]options.Upstream, len(opts.Upstreams))
 	rm := make([]ring.Member, 0, len(opts.Upstreams))
 	for i, uo := range opts.Upstreams {
 		if uo.Name == "" {
@@ -216,7 +218,7 @@ func (set *settings) membership(opts Options, found []discovery.Member, prev *ri
 			return nil, fmt.Errorf("balancer: upstreams[%d] (%s): protocol h2 needs an https url, got %v", i, uo.Name, uo.URL)
 		case uo.Protocol > transport.H2:
 			return nil, fmt.Errorf("balancer: upstreams[%d] (%s): unknown protocol %v", i, uo.Name, uo.Protocol)
-		case int(uo.State) >= len(adminStates):
+		case int(uo.State) >= len(state.Names()):
 			return nil, fmt.Errorf("balancer: upstreams[%d] (%s): unknown state %v", i, uo.Name, uo.State)
 		}
 		byName[uo.Name] = uo
@@ -227,10 +229,11 @@ func (set *settings) membership(opts Options, found []discovery.Member, prev *ri
 		return nil, err
 	}
 	rm = append(rm, drm...)
-	r := prev
-	if !sameRing(prev, rm, opts.Ring) {
-		r, err = ring.New(rm, ring.Options{Placement: opts.Ring.Placement, PointsPerWeight: opts.Ring.PointsPerWeight,
-			AllowEmpty: opts.Discovery != nil})
+	// An answer that only readdressed, or marked members absent or
+	// returned, keeps the ring instead of building all its points again.
+	r, ro := prev, ring.Options{Placement: opts.Ring.Placement, PointsPerWeight: opts.Ring.PointsPerWeight, AllowEmpty: opts.Discovery != nil}
+	if !prev.Places(rm, ro) {
+		r, err = ring.New(rm, ro)
 		if err != nil {
 			return nil, fmt.Errorf("balancer: %w", err)
 		}

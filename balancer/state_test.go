@@ -11,13 +11,15 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer/hold"
+	"github.com/ringlb/ringlb/balancer/options"
+	"github.com/ringlb/ringlb/balancer/state"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 	"github.com/ringlb/ringlb/ring"
 )
 
 // upstreamStateOf returns b's admin view of name, failing the test if
 // there is none.
-func upstreamStateOf(t testing.TB, b *Balancer, name string) UpstreamState {
+func upstreamStateOf(t testing.TB, b *Balancer, name string) state.Upstream {
 	t.Helper()
 	st, err := b.UpstreamState(name)
 	if err != nil {
@@ -26,7 +28,7 @@ func upstreamStateOf(t testing.TB, b *Balancer, name string) UpstreamState {
 	return st
 }
 
-func setState(t testing.TB, b *Balancer, name string, st AdminState) {
+func setState(t testing.TB, b *Balancer, name string, st state.Admin) {
 	t.Helper()
 	if _, err := b.SetState(name, st); err != nil {
 		t.Fatal(err)
@@ -58,15 +60,15 @@ func TestDrainKeepsHeldKeys(t *testing.T) {
 	if len(onA) < 20 {
 		t.Fatalf("only %d of %d keys on a", len(onA), len(live))
 	}
-	if st := upstreamStateOf(t, b, "a"); st.State != StateReady || st.HeldKeys != len(onA) || st.Drained {
+	if st := upstreamStateOf(t, b, "a"); st.State != state.Ready || st.HeldKeys != len(onA) || st.Drained {
 		t.Fatalf("before drain: %+v, want ready with %d held keys", st, len(onA))
 	}
 
-	st, err := b.SetState("a", StateDrain)
+	st, err := b.SetState("a", state.Drain)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != StateDrain || st.HeldKeys != len(onA) || st.Drained || !st.Available {
+	if st.State != state.Drain || st.HeldKeys != len(onA) || st.Drained || !st.Available {
 		t.Fatalf("SetState answered %+v, want drain, available, %d held keys, not drained", st, len(onA))
 	}
 	if b.Version() != version {
@@ -127,7 +129,7 @@ func TestDrainKeepsHeldKeys(t *testing.T) {
 
 	// ready: exactly a's keys come back (the records made meanwhile carry
 	// the current version, so they do not keep a key away).
-	setState(t, b, "a", StateReady)
+	setState(t, b, "a", state.Ready)
 	for _, k := range append(live, newKey) {
 		if lr := b.Lookup(k); lr.Chosen != lr.Owner {
 			t.Errorf("after ready, key %s goes to %s, its owner is %s", k, lr.Chosen, lr.Owner)
@@ -156,7 +158,7 @@ func TestMaintSkipsHeldKeys(t *testing.T) {
 			onA = append(onA, k)
 		}
 	}
-	setState(t, b, "a", StateMaint)
+	setState(t, b, "a", state.Maint)
 	if v := metric(t, reg, "ringlb_upstream_state", "upstream=a", "state=maint"); v != 1 {
 		t.Errorf(`ringlb_upstream_state{upstream="a",state="maint"} = %v, want 1`, v)
 	}
@@ -168,10 +170,10 @@ func TestMaintSkipsHeldKeys(t *testing.T) {
 			t.Errorf("lookup of %s: %+v, want a skipped for maint", k, lr)
 		}
 	}
-	if st := upstreamStateOf(t, b, "a"); st.State != StateMaint || st.Drained {
+	if st := upstreamStateOf(t, b, "a"); st.State != state.Maint || st.Drained {
 		t.Errorf("in maint: %+v (drained is for state drain only)", st)
 	}
-	setState(t, b, "a", StateReady)
+	setState(t, b, "a", state.Ready)
 	for _, k := range onA {
 		if got := visit(t, front, k); got != "a" {
 			t.Errorf("after ready, key %s served by %s, want a", k, got)
@@ -184,8 +186,8 @@ func TestMaintSkipsHeldKeys(t *testing.T) {
 // first seen then) stay where they began until they go idle, and its
 // keys not in use come back at once. Nothing else moves.
 func TestReadyKeepsSessionsThatBeganElsewhere(t *testing.T) {
-	for _, state := range []AdminState{StateDrain, StateMaint} {
-		t.Run(state.String(), func(t *testing.T) {
+	for _, st := range []state.Admin{state.Drain, state.Maint} {
+		t.Run(st.String(), func(t *testing.T) {
 			const idle = 10 * time.Minute
 			bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c"), newBackend(t, "d")}
 			clk := newFakeClock()
@@ -200,19 +202,19 @@ func TestReadyKeepsSessionsThatBeganElsewhere(t *testing.T) {
 					}
 				}
 			}
-			setState(t, b, "a", state)
+			setState(t, b, "a", st)
 			where := map[string]string{}
 			for _, k := range began {
 				where[k] = visit(t, front, k)
 				if where[k] == "a" {
-					t.Fatalf("new key %s went to a in %s", k, state)
+					t.Fatalf("new key %s went to a in %s", k, st)
 				}
 			}
 			clk.advance(time.Minute)
-			setState(t, b, "a", StateReady)
+			setState(t, b, "a", state.Ready)
 			for _, k := range began {
 				if got := visit(t, front, k); got != where[k] {
-					t.Errorf("session %s began on %s while a was in %s; after ready it went to %s", k, where[k], state, got)
+					t.Errorf("session %s began on %s while a was in %s; after ready it went to %s", k, where[k], st, got)
 				}
 				if h := b.Lookup(k).Held; h != where[k] {
 					t.Errorf("lookup of %s: held %q, want %s", k, h, where[k])
@@ -261,9 +263,9 @@ func TestDrainHonoursHoldCookie(t *testing.T) {
 	}
 	drained := opts
 	drained.Upstreams = upstreamsOf(t, bes...)
-	drained.Upstreams[0].State = StateDrain
+	drained.Upstreams[0].State = state.Drain
 	b2, _, front2 := holdProxy(t, clk, drained)
-	if st := upstreamStateOf(t, b2, "a"); st.State != StateDrain {
+	if st := upstreamStateOf(t, b2, "a"); st.State != state.Drain {
 		t.Fatalf("configured drain: %+v", st)
 	}
 	for k, ck := range cookies {
@@ -288,13 +290,13 @@ func TestStatesFailMode(t *testing.T) {
 	bes := []*backend{newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "c")}
 	clk := newFakeClock()
 	opts := holdOptions(upstreamsOf(t, bes...), idle)
-	opts.Ring.OnUnavailable = OnUnavailableFail
+	opts.Ring.OnUnavailable = options.OnUnavailableFail
 	b, _, front := holdProxy(t, clk, opts)
 	held := keyOwnedBy(t, b, "a")
 	if visit(t, front, held) != "a" {
 		t.Fatal("the key's owner did not serve it")
 	}
-	setState(t, b, "a", StateDrain)
+	setState(t, b, "a", state.Drain)
 	if got := visit(t, front, held); got != "a" {
 		t.Errorf("held key of draining owner: served by %s", got)
 	}
@@ -309,7 +311,7 @@ func TestStatesFailMode(t *testing.T) {
 	if code != http.StatusServiceUnavailable || be != "" || body != "upstream a for this key is draining\n" {
 		t.Errorf("unheld key of draining owner: %d from %q: %q", code, be, body)
 	}
-	setState(t, b, "a", StateMaint)
+	setState(t, b, "a", state.Maint)
 	for _, k := range []string{held, unheld} {
 		code, _, body := get(t, front.Client(), front.URL+"/", "X-User-ID", k)
 		if code != http.StatusServiceUnavailable || body != "upstream a for this key is in maint\n" {
@@ -326,8 +328,8 @@ func TestEveryUpstreamDraining(t *testing.T) {
 	clk := newFakeClock()
 	b, _, front := holdProxy(t, clk, holdOptions(upstreamsOf(t, bes...), idle))
 	where := visit(t, front, "old")
-	setState(t, b, "a", StateDrain)
-	setState(t, b, "b", StateDrain)
+	setState(t, b, "a", state.Drain)
+	setState(t, b, "b", state.Drain)
 	code, _, body := get(t, front.Client(), front.URL+"/", "X-User-ID", "brand-new")
 	if code != http.StatusServiceUnavailable || body != "no upstream available: every upstream draining\n" {
 		t.Errorf("new key with every upstream draining: %d %q", code, body)
@@ -344,7 +346,7 @@ func TestEveryUpstreamDraining(t *testing.T) {
 func TestDrainWithoutHold(t *testing.T) {
 	r := newRig(t, 3, nil)
 	ks := newKeyset(r.b, 300)
-	setState(t, r.b, "a", StateDrain)
+	setState(t, r.b, "a", state.Drain)
 	r.serveAll(t, ks, "a")
 	if n := r.bes["a"].hits.Load(); n != 0 {
 		t.Errorf("draining a got %d requests without hold", n)
@@ -352,7 +354,7 @@ func TestDrainWithoutHold(t *testing.T) {
 	if st := upstreamStateOf(t, r.b, "a"); !st.Drained || st.HeldKeys != 0 {
 		t.Errorf("%+v, want drained", st)
 	}
-	setState(t, r.b, "a", StateReady)
+	setState(t, r.b, "a", state.Ready)
 	ks.checkPlacement(t, r.b)
 }
 
@@ -362,27 +364,27 @@ func TestDrainWithoutHold(t *testing.T) {
 func TestStateAcrossReloads(t *testing.T) {
 	r := newRig(t, 3, nil)
 	b, opts := r.b, r.opts
-	setState(t, b, "a", StateDrain)
+	setState(t, b, "a", state.Drain)
 	if _, err := b.Update(opts); err != nil {
 		t.Fatal(err)
 	}
-	if st := upstreamStateOf(t, b, "a"); st.State != StateDrain {
+	if st := upstreamStateOf(t, b, "a"); st.State != state.Drain {
 		t.Fatalf("after a reload that leaves state alone: %v, want drain", st.State)
 	}
 	changed := opts
-	changed.Upstreams = append([]UpstreamOptions(nil), opts.Upstreams...)
-	changed.Upstreams[0].State = StateMaint
+	changed.Upstreams = append([]options.Upstream(nil), opts.Upstreams...)
+	changed.Upstreams[0].State = state.Maint
 	if _, err := b.Update(changed); err != nil {
 		t.Fatal(err)
 	}
-	if st := upstreamStateOf(t, b, "a"); st.State != StateMaint {
+	if st := upstreamStateOf(t, b, "a"); st.State != state.Maint {
 		t.Fatalf("after a reload setting maint: %v", st.State)
 	}
-	setState(t, b, "a", StateReady)
+	setState(t, b, "a", state.Ready)
 	if _, err := b.Update(changed); err != nil { // maint again, unchanged
 		t.Fatal(err)
 	}
-	if st := upstreamStateOf(t, b, "a"); st.State != StateReady {
+	if st := upstreamStateOf(t, b, "a"); st.State != state.Ready {
 		t.Fatalf("the API's ready after a reload that kept state maint: %v", st.State)
 	}
 	// Removed, then added again: its configured state.
@@ -392,13 +394,13 @@ func TestStateAcrossReloads(t *testing.T) {
 	if _, err := b.UpstreamState("a"); !errors.Is(err, ErrUnknownUpstream) {
 		t.Errorf("removed upstream: %v, want ErrUnknownUpstream", err)
 	}
-	if _, err := b.SetState("a", StateDrain); !errors.Is(err, ErrUnknownUpstream) {
+	if _, err := b.SetState("a", state.Drain); !errors.Is(err, ErrUnknownUpstream) {
 		t.Errorf("SetState of a removed upstream: %v", err)
 	}
 	if _, err := b.Update(changed); err != nil {
 		t.Fatal(err)
 	}
-	if st := upstreamStateOf(t, b, "a"); st.State != StateMaint {
+	if st := upstreamStateOf(t, b, "a"); st.State != state.Maint {
 		t.Errorf("re-added: %v, want its configured maint", st.State)
 	}
 	if r.logs.count("upstream state", "upstream=a", "by=api") != 2 || r.logs.count("upstream state", "upstream=a", "by=config") != 2 {
@@ -426,7 +428,7 @@ func TestDrainedWaitsForInflightAndTunnels(t *testing.T) {
 	}()
 	<-arrived
 	be.arrived.Store(nil)
-	setState(t, r.b, "a", StateDrain)
+	setState(t, r.b, "a", state.Drain)
 	if st := upstreamStateOf(t, r.b, "a"); st.Inflight != 1 || st.Drained {
 		t.Errorf("with a request in flight: %+v", st)
 	}
@@ -451,7 +453,7 @@ func TestDrainedWaitsForInflightAndTunnels(t *testing.T) {
 	if res, err := http.ReadResponse(br, nil); err != nil || res.StatusCode != http.StatusSwitchingProtocols {
 		t.Fatalf("%v %v", res, err)
 	}
-	setState(t, bws, "ws", StateDrain)
+	setState(t, bws, "ws", state.Drain)
 	st := upstreamStateOf(t, bws, "ws")
 	if st.Tunnels != 1 || st.Inflight != 1 || st.Drained {
 		t.Errorf("with a tunnel open: %+v", st)
@@ -470,18 +472,5 @@ func TestDrainedWaitsForInflightAndTunnels(t *testing.T) {
 	})
 	if st := upstreamStateOf(t, bws, "ws"); st.Tunnels != 0 {
 		t.Errorf("after the tunnel closed: %+v", st)
-	}
-}
-
-func TestParseAdminState(t *testing.T) {
-	for i, n := range AdminStates() {
-		if st, err := ParseAdminState(n); err != nil || st != AdminState(i) || st.String() != n {
-			t.Errorf("ParseAdminState(%q) = %v, %v", n, st, err)
-		}
-	}
-	for _, bad := range []string{"", "Ready", "draining", "disabled"} {
-		if _, err := ParseAdminState(bad); err == nil {
-			t.Errorf("ParseAdminState(%q) accepted", bad)
-		}
 	}
 }

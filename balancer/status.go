@@ -4,13 +4,14 @@ import (
 	"cmp"
 	"math"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/ringlb/ringlb/balancer/breaker"
+	"github.com/ringlb/ringlb/balancer/discovery"
 	"github.com/ringlb/ringlb/balancer/handoff"
 	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -29,7 +30,7 @@ type RingStatus struct {
 	Upstreams  []UpstreamStatus
 	// Discovery lists each discovery source, in config order; nil
 	// without a discovery block.
-	Discovery []DiscoveryStatus
+	Discovery []discovery.Status
 	// Hold is the hold block in force; its zero value: hold off.
 	Hold hold.Status
 }
@@ -76,11 +77,9 @@ func (b *Balancer) Status() RingStatus {
 		OnMissing:       string(s.onMissing),
 		Hold:            b.hold.Status(s.hold),
 		Upstreams:       make([]UpstreamStatus, len(s.members)),
+		Discovery:       b.discoveryStatus(),
 	}
 	st.KeySources = append(st.KeySources, s.keyNames...)
-	for _, d := range b.discoveryStatus() {
-		st.Discovery = append(st.Discovery, DiscoveryStatus{Source: d.Source, Members: d.Members, LastSuccess: d.LastSuccess, LastError: d.LastError})
-	}
 	now := b.nanotime()
 	for i := range s.members {
 		m := &s.members[i]
@@ -126,7 +125,7 @@ func (s *snapshot) activeFraction(u *upstream, now int64) float64 {
 // affinity cookie).
 func (b *Balancer) KeyOf(r *http.Request) (k, source string, ok bool) {
 	s := b.snap.Load()
-	if s.onMissing == OnMissingCookie {
+	if s.onMissing == options.OnMissingCookie {
 		if v, ok := key.CookieValue(r.Header, s.cookie.Name); ok {
 			return v, "cookie " + s.cookie.Name + " (affinity)", true
 		}
@@ -198,7 +197,7 @@ func (b *Balancer) Lookup(key string) LookupResult {
 // LookupHash is Lookup for a key known only by its hash, as
 // /debug/hotkeys and the access log show it: the hex the lookup's Hash
 // shows (16 digits; 8 under placement nginx). ok is false when hash is
-// not such a number. With a salt (HashOptions.Salt) those show the
+// not such a number. With a salt (options.Hash.Salt) those show the
 // salted hash, which cannot be turned back into a position: it is looked
 // for among the hot keys (HotKeys, this window and the one before), and
 // ok is false when none has it.
@@ -207,7 +206,7 @@ func (b *Balancer) LookupHash(hash string) (res LookupResult, ok bool) {
 }
 
 // SaltedKeyHashes reports whether the key hashes the balancer reports
-// are salted (HashOptions.Salt), and so cannot be turned back into ring
+// are salted (options.Hash.Salt), and so cannot be turned back into ring
 // positions (see LookupHash).
 func (b *Balancer) SaltedKeyHashes() bool { return b.snap.Load().salt != nil }
 
@@ -217,31 +216,12 @@ func (b *Balancer) lookupHash(hash string) (res LookupResult, ok bool) {
 	if s.salt != nil {
 		pos, ok = b.hotPosition(s, strings.ToLower(hash))
 	} else {
-		pos, ok = parseHash(s.ring, hash)
+		pos, ok = s.ring.ParseHash(hash)
 	}
 	if !ok {
 		return LookupResult{}, false
 	}
 	return b.lookupAt(s, "", pos), true
-}
-
-// parseHash reads a ring position as FormatHash writes it.
-func parseHash(r *ring.Ring, hash string) (uint64, bool) {
-	digits := 16
-	if r.Placement() == ring.PlacementNginx {
-		digits = 8
-	}
-	if len(hash) != digits {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(hash, 16, 64)
-	if err != nil {
-		return 0, false
-	}
-	if digits == 8 {
-		v <<= 32
-	}
-	return v, true
 }
 
 func (b *Balancer) lookupAt(s *snapshot, key string, pos uint64) LookupResult {
@@ -261,7 +241,7 @@ func (b *Balancer) lookupAt(s *snapshot, key string, pos uint64) LookupResult {
 		return true
 	})
 	choice, skipped := b.pick(s, pos, nil, make([]ring.Skip, 0, len(s.members)))
-	if choice.Member >= 0 && s.members[choice.Member].count.busy(s.upstreamMax) {
+	if choice.Member >= 0 && s.members[choice.Member].count.Busy(s.upstreamMax) {
 		// A request would stop here: 503 "upstream busy", not moved on.
 		skipped = append(skipped, ring.Skip{Member: choice.Member, Reason: ring.Busy})
 		choice.Member = -1

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/balancer/transport/h1"
 	"github.com/ringlb/ringlb/internal/testutil/certstest"
@@ -170,7 +171,7 @@ func caseUpstream(t *testing.T, c transportCase, srv *tls.Config) string {
 func throughBalancer(t *testing.T, target string, roots *x509.CertPool, c transportCase, std bool) string {
 	t.Helper()
 	u := mustURL(t, target)
-	opts := baseOptions([]UpstreamOptions{{Name: "u", URL: u, Addr: u.Host, Weight: 1}})
+	opts := baseOptions([]options.Upstream{{Name: "u", URL: u, Addr: u.Host, Weight: 1}})
 	opts.UpstreamTLS.RootCAs = roots
 	opts.Timeouts.ResponseHeader = 300 * time.Millisecond
 	opts.Timeouts.Read = 300 * time.Millisecond

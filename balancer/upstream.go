@@ -10,6 +10,7 @@ import (
 	"github.com/ringlb/ringlb/balancer/transport"
 
 	"github.com/ringlb/ringlb/balancer/breaker"
+	"github.com/ringlb/ringlb/balancer/state"
 )
 
 // upstream is the live state of one upstream, identified by its name. It
@@ -45,13 +46,13 @@ type upstream struct {
 	// ejection says since when and why the upstream is unavailable; nil
 	// while it is available. Written by settle with the flip it reports.
 	ejection atomic.Pointer[Ejection]
-	// state is the admin state (an AdminState), a second axis beside
+	// state is the admin state (a state.Admin), a second axis beside
 	// availability: the walk's judge reads it, written under
 	// Balancer.mu. cfgState is the state the config said at the last
 	// install (guarded by Balancer.mu): a reload overrides a state set
 	// through the API only when it changes that word.
 	state    atomic.Uint32
-	cfgState AdminState
+	cfgState state.Admin
 	// tunnels counts the upgraded connections (WebSocket) open to the
 	// upstream; each is also one of inflight.
 	tunnels downstream.TunnelCount
@@ -106,11 +107,11 @@ func (b *Balancer) recomputeLocked() {
 	for i := range s.members {
 		u := s.members[i].u
 		switch u.adminState() {
-		case StateReady:
+		case state.Ready:
 			if u.available() {
 				w += s.members[i].weight
 			}
-		case StateDrain:
+		case state.Drain:
 			drains++
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/internal/testutil/dnstest"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
@@ -85,7 +86,7 @@ func TestRingVersionLogged(t *testing.T) {
 
 	// A reload adding a static upstream: a line with cause reload.
 	u, _ := url.Parse(f.bes[0].srv.URL)
-	opts.Upstreams = []UpstreamOptions{{Name: "static", URL: u, Addr: u.Host, Weight: 1}}
+	opts.Upstreams = []options.Upstream{{Name: "static", URL: u, Addr: u.Host, Weight: 1}}
 	v4, err := b.Update(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -73,7 +73,7 @@ func TestKubernetesManifestsPortable(t *testing.T) {
 				return
 			}
 			for i, s := range cfg.Discovery.Sources {
-				if s.Kubernetes != nil && s.Kubernetes.Namespace != "" {
+				if s.Kubernetes.Namespace != "" {
 					t.Errorf("discovery.sources[%d].kubernetes.namespace = %q: write \"\" (the pod's own namespace)", i, s.Kubernetes.Namespace)
 				}
 			}

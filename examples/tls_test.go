@@ -14,6 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
 	"github.com/ringlb/ringlb/internal/testutil/certstest"
 )
@@ -101,7 +102,7 @@ func TestConfigsTLSExample(t *testing.T) {
 		t.Errorf("tls %+v, http2 %v, h2c %v: want tls with http2 on", cfg.TLS, cfg.HTTP2, cfg.H2C)
 	}
 	for _, u := range cfg.Upstreams {
-		if u.Protocol != config.ProtocolHTTP1 {
+		if u.Protocol != transport.HTTP1 {
 			t.Errorf("upstream %s: protocol %q, want http1 (HTTP/2 at the front only)", u.Name, u.Protocol)
 		}
 	}

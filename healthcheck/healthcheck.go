@@ -4,7 +4,7 @@
 // Each target has one prober goroutine. It sends GET Path to the target every
 // Interval (each wait jittered by ±10%, the first one a random offset within
 // the first Interval, so the probes of many targets do not align). A probe
-// passes when the response status is within [ExpectMin, ExpectMax] and no
+// passes when the response status is within ExpectStatus and no
 // transport error or timeout occurred. A target starts up; it goes down after
 // Fall consecutive failures and comes back after Rise consecutive passes.
 // Only those transitions are reported, through a Reporter, so the package
@@ -33,6 +33,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -57,32 +58,49 @@ const (
 	DefaultExpectMax = 399
 )
 
-// Options configure every prober of a Checker. The zero value of each field
+// Options configure every prober of a Checker. They are the config
+// file's health block, which decodes into them: each comment names the
+// field in the file and its default there. The zero value of each field
 // selects its default (see DefaultPath and the others).
 type Options struct {
-	// Path is the request target of a probe, a path with an optional
-	// "?query". It replaces the target URL's path and query (as in HAProxy's
-	// and Envoy's checks: a base path in the upstream URL is not prefixed).
-	// A missing leading "/" is added. Default "/healthz".
-	Path string
-	// Interval is the time from the start of one probe to the start of the
-	// next, ±10% jitter. Default 2s.
-	Interval time.Duration
-	// Timeout bounds one probe: connecting, sending, the response headers and
-	// draining the body. Default 1s. It should be less than Interval; if it
-	// is not, probes of one target still never overlap: the next one starts
-	// when the previous one has ended.
-	Timeout time.Duration
-	// Rise is how many consecutive passes bring a down target back up.
-	// Default 2.
-	Rise int
-	// Fall is how many consecutive failures take an up target down.
-	// Default 3.
-	Fall int
-	// ExpectMin and ExpectMax are the inclusive range of passing statuses.
-	// Both zero means 200-399. Redirects are not followed: a 3xx is judged
+	// Path is path, the request target of a probe, a path with an
+	// optional "?query"; default /healthz. It replaces the target URL's
+	// path and query (as in HAProxy's and Envoy's checks: a base path in
+	// the upstream URL is not prefixed). A missing leading "/" is added
+	// (the config requires one).
+	Path string `yaml:"path" default:"/healthz"`
+	// Interval is interval, the time from the start of one probe to the
+	// start of the next, ±10% jitter; default 2s; > 0.
+	Interval time.Duration `yaml:"interval" default:"2s"`
+	// Timeout is timeout, which bounds one probe: connecting, sending,
+	// the response headers and draining the body; default 1s; > 0 and
+	// (in the config) < Interval. If it is not less than Interval, probes
+	// of one target still never overlap: the next one starts when the
+	// previous one has ended.
+	Timeout time.Duration `yaml:"timeout" default:"1s"`
+	// Rise is rise, how many consecutive passes bring a down target back
+	// up; default 2; >= 1.
+	Rise int `yaml:"rise" default:"2"`
+	// Fall is fall, how many consecutive failures take an up target down;
+	// default 3; >= 1.
+	Fall int `yaml:"fall" default:"3"`
+	// ExpectStatus is expect_status, the inclusive range of passing
+	// statuses, written 200-399 or 200; default 200-399 (as is the zero
+	// range); within 100-599. Redirects are not followed: a 3xx is judged
 	// as it is.
-	ExpectMin, ExpectMax int
+	ExpectStatus StatusRange `yaml:"expect_status" default:"200-399"`
+}
+
+// StatusRange is an inclusive range of HTTP status codes.
+type StatusRange struct{ Min, Max int }
+
+// String formats the range as written in the config: "200-399", or "200"
+// when Min == Max.
+func (r StatusRange) String() string {
+	if r.Min == r.Max {
+		return strconv.Itoa(r.Min)
+	}
+	return strconv.Itoa(r.Min) + "-" + strconv.Itoa(r.Max)
 }
 
 // withDefaults returns o with every zero (or negative) field replaced by its
@@ -106,8 +124,8 @@ func (o Options) withDefaults() Options {
 	if o.Fall <= 0 {
 		o.Fall = DefaultFall
 	}
-	if o.ExpectMin == 0 && o.ExpectMax == 0 {
-		o.ExpectMin, o.ExpectMax = DefaultExpectMin, DefaultExpectMax
+	if o.ExpectStatus == (StatusRange{}) {
+		o.ExpectStatus = StatusRange{DefaultExpectMin, DefaultExpectMax}
 	}
 	return o
 }

@@ -315,7 +315,7 @@ func TestProbeVerdict(t *testing.T) {
 		{"/?code=302", 200, 299, "status 302, want 200-299"},
 	} {
 		c := New(Options{}, nil, nil)
-		opts := Options{Path: tc.path, ExpectMin: tc.min, ExpectMax: tc.max}.withDefaults()
+		opts := Options{Path: tc.path, ExpectStatus: StatusRange{tc.min, tc.max}}.withDefaults()
 		pass, why := c.probe(context.Background(), &probeConfig{url: probeURL(base, opts.Path).String(), opts: opts})
 		if pass != (tc.want == "") || why != tc.want {
 			t.Errorf("%s with [%d,%d]: pass %v %q, want %q", tc.path, tc.min, tc.max, pass, why, tc.want)
@@ -566,7 +566,7 @@ func TestJitter(t *testing.T) {
 
 func TestOptionsDefaults(t *testing.T) {
 	got := Options{Path: "ready"}.withDefaults()
-	want := Options{Path: "/ready", Interval: 2 * time.Second, Timeout: time.Second, Rise: 2, Fall: 3, ExpectMin: 200, ExpectMax: 399}
+	want := Options{Path: "/ready", Interval: 2 * time.Second, Timeout: time.Second, Rise: 2, Fall: 3, ExpectStatus: StatusRange{200, 399}}
 	if got != want {
 		t.Errorf("defaults %+v, want %+v", got, want)
 	}

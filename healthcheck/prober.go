@@ -139,8 +139,8 @@ func (c *Checker) probe(ctx context.Context, cfg *probeConfig) (pass bool, why s
 	// not change the verdict, which the status already gave.
 	_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
 	_ = resp.Body.Close()
-	if resp.StatusCode < cfg.opts.ExpectMin || resp.StatusCode > cfg.opts.ExpectMax {
-		return false, fmt.Sprintf("status %d, want %d-%d", resp.StatusCode, cfg.opts.ExpectMin, cfg.opts.ExpectMax)
+	if exp := cfg.opts.ExpectStatus; resp.StatusCode < exp.Min || resp.StatusCode > exp.Max {
+		return false, fmt.Sprintf("status %d, want %d-%d", resp.StatusCode, exp.Min, exp.Max)
 	}
 	return true, ""
 }

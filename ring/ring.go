@@ -54,6 +54,8 @@ import (
 	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
+
+	"strconv"
 )
 
 // Placement selects how points and key hashes are computed.
@@ -277,6 +279,47 @@ func (r *Ring) FormatHash(h uint64) string {
 		return string(b[:8]) // the top 32 bits
 	}
 	return string(b[:])
+}
+
+// Places reports whether r (nil: none) places keys as New(members, o)
+// would, so that a caller may keep r rather than build and sort all its
+// points again. It answers only under placement ringlb, where a member's
+// Addr takes no part: r has the same names and weights, and
+// o.PointsPerWeight as given (0 does not stand for its default here).
+// Under placement nginx it reports false.
+func (r *Ring) Places(members []Member, o Options) bool {
+	if r == nil || r.placement != PlacementRinglb || o.Placement == PlacementNginx ||
+		r.ppw != o.PointsPerWeight || r.Len() != len(members) {
+		return false
+	}
+	pm := r.Members() // sorted by name under placement ringlb
+	for _, m := range members {
+		i, ok := slices.BinarySearchFunc(pm, m.Name, func(p Member, n string) int { return strings.Compare(p.Name, n) })
+		if !ok || pm[i].Weight != m.Weight {
+			return false
+		}
+	}
+	return true
+}
+
+// ParseHash reads a position as FormatHash writes it: 16 hex digits, or 8
+// under PlacementNginx (the top 32 bits). ok is false for anything else.
+func (r *Ring) ParseHash(hash string) (pos uint64, ok bool) {
+	digits := 16
+	if r.placement == PlacementNginx {
+		digits = 8
+	}
+	if len(hash) != digits {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(hash, 16, 64)
+	if err != nil {
+		return 0, false
+	}
+	if digits == 8 {
+		v <<= 32
+	}
+	return v, true
 }
 
 // search returns the index of the first point at or after h: n (the

@@ -735,3 +735,57 @@ func TestFormatHash(t *testing.T) {
 		}
 	}
 }
+
+// ParseHash reads back what FormatHash writes, under both placements,
+// and nothing else.
+func TestParseHash(t *testing.T) {
+	for _, p := range []Placement{PlacementRinglb, PlacementNginx} {
+		r, err := New([]Member{{Name: "a", Addr: "a:80", Weight: 1}}, Options{Placement: p, PointsPerWeight: 160})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pos := r.Hash("user-42")
+		if p == PlacementNginx {
+			pos &^= 1<<32 - 1 // FormatHash shows the top 32 bits
+		}
+		if got, ok := r.ParseHash(r.FormatHash(pos)); !ok || got != pos {
+			t.Errorf("%s: ParseHash(FormatHash(%x)) = %x, %v", p, pos, got, ok)
+		}
+		for _, bad := range []string{"", "xyz", "0123456789abcdef0", "0123456", "zz345678"} {
+			if _, ok := r.ParseHash(bad); ok {
+				t.Errorf("%s: ParseHash(%q) ok", p, bad)
+			}
+		}
+	}
+}
+
+// Places holds for the same names and weights under placement ringlb,
+// whatever the addresses, and for nothing else.
+func TestPlaces(t *testing.T) {
+	ms := []Member{{Name: "a", Addr: "10.0.0.1:80", Weight: 1}, {Name: "b", Addr: "10.0.0.2:80", Weight: 2}}
+	o := Options{PointsPerWeight: 160}
+	r, err := New(ms, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := []Member{{Name: "b", Addr: "10.0.0.9:80", Weight: 2}, {Name: "a", Addr: "10.0.0.8:80", Weight: 1}}
+	if !r.Places(moved, o) {
+		t.Error("readdressed members: want the same placement")
+	}
+	for name, c := range map[string]struct {
+		r  *Ring
+		ms []Member
+		o  Options
+	}{
+		"no ring":         {nil, ms, o},
+		"another weight":  {r, []Member{ms[0], {Name: "b", Weight: 3}}, o},
+		"another name":    {r, []Member{ms[0], {Name: "c", Weight: 2}}, o},
+		"one more":        {r, append(slices.Clone(ms), Member{Name: "c", Weight: 1}), o},
+		"other points":    {r, ms, Options{PointsPerWeight: 100}},
+		"placement nginx": {r, ms, Options{Placement: PlacementNginx, PointsPerWeight: 160}},
+	} {
+		if c.r.Places(c.ms, c.o) {
+			t.Errorf("%s: want a placement of its own", name)
+		}
+	}
+}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/metrics"
+	"github.com/ringlb/ringlb/balancer/options"
 )
 
 func setup(t *testing.T, reload ReloadFunc) (*balancer.Balancer, *httptest.Server) {
@@ -24,16 +26,16 @@ func setup(t *testing.T, reload ReloadFunc) (*balancer.Balancer, *httptest.Serve
 
 func setupWith(t *testing.T, reload ReloadFunc, opts Options) (*balancer.Balancer, *httptest.Server) {
 	t.Helper()
-	var ups []balancer.UpstreamOptions
+	var ups []options.Upstream
 	for _, n := range []string{"a", "<b>"} {
 		u, _ := url.Parse("http://" + strings.Trim(n, "<>") + ".internal:8080")
-		ups = append(ups, balancer.UpstreamOptions{Name: n, URL: u, Addr: u.Host, Weight: 1})
+		ups = append(ups, options.Upstream{Name: n, URL: u, Addr: u.Host, Weight: 1})
 	}
-	reg := balancer.NewRegistry()
+	reg := metrics.NewRegistry()
 	b, err := balancer.New(balancer.Options{
-		Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160, LoadFactor: 1.25},
-		Hash:     balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
-		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
+		Upstreams: ups, Ring: options.Ring{PointsPerWeight: 160, LoadFactor: 1.25},
+		Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
+		Timeouts: options.Timeouts{Dial: time.Second},
 	}, reg, nil)
 	if err != nil {
 		t.Fatal(err)

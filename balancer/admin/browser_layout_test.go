@@ -14,6 +14,9 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/metrics"
+	"github.com/ringlb/ringlb/balancer/options"
+	"github.com/ringlb/ringlb/balancer/state"
 )
 
 // measurePage loads the status page in a frame of the width its query
@@ -47,18 +50,18 @@ func TestStatusPageFitsItsWidth(t *testing.T) {
 		t.Skip("-short: runs headless Chromium")
 	}
 	bin := chromiumPath(t)
-	var ups []balancer.UpstreamOptions
+	var ups []options.Upstream
 	for i := 1; i <= 4; i++ {
 		be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 		t.Cleanup(be.Close)
 		u := mustParse(t, be.URL)
-		ups = append(ups, balancer.UpstreamOptions{Name: fmt.Sprintf("app-%d", i), URL: u, Addr: u.Host, Weight: 1})
+		ups = append(ups, options.Upstream{Name: fmt.Sprintf("app-%d", i), URL: u, Addr: u.Host, Weight: 1})
 	}
-	reg := balancer.NewRegistry()
+	reg := metrics.NewRegistry()
 	b, err := balancer.New(balancer.Options{
-		Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160},
-		Hash:     balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: balancer.OnMissingRandom},
-		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
+		Upstreams: ups, Ring: options.Ring{PointsPerWeight: 160},
+		Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: options.OnMissingRandom},
+		Timeouts: options.Timeouts{Dial: time.Second},
 	}, reg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +77,7 @@ func TestStatusPageFitsItsWidth(t *testing.T) {
 			res.Body.Close()
 		}
 	}
-	if _, err := b.SetState("app-2", balancer.StateDrain); err != nil {
+	if _, err := b.SetState("app-2", state.Drain); err != nil {
 		t.Fatal(err)
 	}
 	admin := httptest.NewUnstartedServer(nil)

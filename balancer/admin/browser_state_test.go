@@ -17,6 +17,9 @@ import (
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/metrics"
+	"github.com/ringlb/ringlb/balancer/options"
+	"github.com/ringlb/ringlb/balancer/state"
 )
 
 // pressPage is served beside the status page, on the admin listener's own
@@ -140,18 +143,18 @@ func TestStatusPageStateButtonsInBrowser(t *testing.T) {
 		t.Skip("-short: runs headless Chromium")
 	}
 	bin := chromiumPath(t)
-	var ups []balancer.UpstreamOptions
+	var ups []options.Upstream
 	for _, n := range []string{"alpha", "bravo", "charlie"} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, n) }))
 		t.Cleanup(srv.Close)
 		u, _ := url.Parse(srv.URL)
-		ups = append(ups, balancer.UpstreamOptions{Name: n, URL: u, Addr: u.Host, Weight: 1})
+		ups = append(ups, options.Upstream{Name: n, URL: u, Addr: u.Host, Weight: 1})
 	}
-	reg := balancer.NewRegistry()
+	reg := metrics.NewRegistry()
 	b, err := balancer.New(balancer.Options{
-		Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160},
-		Hash:     balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
-		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
+		Upstreams: ups, Ring: options.Ring{PointsPerWeight: 160},
+		Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
+		Timeouts: options.Timeouts{Dial: time.Second},
 		Hold:     hold.Options{Idle: time.Hour, MaxKeys: 100},
 	}, reg, nil)
 	if err != nil {
@@ -170,7 +173,7 @@ func TestStatusPageStateButtonsInBrowser(t *testing.T) {
 	if len(res.Asked) != 1 || !regexp.MustCompile(`^Put bravo in maint\?`).MatchString(res.Asked[0]) {
 		t.Errorf("maint asked %q", res.Asked)
 	}
-	if st, _ := b.UpstreamState("bravo"); st.State != balancer.StateReady || res.After != "ready" {
+	if st, _ := b.UpstreamState("bravo"); st.State != state.Ready || res.After != "ready" {
 		t.Errorf("declined maint: state %v, row says %q", st.State, res.After)
 	}
 
@@ -179,7 +182,7 @@ func TestStatusPageStateButtonsInBrowser(t *testing.T) {
 	if len(res.Asked) != 1 || !regexp.MustCompile(`^Drain bravo\? It takes no new keys`).MatchString(res.Asked[0]) {
 		t.Errorf("drain asked %q", res.Asked)
 	}
-	if st, _ := b.UpstreamState("bravo"); st.State != balancer.StateDrain {
+	if st, _ := b.UpstreamState("bravo"); st.State != state.Drain {
 		t.Errorf("after pressing Drain: state %v", st.State)
 	}
 	if res.Before != "ready" || res.After != "drain (drained)" || len(res.Disabled) != 1 || res.Disabled[0] != "drain" ||
@@ -188,7 +191,7 @@ func TestStatusPageStateButtonsInBrowser(t *testing.T) {
 	}
 	// Rendered by the server in that state, and Ready brings it back.
 	res = press("bravo", "ready", "yes")
-	if st, _ := b.UpstreamState("bravo"); st.State != balancer.StateReady || res.Before != "drain (drained)" || res.After != "ready" {
+	if st, _ := b.UpstreamState("bravo"); st.State != state.Ready || res.Before != "drain (drained)" || res.After != "ready" {
 		t.Errorf("after pressing Ready: state %v, row %+v", st.State, res)
 	}
 
@@ -202,7 +205,7 @@ func TestStatusPageStateButtonsInBrowser(t *testing.T) {
 	if out := outOf(t, dom); out == "pending" {
 		t.Errorf("the foreign page's request did not complete: %q", out)
 	}
-	if st, _ := b.UpstreamState("charlie"); st.State != balancer.StateReady {
+	if st, _ := b.UpstreamState("charlie"); st.State != state.Ready {
 		t.Errorf("a foreign page drained charlie: %v", st.State)
 	}
 }

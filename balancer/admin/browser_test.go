@@ -23,6 +23,8 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/metrics"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
@@ -179,7 +181,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	bin := chromiumPath(t)
 
 	names := []string{"alpha", "bravo", "charlie", "delta"}
-	var ups []balancer.UpstreamOptions
+	var ups []options.Upstream
 	for _, n := range names {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/fail" {
@@ -189,13 +191,13 @@ func TestStatusPageInBrowser(t *testing.T) {
 		}))
 		t.Cleanup(srv.Close)
 		u, _ := url.Parse(srv.URL)
-		ups = append(ups, balancer.UpstreamOptions{Name: n, URL: u, Addr: u.Host, Weight: 1})
+		ups = append(ups, options.Upstream{Name: n, URL: u, Addr: u.Host, Weight: 1})
 	}
-	reg := balancer.NewRegistry()
+	reg := metrics.NewRegistry()
 	opts := balancer.Options{
-		Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160, LoadFactor: 1.25, SlowStart: 10 * time.Minute},
-		Hash:           balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
-		UpstreamHeader: "X-Upstream", Retries: 1, Timeouts: balancer.TimeoutOptions{Dial: time.Second},
+		Upstreams: ups, Ring: options.Ring{PointsPerWeight: 160, LoadFactor: 1.25, SlowStart: 10 * time.Minute},
+		Hash:           options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
+		UpstreamHeader: "X-Upstream", Retries: 1, Timeouts: options.Timeouts{Dial: time.Second},
 	}
 	b, err := balancer.New(opts, reg, nil)
 	if err != nil {
@@ -417,7 +419,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	// script sees the new version and reloads the page, whose ring now has
 	// five arcs.
 	echo, _ := url.Parse("http://127.0.0.1:1")
-	opts.Upstreams = append(opts.Upstreams, balancer.UpstreamOptions{Name: "echo", URL: echo, Addr: echo.Host, Weight: 1})
+	opts.Upstreams = append(opts.Upstreams, options.Upstream{Name: "echo", URL: echo, Addr: echo.Host, Weight: 1})
 	var version string
 	update := func() {
 		if version, err = b.Update(opts); err != nil {

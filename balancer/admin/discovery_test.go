@@ -12,6 +12,8 @@ import (
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/discovery"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/metrics"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/internal/testutil/dnstest"
 )
 
@@ -59,12 +61,12 @@ func TestDiscoveryViews(t *testing.T) {
 	const src = "_http._tcp.app.test"
 	z := dnstest.New(t)
 	z.SetSilent(src, true)
-	reg := balancer.NewRegistry()
+	reg := metrics.NewRegistry()
 	b, err := balancer.New(balancer.Options{
-		Ring:     balancer.RingOptions{PointsPerWeight: 160},
-		Hash:     balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
-		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
-		Discovery: &balancer.DiscoveryOptions{
+		Ring:     options.Ring{PointsPerWeight: 160},
+		Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
+		Timeouts: options.Timeouts{Dial: time.Second},
+		Discovery: &discovery.Options{
 			Resolver: z.Addr, Interval: 50 * time.Millisecond, Timeout: 40 * time.Millisecond, RemoveAfter: time.Hour, Confirm: 3,
 			Sources: []discovery.Source{{SRV: src, Scheme: "http", Protocol: "http1", Weight: 1}},
 		},

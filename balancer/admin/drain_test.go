@@ -12,6 +12,8 @@ import (
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/metrics"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
@@ -20,23 +22,23 @@ import (
 // listener (answering Host 127.0.0.1:9901).
 func drainProxy(t *testing.T, holdOn bool) (adm *httptest.Server, logs *testenv.Buffer) {
 	t.Helper()
-	var ups []balancer.UpstreamOptions
+	var ups []options.Upstream
 	for _, n := range []string{"a", "b"} {
 		be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, n) }))
 		t.Cleanup(be.Close)
 		u := mustParse(t, be.URL)
-		ups = append(ups, balancer.UpstreamOptions{Name: n, URL: u, Addr: u.Host, Weight: 1})
+		ups = append(ups, options.Upstream{Name: n, URL: u, Addr: u.Host, Weight: 1})
 	}
 	opts := balancer.Options{
-		Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160},
-		Hash:     balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: balancer.OnMissingReject},
-		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
+		Upstreams: ups, Ring: options.Ring{PointsPerWeight: 160},
+		Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: options.OnMissingReject},
+		Timeouts: options.Timeouts{Dial: time.Second},
 	}
 	if holdOn {
 		opts.Hold = hold.Options{Idle: time.Hour, MaxKeys: 1000}
 	}
 	logs = &testenv.Buffer{}
-	reg := balancer.NewRegistry()
+	reg := metrics.NewRegistry()
 	b, err := balancer.New(opts, reg, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)

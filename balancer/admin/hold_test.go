@@ -14,6 +14,8 @@ import (
 	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/hold/share"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/metrics"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/internal/testutil/redistest"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
@@ -22,20 +24,20 @@ import (
 // held on after a membership change (null for a key never served), and
 // the status page shows the held keys and the held share of requests.
 func TestHoldLookupAndStatus(t *testing.T) {
-	var ups []balancer.UpstreamOptions
+	var ups []options.Upstream
 	for _, n := range []string{"a", "b", "c", "d"} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, n) }))
 		t.Cleanup(srv.Close)
 		u, _ := url.Parse(srv.URL)
-		ups = append(ups, balancer.UpstreamOptions{Name: n, URL: u, Addr: u.Host, Weight: 1})
+		ups = append(ups, options.Upstream{Name: n, URL: u, Addr: u.Host, Weight: 1})
 	}
 	opts := balancer.Options{
-		Upstreams: ups[:3], Ring: balancer.RingOptions{PointsPerWeight: 160},
-		Hash:     balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: balancer.OnMissingReject},
-		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
+		Upstreams: ups[:3], Ring: options.Ring{PointsPerWeight: 160},
+		Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: options.OnMissingReject},
+		Timeouts: options.Timeouts{Dial: time.Second},
 		Hold:     hold.Options{Idle: time.Hour, MaxKeys: 1000},
 	}
-	reg := balancer.NewRegistry()
+	reg := metrics.NewRegistry()
 	b, err := balancer.New(opts, reg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +103,7 @@ func TestHoldLookupAndStatus(t *testing.T) {
 // answers, and what went through it; a store that stops answering shows.
 func TestHoldShareStatus(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
-	_, front, admin := serveKeyed(t, balancer.OnMissingReject, hold.Options{Idle: time.Hour, MaxKeys: 1000,
+	_, front, admin := serveKeyed(t, options.OnMissingReject, hold.Options{Idle: time.Hour, MaxKeys: 1000,
 		Share: share.Options{Redis: srv.URL(), Prefix: "st:", Timeout: 2 * time.Second}}, "a")
 	get := func(k string) {
 		req, _ := http.NewRequest(http.MethodGet, front.URL, nil)

@@ -14,12 +14,14 @@ import (
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/metrics"
+	"github.com/ringlb/ringlb/balancer/options"
 )
 
 // /debug/hotkeys lists the hottest keys by hash, with their owner and
 // where they went, and /debug/lookup?hash= places one of them.
 func TestHotKeysEndpoint(t *testing.T) {
-	b, front, admin := serveKeyed(t, balancer.OnMissingRandom, hold.Options{}, "a", "b", "c")
+	b, front, admin := serveKeyed(t, options.OnMissingRandom, hold.Options{}, "a", "b", "c")
 
 	send := func(k string) {
 		req, _ := http.NewRequest(http.MethodGet, front.URL, nil)
@@ -114,7 +116,7 @@ func TestHotKeysSalted(t *testing.T) {
 
 // The status page lists the hottest keys with their owner and where they went.
 func TestHotKeysOnStatusPage(t *testing.T) {
-	b, front, admin := serveKeyed(t, balancer.OnMissingRandom, hold.Options{}, "a")
+	b, front, admin := serveKeyed(t, options.OnMissingRandom, hold.Options{}, "a")
 	_, _, page := fetch(t, http.MethodGet, admin.URL+"/")
 	if !strings.Contains(page, "no keyed request in this window yet") {
 		t.Error("empty hot keys table not said")
@@ -135,7 +137,7 @@ func TestHotKeysOnStatusPage(t *testing.T) {
 
 // serveKeyed serves a balancer keyed on X-User-ID over upstreams that
 // answer their own name, with its admin handler, on loopback.
-func serveKeyed(t *testing.T, onMissing balancer.OnMissing, hold hold.Options, names ...string) (b *balancer.Balancer, front, admin *httptest.Server) {
+func serveKeyed(t *testing.T, onMissing options.OnMissing, hold hold.Options, names ...string) (b *balancer.Balancer, front, admin *httptest.Server) {
 	t.Helper()
 	return serveKeyedWith(t, func(o *balancer.Options) { o.Hash.OnMissing, o.Hold = onMissing, hold }, names...)
 }
@@ -143,20 +145,20 @@ func serveKeyed(t *testing.T, onMissing balancer.OnMissing, hold hold.Options, n
 // serveKeyedWith is serveKeyed with the options as mut leaves them.
 func serveKeyedWith(t *testing.T, mut func(*balancer.Options), names ...string) (b *balancer.Balancer, front, admin *httptest.Server) {
 	t.Helper()
-	var ups []balancer.UpstreamOptions
+	var ups []options.Upstream
 	for _, n := range names {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, n) }))
 		t.Cleanup(srv.Close)
 		u, _ := url.Parse(srv.URL)
-		ups = append(ups, balancer.UpstreamOptions{Name: n, URL: u, Addr: u.Host, Weight: 1})
+		ups = append(ups, options.Upstream{Name: n, URL: u, Addr: u.Host, Weight: 1})
 	}
 	opts := balancer.Options{
-		Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160},
-		Hash:     balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
-		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
+		Upstreams: ups, Ring: options.Ring{PointsPerWeight: 160},
+		Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
+		Timeouts: options.Timeouts{Dial: time.Second},
 	}
 	mut(&opts)
-	reg := balancer.NewRegistry()
+	reg := metrics.NewRegistry()
 	b, err := balancer.New(opts, reg, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/metrics"
+	"github.com/ringlb/ringlb/balancer/options"
 )
 
 // /debug/lookup with a described request takes its key as the proxy
@@ -51,11 +53,11 @@ func TestLookupRequestBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	u, _ := url.Parse("http://a.internal:8080")
-	reg := balancer.NewRegistry()
+	reg := metrics.NewRegistry()
 	b, err := balancer.New(balancer.Options{
-		Upstreams: []balancer.UpstreamOptions{{Name: "a", URL: u, Addr: u.Host, Weight: 1}, {Name: "b", URL: u, Addr: u.Host, Weight: 1}},
-		Ring:      balancer.RingOptions{PointsPerWeight: 160},
-		Hash: balancer.HashOptions{Key: []key.Source{
+		Upstreams: []options.Upstream{{Name: "a", URL: u, Addr: u.Host, Weight: 1}, {Name: "b", URL: u, Addr: u.Host, Weight: 1}},
+		Ring:      options.Ring{PointsPerWeight: 160},
+		Hash: options.Hash{Key: []key.Source{
 			{Kind: key.JSON, Name: "prompt_cache_key"}, {Kind: key.JSON, Name: "user"}, {Kind: key.Host},
 		}},
 	}, reg, nil)
@@ -112,11 +114,11 @@ func TestLookupRequestBody(t *testing.T) {
 // source finds no key in falls to the next source.
 func TestLookupPrefixKey(t *testing.T) {
 	u, _ := url.Parse("http://a.internal:8080")
-	reg := balancer.NewRegistry()
+	reg := metrics.NewRegistry()
 	b, err := balancer.New(balancer.Options{
-		Upstreams: []balancer.UpstreamOptions{{Name: "a", URL: u, Addr: u.Host, Weight: 1}, {Name: "b", URL: u, Addr: u.Host, Weight: 1}, {Name: "c", URL: u, Addr: u.Host, Weight: 1}},
-		Ring:      balancer.RingOptions{PointsPerWeight: 160},
-		Hash:      balancer.HashOptions{Key: []key.Source{{Kind: key.Prefix, Bytes: 256}, {Kind: key.Host}}},
+		Upstreams: []options.Upstream{{Name: "a", URL: u, Addr: u.Host, Weight: 1}, {Name: "b", URL: u, Addr: u.Host, Weight: 1}, {Name: "c", URL: u, Addr: u.Host, Weight: 1}},
+		Ring:      options.Ring{PointsPerWeight: 160},
+		Hash:      options.Hash{Key: []key.Source{{Kind: key.Prefix, Bytes: 256}, {Kind: key.Host}}},
 	}, reg, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,10 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/metrics"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/balancer/route"
+	"github.com/ringlb/ringlb/balancer/state"
 )
 
 // setupPools serves the admin handler of a router with pools sessions
@@ -32,21 +35,21 @@ func setupPools(t *testing.T) (*balancer.Router, *httptest.Server) {
 // pool of that router with upstreams names (http://NAME.internal:8080).
 func poolsRouter(t *testing.T) (*balancer.Router, *prometheus.Registry, func(pool string, names ...string) balancer.Options) {
 	t.Helper()
-	reg := balancer.NewRegistry()
+	reg := metrics.NewRegistry()
 	rt, err := balancer.NewRouter(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	optsOf := func(pool string, names ...string) balancer.Options {
-		var ups []balancer.UpstreamOptions
+		var ups []options.Upstream
 		for _, n := range names {
 			u, _ := url.Parse("http://" + n + ".internal:8080")
-			ups = append(ups, balancer.UpstreamOptions{Name: n, URL: u, Addr: u.Host, Weight: 1})
+			ups = append(ups, options.Upstream{Name: n, URL: u, Addr: u.Host, Weight: 1})
 		}
 		return balancer.Options{
-			Pool: pool, Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160},
-			Hash:     balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
-			Timeouts: balancer.TimeoutOptions{Dial: time.Second},
+			Pool: pool, Upstreams: ups, Ring: options.Ring{PointsPerWeight: 160},
+			Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
+			Timeouts: options.Timeouts{Dial: time.Second},
 		}
 	}
 	mk := func(pool string, names ...string) *balancer.Balancer {
@@ -106,7 +109,7 @@ func TestAdminPools(t *testing.T) {
 	if code != 200 || !strings.Contains(body, `"state": "drain"`) {
 		t.Errorf("drain assets/a: %d %s", code, body)
 	}
-	if u, _ := rt.Pool("sessions").UpstreamState("a"); u.State != balancer.StateReady {
+	if u, _ := rt.Pool("sessions").UpstreamState("a"); u.State != state.Ready {
 		t.Errorf("draining assets/a changed sessions/a to %s", u.State)
 	}
 

@@ -14,6 +14,8 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/metrics"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/balancer/route"
 )
 
@@ -146,7 +148,7 @@ func TestStatusTemplateNotParsedAtInit(t *testing.T) {
 // every pool in its section; bytes/page is the page's size. A regression
 // in either is the multi-pool page's cost (see multiSamples).
 func BenchmarkStatusPagePools(b *testing.B) {
-	reg := balancer.NewRegistry()
+	reg := metrics.NewRegistry()
 	rt, err := balancer.NewRouter(reg)
 	if err != nil {
 		b.Fatal(err)
@@ -155,14 +157,14 @@ func BenchmarkStatusPagePools(b *testing.B) {
 	var pools []*balancer.Balancer
 	var routes []route.Route
 	for p := range 50 {
-		var ups []balancer.UpstreamOptions
+		var ups []options.Upstream
 		for i := range 20 {
 			u, _ := url.Parse(fmt.Sprintf("http://10.0.%d.%d:8080", p, i))
-			ups = append(ups, balancer.UpstreamOptions{Name: fmt.Sprintf("app-%d", i), URL: u, Addr: u.Host, Weight: 1})
+			ups = append(ups, options.Upstream{Name: fmt.Sprintf("app-%d", i), URL: u, Addr: u.Host, Weight: 1})
 		}
 		pb, err := rt.NewPool(balancer.Options{
-			Pool: fmt.Sprintf("pool-%d", p), Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160},
-			Hash: balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
+			Pool: fmt.Sprintf("pool-%d", p), Upstreams: ups, Ring: options.Ring{PointsPerWeight: 160},
+			Hash: options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
 		}, nil)
 		if err != nil {
 			b.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/ringlb/ringlb/balancer"
+	"github.com/ringlb/ringlb/balancer/state"
 )
 
 // The admin API for upstream states (routing rule 12):
@@ -49,12 +50,12 @@ type upstreamStateJSON struct {
 // hold is off.
 const drainWithoutHold = "hold is off: the keys in use on this upstream are not kept while it drains; the next request of each goes to another upstream (hold.idle > 0 keeps them)"
 
-func toStateJSON(u balancer.UpstreamState, holdOn bool) upstreamStateJSON {
+func toStateJSON(u state.Upstream, holdOn bool) upstreamStateJSON {
 	j := upstreamStateJSON{
 		Name: u.Name, State: u.State.String(), Available: u.Available, HeldKeys: u.HeldKeys,
 		Inflight: u.Inflight, Tunnels: u.Tunnels, Drained: u.Drained, Source: u.Source, Hold: holdOn,
 	}
-	if u.State == balancer.StateDrain && !holdOn {
+	if u.State == state.Drain && !holdOn {
 		j.Warning = drainWithoutHold
 	}
 	return j
@@ -141,7 +142,7 @@ func (h *handler) getUpstream(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) setUpstreamState(w http.ResponseWriter, r *http.Request) {
 	word := chi.URLParam(r, "state")
-	st, err := balancer.ParseAdminState(word)
+	st, err := state.Parse(word)
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "state " + quote(word) + " is not drain, maint or ready"})
 		return
@@ -155,7 +156,7 @@ func (h *handler) getPoolUpstream(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) setPoolUpstreamState(w http.ResponseWriter, r *http.Request) {
 	word := chi.URLParam(r, "state")
-	st, err := balancer.ParseAdminState(word)
+	st, err := state.Parse(word)
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "state " + quote(word) + " is not drain, maint or ready"})
 		return
@@ -165,13 +166,13 @@ func (h *handler) setPoolUpstreamState(w http.ResponseWriter, r *http.Request) {
 
 // upstream answers for the upstream called name in pool inPool ("": any
 // pool), setting its state first when st is not nil.
-func (h *handler) upstream(w http.ResponseWriter, inPool, name string, st *balancer.AdminState) {
+func (h *handler) upstream(w http.ResponseWriter, inPool, name string, st *state.Admin) {
 	p, code, msg := h.findUpstream(inPool, name)
 	if code != 0 {
 		writeJSON(w, code, map[string]string{"error": msg})
 		return
 	}
-	var u balancer.UpstreamState
+	var u state.Upstream
 	var err error
 	if st != nil {
 		u, err = p.b.SetState(name, *st)

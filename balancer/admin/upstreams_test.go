@@ -13,13 +13,16 @@ import (
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/metrics"
+	"github.com/ringlb/ringlb/balancer/options"
+	"github.com/ringlb/ringlb/balancer/state"
 )
 
 // stateProxy serves a Balancer with hold on in front of real backends a,
 // b and c, and its admin handler (answering Host 127.0.0.1:9901).
 func stateProxy(t *testing.T) (*balancer.Balancer, *httptest.Server, *httptest.Server) {
 	t.Helper()
-	var ups []balancer.UpstreamOptions
+	var ups []options.Upstream
 	for _, n := range []string{"a", "b", "c"} {
 		be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("X-Backend", n)
@@ -27,13 +30,13 @@ func stateProxy(t *testing.T) (*balancer.Balancer, *httptest.Server, *httptest.S
 		}))
 		t.Cleanup(be.Close)
 		u := mustParse(t, be.URL)
-		ups = append(ups, balancer.UpstreamOptions{Name: n, URL: u, Addr: u.Host, Weight: 1})
+		ups = append(ups, options.Upstream{Name: n, URL: u, Addr: u.Host, Weight: 1})
 	}
-	reg := balancer.NewRegistry()
+	reg := metrics.NewRegistry()
 	b, err := balancer.New(balancer.Options{
-		Upstreams: ups, Ring: balancer.RingOptions{PointsPerWeight: 160},
-		Hash:     balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: balancer.OnMissingReject},
-		Timeouts: balancer.TimeoutOptions{Dial: time.Second},
+		Upstreams: ups, Ring: options.Ring{PointsPerWeight: 160},
+		Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: options.OnMissingReject},
+		Timeouts: options.Timeouts{Dial: time.Second},
 		Hold:     hold.Options{Idle: time.Hour, MaxKeys: 1000},
 	}, reg, nil)
 	if err != nil {
@@ -190,7 +193,7 @@ func TestUpstreamsAPI(t *testing.T) {
 	if res.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("GET of a state route: %d, want 405", res.StatusCode)
 	}
-	if u, _ := b.UpstreamState("b"); u.State != balancer.StateReady {
+	if u, _ := b.UpstreamState("b"); u.State != state.Ready {
 		t.Errorf("refused requests changed b's state to %v", u.State)
 	}
 }
@@ -198,11 +201,11 @@ func TestUpstreamsAPI(t *testing.T) {
 // Names with characters a client escapes are found.
 func TestUpstreamsAPIEscapedName(t *testing.T) {
 	u := mustParse(t, "http://[::1]:8080")
-	reg := balancer.NewRegistry()
+	reg := metrics.NewRegistry()
 	b, err := balancer.New(balancer.Options{
-		Upstreams: []balancer.UpstreamOptions{{Name: "[::1]:8080", URL: u, Addr: u.Host, Weight: 1}},
-		Ring:      balancer.RingOptions{PointsPerWeight: 160},
-		Hash:      balancer.HashOptions{Key: []key.Source{{Kind: key.URI}}},
+		Upstreams: []options.Upstream{{Name: "[::1]:8080", URL: u, Addr: u.Host, Weight: 1}},
+		Ring:      options.Ring{PointsPerWeight: 160},
+		Hash:      options.Hash{Key: []key.Source{{Kind: key.URI}}},
 	}, reg, nil)
 	if err != nil {
 		t.Fatal(err)

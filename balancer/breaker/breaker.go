@@ -320,7 +320,7 @@ func (o Outcome) Verdict(fail *StatusSet) error {
 // removes the breakers (an open one closes).
 //
 // It is the breaker block of the config file, which decodes into it (see
-// RingOptions).
+// package balancer/options).
 type Options struct {
 	// ConsecutiveFailures is consecutive_failures, how many failures in a
 	// row trip a breaker; default 5; >= 0, 0 (or less) turning breakers

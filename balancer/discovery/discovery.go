@@ -74,20 +74,31 @@ import (
 )
 
 // Source is one place members come from: exactly one of SRV, Host and
-// Kubernetes.Service is set.
+// Kubernetes.Service is set. It is an entry of the config file's
+// discovery.sources, which decodes into it (see Options).
 type Source struct {
-	SRV  string // a DNS name whose SRV records give one member per target (and port)
-	Host string // a DNS name (or an IP address) whose A and AAAA records give one member per address
-	Port int    // with Host: the members' port, 1-65535; ignored otherwise
-	// Kubernetes names a Service port whose EndpointSlices give one member
-	// per serving endpoint; they are watched, not polled (see KubeService).
-	Kubernetes KubeService
-	// Scheme is "http" or "https": member URLs are SCHEME://ADDRESS:PORT.
-	Scheme string
-	// Protocol is copied to every member ("http1", "h2c" or "h2"); this
-	// package does not read it.
-	Protocol string
-	Weight   float64 // ring weight of every member; > 0
+	// SRV is srv, a DNS name whose SRV records give one member per target
+	// (and port).
+	SRV string `yaml:"srv"`
+	// Host is host, a DNS name (or an IP address) whose A and AAAA
+	// records give one member per address.
+	Host string `yaml:"host"`
+	// Port is port, with Host: the members' port, 1-65535; ignored
+	// otherwise (SRV records carry their ports).
+	Port int `yaml:"port"`
+	// Kubernetes is the kubernetes block: a Service port whose
+	// EndpointSlices give one member per serving endpoint; they are
+	// watched, not polled (see KubeService).
+	Kubernetes KubeService `yaml:"kubernetes"`
+	// Scheme is scheme, "http" (the default) or "https": member URLs are
+	// SCHEME://ADDRESS:PORT.
+	Scheme string `yaml:"scheme" default:"http"`
+	// Protocol is protocol, copied to every member: "http1" (the
+	// default), "h2c" (cleartext HTTP/2, scheme http) or "h2" (scheme
+	// https); this package does not read it.
+	Protocol string `yaml:"protocol" default:"http1"`
+	// Weight is weight, the ring weight of every member; default 1; > 0.
+	Weight float64 `yaml:"weight" default:"1"`
 }
 
 // Name returns the source as configured: its SRV or Host value, or
@@ -264,30 +275,47 @@ type Update struct {
 	Events []Event
 }
 
-// Options configures a Discoverer. The zero values of Resolver, Logger and
-// Now are usable; the durations, Confirm and Sources must be set.
+// Options configures a Discoverer. Its tagged fields are the config
+// file's discovery block, which decodes into them: each comment names the
+// field in the file, its default there and the bounds the config's
+// validation enforces. The zero values of Resolver, Logger and Now are
+// usable; the durations, Confirm and Sources must be set.
 type Options struct {
-	// Resolver is the host:port of the DNS server asked, over UDP (TCP
-	// when an answer is truncated). SRV questions are then asked by this
-	// package itself, which keeps the A and AAAA records the server puts
-	// in the reply's additional section (CoreDNS, Consul): a target with
-	// an IPv4 address there is not looked up. "" uses the system's
-	// configuration (/etc/resolv.conf) through Go's resolver, which drops
-	// that section: every target is looked up. (Reading only
-	// /etc/resolv.conf's first nameserver would lose Go's failover to the
-	// next ones and its options, so "" keeps Go's resolver.)
-	Resolver    string
-	Interval    time.Duration // > 0: every source is resolved again this often
-	Timeout     time.Duration // > 0: per query
-	RemoveAfter time.Duration // >= 0: an absent member is removed after this
-	Confirm     int           // >= 1: identical answers in a row that apply a mass removal
-	Sources     []Source      // at least one; names unique
-	// Kubeconfig is the kubeconfig file of the Kubernetes sources' API
-	// server; "" uses the pod's service account (in-cluster).
-	Kubeconfig string
-	// ClusterDomain is the cluster's DNS domain, in the names of
-	// endpoints with a hostname; "" means "cluster.local".
-	ClusterDomain string
+	// Resolver is resolver, the host:port of the DNS server asked, over
+	// UDP (TCP when an answer is truncated); default "". SRV questions
+	// are then asked by this package itself, which keeps the A and AAAA
+	// records the server puts in the reply's additional section (CoreDNS,
+	// Consul): a target with an IPv4 address there is not looked up. ""
+	// uses the system's configuration (/etc/resolv.conf) through Go's
+	// resolver, which drops that section: every target is looked up.
+	// (Reading only /etc/resolv.conf's first nameserver would lose Go's
+	// failover to the next ones and its options, so "" keeps Go's
+	// resolver.)
+	Resolver string `yaml:"resolver"`
+	// Interval is interval; default 5s; > 0: every source is resolved
+	// again this often.
+	Interval time.Duration `yaml:"interval" default:"5s"`
+	// Timeout is timeout, per query; default 2s; > 0 and < Interval.
+	Timeout time.Duration `yaml:"timeout" default:"2s"`
+	// RemoveAfter is remove_after; default 5m; >= 0: an absent member is
+	// removed after this.
+	RemoveAfter time.Duration `yaml:"remove_after" default:"5m"`
+	// Confirm is confirm, how many identical answers in a row it takes to
+	// apply one that would leave a source with fewer than half of its
+	// present members (the mass-removal guard); default 3; >= 1 (1: apply
+	// at once).
+	Confirm int `yaml:"confirm" default:"3"`
+	// Sources is sources; at least one; no two share a Name().
+	Sources []Source `yaml:"sources" default:"[]"`
+	// Kubeconfig is kubeconfig, the kubeconfig file of the Kubernetes
+	// sources' API server; default "", the pod's service account
+	// (in-cluster). The config holds it resolved against the config
+	// file's directory.
+	Kubeconfig string `yaml:"kubeconfig" decode:"path"`
+	// ClusterDomain is cluster_domain, the cluster's DNS domain, in the
+	// names of endpoints with a hostname; default cluster.local (as is
+	// "").
+	ClusterDomain string `yaml:"cluster_domain" default:"cluster.local"`
 	// OnChange is called with the new member list after every poll that
 	// changed it; never twice at once, never under a lock of the
 	// Discoverer (it may call Status). Nil: nothing is called.

@@ -44,15 +44,18 @@ import (
 // member: its best condition counts, then its lowest IPv4 address, else
 // lowest IPv6.
 
-// KubeService is a Kubernetes source: the EndpointSlices of one Service
-// port.
+// KubeService is a Kubernetes source, a source's kubernetes block: the
+// EndpointSlices of one Service port.
 type KubeService struct {
-	Service string // the Service's name
-	// Namespace is the Service's namespace; "" is the namespace ringlb's
-	// pod runs in (read from its service account), else "default".
-	Namespace string
-	// Port is the EndpointSlice port (TCP), by name or by number.
-	Port string
+	// Service is service, the Service's name; required.
+	Service string `yaml:"service"`
+	// Namespace is namespace, the Service's namespace; "" is the
+	// namespace ringlb's pod runs in (read from its service account),
+	// else "default" (see DefaultNamespace).
+	Namespace string `yaml:"namespace"`
+	// Port is port, the EndpointSlice port (TCP), by name or by number;
+	// required.
+	Port string `yaml:"port"`
 }
 
 // String returns "kubernetes:NAMESPACE/SERVICE:PORT".

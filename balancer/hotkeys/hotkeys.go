@@ -211,7 +211,7 @@ type Key struct {
 	Hash uint64 // the key's ring position
 	// Hex is the key's reported hash, as the access log and LookupHash
 	// take it: Hash as /debug/lookup shows it, or with a salt
-	// (HashOptions.Salt) the salted hash. The balancer fills it in.
+	// (options.Hash.Salt) the salted hash. The balancer fills it in.
 	Hex string
 	// Owner is the key's owner on the current ring ("" for an empty
 	// ring). The balancer fills it in.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/ringlb/ringlb/balancer/reqbody"
 )
 
@@ -312,4 +313,17 @@ type Reload struct {
 	At       time.Time
 	OK       bool
 	Problems []string // why it was rejected
+}
+
+// NewRegistry returns a registry holding the Go runtime and process
+// collectors, ready to be passed to balancer.New and served on /metrics.
+// The command and the tests share it so that both expose the same
+// families.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return reg
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // Route sends the requests it matches to a pool. It is an entry of the
-// config file's routes, which decodes into it (see balancer.RingOptions). The path
+// config file's routes, which decodes into it (see package options). The path
 // it is matched with is the request's as Path reads it (decoded, "//"
 // merged, dot segments removed).
 type Route struct {

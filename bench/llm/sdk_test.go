@@ -17,6 +17,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/metrics"
 	"github.com/ringlb/ringlb/internal/testutil/testenv"
 )
 
@@ -47,7 +48,7 @@ func TestOpenAINodeSDK(t *testing.T) {
 	}
 	opts = ringlbOptions(Scenario{Keys: []key.Source{{Kind: key.Prefix, Bytes: 4096}}, LoadFactor: 1.25, LoadFloor: 8, Hold: true}, us)
 	opts.UpstreamHeader = "X-Upstream"
-	b, err := balancer.New(opts, balancer.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	b, err := balancer.New(opts, metrics.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

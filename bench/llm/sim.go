@@ -20,6 +20,8 @@ import (
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/metrics"
+	"github.com/ringlb/ringlb/balancer/options"
 )
 
 // Scenario is one way of routing the workload.
@@ -126,7 +128,7 @@ func frontFor(sc Scenario, servers []*Server, first, all []*url.URL) (front stri
 		return u, func() error { p.set(all); return nil }, stop, nil
 	case "ringlb":
 		opts := ringlbOptions(sc, first)
-		b, err := balancer.New(opts, balancer.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		b, err := balancer.New(opts, metrics.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 		if err != nil {
 			return "", nil, nil, err
 		}
@@ -144,18 +146,18 @@ func frontFor(sc Scenario, servers []*Server, first, all []*url.URL) (front stri
 // examples/configs/llm.yaml gives, before the upstreams us.
 func ringlbOptions(sc Scenario, us []*url.URL) balancer.Options {
 	opts := balancer.Options{
-		Ring: balancer.RingOptions{PointsPerWeight: 160, LoadFactor: sc.LoadFactor, LoadFloor: sc.LoadFloor},
-		Hash: balancer.HashOptions{Key: sc.Keys, OnMissing: balancer.OnMissingRandom, BodyLimit: 256 << 10},
+		Ring: options.Ring{PointsPerWeight: 160, LoadFactor: sc.LoadFactor, LoadFloor: sc.LoadFloor},
+		Hash: options.Hash{Key: sc.Keys, OnMissing: options.OnMissingRandom, BodyLimit: 256 << 10},
 		// The servers say who they are (X-Server); ringlb's header
 		// would say the same.
 		Retries:  1,
-		Timeouts: balancer.TimeoutOptions{Dial: 2 * time.Second, ResponseHeader: 120 * time.Second, Read: 60 * time.Second, IdleConn: 90 * time.Second},
+		Timeouts: options.Timeouts{Dial: 2 * time.Second, ResponseHeader: 120 * time.Second, Read: 60 * time.Second, IdleConn: 90 * time.Second},
 	}
 	if sc.Hold {
 		opts.Hold = hold.Options{Idle: 30 * time.Minute, MaxKeys: 1 << 20}
 	}
 	for i, u := range us {
-		opts.Upstreams = append(opts.Upstreams, balancer.UpstreamOptions{Name: fmt.Sprintf("gpu-%d", i+1), URL: u, Addr: u.Host, Weight: 1})
+		opts.Upstreams = append(opts.Upstreams, options.Upstream{Name: fmt.Sprintf("gpu-%d", i+1), URL: u, Addr: u.Host, Weight: 1})
 	}
 	return opts
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/ringlb/ringlb/balancer/discovery"
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
-	"github.com/ringlb/ringlb/cmd/ringlb/process"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -119,7 +118,7 @@ func simulatedPool(cfg *config.Config, name string) (*config.Config, error) {
 // at start, and returns the members found with a report of what each
 // source answered ("discovery: ..." lines, and an empty line).
 func discoverOnce(cfg *config.Config) ([]discovery.Member, string) {
-	o := process.DiscoveryOptions(cfg.Discovery).Options()
+	o := *cfg.Discovery
 	o.Logger = slog.New(slog.DiscardHandler)
 	d, err := discovery.New(o)
 	if err != nil { // config.Load checked what New checks

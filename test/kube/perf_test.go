@@ -15,6 +15,8 @@ import (
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/discovery"
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/metrics"
+	"github.com/ringlb/ringlb/balancer/options"
 )
 
 // A 1 000-endpoint Service (10 slices of 100, written as a controller
@@ -50,10 +52,10 @@ func TestPerf1000(t *testing.T) {
 	}
 
 	opts := balancer.Options{
-		Ring:     balancer.RingOptions{PointsPerWeight: 160},
-		Hash:     balancer.HashOptions{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: "random"},
-		Timeouts: balancer.TimeoutOptions{Dial: time.Second, ResponseHeader: time.Second, IdleConn: time.Second},
-		Discovery: &balancer.DiscoveryOptions{
+		Ring:     options.Ring{PointsPerWeight: 160},
+		Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: "random"},
+		Timeouts: options.Timeouts{Dial: time.Second, ResponseHeader: time.Second, IdleConn: time.Second},
+		Discovery: &discovery.Options{
 			Interval: time.Hour, Timeout: 5 * time.Second, RemoveAfter: time.Hour, Confirm: 3,
 			Kubeconfig: cp.kubeconfig,
 			Sources: []discovery.Source{{Kubernetes: discovery.KubeService{Service: "big", Namespace: "prod", Port: "http"},
@@ -62,7 +64,7 @@ func TestPerf1000(t *testing.T) {
 	}
 	start := time.Now()
 	logs := &lockedBuf{}
-	b, err := balancer.New(opts, balancer.NewRegistry(), slog.New(slog.NewTextHandler(logs, nil)))
+	b, err := balancer.New(opts, metrics.NewRegistry(), slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

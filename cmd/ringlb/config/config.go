@@ -191,7 +191,7 @@ func (c *Config) Summary() string {
 func (p *Pool) Summary() string {
 	return fmt.Sprintf("%s, %d points, placement %s%s%s",
 		plural(len(p.Upstreams), "upstream"), p.TotalPoints(), p.Ring.Placement,
-		p.Discovery.summary(), holdSummary(p.Hold))
+		discoverySummary(p.Discovery), holdSummary(p.Hold))
 }
 
 // holdSummary describes the hold block for Summary: "" when hold is off.
@@ -209,8 +209,9 @@ func holdSummary(h Hold) string {
 	return s
 }
 
-// summary describes the discovery block for Summary: "" when it is absent.
-func (disc *Discovery) summary() string {
+// discoverySummary describes the discovery block for Summary: "" when it
+// is absent.
+func discoverySummary(disc *Discovery) string {
 	if disc == nil {
 		return ""
 	}
@@ -222,8 +223,8 @@ func (disc *Discovery) summary() string {
 		}
 		if s.SRV != "" {
 			b.WriteString("srv " + s.SRV)
-		} else if s.Kubernetes != nil {
-			b.WriteString(s.kube(disc.Kubeconfig).String())
+		} else if s.Kubernetes.Service != "" {
+			b.WriteString(kubeName(s, disc.Kubeconfig))
 		} else {
 			b.WriteString("host " + net.JoinHostPort(s.Host, strconv.Itoa(s.Port)))
 		}

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/state"
+	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/ring"
 )
 
@@ -72,7 +74,7 @@ func defaults(t *testing.T) *Config {
 				BodyLimit: 65536,
 			},
 			Ring:      Ring{PointsPerWeight: 160, LoadFactor: 0, LoadFloor: 8, Placement: "ringlb", SlowStart: 0, OnUnavailable: "remap"},
-			Upstreams: []Upstream{{Name: "a", URL: u.URL, Weight: 1, Addr: "127.0.0.1:9001", Protocol: "http1", State: "ready"}},
+			Upstreams: []Upstream{{Name: "a", URL: u.URL, Weight: 1, Addr: "127.0.0.1:9001", Protocol: transport.HTTP1, State: state.Ready}},
 			Health:    nil,
 			Breaker: Breaker{
 				ConsecutiveFailures: 5,
@@ -117,12 +119,12 @@ func TestRootConfigIsTheDefaults(t *testing.T) {
 		Timeout:      time.Second,
 		Rise:         2,
 		Fall:         3,
-		ExpectStatus: StatusRange{200, 399},
+		ExpectStatus: StatusRange{Min: 200, Max: 399},
 	}
 	want.Upstreams = nil
 	for i := 1; i <= 4; i++ {
 		u := mustURL(t, fmt.Sprintf("http://127.0.0.1:900%d", i))
-		want.Upstreams = append(want.Upstreams, Upstream{Name: fmt.Sprintf("app-%d", i), URL: u.URL, Weight: 1, Addr: u.Addr, Protocol: "http1", State: "ready"})
+		want.Upstreams = append(want.Upstreams, Upstream{Name: fmt.Sprintf("app-%d", i), URL: u.URL, Weight: 1, Addr: u.Addr, Protocol: transport.HTTP1, State: state.Ready})
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
@@ -197,10 +199,10 @@ upstream_tls: {server_name: backend.example, insecure_skip_verify: true}
 				}
 				want.Ring = Ring{PointsPerWeight: 100, LoadFactor: 2, LoadFloor: 3, Placement: "ringlb", SlowStart: 30 * time.Second, OnUnavailable: "remap"}
 				want.Upstreams = []Upstream{
-					{Name: "app-1", URL: mustURL(t, "https://backend.example:8443/").URL, Weight: 2.5, Addr: "backend.example:8443", Protocol: "h2", State: "ready"},
-					{Name: "app_2.x:y", URL: mustURL(t, "http://[::1]:9002").URL, Weight: 16, Addr: "[::1]:9002", Protocol: "h2c", State: "drain"},
+					{Name: "app-1", URL: mustURL(t, "https://backend.example:8443/").URL, Weight: 2.5, Addr: "backend.example:8443", Protocol: transport.H2, State: state.Ready},
+					{Name: "app_2.x:y", URL: mustURL(t, "http://[::1]:9002").URL, Weight: 16, Addr: "[::1]:9002", Protocol: transport.H2C, State: state.Drain},
 				}
-				want.Health = &Health{Path: "/ready?deep=1", Interval: 10 * time.Second, Timeout: 9 * time.Second, Rise: 1, Fall: 1, ExpectStatus: StatusRange{200, 200}}
+				want.Health = &Health{Path: "/ready?deep=1", Interval: 10 * time.Second, Timeout: 9 * time.Second, Rise: 1, Fall: 1, ExpectStatus: StatusRange{Min: 200, Max: 200}}
 				want.Breaker = Breaker{ConsecutiveFailures: 0, FailureStatuses: []int{}, FailureGRPCStatuses: []int{0, 16}, OpenTimeout: time.Second, MaxOpenTimeout: time.Second}
 				want.HTTP2 = false
 				want.UpstreamTLS = UpstreamTLS{ServerName: "backend.example", InsecureSkipVerify: true}
@@ -341,7 +343,7 @@ upstreams:
 			name: "empty health block enables checks with defaults",
 			src:  "health: {}\n" + up,
 			check: func(t *testing.T, c *Config) {
-				want := &Health{Path: "/healthz", Interval: 2 * time.Second, Timeout: time.Second, Rise: 2, Fall: 3, ExpectStatus: StatusRange{200, 399}}
+				want := &Health{Path: "/healthz", Interval: 2 * time.Second, Timeout: time.Second, Rise: 2, Fall: 3, ExpectStatus: StatusRange{Min: 200, Max: 399}}
 				if !reflect.DeepEqual(c.Health, want) {
 					t.Errorf("Health = %+v, want %+v", c.Health, want)
 				}
@@ -351,7 +353,7 @@ upstreams:
 			name: "expect_status forms",
 			src:  "health: {expect_status: \"200-299\"}\n" + up,
 			check: func(t *testing.T, c *Config) {
-				if c.Health.ExpectStatus != (StatusRange{200, 299}) || c.Health.ExpectStatus.String() != "200-299" {
+				if c.Health.ExpectStatus != (StatusRange{Min: 200, Max: 299}) || c.Health.ExpectStatus.String() != "200-299" {
 					t.Errorf("ExpectStatus = %v", c.Health.ExpectStatus)
 				}
 			},
@@ -447,8 +449,8 @@ upstreams: []
 `,
 			check: func(t *testing.T, c *Config) {
 				want := []DiscoverySource{
-					{Kubernetes: &KubernetesSource{Service: "app", Namespace: "prod", Port: "http"}, Scheme: "http", Protocol: "http1", Weight: 2},
-					{Kubernetes: &KubernetesSource{Service: "cache", Port: "6379"}, Scheme: "http", Protocol: "http1", Weight: 1},
+					{Kubernetes: KubernetesSource{Service: "app", Namespace: "prod", Port: "http"}, Scheme: "http", Protocol: "http1", Weight: 2},
+					{Kubernetes: KubernetesSource{Service: "cache", Port: "6379"}, Scheme: "http", Protocol: "http1", Weight: 1},
 				}
 				if !reflect.DeepEqual(c.Discovery.Sources, want) || c.Discovery.ClusterDomain != "corp.internal" || c.Discovery.Kubeconfig != "" {
 					t.Errorf("Discovery = %+v, want sources %+v", c.Discovery, want)
@@ -1219,7 +1221,7 @@ current-context: x
 	}
 	// With a kubeconfig the default namespace is "default", whatever the
 	// kubeconfig's context says.
-	if got := c.Discovery.Sources[0].Source(c.Discovery.Kubeconfig).Name(); got != "kubernetes:default/app:http" {
+	if got := kubeName(c.Discovery.Sources[0], c.Discovery.Kubeconfig); got != "kubernetes:default/app:http" {
 		t.Errorf("source %q", got)
 	}
 	write("kube.yaml", "current-context: nowhere\n")

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/ringlb/ringlb/balancer/key"
+	"github.com/ringlb/ringlb/balancer/state"
+	"github.com/ringlb/ringlb/balancer/transport"
 	"gopkg.in/yaml.v3"
 )
 
@@ -43,8 +45,8 @@ func (d *decoder) block(f string, n *yaml.Node, v reflect.Value) {
 	d.mapping(f, n, s.byKey, func(f string, fd *field, n *yaml.Node) {
 		d.value(f, n, v.FieldByIndex(fd.index), fd.how)
 	})
-	if b, ok := v.Addr().Interface().(interface{ decoded() }); ok {
-		b.decoded()
+	if u, ok := v.Addr().Interface().(*Upstream); ok && u.URL != nil {
+		u.Addr = u.URL.Host // as written: placement nginx's identity
 	}
 }
 
@@ -90,7 +92,7 @@ func (d *decoder) value(f string, n *yaml.Node, v reflect.Value, how string) {
 		if x, ok := d.str(f, n); ok {
 			v.SetString(x)
 		}
-	case k == reflect.Int:
+	case k == reflect.Int || k == reflect.Int64:
 		if x, ok := d.integer(f, n); ok {
 			v.SetInt(int64(x))
 		}
@@ -128,6 +130,20 @@ func (d *decoder) custom(f string, n *yaml.Node, v reflect.Value) bool {
 		d.upstreamURL(f, n, p)
 	case *[]netip.Prefix:
 		d.trustedProxies(f, n, p)
+	case *transport.Protocol: // upstreams[].protocol
+		if s, ok := d.str(f, n); ok {
+			var err error
+			if *p, err = transport.ParseProtocol(s); err != nil {
+				d.badValue(f, n, "must be http1, h2c or h2, got %q", short(s))
+			}
+		}
+	case *state.Admin: // upstreams[].state
+		if s, ok := d.str(f, n); ok {
+			var err error
+			if *p, err = state.Parse(s); err != nil {
+				d.badValue(f, n, "must be ready, drain or maint, got %q", short(s))
+			}
+		}
 	case *StatusRange:
 		r, ok := parseStatusRange(resolve(n))
 		if !ok {
@@ -251,7 +267,7 @@ func parsePrefix(s string) (netip.Prefix, bool) {
 	return netip.PrefixFrom(a, a.BitLen()), true
 }
 
-// upstreamURL decodes upstreams[].url; see Upstream.decoded.
+// upstreamURL decodes upstreams[].url; block fills in the upstream's Addr.
 func (d *decoder) upstreamURL(f string, n *yaml.Node, u **url.URL) {
 	s, ok := d.str(f, n)
 	if !ok {
@@ -281,14 +297,6 @@ func (d *decoder) upstreamURL(f string, n *yaml.Node, u **url.URL) {
 // user info would hold.
 func hostWithoutScheme(s string) bool {
 	return s != "" && !strings.Contains(s, "://") && !strings.ContainsAny(s, "/?#@ \t") && !strings.HasPrefix(s, ":")
-}
-
-// decoded fills in what an upstream's fields give: Addr is the URL's host
-// as written.
-func (u *Upstream) decoded() {
-	if u.URL != nil {
-		u.Addr = u.URL.Host
-	}
 }
 
 // parseStatusRange reads 200, "200" or "200-399". Bounds are checked by

@@ -28,16 +28,15 @@ import (
 // Everything else about decoding a field follows from its Go type (see
 // decoder.value): the scalar kinds, lists, blocks (structs) and optional
 // blocks (pointers to structs, nil when absent), and the few types with a
-// decoder of their own (decoder.custom). A block whose pointer has a
-// decoded method gets it called once its fields are decoded, to fill in
-// what they give (Upstream.Addr).
+// decoder of their own (decoder.custom). Once an upstream's fields are
+// decoded, its Addr is filled in from its URL (decoder.block).
 //
 // So a new field of a block is its field, with its name, default and a
 // comment stating both and its bounds; its check in the block's
 // validate_*.go (validate.go for the top level's fields); and its use. A
 // field of a block the balancer reads in a shape of its own
-// (limits, discovery, health, upstream_tls, upstreams) also has its
-// line in the command's conversion (cmd/ringlb/options.go).
+// (upstream_tls, whose CA file is read into the roots) also has its
+// line in the command's conversion (cmd/ringlb/process/options.go).
 
 // field is one field of a block as the file names it.
 type field struct {

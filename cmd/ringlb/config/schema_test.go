@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/discovery"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/healthcheck"
 	"github.com/ringlb/ringlb/ring"
 )
@@ -42,11 +42,11 @@ func TestDefaultsAgree(t *testing.T) {
 	h := c.Health
 	if h.Path != healthcheck.DefaultPath || h.Interval != healthcheck.DefaultInterval || h.Timeout != healthcheck.DefaultTimeout ||
 		h.Rise != healthcheck.DefaultRise || h.Fall != healthcheck.DefaultFall ||
-		h.ExpectStatus != (StatusRange{healthcheck.DefaultExpectMin, healthcheck.DefaultExpectMax}) {
+		h.ExpectStatus != (StatusRange{Min: healthcheck.DefaultExpectMin, Max: healthcheck.DefaultExpectMax}) {
 		t.Errorf("health defaults %+v differ from package healthcheck's", *h)
 	}
-	if c.Hash.BodyLimit != balancer.DefaultBodyLimit {
-		t.Errorf("hash.body_limit default %d, balancer.DefaultBodyLimit %d", c.Hash.BodyLimit, balancer.DefaultBodyLimit)
+	if c.Hash.BodyLimit != options.DefaultBodyLimit {
+		t.Errorf("hash.body_limit default %d, options.DefaultBodyLimit %d", c.Hash.BodyLimit, options.DefaultBodyLimit)
 	}
 	if c.Discovery.ClusterDomain != discovery.DefaultClusterDomain {
 		t.Errorf("discovery.cluster_domain default %q, discovery.DefaultClusterDomain %q", c.Discovery.ClusterDomain, discovery.DefaultClusterDomain)

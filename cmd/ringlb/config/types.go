@@ -7,17 +7,16 @@ package config
 
 import (
 	"net/netip"
-	"net/url"
-	"strconv"
 	"time"
 
-	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/balancer/discovery"
 	"github.com/ringlb/ringlb/balancer/handoff"
 	"github.com/ringlb/ringlb/balancer/hold"
 	"github.com/ringlb/ringlb/balancer/hold/share"
+	"github.com/ringlb/ringlb/balancer/options"
 	"github.com/ringlb/ringlb/balancer/route"
+	"github.com/ringlb/ringlb/healthcheck"
 )
 
 // Config is a decoded, defaulted and validated config file.
@@ -115,25 +114,6 @@ type Pool struct {
 	Handoff Handoff `yaml:"handoff"`
 }
 
-// Limits is the limits block.
-type Limits struct {
-	// UpstreamRequests is limits.upstream_requests: the most requests in
-	// flight to one upstream URL, counted across pools; default 1024, 0
-	// for no limit. A request beyond it gets 503 at once.
-	UpstreamRequests int `yaml:"upstream_requests" default:"1024"`
-	// StreamsPerConnection is limits.streams_per_connection: the most
-	// concurrent HTTP/2 streams one client connection may open; default
-	// 250 (Go's own), >= 1. Taken at start (a change needs a restart).
-	StreamsPerConnection int `yaml:"streams_per_connection" default:"250"`
-	// Send is limits.send: the longest a write to a client may make no
-	// progress before the request is cut; default 60s, 0 for no limit.
-	Send time.Duration `yaml:"send" default:"60s"`
-	// BodyMemory is limits.body_memory: the most bytes of request bodies
-	// held at once to find json keys, all requests together; default
-	// 64 MiB, 0 for no limit. A request beyond it gets 503 at once.
-	BodyMemory int `yaml:"body_memory" default:"67108864"`
-}
-
 // The blocks the balancer reads as they are written are its own option
 // types, documented there with their fields' names, defaults and bounds:
 // the config holds them, and the command hands them over unchanged.
@@ -141,8 +121,10 @@ type (
 	// Route is one entry of routes: a request whose host and path match
 	// goes to Pool.
 	Route = route.Route
+	// Upstream is one entry of upstreams.
+	Upstream = options.Upstream
 	// Hash is the hash block.
-	Hash = balancer.HashOptions
+	Hash = options.Hash
 	// Handoff is the handoff block.
 	Handoff = handoff.Options
 	// Hold is the hold block: keys in use stay on the upstream that
@@ -154,159 +136,31 @@ type (
 	// through a Redis server (routing rule 14).
 	HoldShare = share.Options
 	// AffinityCookie is hash.cookie, used when on_missing is cookie.
-	AffinityCookie = balancer.CookieOptions
+	AffinityCookie = options.Cookie
 	// Ring is the ring block.
-	Ring = balancer.RingOptions
+	Ring = options.Ring
 	// Breaker is the breaker block.
 	Breaker = breaker.Options
 	// Timeouts is the timeouts block.
-	Timeouts = balancer.TimeoutOptions
+	Timeouts = options.Timeouts
+	// Limits is the limits block.
+	Limits = options.Limits
+	// Health is the health block.
+	Health = healthcheck.Options
+	// StatusRange is health.expect_status.
+	StatusRange = healthcheck.StatusRange
+	// Discovery is the discovery block: ring members resolved from DNS or
+	// Kubernetes, beside (or instead of) the static upstreams. Validation
+	// resolves nothing.
+	Discovery = discovery.Options
+	// DiscoverySource is one entry of discovery.sources: exactly one of
+	// SRV, Host and Kubernetes is set.
+	DiscoverySource = discovery.Source
+	// KubernetesSource is a source's kubernetes block.
+	KubernetesSource = discovery.KubeService
 )
 
-// Upstream is one entry of upstreams.
-// Its fields match balancer.UpstreamOptions, which the command converts it to.
-type Upstream struct {
-	// Name is the upstream's identity on the ring under placement ringlb:
-	// non-empty, unique, made of ASCII letters, digits and "-_.:".
-	Name string `yaml:"name"`
-	// URL is absolute http or https with a host and no user info, path
-	// (other than "/"), query or fragment; no two upstreams share one
-	// (compared as scheme://host:port, default ports filled in).
-	URL    *url.URL `yaml:"url"`
-	Weight float64  `yaml:"weight" default:"1"` // default 1; > 0; whole under placement nginx
-	// Protocol is how ringlb talks to the upstream: ProtocolHTTP1 (the
-	// default), ProtocolH2C (cleartext HTTP/2 with prior knowledge; needs
-	// an http URL) or ProtocolH2 (HTTP/2 over TLS; needs an https URL).
-	Protocol string `yaml:"protocol" default:"http1"`
-	// Addr is the URL's host[:port] exactly as written (nginx placement's identity).
-	Addr string
-	// State is the admin state: StateReady (the default), StateDrain or
-	// StateMaint (routing rule 12). Applied at start and by a reload that
-	// changes it; a state set through the admin API outlives reloads that
-	// leave it alone.
-	State string `yaml:"state" default:"ready"`
-}
-
-// Health is the health block.
-type Health struct {
-	Path     string        `yaml:"path" default:"/healthz"` // default /healthz
-	Interval time.Duration `yaml:"interval" default:"2s"`   // default 2s
-	Timeout  time.Duration `yaml:"timeout" default:"1s"`    // default 1s; < Interval
-	Rise     int           `yaml:"rise" default:"2"`        // default 2
-	Fall     int           `yaml:"fall" default:"3"`        // default 3
-	// ExpectStatus is the inclusive range of passing statuses; default 200-399.
-	ExpectStatus StatusRange `yaml:"expect_status" default:"200-399"`
-}
-
-// StatusRange is an inclusive range of HTTP status codes.
-type StatusRange struct{ Min, Max int }
-
-// String formats the range as written in the config: "200-399", or "200"
-// when Min == Max.
-func (r StatusRange) String() string {
-	if r.Min == r.Max {
-		return strconv.Itoa(r.Min)
-	}
-	return strconv.Itoa(r.Min) + "-" + strconv.Itoa(r.Max)
-}
-
-// Discovery is the discovery block: ring members resolved from DNS, beside
-// (or instead of) the static upstreams. Validation resolves nothing.
-type Discovery struct {
-	// Resolver is the host:port of the DNS server asked; "" (the default)
-	// uses the system's resolver configuration.
-	Resolver    string        `yaml:"resolver"`
-	Interval    time.Duration `yaml:"interval" default:"5s"`     // default 5s; every source is resolved again this often
-	Timeout     time.Duration `yaml:"timeout" default:"2s"`      // default 2s; per query; < Interval
-	RemoveAfter time.Duration `yaml:"remove_after" default:"5m"` // default 5m; >= 0; an absent member is removed after this
-	// Confirm is how many identical answers in a row it takes to apply one
-	// that would leave a source with fewer than half of its present
-	// members. Default 3; >= 1 (1: apply at once).
-	Confirm int `yaml:"confirm" default:"3"`
-	// Kubeconfig is the kubeconfig file of the kubernetes sources' API
-	// server, relative to the config file's directory and held resolved;
-	// "" (the default) uses the pod's service account (in-cluster).
-	Kubeconfig string `yaml:"kubeconfig" decode:"path"`
-	// ClusterDomain is the cluster's DNS domain, part of the names of
-	// endpoints with a hostname; default "cluster.local".
-	ClusterDomain string `yaml:"cluster_domain" default:"cluster.local"`
-	// Sources lists at least one source; no two share a Name().
-	Sources []DiscoverySource `yaml:"sources" default:"[]"`
-}
-
-// DiscoverySource is one entry of discovery.sources: exactly one of SRV,
-// Host and Kubernetes is set.
-type DiscoverySource struct {
-	SRV  string `yaml:"srv"`  // srv: a DNS name whose SRV records give one member per target
-	Host string `yaml:"host"` // host: a DNS name whose A and AAAA records give one member per address
-	Port int    `yaml:"port"` // port: 1-65535, with Host only (SRV records carry their ports)
-	// Kubernetes is the kubernetes block: a Service port whose
-	// EndpointSlices give the members; nil when absent.
-	Kubernetes *KubernetesSource `yaml:"kubernetes"`
-	// Scheme is http (default) or https: the members' URLs are
-	// SCHEME://ADDRESS:PORT.
-	Scheme string `yaml:"scheme" default:"http"`
-	// Protocol is how members are spoken to: http1 (default), h2c
-	// (cleartext HTTP/2, scheme http) or h2 (scheme https).
-	Protocol string  `yaml:"protocol" default:"http1"`
-	Weight   float64 `yaml:"weight" default:"1"` // default 1; > 0: the ring weight of each member
-}
-
-// KubernetesSource is a source's kubernetes block.
-type KubernetesSource struct {
-	Service string `yaml:"service"` // service: the Service's name; required
-	// Namespace is the Service's namespace; "" is the namespace ringlb's
-	// pod runs in (in-cluster, read from its service account), else
-	// "default". Use Resolved for the one that applies.
-	Namespace string `yaml:"namespace"`
-	Port      string `yaml:"port"` // port: the EndpointSlice port's name or number; required
-}
-
-// Name returns the source as configured: its srv or host value, or for a
-// kubernetes source "kubernetes:NAMESPACE/SERVICE:PORT" (an unset
-// namespace as discovery.DefaultNamespace gives it). It labels the source
-// in metrics, logs and the admin pages.
-func (s DiscoverySource) Name() string {
-	switch {
-	case s.SRV != "":
-		return s.SRV
-	case s.Kubernetes != nil:
-		return s.kube("").String()
-	}
-	return s.Host
-}
-
-// The values of upstreams[].state.
-const (
-	StateReady = "ready"
-	StateDrain = "drain"
-	StateMaint = "maint"
-)
-
-// kube returns the kubernetes block as package discovery takes it, an
-// unset namespace filled in for kubeconfig; zero without the block.
-func (s DiscoverySource) kube(kubeconfig string) discovery.KubeService {
-	k := s.Kubernetes
-	if k == nil {
-		return discovery.KubeService{}
-	}
-	ns := k.Namespace
-	if ns == "" {
-		ns = discovery.DefaultNamespace(kubeconfig)
-	}
-	return discovery.KubeService{Service: k.Service, Namespace: ns, Port: k.Port}
-}
-
-// Source returns the source as package discovery takes it, for a
-// discovery block whose kubeconfig is kubeconfig.
-func (s DiscoverySource) Source(kubeconfig string) discovery.Source {
-	return discovery.Source{
-		SRV: s.SRV, Host: s.Host, Port: s.Port, Kubernetes: s.kube(kubeconfig),
-		Scheme: s.Scheme, Protocol: s.Protocol, Weight: s.Weight,
-	}
-}
-
-// The values of upstreams[].protocol.
+// The values of discovery.sources[].protocol.
 const (
 	ProtocolHTTP1 = "http1"
 	ProtocolH2C   = "h2c"
@@ -325,7 +179,9 @@ type TLS struct {
 	MinVersion uint16 `yaml:"min_version" decode:"tls_version" default:"1.2"`
 }
 
-// UpstreamTLS is the upstream_tls block, used for https upstreams.
+// UpstreamTLS is the upstream_tls block, used for https upstreams. The
+// transports take transport.UpstreamTLS, which holds the roots themselves:
+// the command reads CAFile into it.
 type UpstreamTLS struct {
 	// CAFile is ca_file: PEM roots to verify upstreams against; "" uses
 	// the system's. Relative to the config file's directory; held resolved.

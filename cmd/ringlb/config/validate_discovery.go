@@ -84,7 +84,7 @@ func (d *decoder) validateSource(c *Pool, i int, names map[string]int, ppwOK boo
 		d.invalid(f+".host", "a source has either srv or host, not both")
 	case kinds == 0:
 		d.invalid(f, "needs srv (a name with SRV records) or host (a name with A/AAAA records), or kubernetes (a Service's EndpointSlices)")
-	case hasKube && !d.validKube(f+".kubernetes", s.Kubernetes):
+	case hasKube && !d.validKube(f+".kubernetes", &s.Kubernetes):
 	case hasSRV && !validDNSName(s.SRV):
 		d.invalid(f+".srv", "must be a DNS name like _http._tcp.app.example, got %q", short(s.SRV))
 	case hasHost && !validDNSName(s.Host) && !isIP(s.Host):
@@ -92,7 +92,7 @@ func (d *decoder) validateSource(c *Pool, i int, names map[string]int, ppwOK boo
 	default:
 		name := s.Name()
 		if hasKube {
-			name = s.kube(disc.Kubeconfig).String()
+			name = kubeName(*s, disc.Kubeconfig)
 		}
 		if j, dup := names[name]; dup {
 			d.invalid(f, "%q is already discovery.sources[%d]; sources are named by their srv or host value, which must be unique", name, j)
@@ -129,6 +129,17 @@ func (d *decoder) validateSource(c *Pool, i int, names map[string]int, ppwOK boo
 		d.invalid(f+".protocol", "must be http1, h2c or h2, got %q", short(s.Protocol))
 	}
 	d.checkWeight(f+".weight", s.Weight, c, ppwOK, false)
+}
+
+// kubeName is the name of s, a kubernetes source of a discovery block
+// whose kubeconfig is kubeconfig: an unset namespace is the one
+// discovery.DefaultNamespace gives, as the Discoverer names the source.
+func kubeName(s DiscoverySource, kubeconfig string) string {
+	k := s.Kubernetes
+	if k.Namespace == "" {
+		k.Namespace = discovery.DefaultNamespace(kubeconfig)
+	}
+	return k.String()
 }
 
 // validKube checks a source's kubernetes block (f is its field), asking

@@ -1,7 +1,8 @@
 package config
 
-// This file checks the static upstreams: names, URLs, protocols, admin
-// states and weights.
+// This file checks the static upstreams: names, URLs, protocols (against
+// their URLs) and weights. Unknown protocols and admin states are the
+// decoder's to report.
 
 import (
 	"net"
@@ -10,6 +11,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/ringlb/ringlb/balancer/transport"
 )
 
 // validName reports whether an upstream name is usable: non-empty, made of
@@ -59,23 +62,15 @@ func (d *decoder) validateUpstreams(c *Pool) {
 		d.checkUpstreamName(f, u.Name, i, names)
 		d.checkUpstreamURL(f, u, i, seen, nginx)
 
-		switch u.Protocol {
-		case ProtocolHTTP1:
-		case ProtocolH2C:
+		switch u.Protocol { // an unknown one was reported by the decoder
+		case transport.H2C:
 			if u.URL != nil && u.URL.Scheme != "http" && checkURL(u.URL) == "" {
 				d.invalid(f+".protocol", "h2c is cleartext HTTP/2 and needs an http:// URL, got %q (use h2 for https)", short(u.URL.String()))
 			}
-		case ProtocolH2:
+		case transport.H2:
 			if u.URL != nil && u.URL.Scheme != "https" && checkURL(u.URL) == "" {
 				d.invalid(f+".protocol", "h2 is HTTP/2 over TLS and needs an https:// URL, got %q (use h2c for cleartext)", short(u.URL.String()))
 			}
-		default:
-			d.invalid(f+".protocol", "must be http1, h2c or h2, got %q", short(u.Protocol))
-		}
-		switch u.State {
-		case StateReady, StateDrain, StateMaint:
-		default:
-			d.invalid(f+".state", "must be ready, drain or maint, got %q", short(u.State))
 		}
 
 		total += d.checkWeight(f+".weight", u.Weight, c, ppwOK, nginx)

@@ -22,7 +22,7 @@ type checker struct {
 // upstreams and those discovery found), reporting through a reporter of
 // their own (nil without a health block).
 func (s *server) startChecker(pr *poolRun, p *config.Pool) *checker {
-	opts := healthOptions(p.Health)
+	opts := p.Health
 	if opts == nil {
 		return nil
 	}

@@ -259,7 +259,7 @@ func sameTransport(a, b transport.Options) bool {
 // sameHealth reports whether pool p's health block is what pr's checker
 // runs (both absent included).
 func sameHealth(pr *poolRun, p *config.Pool) bool {
-	h := healthOptions(p.Health)
+	h := p.Health
 	if h == nil || pr.hc == nil {
 		return (h == nil) == (pr.hc == nil)
 	}
@@ -273,7 +273,7 @@ func (s *server) followConfig(pr *poolRun, p *config.Pool, opts balancer.Options
 		pr.probes.CloseIdleConnections()
 		pr.probes, pr.probeOpts = transport.NewSet(to), to
 	}
-	switch hopts := healthOptions(p.Health); {
+	switch hopts := p.Health; {
 	case hopts == nil && pr.hc != nil:
 		pr.hc.stop()
 		pr.hc = nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ringlb/ringlb/balancer"
 	"github.com/ringlb/ringlb/balancer/accesslog"
+	"github.com/ringlb/ringlb/balancer/metrics"
 	"github.com/ringlb/ringlb/balancer/transport"
 	"github.com/ringlb/ringlb/cmd/ringlb/certs"
 	"github.com/ringlb/ringlb/cmd/ringlb/config"
@@ -96,7 +97,7 @@ type poolRun struct {
 // it fails `fall` probes.
 func newServer(path string, cfg *config.Config, logger *slog.Logger) (*server, error) {
 	started := time.Now()
-	reg := balancer.NewRegistry()
+	reg := metrics.NewRegistry()
 	rt, err := balancer.NewRouter(reg)
 	if err != nil {
 		return nil, err
