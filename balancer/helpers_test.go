@@ -78,15 +78,17 @@ func deadURL(t testing.TB) *url.URL {
 
 func baseOptions(ups []options.Upstream) Options {
 	return Options{
-		Upstreams: ups,
-		Ring:      options.Ring{PointsPerWeight: 160, LoadFactor: 1.25},
-		Hash: options.Hash{
-			Key:       []key.Source{{Kind: key.Cookie, Name: "session"}, {Kind: key.Header, Name: "X-User-ID"}, {Kind: key.Query, Name: "user"}, {Kind: key.URI}},
-			OnMissing: "random",
-		},
 		UpstreamHeader: "X-Upstream",
-		Retries:        1,
-		Timeouts:       options.Timeouts{Dial: 2 * time.Second, ResponseHeader: 10 * time.Second, IdleConn: 30 * time.Second},
+		PoolOptions: PoolOptions{
+			Upstreams: ups,
+			Ring:      options.Ring{PointsPerWeight: 160, LoadFactor: 1.25},
+			Hash: options.Hash{
+				Key:       []key.Source{{Kind: key.Cookie, Name: "session"}, {Kind: key.Header, Name: "X-User-ID"}, {Kind: key.Query, Name: "user"}, {Kind: key.URI}},
+				OnMissing: "random",
+			},
+			Retries:  1,
+			Timeouts: options.Timeouts{Dial: 2 * time.Second, ResponseHeader: 10 * time.Second, IdleConn: 30 * time.Second},
+		},
 	}
 }
 

@@ -388,7 +388,7 @@ func TestStateAcrossReloads(t *testing.T) {
 		t.Fatalf("the API's ready after a reload that kept state maint: %v", st.State)
 	}
 	// Removed, then added again: its configured state.
-	if _, err := b.Update(Options{Upstreams: changed.Upstreams[1:], Ring: opts.Ring, Hash: opts.Hash, Timeouts: opts.Timeouts}); err != nil {
+	if _, err := b.Update(Options{PoolOptions: PoolOptions{Upstreams: changed.Upstreams[1:], Ring: opts.Ring, Hash: opts.Hash, Timeouts: opts.Timeouts}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.UpstreamState("a"); !errors.Is(err, ErrUnknownUpstream) {

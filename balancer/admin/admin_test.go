@@ -33,9 +33,12 @@ func setupWith(t *testing.T, reload ReloadFunc, opts Options) (*balancer.Balance
 	}
 	reg := metrics.NewRegistry()
 	b, err := balancer.New(balancer.Options{
-		Upstreams: ups, Ring: options.Ring{PointsPerWeight: 160, LoadFactor: 1.25},
-		Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
-		Timeouts: options.Timeouts{Dial: time.Second},
+		PoolOptions: balancer.PoolOptions{
+			Upstreams: ups,
+			Ring:      options.Ring{PointsPerWeight: 160, LoadFactor: 1.25},
+			Hash:      options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
+			Timeouts:  options.Timeouts{Dial: time.Second},
+		},
 	}, reg, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -59,9 +59,12 @@ func TestStatusPageFitsItsWidth(t *testing.T) {
 	}
 	reg := metrics.NewRegistry()
 	b, err := balancer.New(balancer.Options{
-		Upstreams: ups, Ring: options.Ring{PointsPerWeight: 160},
-		Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: options.OnMissingRandom},
-		Timeouts: options.Timeouts{Dial: time.Second},
+		PoolOptions: balancer.PoolOptions{
+			Upstreams: ups,
+			Ring:      options.Ring{PointsPerWeight: 160},
+			Hash:      options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: options.OnMissingRandom},
+			Timeouts:  options.Timeouts{Dial: time.Second},
+		},
 	}, reg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

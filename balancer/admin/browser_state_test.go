@@ -152,10 +152,13 @@ func TestStatusPageStateButtonsInBrowser(t *testing.T) {
 	}
 	reg := metrics.NewRegistry()
 	b, err := balancer.New(balancer.Options{
-		Upstreams: ups, Ring: options.Ring{PointsPerWeight: 160},
-		Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
-		Timeouts: options.Timeouts{Dial: time.Second},
-		Hold:     hold.Options{Idle: time.Hour, MaxKeys: 100},
+		PoolOptions: balancer.PoolOptions{
+			Upstreams: ups,
+			Ring:      options.Ring{PointsPerWeight: 160},
+			Hash:      options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
+			Timeouts:  options.Timeouts{Dial: time.Second},
+			Hold:      hold.Options{Idle: time.Hour, MaxKeys: 100},
+		},
 	}, reg, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -195,9 +195,14 @@ func TestStatusPageInBrowser(t *testing.T) {
 	}
 	reg := metrics.NewRegistry()
 	opts := balancer.Options{
-		Upstreams: ups, Ring: options.Ring{PointsPerWeight: 160, LoadFactor: 1.25, SlowStart: 10 * time.Minute},
-		Hash:           options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
-		UpstreamHeader: "X-Upstream", Retries: 1, Timeouts: options.Timeouts{Dial: time.Second},
+		UpstreamHeader: "X-Upstream",
+		PoolOptions: balancer.PoolOptions{
+			Upstreams: ups,
+			Ring:      options.Ring{PointsPerWeight: 160, LoadFactor: 1.25, SlowStart: 10 * time.Minute},
+			Hash:      options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
+			Retries:   1,
+			Timeouts:  options.Timeouts{Dial: time.Second},
+		},
 	}
 	b, err := balancer.New(opts, reg, nil)
 	if err != nil {

@@ -63,12 +63,14 @@ func TestDiscoveryViews(t *testing.T) {
 	z.SetSilent(src, true)
 	reg := metrics.NewRegistry()
 	b, err := balancer.New(balancer.Options{
-		Ring:     options.Ring{PointsPerWeight: 160},
-		Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
-		Timeouts: options.Timeouts{Dial: time.Second},
-		Discovery: &discovery.Options{
-			Resolver: z.Addr, Interval: 50 * time.Millisecond, Timeout: 40 * time.Millisecond, RemoveAfter: time.Hour, Confirm: 3,
-			Sources: []discovery.Source{{SRV: src, Scheme: "http", Protocol: "http1", Weight: 1}},
+		PoolOptions: balancer.PoolOptions{
+			Ring:     options.Ring{PointsPerWeight: 160},
+			Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
+			Timeouts: options.Timeouts{Dial: time.Second},
+			Discovery: &discovery.Options{
+				Resolver: z.Addr, Interval: 50 * time.Millisecond, Timeout: 40 * time.Millisecond, RemoveAfter: time.Hour, Confirm: 3,
+				Sources: []discovery.Source{{SRV: src, Scheme: "http", Protocol: "http1", Weight: 1}},
+			},
 		},
 	}, reg, nil)
 	if err != nil {

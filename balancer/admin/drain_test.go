@@ -30,9 +30,12 @@ func drainProxy(t *testing.T, holdOn bool) (adm *httptest.Server, logs *testenv.
 		ups = append(ups, options.Upstream{Name: n, URL: u, Addr: u.Host, Weight: 1})
 	}
 	opts := balancer.Options{
-		Upstreams: ups, Ring: options.Ring{PointsPerWeight: 160},
-		Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: options.OnMissingReject},
-		Timeouts: options.Timeouts{Dial: time.Second},
+		PoolOptions: balancer.PoolOptions{
+			Upstreams: ups,
+			Ring:      options.Ring{PointsPerWeight: 160},
+			Hash:      options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: options.OnMissingReject},
+			Timeouts:  options.Timeouts{Dial: time.Second},
+		},
 	}
 	if holdOn {
 		opts.Hold = hold.Options{Idle: time.Hour, MaxKeys: 1000}

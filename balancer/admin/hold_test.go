@@ -32,10 +32,13 @@ func TestHoldLookupAndStatus(t *testing.T) {
 		ups = append(ups, options.Upstream{Name: n, URL: u, Addr: u.Host, Weight: 1})
 	}
 	opts := balancer.Options{
-		Upstreams: ups[:3], Ring: options.Ring{PointsPerWeight: 160},
-		Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: options.OnMissingReject},
-		Timeouts: options.Timeouts{Dial: time.Second},
-		Hold:     hold.Options{Idle: time.Hour, MaxKeys: 1000},
+		PoolOptions: balancer.PoolOptions{
+			Upstreams: ups[:3],
+			Ring:      options.Ring{PointsPerWeight: 160},
+			Hash:      options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: options.OnMissingReject},
+			Timeouts:  options.Timeouts{Dial: time.Second},
+			Hold:      hold.Options{Idle: time.Hour, MaxKeys: 1000},
+		},
 	}
 	reg := metrics.NewRegistry()
 	b, err := balancer.New(opts, reg, nil)

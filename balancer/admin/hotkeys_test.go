@@ -153,9 +153,12 @@ func serveKeyedWith(t *testing.T, mut func(*balancer.Options), names ...string) 
 		ups = append(ups, options.Upstream{Name: n, URL: u, Addr: u.Host, Weight: 1})
 	}
 	opts := balancer.Options{
-		Upstreams: ups, Ring: options.Ring{PointsPerWeight: 160},
-		Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
-		Timeouts: options.Timeouts{Dial: time.Second},
+		PoolOptions: balancer.PoolOptions{
+			Upstreams: ups,
+			Ring:      options.Ring{PointsPerWeight: 160},
+			Hash:      options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
+			Timeouts:  options.Timeouts{Dial: time.Second},
+		},
 	}
 	mut(&opts)
 	reg := metrics.NewRegistry()

@@ -55,11 +55,13 @@ func TestLookupRequestBody(t *testing.T) {
 	u, _ := url.Parse("http://a.internal:8080")
 	reg := metrics.NewRegistry()
 	b, err := balancer.New(balancer.Options{
-		Upstreams: []options.Upstream{{Name: "a", URL: u, Addr: u.Host, Weight: 1}, {Name: "b", URL: u, Addr: u.Host, Weight: 1}},
-		Ring:      options.Ring{PointsPerWeight: 160},
-		Hash: options.Hash{Key: []key.Source{
-			{Kind: key.JSON, Name: "prompt_cache_key"}, {Kind: key.JSON, Name: "user"}, {Kind: key.Host},
-		}},
+		PoolOptions: balancer.PoolOptions{
+			Upstreams: []options.Upstream{{Name: "a", URL: u, Addr: u.Host, Weight: 1}, {Name: "b", URL: u, Addr: u.Host, Weight: 1}},
+			Ring:      options.Ring{PointsPerWeight: 160},
+			Hash: options.Hash{Key: []key.Source{
+				{Kind: key.JSON, Name: "prompt_cache_key"}, {Kind: key.JSON, Name: "user"}, {Kind: key.Host},
+			}},
+		},
 	}, reg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -116,9 +118,11 @@ func TestLookupPrefixKey(t *testing.T) {
 	u, _ := url.Parse("http://a.internal:8080")
 	reg := metrics.NewRegistry()
 	b, err := balancer.New(balancer.Options{
-		Upstreams: []options.Upstream{{Name: "a", URL: u, Addr: u.Host, Weight: 1}, {Name: "b", URL: u, Addr: u.Host, Weight: 1}, {Name: "c", URL: u, Addr: u.Host, Weight: 1}},
-		Ring:      options.Ring{PointsPerWeight: 160},
-		Hash:      options.Hash{Key: []key.Source{{Kind: key.Prefix, Bytes: 256}, {Kind: key.Host}}},
+		PoolOptions: balancer.PoolOptions{
+			Upstreams: []options.Upstream{{Name: "a", URL: u, Addr: u.Host, Weight: 1}, {Name: "b", URL: u, Addr: u.Host, Weight: 1}, {Name: "c", URL: u, Addr: u.Host, Weight: 1}},
+			Ring:      options.Ring{PointsPerWeight: 160},
+			Hash:      options.Hash{Key: []key.Source{{Kind: key.Prefix, Bytes: 256}, {Kind: key.Host}}},
+		},
 	}, reg, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -47,9 +47,13 @@ func poolsRouter(t *testing.T) (*balancer.Router, *prometheus.Registry, func(poo
 			ups = append(ups, options.Upstream{Name: n, URL: u, Addr: u.Host, Weight: 1})
 		}
 		return balancer.Options{
-			Pool: pool, Upstreams: ups, Ring: options.Ring{PointsPerWeight: 160},
-			Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
-			Timeouts: options.Timeouts{Dial: time.Second},
+			Pool: pool,
+			PoolOptions: balancer.PoolOptions{
+				Upstreams: ups,
+				Ring:      options.Ring{PointsPerWeight: 160},
+				Hash:      options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
+				Timeouts:  options.Timeouts{Dial: time.Second},
+			},
 		}
 	}
 	mk := func(pool string, names ...string) *balancer.Balancer {

@@ -163,8 +163,12 @@ func BenchmarkStatusPagePools(b *testing.B) {
 			ups = append(ups, options.Upstream{Name: fmt.Sprintf("app-%d", i), URL: u, Addr: u.Host, Weight: 1})
 		}
 		pb, err := rt.NewPool(balancer.Options{
-			Pool: fmt.Sprintf("pool-%d", p), Upstreams: ups, Ring: options.Ring{PointsPerWeight: 160},
-			Hash: options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
+			Pool: fmt.Sprintf("pool-%d", p),
+			PoolOptions: balancer.PoolOptions{
+				Upstreams: ups,
+				Ring:      options.Ring{PointsPerWeight: 160},
+				Hash:      options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}},
+			},
 		}, nil)
 		if err != nil {
 			b.Fatal(err)

@@ -34,10 +34,13 @@ func stateProxy(t *testing.T) (*balancer.Balancer, *httptest.Server, *httptest.S
 	}
 	reg := metrics.NewRegistry()
 	b, err := balancer.New(balancer.Options{
-		Upstreams: ups, Ring: options.Ring{PointsPerWeight: 160},
-		Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: options.OnMissingReject},
-		Timeouts: options.Timeouts{Dial: time.Second},
-		Hold:     hold.Options{Idle: time.Hour, MaxKeys: 1000},
+		PoolOptions: balancer.PoolOptions{
+			Upstreams: ups,
+			Ring:      options.Ring{PointsPerWeight: 160},
+			Hash:      options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: options.OnMissingReject},
+			Timeouts:  options.Timeouts{Dial: time.Second},
+			Hold:      hold.Options{Idle: time.Hour, MaxKeys: 1000},
+		},
 	}, reg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -203,9 +206,11 @@ func TestUpstreamsAPIEscapedName(t *testing.T) {
 	u := mustParse(t, "http://[::1]:8080")
 	reg := metrics.NewRegistry()
 	b, err := balancer.New(balancer.Options{
-		Upstreams: []options.Upstream{{Name: "[::1]:8080", URL: u, Addr: u.Host, Weight: 1}},
-		Ring:      options.Ring{PointsPerWeight: 160},
-		Hash:      options.Hash{Key: []key.Source{{Kind: key.URI}}},
+		PoolOptions: balancer.PoolOptions{
+			Upstreams: []options.Upstream{{Name: "[::1]:8080", URL: u, Addr: u.Host, Weight: 1}},
+			Ring:      options.Ring{PointsPerWeight: 160},
+			Hash:      options.Hash{Key: []key.Source{{Kind: key.URI}}},
+		},
 	}, reg, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -145,14 +145,14 @@ func frontFor(sc Scenario, servers []*Server, first, all []*url.URL) (front stri
 // ringlbOptions is the Balancer a config file like
 // examples/configs/llm.yaml gives, before the upstreams us.
 func ringlbOptions(sc Scenario, us []*url.URL) balancer.Options {
-	opts := balancer.Options{
+	opts := balancer.Options{PoolOptions: balancer.PoolOptions{
 		Ring: options.Ring{PointsPerWeight: 160, LoadFactor: sc.LoadFactor, LoadFloor: sc.LoadFloor},
 		Hash: options.Hash{Key: sc.Keys, OnMissing: options.OnMissingRandom, BodyLimit: 256 << 10},
 		// The servers say who they are (X-Server); ringlb's header
 		// would say the same.
 		Retries:  1,
 		Timeouts: options.Timeouts{Dial: 2 * time.Second, ResponseHeader: 120 * time.Second, Read: 60 * time.Second, IdleConn: 90 * time.Second},
-	}
+	}}
 	if sc.Hold {
 		opts.Hold = hold.Options{Idle: 30 * time.Minute, MaxKeys: 1 << 20}
 	}

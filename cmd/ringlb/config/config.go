@@ -122,8 +122,9 @@ func applyDefaults(c *Config, has func(field string) bool, reused map[string]boo
 // paths, and a config's top-level pool: its fields are filled as a
 // pool's, and only without pools.
 func fill(p string, v reflect.Value, has func(field string) bool) {
+	top := v.Type() == reflect.TypeFor[Config]()
 	for _, f := range schemaOf(v.Type()).fields {
-		if f.inline {
+		if f.inline && top {
 			continue
 		}
 		path, fv := join(p, f.key), v.FieldByIndex(f.index)

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer"
+
 	"github.com/ringlb/ringlb/balancer/key"
 	"github.com/ringlb/ringlb/balancer/state"
 	"github.com/ringlb/ringlb/balancer/transport"
@@ -62,32 +64,34 @@ func defaults(t *testing.T) *Config {
 		Limits:          Limits{UpstreamRequests: 1024, StreamsPerConnection: 250, Send: 60 * time.Second, BodyMemory: 64 << 20},
 		Pool: Pool{
 			Name: "default",
-			Hash: Hash{
-				Key: []key.Source{
-					{Kind: key.Cookie, Name: "session"},
-					{Kind: key.Header, Name: "X-User-Id"},
-					{Kind: key.Query, Name: "user"},
-					{Kind: key.URI},
+			PoolOptions: balancer.PoolOptions{
+				Hash: Hash{
+					Key: []key.Source{
+						{Kind: key.Cookie, Name: "session"},
+						{Kind: key.Header, Name: "X-User-Id"},
+						{Kind: key.Query, Name: "user"},
+						{Kind: key.URI},
+					},
+					OnMissing: "random",
+					Cookie:    AffinityCookie{Name: "ringlb_affinity", TTL: 24 * time.Hour, Secure: false, HTTPOnly: true},
+					BodyLimit: 65536,
 				},
-				OnMissing: "random",
-				Cookie:    AffinityCookie{Name: "ringlb_affinity", TTL: 24 * time.Hour, Secure: false, HTTPOnly: true},
-				BodyLimit: 65536,
+				Ring:      Ring{PointsPerWeight: 160, LoadFactor: 0, LoadFloor: 8, Placement: "ringlb", SlowStart: 0, OnUnavailable: "remap"},
+				Upstreams: []Upstream{{Name: "a", URL: u.URL, Weight: 1, Addr: "127.0.0.1:9001", Protocol: transport.HTTP1, State: state.Ready}},
+				Breaker: Breaker{
+					ConsecutiveFailures: 5,
+					FailureStatuses:     []int{502, 503, 504},
+					FailureGRPCStatuses: []int{14},
+					OpenTimeout:         5 * time.Second,
+					MaxOpenTimeout:      60 * time.Second,
+				},
+				RetryStatuses: []int{},
+				Retries:       1,
+				Timeouts:      Timeouts{Dial: 2 * time.Second, ResponseHeader: 30 * time.Second, Read: 60 * time.Second, ClientBody: 60 * time.Second, IdleConn: 90 * time.Second},
+				Hold:          Hold{Idle: 0, MaxKeys: 1000000, Cookie: HoldCookie{Name: "", SecretFile: ""}, Share: HoldShare{Prefix: "ringlb:hold:", Timeout: 50 * time.Millisecond}, OnReturn: "stay"},
+				Handoff:       Handoff{Window: 5 * time.Minute},
 			},
-			Ring:      Ring{PointsPerWeight: 160, LoadFactor: 0, LoadFloor: 8, Placement: "ringlb", SlowStart: 0, OnUnavailable: "remap"},
-			Upstreams: []Upstream{{Name: "a", URL: u.URL, Weight: 1, Addr: "127.0.0.1:9001", Protocol: transport.HTTP1, State: state.Ready}},
-			Health:    nil,
-			Breaker: Breaker{
-				ConsecutiveFailures: 5,
-				FailureStatuses:     []int{502, 503, 504},
-				FailureGRPCStatuses: []int{14},
-				OpenTimeout:         5 * time.Second,
-				MaxOpenTimeout:      60 * time.Second,
-			},
-			RetryStatuses: []int{},
-			Retries:       1,
-			Timeouts:      Timeouts{Dial: 2 * time.Second, ResponseHeader: 30 * time.Second, Read: 60 * time.Second, ClientBody: 60 * time.Second, IdleConn: 90 * time.Second},
-			Hold:          Hold{Idle: 0, MaxKeys: 1000000, Cookie: HoldCookie{Name: "", SecretFile: ""}, Share: HoldShare{Prefix: "ringlb:hold:", Timeout: 50 * time.Millisecond}, OnReturn: "stay"},
-			Handoff:       Handoff{Window: 5 * time.Minute},
+			Health: nil,
 		},
 	}
 }

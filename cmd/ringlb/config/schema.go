@@ -33,10 +33,13 @@ import (
 //
 // So a new field of a block is its field, with its name, default and a
 // comment stating both and its bounds; its check in the block's
-// validate_*.go (validate.go for the top level's fields); and its use. A
-// field of a block the balancer reads in a shape of its own
-// (upstream_tls, whose CA file is read into the roots) also has its
-// line in the command's conversion (cmd/ringlb/process/options.go).
+// validate_*.go (validate.go for the top level's and a pool's own
+// fields); and its use. A pool's own scalars (retries,
+// retry_statuses) are fields of balancer.PoolOptions, which Pool embeds
+// and the balancer reads. Only upstream_tls is read in a shape of its own
+// (its CA file is read into the roots the transports take), so a field of
+// it also has its line in the command's conversion
+// (cmd/ringlb/process/options.go).
 
 // field is one field of a block as the file names it.
 type field struct {

@@ -9,6 +9,8 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/ringlb/ringlb/balancer"
+
 	"github.com/ringlb/ringlb/balancer/breaker"
 	"github.com/ringlb/ringlb/balancer/discovery"
 	"github.com/ringlb/ringlb/balancer/handoff"
@@ -92,26 +94,14 @@ type Pool struct {
 	// DefaultPool.
 	Name string
 
-	Hash      Hash       `yaml:"hash"`
-	Ring      Ring       `yaml:"ring"`
-	Upstreams []Upstream `yaml:"upstreams"`
-	Health    *Health    `yaml:"health"` // nil when the health block is absent: no active checks
-	Breaker   Breaker    `yaml:"breaker"`
-	Retries   int        `yaml:"retries" default:"1"` // retries; default 1
-	// RetryStatuses is retry_statuses; default none. A bodiless GET, HEAD
-	// or OPTIONS answered with one of these (500-599) is retried on the
-	// next upstream clockwise, within Retries.
-	RetryStatuses []int    `yaml:"retry_statuses" default:"[]"`
-	Timeouts      Timeouts `yaml:"timeouts"`
+	// PoolOptions are the blocks the balancer reads as they are written:
+	// upstreams, ring, hash, breaker, retries, retry_statuses, timeouts,
+	// discovery, hold and handoff.
+	balancer.PoolOptions
+
+	Health *Health `yaml:"health"` // nil when the health block is absent: no active checks
 	// UpstreamTLS is upstream_tls: how https upstreams are verified.
 	UpstreamTLS UpstreamTLS `yaml:"upstream_tls"`
-	// Discovery is nil when the discovery block is absent: the ring's
-	// members are the static Upstreams only.
-	Discovery *Discovery `yaml:"discovery"`
-	// Hold is the hold block; its zero Idle turns hold off.
-	Hold Hold `yaml:"hold"`
-	// Handoff is the handoff block; its zero Header turns it off.
-	Handoff Handoff `yaml:"handoff"`
 }
 
 // The blocks the balancer reads as they are written are its own option

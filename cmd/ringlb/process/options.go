@@ -17,23 +17,15 @@ import (
 func balancerOptions(proc *config.Config, cfg *config.Pool) (balancer.Options, error) {
 	o := balancer.Options{
 		Pool:            cfg.Name,
-		Ring:            cfg.Ring,
-		Hash:            cfg.Hash,
+		PoolOptions:     cfg.PoolOptions,
 		TrustedProxies:  proc.TrustedProxies,
 		UpstreamHeader:  proc.UpstreamHeader,
-		Retries:         cfg.Retries,
-		RetryStatuses:   cfg.RetryStatuses,
-		Timeouts:        cfg.Timeouts,
 		RequestIDHeader: proc.RequestIDHeader,
-		Breaker:         cfg.Breaker,
-		Handoff:         cfg.Handoff,
 		HealthChecks:    cfg.Health != nil,
-		Discovery:       cfg.Discovery,
-		Hold:            cfg.Hold,
 		Limits:          proc.Limits,
 	}
-	if len(cfg.Upstreams) > 0 { // none is nil, written "upstreams: []" or not, for sameOptions
-		o.Upstreams = cfg.Upstreams
+	if len(o.Upstreams) == 0 { // none is nil, written "upstreams: []" or not, for sameOptions
+		o.Upstreams = nil
 	}
 	var err error
 	if o.UpstreamTLS, err = upstreamTLS(cfg); err != nil {
