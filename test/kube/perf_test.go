@@ -52,14 +52,16 @@ func TestPerf1000(t *testing.T) {
 	}
 
 	opts := balancer.Options{
-		Ring:     options.Ring{PointsPerWeight: 160},
-		Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: "random"},
-		Timeouts: options.Timeouts{Dial: time.Second, ResponseHeader: time.Second, IdleConn: time.Second},
-		Discovery: &discovery.Options{
-			Interval: time.Hour, Timeout: 5 * time.Second, RemoveAfter: time.Hour, Confirm: 3,
-			Kubeconfig: cp.kubeconfig,
-			Sources: []discovery.Source{{Kubernetes: discovery.KubeService{Service: "big", Namespace: "prod", Port: "http"},
-				Scheme: "http", Protocol: "http1", Weight: 1}},
+		PoolOptions: balancer.PoolOptions{
+			Ring:     options.Ring{PointsPerWeight: 160},
+			Hash:     options.Hash{Key: []key.Source{{Kind: key.Header, Name: "X-User-ID"}}, OnMissing: "random"},
+			Timeouts: options.Timeouts{Dial: time.Second, ResponseHeader: time.Second, IdleConn: time.Second},
+			Discovery: &discovery.Options{
+				Interval: time.Hour, Timeout: 5 * time.Second, RemoveAfter: time.Hour, Confirm: 3,
+				Kubeconfig: cp.kubeconfig,
+				Sources: []discovery.Source{{Kubernetes: discovery.KubeService{Service: "big", Namespace: "prod", Port: "http"},
+					Scheme: "http", Protocol: "http1", Weight: 1}},
+			},
 		},
 	}
 	start := time.Now()
